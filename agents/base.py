@@ -1,0 +1,60 @@
+"""The interface every scheduling agent shares.
+
+A reference agent reads the simulator's read-only :class:`~sfenv.sim.SimView` and either proposes
+ranked plans for a job (:meth:`SchedulerAgent.propose`) or makes the whole decision
+(:meth:`SchedulerAgent.decide`: a plan to start now, or None to wait).  Through
+:class:`~agents.policy.AgentPolicy` every agent also exposes SB3's ``predict`` so it plays
+through :class:`sfenv.env.GeoSchedEnv` and ``evaluate_policy``.
+"""
+
+from __future__ import annotations
+
+from sfenv.perf import Plan
+from sfenv.planning import fit_plan
+from sfenv.sim import SimView
+from sfenv.workload import JobSpec
+
+__all__ = ["SchedulerAgent", "best_single_region_plan"]
+
+
+class SchedulerAgent:
+    """Base class: order the queue, propose plans per job, start the first that fits.
+
+    Subclasses override :meth:`order` and :meth:`propose`; ``blocking=True`` makes the agent
+    wait whenever the first job in its order cannot start (strict FIFO head-of-line blocking).
+
+    :param name: the agent's registry name.
+    """
+
+    name = "base"
+    blocking = False
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget per-episode state (called at the start of every episode)."""
+
+    def order(self, view: SimView) -> list[JobSpec]:
+        """Waiting jobs in the order the agent wants to serve them (default: arrival)."""
+        return view.waiting
+
+    def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
+        """Up to ``k`` plans for ``job``, best first, that could start now."""
+        raise NotImplementedError
+
+    def decide(self, view: SimView) -> Plan | None:
+        """A plan to start now, or None to wait."""
+        for job in self.order(view):
+            for plan in self.propose(view, job, k=1):
+                if view.can_start(plan):
+                    return plan
+            if self.blocking:
+                return None
+        return None
+
+
+def best_single_region_plan(view: SimView, job: JobSpec, region: int, gpus: int | None = None):
+    """Best plan for ``job`` inside one region with at most ``gpus`` (default: all free, capped)."""
+    free = int(view.free_gpus[region])
+    budget = min(free, job.max_gpus) if gpus is None else min(gpus, free)
+    if budget < job.min_gpus:
+        return None
+    return fit_plan(job, view.topo, [region], [budget], view.evaluate)

@@ -1,0 +1,46 @@
+"""FIFO first-fit: the simplest baseline.
+
+Serves jobs strictly in arrival order (head-of-line blocking: if the oldest job cannot start, it
+waits).  For the head job it takes the first region, in index order, whose free GPUs reach the
+job's minimum, and uses up to ``max_gpus`` of them; if no single region is large enough, it chains
+regions in index order until the minimum is met (ignoring the topology).  The plan shape comes
+from :func:`sfenv.planning.fit_plan`.
+"""
+
+from __future__ import annotations
+
+from agents.base import SchedulerAgent
+from sfenv.perf import Plan
+from sfenv.planning import fit_plan
+from sfenv.sim import SimView
+from sfenv.workload import JobSpec
+
+__all__ = ["FIFOAgent"]
+
+
+class FIFOAgent(SchedulerAgent):
+    """First-come first-served, first-fit placement (see module docstring)."""
+
+    name = "fifo"
+    blocking = True
+
+    def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
+        """The first-fit plan for ``job``, if any."""
+        free = view.free_gpus
+        for r in range(view.topo.num_regions):
+            if free[r] >= job.min_gpus:
+                res = fit_plan(job, view.topo, [r], [min(int(free[r]), job.max_gpus)], view.evaluate)
+                if res is not None:
+                    return [res[0]]
+        chain, budget, total = [], [], 0
+        for r in range(view.topo.num_regions):
+            if free[r] > 0 and total < job.min_gpus:
+                take = min(int(free[r]), job.max_gpus - total)
+                chain.append(r)
+                budget.append(take)
+                total += take
+        if total >= job.min_gpus:
+            res = fit_plan(job, view.topo, chain, budget, view.evaluate)
+            if res is not None:
+                return [res[0]]
+        return []

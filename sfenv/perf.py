@@ -1,0 +1,447 @@
+"""The performance model of a pipeline-parallel LLM training job over a WAN (pure functions).
+
+A :class:`Plan` splits a job's L layers into an ordered list of pipeline stages.  Stage k has
+``l_k`` layers, ``t_k``-way tensor parallelism inside one server and ``d`` data-parallel replicas
+(the same ``d`` for every stage), placed in one region or spread over several (``placement``).
+A global batch of B sequences is cut into ``m = ceil(B / (d*b))`` micro-batches of ``b`` sequences.
+
+With ``P_k = 12 h^2 l_k`` parameters on stage k (plus the V*h tied embedding on the first stage
+for memory and on the last for compute, the LM head):
+
+- compute per micro-batch: ``c_k = 6 P_k b s / (t_k F MFU)``, x4/3 with activation recomputation
+  (F = peak FLOP/s of the slowest GPU holding the stage);
+- pipeline hop k->k+1, per micro-batch and direction: ``a_k = lat(route) + 2 b s h / bw``, where
+  ``bw`` is the flow's fair share of the bottleneck link of its route (intra-region bandwidth when
+  both stages share a region);
+- pipeline time: the first micro-batch fills the pipe (``fill = sum c_k + 2 sum a_k``), then one
+  micro-batch leaves per bottleneck slot (``beat = max(c_k, a_k)``):
+  ``T_1F1B = fill + (m-1) beat``.  The bubble ``fill - beat`` is kept whole for 1F1B and GPipe,
+  cut to a third for zero-bubble ZB-H1 and removed for ZB-H2 (Qi et al., ICLR 2024: with equal
+  F, B, W times the bubble rate is (p-1)/m, (p-1)/(3m) and ~0).  The model reproduces these rates
+  for equal stages (tested), and BACE-Pipe's stall-free rule (``a_k <= c_k``) falls out of it:
+  a hop slower than its stages becomes the beat;
+- data-parallel gradient sync of stage k: a ring all-reduce of ``2 P_k`` bytes (bf16) over d
+  replicas: ``2 (d-1)/d * bytes / bw + 2 (d-1) lat``, on the per-GPU intra-region bandwidth
+  (``2 P_k / t_k`` bytes per ring) or, when replicas span regions, on the WAN share;
+  overlapped with the pipeline by a fraction ``dp_overlap``;
+- memory per GPU: ``16 P_k / t_k`` bytes (bf16 weights and grads, fp32 Adam state and master
+  weights) plus activations: ``34 s b h / t_k`` bytes per layer and micro-batch (Korthikanti et
+  al. 2022, no recomputation) or ``2 s b h`` (full recomputation), times the micro-batches in
+  flight (1F1B/ZB-H1: p-k, GPipe: m, ZB-H2: 2(p-k)).  A plan that does not fit is infeasible;
+- power per GPU: ``idle + (TDP - idle) * util`` with ``util = m c_k / T``, times PUE;
+- throughput ``B s / T`` tokens/s; energy per iteration = power x T.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sfenv.topology import Topology
+from sfenv.workload import JobSpec
+
+__all__ = [
+    "Stage",
+    "Plan",
+    "PerfParams",
+    "PlanPerf",
+    "SCHEDULES",
+    "BUBBLE_FACTOR",
+    "plan_flows",
+    "evaluate_plan",
+    "bubble_rate",
+    "allreduce_time",
+    "stage_layer_split",
+]
+
+SCHEDULES = ("1f1b", "gpipe", "zb-h1", "zb-h2")
+BUBBLE_FACTOR = {"1f1b": 1.0, "gpipe": 1.0, "zb-h1": 1.0 / 3.0, "zb-h2": 0.0}
+ACT_BYTES = 2.0  # bf16 activations
+ACT_PER_LAYER = 34.0  # bytes per (s*b*h) per layer without recomputation (Korthikanti et al.)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage.
+
+    :param layers: transformer layers on this stage (>= 1).
+    :param placement: ``((region, replicas), ...)``: where the stage's data-parallel replicas run.
+    :param tp: tensor-parallel degree (GPUs per replica, inside one server).
+    """
+
+    layers: int
+    placement: tuple[tuple[int, int], ...]
+    tp: int = 1
+    dp: int = field(init=False, repr=False, compare=False)
+    gpus: int = field(init=False, repr=False, compare=False)
+    regions: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # derived fields, stored once (hot loops read them many times)
+        dp = sum(n for _, n in self.placement)
+        object.__setattr__(self, "dp", dp)
+        object.__setattr__(self, "gpus", dp * self.tp)
+        object.__setattr__(self, "regions", tuple(r for r, _ in self.placement))
+
+    @classmethod
+    def at(cls, region: int, layers: int, dp: int = 1, tp: int = 1) -> Stage:
+        """A stage with all ``dp`` replicas in one region."""
+        return cls(layers=layers, placement=((region, dp),), tp=tp)
+
+    def replica_regions(self) -> list[int]:
+        """Region of each replica, in replica order."""
+        out: list[int] = []
+        for r, n in self.placement:
+            out.extend([r] * n)
+        return out
+
+    def hop_pairs(self, nxt: Stage) -> dict[tuple[int, int], int]:
+        """``{(src region, dst region): replica pairs}`` of the hop from this stage to ``nxt``."""
+        if len(self.placement) == 1 and len(nxt.placement) == 1:
+            return {(self.placement[0][0], nxt.placement[0][0]): self.dp}
+        out: dict[tuple[int, int], int] = {}
+        for a, b in zip(self.replica_regions(), nxt.replica_regions()):
+            out[(a, b)] = out.get((a, b), 0) + 1
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A parallel plan for one job.
+
+    :param job_id: the job this plan is for.
+    :param stages: pipeline stages in order.
+    :param micro_batch: sequences per micro-batch, b.
+    :param schedule: pipeline schedule, one of :data:`SCHEDULES`.
+    :param recompute: full activation recomputation (x4/3 compute, far less activation memory).
+    """
+
+    job_id: int
+    stages: tuple[Stage, ...]
+    micro_batch: int = 1
+    schedule: str = "1f1b"
+    recompute: bool = False
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel degree (the first stage's)."""
+        return self.stages[0].dp
+
+    @property
+    def num_stages(self) -> int:
+        """Pipeline depth p."""
+        return len(self.stages)
+
+    @property
+    def gpus(self) -> int:
+        """Total GPUs."""
+        return sum(s.gpus for s in self.stages)
+
+    def gpus_by_region(self) -> dict[int, int]:
+        """GPUs per region."""
+        out: dict[int, int] = {}
+        for s in self.stages:
+            for r, n in s.placement:
+                out[r] = out.get(r, 0) + n * s.tp
+        return out
+
+    @property
+    def regions(self) -> tuple[int, ...]:
+        """Distinct regions used, in first-use order."""
+        seen: dict[int, None] = {}
+        for s in self.stages:
+            for r in s.regions:
+                seen.setdefault(r, None)
+        return tuple(seen)
+
+    def num_microbatches(self, job: JobSpec) -> int:
+        """``m = ceil(B / (d b))``."""
+        return max(1, math.ceil(job.global_batch / (self.dp * self.micro_batch)))
+
+
+@dataclass(frozen=True)
+class PerfParams:
+    """Tunable constants of the performance model.
+
+    :param mfu: achievable fraction of peak FLOP/s (model FLOPs utilisation).
+    :param dp_overlap: fraction of the gradient all-reduce hidden behind the pipeline (0..1).
+    :param memory_headroom: usable fraction of GPU memory (framework, fragmentation).
+    """
+
+    mfu: float = 0.4
+    dp_overlap: float = 0.5
+    memory_headroom: float = 0.9
+
+
+@dataclass
+class PlanPerf:
+    """What the model predicts for a plan under given link shares.
+
+    ``feasible`` is False with a ``reason`` when the plan is malformed or does not fit in memory;
+    times are then ``inf``.  All times in seconds, power in watts, throughput in tokens/s.
+    """
+
+    feasible: bool
+    reason: str = ""
+    iter_time: float = math.inf
+    pipeline_time: float = math.inf
+    compute_times: list[float] = field(default_factory=list)
+    hop_times: list[float] = field(default_factory=list)
+    allreduce_times: list[float] = field(default_factory=list)
+    bubble_time: float = math.inf
+    microbatches: int = 0
+    throughput: float = 0.0
+    memory_per_gpu: list[float] = field(default_factory=list)
+    memory_headroom: float = 0.0
+    power_by_region: dict[int, float] = field(default_factory=dict)
+    bottleneck_bw_bps: float = math.inf
+    wan_bytes_per_iter: float = 0.0
+
+    @property
+    def power_w(self) -> float:
+        """Total facility power (PUE included), watts."""
+        return float(sum(self.power_by_region.values()))
+
+    @property
+    def bubble_rate(self) -> float:
+        """Bubble time over busy time of the bottleneck, as in the zero-bubble paper."""
+        busy = self.pipeline_time - self.bubble_time
+        return self.bubble_time / busy if busy > 0 else 0.0
+
+    @property
+    def stall_free(self) -> bool:
+        """True when every hop's transfer time is at most its neighbouring stages' compute time."""
+        c = self.compute_times
+        return all(a <= min(c[k], c[k + 1]) + 1e-12 for k, a in enumerate(self.hop_times))
+
+
+def _infeasible(reason: str) -> PlanPerf:
+    return PlanPerf(feasible=False, reason=reason)
+
+
+def plan_flows(plan: Plan, topo: Topology) -> dict[int, int]:
+    """WAN flows a plan puts on each link: ``{link index: flows}``.
+
+    Pipeline hops pair replica i of stage k with replica i of stage k+1; each pair in different
+    regions is one flow on every link of its route.  A stage whose replicas span regions adds
+    one ring all-reduce flow per region boundary of its ring.
+    """
+    flows: dict[int, int] = {}
+
+    def add(a: int, b: int) -> None:
+        for k in topo.route_links[a][b]:
+            flows[k] = flows.get(k, 0) + 1
+
+    stages = plan.stages
+    for k in range(len(stages) - 1):
+        for (a, b), n in stages[k].hop_pairs(stages[k + 1]).items():
+            if a != b:
+                for link in topo.route_links[a][b]:
+                    flows[link] = flows.get(link, 0) + n
+    for st in stages:
+        regs = st.regions
+        if len(regs) > 1:
+            for i in range(len(regs)):
+                add(regs[i], regs[(i + 1) % len(regs)])
+    return flows
+
+
+def _share_bps(a: int, b: int, topo: Topology, cap: np.ndarray, flows: np.ndarray) -> float:
+    """Fair share of one flow on the route a->b (``flows`` already counts this flow)."""
+    links = topo.route_links[a][b]
+    if not links:
+        return topo.scalars.intra_bw[a]
+    return float(min(cap[k] / max(flows[k], 1.0) for k in links))
+
+
+def allreduce_time(nbytes: float, d: int, bw_bps: float, latency_s: float) -> float:
+    """Ring all-reduce time of ``nbytes`` over ``d`` participants: 2(d-1)/d * bytes/bw + 2(d-1) lat."""
+    if d <= 1:
+        return 0.0
+    return 2.0 * (d - 1) / d * nbytes * 8.0 / bw_bps + 2.0 * (d - 1) * latency_s
+
+
+def bubble_rate(p: int, m: int, schedule: str) -> float:
+    """Closed-form bubble rate for p equal stages, m micro-batches, no communication."""
+    return BUBBLE_FACTOR[schedule] * (p - 1) / m
+
+
+def evaluate_plan(
+    plan: Plan,
+    job: JobSpec,
+    topo: Topology,
+    params: PerfParams,
+    link_capacity_bps: np.ndarray | None = None,
+    link_flows: np.ndarray | None = None,
+    include_own_flows: bool = True,
+) -> PlanPerf:
+    """Predict iteration time, throughput, memory and power of ``plan`` for ``job``.
+
+    :param link_capacity_bps: current capacity of each link (bandwidth x fluctuation factor);
+        defaults to the nominal bandwidths.
+    :param link_flows: flows of *other* jobs on each link (default none).  With
+        ``include_own_flows`` the plan's own flows are added before computing fair shares;
+        pass False when ``link_flows`` already contains them (a running job).
+    """
+    model = job.model
+    stages = plan.stages
+    p = len(stages)
+    if p == 0:
+        return _infeasible("plan has no stages")
+    if plan.schedule not in BUBBLE_FACTOR:
+        return _infeasible(f"unknown schedule {plan.schedule!r}; expected one of {SCHEDULES}")
+    if plan.micro_batch < 1:
+        return _infeasible("micro_batch must be >= 1")
+    if sum(s.layers for s in stages) != model.layers:
+        return _infeasible(f"stages hold {sum(s.layers for s in stages)} layers, model has {model.layers}")
+    d = stages[0].dp
+    for k, s in enumerate(stages):
+        if s.layers < 1:
+            return _infeasible(f"stage {k} has no layers")
+        if s.dp != d or any(n < 1 for _, n in s.placement):
+            return _infeasible(f"stage {k} has {s.dp} replicas, stage 0 has {d}")
+        if s.tp < 1 or model.heads % s.tp != 0:
+            return _infeasible(f"stage {k}: tp={s.tp} must divide {model.heads} heads")
+        for r, _ in s.placement:
+            if not 0 <= r < topo.num_regions:
+                return _infeasible(f"stage {k}: unknown region {r}")
+            if s.tp > topo.regions[r].gpus_per_server:
+                return _infeasible(f"stage {k}: tp={s.tp} exceeds {topo.regions[r].gpus_per_server} GPUs/server")
+    gpus = plan.gpus
+    if gpus < job.min_gpus or gpus > job.max_gpus:
+        return _infeasible(f"plan uses {gpus} GPUs, job accepts {job.min_gpus}..{job.max_gpus}")
+
+    cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
+    flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
+    if include_own_flows:
+        for k, n in plan_flows(plan, topo).items():
+            flows[k] += n
+
+    b, s, h = plan.micro_batch, model.seq_len, model.hidden
+    m = plan.num_microbatches(job)
+    mfu = params.mfu
+    flop_mult = 8.0 if plan.recompute else 6.0
+    act_bytes = ACT_BYTES * b * s * h  # one micro-batch's boundary activation
+    compute: list[float] = []
+    mem: list[float] = []
+    min_headroom = math.inf
+    stage_params: list[float] = []
+    for k, st in enumerate(stages):
+        pk = model.layer_params * st.layers
+        pk_mem = pk + (model.embedding_params if k == 0 else 0.0) + (model.embedding_params if k == p - 1 else 0.0)
+        pk_flops = pk + (model.embedding_params if k == p - 1 else 0.0)
+        stage_params.append(pk_mem)
+        flops = min(topo.scalars.flops[r] for r in st.regions)
+        compute.append(flop_mult * pk_flops * b * s / (st.tp * flops * mfu))
+        if plan.schedule == "gpipe":
+            inflight = m
+        elif plan.schedule == "zb-h2":
+            inflight = min(m, 2 * (p - k))
+        else:
+            inflight = min(m, p - k)
+        per_layer = (ACT_BYTES * s * b * h) if plan.recompute else (ACT_PER_LAYER * s * b * h / st.tp)
+        need = 16.0 * pk_mem / st.tp + per_layer * st.layers * inflight
+        mem.append(need)
+        avail = min(topo.scalars.memory[r] for r in st.regions) * params.memory_headroom
+        min_headroom = min(min_headroom, (avail - need) / avail)
+        if need > avail:
+            return PlanPerf(
+                feasible=False,
+                reason=f"stage {k} needs {need / 1e9:.1f} GB per GPU, {avail / 1e9:.1f} GB usable",
+                memory_per_gpu=mem,
+                memory_headroom=min_headroom,
+            )
+
+    hops: list[float] = []
+    bottleneck = math.inf
+    wan_bytes = 0.0
+    lat_m = topo.scalars.route_latency
+    intra_bw = topo.scalars.intra_bw
+    act_bits = act_bytes * 8.0
+    for k in range(p - 1):
+        worst = 0.0
+        for (a, bb), n in stages[k].hop_pairs(stages[k + 1]).items():
+            if a == bb:
+                worst = max(worst, lat_m[a][a] + act_bits / intra_bw[a])
+                continue
+            bw = _share_bps(a, bb, topo, cap, flows)
+            worst = max(worst, lat_m[a][bb] + act_bits / bw)
+            bottleneck = min(bottleneck, bw)
+            wan_bytes += 2.0 * act_bytes * m * n
+        hops.append(worst)
+
+    allreduce: list[float] = []
+    for k, st in enumerate(stages):
+        grad_bytes = 2.0 * stage_params[k]
+        regs = st.regions
+        if len(regs) == 1:
+            r = regs[0]
+            t_ar = allreduce_time(grad_bytes / st.tp, d, intra_bw[r], topo.scalars.intra_latency[r])
+        else:
+            bw = min(float(topo.intra_bw_bps[r]) * st.tp for r in regs)
+            lat = 0.0
+            for i in range(len(regs)):
+                a, bb = regs[i], regs[(i + 1) % len(regs)]
+                share = _share_bps(a, bb, topo, cap, flows)
+                bottleneck = min(bottleneck, share)
+                bw = min(bw, share)
+                lat = max(lat, float(topo.route_latency_s[a, bb]))
+            t_ar = allreduce_time(grad_bytes, d, bw, lat)
+            wan_bytes += 2.0 * (d - 1) / d * grad_bytes * len(regs)
+        allreduce.append(t_ar)
+
+    fill = sum(compute) + 2.0 * sum(hops)
+    beat = max(max(compute), max(hops) if hops else 0.0)
+    bubble = BUBBLE_FACTOR[plan.schedule] * (fill - beat)
+    t_pp = m * beat + bubble
+    ar = max(allreduce)
+    w = params.dp_overlap
+    t_iter = t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
+
+    power: dict[int, float] = {}
+    for k, st in enumerate(stages):
+        util = min(1.0, m * compute[k] / t_iter)
+        for r, n in st.placement:
+            reg = topo.regions[r]
+            watts = n * st.tp * (reg.gpu.idle_w + (reg.gpu.tdp_w - reg.gpu.idle_w) * util) * reg.pue
+            power[r] = power.get(r, 0.0) + watts
+
+    return PlanPerf(
+        feasible=True,
+        iter_time=t_iter,
+        pipeline_time=t_pp,
+        compute_times=compute,
+        hop_times=hops,
+        allreduce_times=allreduce,
+        bubble_time=bubble,
+        microbatches=m,
+        throughput=job.tokens_per_iteration / t_iter,
+        memory_per_gpu=mem,
+        memory_headroom=min_headroom,
+        power_by_region=power,
+        bottleneck_bw_bps=bottleneck,
+        wan_bytes_per_iter=wan_bytes,
+    )
+
+
+def stage_layer_split(layers: int, weights: Sequence[float]) -> list[int]:
+    """Split ``layers`` into len(weights) positive parts proportional to ``weights`` (largest remainder)."""
+    n = len(weights)
+    if n > layers:
+        raise ValueError(f"cannot split {layers} layers into {n} stages")
+    tot = float(sum(weights))
+    raw = [layers * w / tot for w in weights]
+    parts = [max(1, int(math.floor(x))) for x in raw]
+    while sum(parts) > layers:
+        i = max(range(n), key=lambda j: (parts[j] - raw[j], parts[j]))
+        if parts[i] > 1:
+            parts[i] -= 1
+        else:  # pragma: no cover - guarded by n <= layers
+            break
+    while sum(parts) < layers:
+        i = max(range(n), key=lambda j: raw[j] - parts[j])
+        parts[i] += 1
+    return parts

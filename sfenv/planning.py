@@ -1,0 +1,123 @@
+"""Plan construction helpers shared by the environment's proposers and the agents.
+
+:func:`fit_plan` turns an ordered chain of regions with a GPU budget in each into the best plan
+of a simple, standard shape: pipeline stages follow the chain, every stage keeps its ``d``
+data-parallel replicas and ``t``-way tensor parallelism inside its region (so only pipeline
+boundaries cross the WAN, the placement rule DT-FM and BACE-Pipe agree on), and layers are split
+in proportion to each stage's compute speed.  It enumerates ``(t, d)`` and the stage count per
+region and keeps the feasible plan with the shortest modelled iteration time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sfenv.perf import Plan, PlanPerf, Stage, stage_layer_split
+from sfenv.topology import Topology
+from sfenv.workload import JobSpec
+
+__all__ = ["fit_plan", "chain_plan", "Evaluator"]
+
+Evaluator = Callable[[Plan, JobSpec], PlanPerf]
+
+TP_DEGREES = (1, 2, 4, 8)
+DP_DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256)
+
+
+def chain_plan(
+    job: JobSpec,
+    topo: Topology,
+    chain: Sequence[int],
+    stages_per_region: Sequence[int],
+    dp: int,
+    tp: int,
+    schedule: str = "1f1b",
+    micro_batch: int = 1,
+    recompute: bool = False,
+) -> Plan | None:
+    """A plan with ``stages_per_region[i]`` stages in region ``chain[i]``, all with ``dp`` x ``tp``.
+
+    Layers are split in proportion to each stage's GPU speed.  Returns None if the chain holds
+    more stages than the model has layers.
+    """
+    regions: list[int] = []
+    for r, n in zip(chain, stages_per_region):
+        regions.extend([r] * n)
+    if not regions or len(regions) > job.model.layers:
+        return None
+    split = stage_layer_split(job.model.layers, [topo.gpu_flops[r] for r in regions])
+    stages = tuple(Stage.at(r, layers, dp, tp) for r, layers in zip(regions, split))
+    return Plan(job.job_id, stages, micro_batch=micro_batch, schedule=schedule, recompute=recompute)
+
+
+def fit_plan(
+    job: JobSpec,
+    topo: Topology,
+    chain: Sequence[int],
+    budget: Sequence[int],
+    evaluate: Evaluator,
+    schedule: str = "1f1b",
+    micro_batch: int = 1,
+    max_evals: int = 48,
+    max_depth: int = 16,
+) -> tuple[Plan, PlanPerf] | None:
+    """Best feasible plan on ``chain`` using at most ``budget[i]`` GPUs in region ``chain[i]``.
+
+    Candidates: every tensor degree t (within a server, dividing the heads) and data-parallel
+    degree d such that each region gets at least one stage; a region then holds
+    ``budget // (d t)`` stages (capped so the whole pipeline has at most ``min(L, max_depth)``
+    stages and the job at most ``max_gpus`` GPUs).  Combinations whose weights and optimizer state
+    alone cannot fit (``16 P / (p t)`` over the smallest GPU memory) are skipped without
+    evaluation.  Recomputation is tried when the plain plan does not fit.  For each t the scan
+    over d stops once the iteration time rises (a heuristic: it is close to unimodal in d).
+    Returns ``(plan, perf)`` with the lowest iteration time, or None when nothing fits.
+    """
+    if not chain or len(chain) != len(budget) or min(budget) < 1:
+        return None
+    heads = job.model.heads
+    max_tp = min(topo.regions[r].gpus_per_server for r in chain)
+    best: tuple[Plan, PlanPerf] | None = None
+    evals = 0
+    min_mem = min(topo.scalars.memory[r] for r in chain)
+    state_bytes = 16.0 * job.model.params
+    for tp in TP_DEGREES:
+        if tp > max_tp or heads % tp:
+            continue
+        prev_time = None
+        for dp in DP_DEGREES:
+            unit = dp * tp
+            if unit > min(budget):
+                break
+            per_region = [g // unit for g in budget]
+            total = sum(per_region)
+            # cap pipeline depth by layers and GPUs by the job's maximum, trimming from the end
+            cap_stages = min(job.model.layers, max_depth, job.max_gpus // unit)
+            if cap_stages < len(chain):
+                continue
+            while total > cap_stages:
+                i = max(range(len(per_region)), key=lambda j: (per_region[j], j))
+                per_region[i] -= 1
+                total -= 1
+            if total * unit < job.min_gpus:
+                continue
+            if state_bytes / (total * tp) > min_mem:  # cannot fit even without activations
+                continue
+            perf = None
+            for recompute in (False, True):
+                plan = chain_plan(job, topo, chain, per_region, dp, tp, schedule, micro_batch, recompute)
+                if plan is None:
+                    break
+                perf = evaluate(plan, job)
+                evals += 1
+                if perf.feasible:
+                    if best is None or (perf.iter_time, plan.gpus) < (best[1].iter_time, best[0].gpus):
+                        best = (plan, perf)
+                    break
+            if perf is not None and perf.feasible:
+                # iteration time is close to unimodal in d for fixed t: stop once it rises
+                if prev_time is not None and perf.iter_time > prev_time:
+                    break
+                prev_time = perf.iter_time
+            if evals >= max_evals:
+                return best
+    return best

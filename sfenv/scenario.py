@@ -1,0 +1,509 @@
+"""Scenario files: validated configuration of topology, prices, workload, dynamics and rewards.
+
+A scenario is a YAML file (bundled ones live in the ``scenarios`` package; see the README for the
+format).  :func:`load_scenario` accepts a bundled name (``"spider-8"``), a path, or a dict.
+Every error is a :class:`ScenarioError` naming the file, the field, the bad value and what was
+expected.  A :class:`Scenario` is static; :meth:`Scenario.make_simulator` draws one episode
+(jobs, price noise, outages, link dynamics) from a seeded generator.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sfenv.generators import GeneratedTopology, spider_topology, waxman_topology
+from sfenv.hardware import GPU_CATALOGUE, get_gpu
+from sfenv.perf import SCHEDULES, PerfParams
+from sfenv.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
+from sfenv.sim import LinkDynamics, Outage, SimConfig, Simulator
+from sfenv.topology import Link, Region, Topology
+from sfenv.workload import (
+    MODEL_ZOO,
+    JobSpec,
+    ModelSpec,
+    jobs_from_trace,
+    mmpp_arrivals,
+    poisson_arrivals,
+    read_trace_csv,
+)
+
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "bundled_scenarios", "DEFAULT_SCENARIO"]
+
+DEFAULT_SCENARIO = "spider-8"
+PosFloat = Annotated[float, Field(gt=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+PosInt = Annotated[int, Field(gt=0)]
+
+
+class ScenarioError(ValueError):
+    """A scenario file is invalid; the message names file, field, value and expectation."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RegionCfg(_Strict):
+    """A region (cluster): see :class:`sfenv.topology.Region`."""
+
+    name: str
+    gpu: str
+    gpus: PosInt
+    zone: str
+    pue: Annotated[float, Field(ge=1.0, le=3.0)] = 1.2
+    intra_bw_gbps: PosFloat = 100.0
+    intra_latency_ms: NonNegFloat = 0.01
+    gpus_per_server: PosInt = 8
+    utc_offset_h: Annotated[float, Field(ge=-12, le=14)] = 0.0
+    tier: str = "cloud"
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        if v not in GPU_CATALOGUE:
+            raise ValueError(f"unknown GPU type {v!r}; expected one of {sorted(GPU_CATALOGUE)}")
+        return v
+
+
+class LinkCfg(_Strict):
+    """A WAN link between two named regions."""
+
+    a: str
+    b: str
+    bandwidth_gbps: PosFloat
+    latency_ms: NonNegFloat
+    dynamic: bool = False
+
+
+class TopologyCfg(_Strict):
+    """Explicit regions and links, or a generator with its parameters."""
+
+    generator: Literal["explicit", "spider", "waxman"] = "explicit"
+    regions: list[RegionCfg] = Field(default_factory=list)
+    links: list[LinkCfg] = Field(default_factory=list)
+    num_regions: PosInt | None = None
+    seed: int = 0
+    gpu_types: list[str] | None = None
+    gpus_per_region: list[PosInt] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> TopologyCfg:
+        if self.generator == "explicit":
+            if not self.regions:
+                raise ValueError("an explicit topology needs at least one region")
+        elif self.num_regions is None:
+            raise ValueError(f"generator {self.generator!r} needs num_regions")
+        for g in self.gpu_types or []:
+            if g not in GPU_CATALOGUE:
+                raise ValueError(f"unknown GPU type {g!r} in gpu_types; expected one of {sorted(GPU_CATALOGUE)}")
+        return self
+
+
+class ZoneTOU(_Strict):
+    """Time-of-use parameters of one zone, USD/MWh."""
+
+    base: float
+    peak: float
+    utc_offset_h: float = 0.0
+
+
+class PricesCfg(_Strict):
+    """Price model: ``time_of_use`` (zones given or generated), ``daily_profile`` or ``csv``."""
+
+    kind: Literal["time_of_use", "daily_profile", "csv"] = "time_of_use"
+    days: PosInt = 14
+    noise: NonNegFloat = 0.05
+    zones: dict[str, ZoneTOU] = Field(default_factory=dict)
+    profiles: dict[str, list[float]] = Field(default_factory=dict)
+    path: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> PricesCfg:
+        for z, p in self.profiles.items():
+            if len(p) != 24:
+                raise ValueError(f"daily profile of zone {z!r} has {len(p)} values, expected 24")
+        if self.kind == "csv" and not self.path:
+            raise ValueError("prices.kind 'csv' needs a path")
+        return self
+
+
+class ModelMixCfg(_Strict):
+    """A model in the job mix: a zoo name or a full shape, with a sampling weight."""
+
+    name: str
+    weight: PosFloat = 1.0
+    layers: PosInt | None = None
+    hidden: PosInt | None = None
+    heads: PosInt | None = None
+    seq_len: PosInt | None = None
+    vocab: Annotated[int, Field(ge=0)] = 0
+
+    def spec(self) -> ModelSpec:
+        """The model shape."""
+        if self.layers is None:
+            if self.name not in MODEL_ZOO:
+                raise ValueError(f"unknown model {self.name!r}; give a shape or one of {sorted(MODEL_ZOO)}")
+            return MODEL_ZOO[self.name]
+        if self.hidden is None or self.heads is None or self.seq_len is None:
+            raise ValueError(f"model {self.name!r}: a custom shape needs layers, hidden, heads and seq_len")
+        return ModelSpec(self.name, self.layers, self.hidden, self.heads, self.seq_len, self.vocab)
+
+
+class ArrivalCfg(_Strict):
+    """Arrival process: poisson, mmpp (bursty) or trace replay."""
+
+    process: Literal["poisson", "mmpp", "trace"] = "poisson"
+    rate_per_hour: PosFloat = 2.0
+    burst_rate_per_hour: PosFloat = 12.0
+    mean_calm_h: PosFloat = 6.0
+    mean_burst_h: PosFloat = 1.0
+    path: str | None = None
+    time_scale: PosFloat = 1.0
+
+
+class WorkloadCfg(_Strict):
+    """Job mix and arrivals."""
+
+    num_jobs: PosInt = 40
+    arrival: ArrivalCfg = Field(default_factory=ArrivalCfg)
+    models: list[ModelMixCfg] = Field(default_factory=lambda: [ModelMixCfg(name="gpt-1.3b")])
+    global_batch: list[PosInt] = Field(default_factory=lambda: [256])
+    iterations: tuple[PosInt, PosInt] = (200, 2000)
+    min_gpus: PosInt = 1
+    max_gpus: PosInt = 256
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkloadCfg:
+        if self.iterations[0] > self.iterations[1]:
+            raise ValueError(f"iterations range {list(self.iterations)} must be [low, high] with low <= high")
+        if self.min_gpus > self.max_gpus:
+            raise ValueError(f"min_gpus {self.min_gpus} exceeds max_gpus {self.max_gpus}")
+        for m in self.models:
+            m.spec()
+        return self
+
+
+class DynamicsCfg(_Strict):
+    """Link bandwidth fluctuation (two-state Markov factor)."""
+
+    links: Literal["none", "flagged", "all"] = "flagged"
+    low_factor: Annotated[float, Field(gt=0, le=1)] = 0.3
+    mean_good_h: PosFloat = 4.0
+    mean_bad_h: PosFloat = 1.0
+
+
+class OutageCfg(_Strict):
+    """Random region outages: Poisson per region, exponential durations."""
+
+    rate_per_region_per_day: NonNegFloat = 0.0
+    mean_duration_h: PosFloat = 2.0
+
+
+class SimCfg(_Strict):
+    """Simulator and performance-model settings."""
+
+    horizon_h: PosFloat = 336.0
+    checkpoint_interval_s: PosFloat = 1800.0
+    mfu: Annotated[float, Field(gt=0, le=1)] = 0.4
+    dp_overlap: Annotated[float, Field(ge=0, le=1)] = 0.5
+    memory_headroom: Annotated[float, Field(gt=0, le=1)] = 0.9
+    schedule: str = "1f1b"
+
+    @field_validator("schedule")
+    @classmethod
+    def _sched(cls, v: str) -> str:
+        if v not in SCHEDULES:
+            raise ValueError(f"unknown schedule {v!r}; expected one of {list(SCHEDULES)}")
+        return v
+
+
+class RewardCfg(_Strict):
+    """Reward weights (see :class:`sfenv.env.GeoSchedEnv`)."""
+
+    jct_weight: NonNegFloat = 1.0
+    cost_weight: NonNegFloat = 0.0
+    throughput_weight: NonNegFloat = 0.0
+    invalid_action_penalty: NonNegFloat = 0.1
+
+
+class EnvCfg(_Strict):
+    """Environment sizes."""
+
+    max_candidates: PosInt = 16
+    queue_window: PosInt = 8
+    forecast_hours: PosInt = 6
+    max_episode_steps: PosInt = 2000
+
+
+class ScenarioCfg(_Strict):
+    """The whole scenario file."""
+
+    name: str
+    description: str = ""
+    topology: TopologyCfg
+    prices: PricesCfg = Field(default_factory=PricesCfg)
+    workload: WorkloadCfg = Field(default_factory=WorkloadCfg)
+    dynamics: DynamicsCfg = Field(default_factory=lambda: DynamicsCfg(links="none"))
+    outages: OutageCfg = Field(default_factory=OutageCfg)
+    sim: SimCfg = Field(default_factory=SimCfg)
+    reward: RewardCfg = Field(default_factory=RewardCfg)
+    env: EnvCfg = Field(default_factory=EnvCfg)
+
+
+def _fmt_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def bundled_scenarios() -> list[str]:
+    """Names of the scenarios shipped with sfenv."""
+    return sorted(p.name[:-5] for p in resources.files("scenarios").iterdir() if p.name.endswith(".yaml"))
+
+
+class Scenario:
+    """A validated scenario.
+
+    :param cfg: the validated configuration.
+    :param source: where it came from (file path or name), used in error messages.
+    """
+
+    def __init__(self, cfg: ScenarioCfg, source: str = "<dict>", base_dir: Path | None = None):
+        self.cfg = cfg
+        self.source = source
+        self.base_dir = base_dir
+        self._generated: GeneratedTopology | None = None
+        _ = self.topology  # validate cross references now
+
+    @property
+    def name(self) -> str:
+        """Scenario name."""
+        return self.cfg.name
+
+    def _err(self, field: str, value: Any, expected: str) -> ScenarioError:
+        return ScenarioError(f"{self.source}: {field}: got {value!r}; expected {expected}")
+
+    def _resolve(self, path: str) -> Path:
+        p = Path(path)
+        if not p.is_absolute() and self.base_dir is not None:
+            p = self.base_dir / p
+        return p
+
+    def _topology_data(self) -> tuple[list[RegionCfg], list[LinkCfg]]:
+        t = self.cfg.topology
+        if t.generator == "explicit":
+            return list(t.regions), list(t.links)
+        kw: dict[str, Any] = {}
+        if t.gpu_types:
+            kw["gpu_types"] = t.gpu_types
+        if t.gpus_per_region:
+            kw["gpus_per_region"] = t.gpus_per_region
+        assert t.num_regions is not None
+        gen = spider_topology if t.generator == "spider" else waxman_topology
+        self._generated = gen(t.num_regions, t.seed, **kw)
+        return [RegionCfg(**r) for r in self._generated.regions], [LinkCfg(**ln) for ln in self._generated.links]
+
+    @cached_property
+    def topology(self) -> Topology:
+        """The static topology (validated: known regions in links, connected graph)."""
+        regions_cfg, links_cfg = self._topology_data()
+        index = {r.name: i for i, r in enumerate(regions_cfg)}
+        regions = [
+            Region(
+                name=r.name, gpu=get_gpu(r.gpu), num_gpus=r.gpus, zone=r.zone, pue=r.pue,
+                intra_bw_gbps=r.intra_bw_gbps, intra_latency_ms=r.intra_latency_ms,
+                gpus_per_server=r.gpus_per_server, utc_offset_h=r.utc_offset_h, tier=r.tier,
+            )
+            for r in regions_cfg
+        ]
+        links = []
+        for k, ln in enumerate(links_cfg):
+            for end in ("a", "b"):
+                name = getattr(ln, end)
+                if name not in index:
+                    raise self._err(f"topology.links[{k}].{end}", name, f"a region name, one of {sorted(index)}")
+            links.append(Link(index[ln.a], index[ln.b], ln.bandwidth_gbps, ln.latency_ms))
+        self._dynamic_links = tuple(k for k, ln in enumerate(links_cfg) if ln.dynamic)
+        try:
+            topo = Topology(regions, links)
+        except ValueError as e:
+            raise self._err("topology", f"{len(regions)} regions, {len(links)} links", f"a valid graph ({e})") from None
+        zones_needed = {r.zone for r in regions}
+        p = self.cfg.prices
+        if p.kind == "time_of_use" and p.zones:
+            have = set(p.zones)
+        elif p.kind == "daily_profile":
+            have = set(p.profiles)
+        else:
+            have = zones_needed
+        missing = zones_needed - have
+        if p.kind != "csv" and missing and not (p.kind == "time_of_use" and self._generated is not None):
+            raise self._err("prices", sorted(have), f"prices for every region zone; missing {sorted(missing)}")
+        return topo
+
+    # ------------------------------------------------------------ episode sampling
+    def make_prices(self, rng: np.random.Generator | None) -> PriceSeries:
+        """The price series for one episode (noise drawn from ``rng``)."""
+        p = self.cfg.prices
+        zones = sorted({r.zone for r in self.topology.regions})
+        if p.kind == "csv":
+            assert p.path is not None
+            return read_price_csv(self._resolve(p.path), zones)
+        if p.kind == "daily_profile":
+            return from_daily_profiles(rng, {z: p.profiles[z] for z in zones}, p.days, p.noise)
+        zcfg: dict[str, dict] = {z: v.model_dump() for z, v in p.zones.items()}
+        if self._generated is not None:
+            for z, v in self._generated.zones.items():
+                zcfg.setdefault(z, v)
+        return time_of_use(
+            rng, zones, {z: zcfg[z]["base"] for z in zones}, {z: zcfg[z]["peak"] for z in zones},
+            {z: zcfg[z]["utc_offset_h"] for z in zones}, p.days, p.noise,
+        )
+
+    def make_jobs(self, rng: np.random.Generator) -> list[JobSpec]:
+        """Draw one episode's jobs."""
+        w = self.cfg.workload
+        a = w.arrival
+        models = [m.spec() for m in w.models]
+        weights = np.array([m.weight for m in w.models], dtype=float)
+        weights /= weights.sum()
+        if a.process == "trace":
+            if a.path is None:
+                raise self._err("workload.arrival.path", None, "a trace CSV path for process 'trace'")
+            rows = read_trace_csv(self._resolve(a.path), limit=w.num_jobs)
+            table = [(1, models[0])] + [(2 ** (i + 1), m) for i, m in enumerate(models[1:])]
+            flops = float(np.median(self.topology.gpu_flops))
+            return jobs_from_trace(rows, table, w.global_batch[0], flops, self.cfg.sim.mfu, a.time_scale,
+                                   max_iterations=w.iterations[1])
+        if a.process == "poisson":
+            times = poisson_arrivals(rng, w.num_jobs, a.rate_per_hour)
+        else:
+            times = mmpp_arrivals(rng, w.num_jobs, a.rate_per_hour, a.burst_rate_per_hour, a.mean_calm_h, a.mean_burst_h)
+        lo, hi = w.iterations
+        jobs = []
+        for i, t in enumerate(times):
+            model = models[int(rng.choice(len(models), p=weights))]
+            batch = int(w.global_batch[int(rng.integers(len(w.global_batch)))])
+            iters = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+            jobs.append(JobSpec(i, model, batch, iters, float(t), w.min_gpus, w.max_gpus))
+        return jobs
+
+    def make_outages(self, rng: np.random.Generator) -> list[Outage]:
+        """Draw region outages over the horizon."""
+        o = self.cfg.outages
+        out: list[Outage] = []
+        if o.rate_per_region_per_day <= 0:
+            return out
+        horizon = self.cfg.sim.horizon_h * 3600.0
+        for r in range(self.topology.num_regions):
+            t = 0.0
+            while True:
+                t += rng.exponential(86400.0 / o.rate_per_region_per_day)
+                if t >= horizon:
+                    break
+                dur = rng.exponential(o.mean_duration_h * 3600.0)
+                out.append(Outage(r, t, dur))
+                t += dur
+        return sorted(out, key=lambda x: (x.start, x.region))
+
+    def link_dynamics(self) -> LinkDynamics | None:
+        """The link fluctuation model, or None."""
+        d = self.cfg.dynamics
+        _ = self.topology
+        if d.links == "none":
+            return None
+        links = tuple(range(self.topology.num_links)) if d.links == "all" else self._dynamic_links
+        if not links:
+            return None
+        return LinkDynamics(links, d.low_factor, d.mean_good_h * 3600.0, d.mean_bad_h * 3600.0)
+
+    def sim_config(self) -> SimConfig:
+        """Simulator settings."""
+        s = self.cfg.sim
+        return SimConfig(
+            horizon_s=s.horizon_h * 3600.0,
+            checkpoint_interval_s=s.checkpoint_interval_s,
+            perf=PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom),
+        )
+
+    def make_simulator(self, rng: np.random.Generator | int | None = None) -> Simulator:
+        """One episode's simulator; all randomness comes from ``rng`` (or a generator seeded by it)."""
+        if not isinstance(rng, np.random.Generator):
+            rng = np.random.default_rng(rng)
+        job_rng, price_rng, outage_rng, dyn_rng = rng.spawn(4)
+        return Simulator(
+            self.topology,
+            self.make_prices(price_rng),
+            self.make_jobs(job_rng),
+            self.sim_config(),
+            outages=self.make_outages(outage_rng),
+            dynamics=self.link_dynamics(),
+            rng=dyn_rng,
+        )
+
+    def with_overrides(self, **overrides: Any) -> Scenario:
+        """A copy with top-level sections updated, e.g. ``workload={"num_jobs": 10}`` (validated)."""
+        data = self.cfg.model_dump()
+        for key, val in overrides.items():
+            if isinstance(val, dict) and isinstance(data.get(key), dict):
+                data[key] = {**data[key], **val}
+            else:
+                data[key] = val
+        return Scenario.from_dict(data, source=f"{self.source} (with overrides)", base_dir=self.base_dir)
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "<dict>", base_dir: Path | None = None) -> Scenario:
+        """Validate a dict; errors name ``source``, the field path, the value and the expectation."""
+        if not isinstance(data, dict):
+            raise ScenarioError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+        try:
+            cfg = ScenarioCfg.model_validate(data)
+        except ValidationError as e:
+            lines = []
+            for err in e.errors():
+                val = err.get("input")
+                shown = "(missing)" if err["type"] == "missing" else repr(val)
+                if len(shown) > 80:
+                    shown = shown[:77] + "..."
+                lines.append(f"{source}: {_fmt_loc(err['loc'])}: got {shown}; {err['msg']}")
+            raise ScenarioError("invalid scenario:\n  " + "\n  ".join(lines)) from None
+        return cls(cfg, source, base_dir)
+
+    def __repr__(self) -> str:
+        return f"Scenario({self.name!r}, {self.topology!r})"
+
+
+def load_scenario(spec: str | Path | dict | Scenario) -> Scenario:
+    """Load a scenario from a bundled name, a YAML path, a dict or a :class:`Scenario`."""
+    if isinstance(spec, Scenario):
+        return spec
+    if isinstance(spec, dict):
+        return Scenario.from_dict(spec)
+    path = Path(spec)
+    if not path.exists() and not str(spec).endswith((".yaml", ".yml")):
+        res = resources.files("scenarios").joinpath(f"{spec}.yaml")
+        if not res.is_file():
+            raise ScenarioError(f"no scenario named {spec!r}; bundled: {bundled_scenarios()}, or give a YAML path")
+        text = res.read_text()
+        source = f"scenarios/{spec}.yaml"
+        base = None
+    else:
+        if not path.exists():
+            raise ScenarioError(f"{path}: file not found")
+        text = path.read_text()
+        source = str(path)
+        base = path.parent
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{source}: not valid YAML: {e}") from None
+    return Scenario.from_dict(data, source, base)

@@ -1,0 +1,595 @@
+"""The discrete-event simulator: the single source of truth for sfenv.
+
+It knows nothing of Gymnasium, torch or plotting.  Events: job arrival, job completion, price
+change (the hour boundary, only while jobs wait), link bandwidth change, region outage and
+recovery.  State: free GPUs per region, WAN flows per link, running jobs with their progress, the
+waiting queue.
+
+**Decisions.**  :meth:`Simulator.advance` runs events until a *decision point*: a job waits and
+the free GPUs could hold the smallest waiting job.  The caller then either starts a job with
+:meth:`Simulator.schedule` (the simulator stays at the same time and may ask again) or calls
+:meth:`Simulator.wait`, which runs at least one more event.  Agents read the state through a
+read-only :class:`SimView`.
+
+**Link sharing.**  Every pipeline hop (and cross-region all-reduce ring edge) between regions is a
+flow on each link of its static route; a flow gets ``capacity / flows`` of every link it crosses
+(equal share), and its bandwidth is the minimum over its route.  Whenever flows or capacities
+change, the running jobs' iteration times, completion events and power are recomputed.
+
+**Costs.**  A running job draws constant power per region between changes; its cost is the exact
+integral of each zone's hourly price over that time (:class:`sfenv.prices.PriceSeries`).
+
+**Outages.**  An outage preempts every job with GPUs in the region: the job loses the iterations
+done since its last checkpoint, frees its GPUs and returns to the queue; the region offers no
+GPUs until it recovers.  No job is lost.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sfenv.metrics import EpisodeReport, JobRecord
+from sfenv.perf import PerfParams, Plan, PlanPerf, evaluate_plan, plan_flows
+from sfenv.prices import JOULES_PER_MWH, PriceSeries
+from sfenv.topology import Topology
+from sfenv.workload import JobSpec
+
+__all__ = [
+    "Simulator",
+    "SimView",
+    "SimConfig",
+    "InvalidDecision",
+    "LinkDynamics",
+    "Outage",
+    "JobState",
+    "RunningInfo",
+]
+
+# event kinds, in processing order at equal times
+EV_COMPLETE, EV_RECOVER, EV_OUTAGE, EV_BANDWIDTH, EV_ARRIVAL = range(5)
+
+
+class InvalidDecision(ValueError):
+    """A decision the simulator cannot carry out (unknown job, busy GPUs, infeasible plan)."""
+
+
+@dataclass(frozen=True)
+class Outage:
+    """Region ``region`` is down during [start, start + duration) (seconds)."""
+
+    region: int
+    start: float
+    duration: float
+
+
+@dataclass(frozen=True)
+class LinkDynamics:
+    """A two-state Markov bandwidth factor on some links.
+
+    Each dynamic link alternates between ``1.0`` and ``low_factor`` (e.g. 0.3); sojourn times are
+    exponential with means ``mean_good_s`` and ``mean_bad_s``.
+    """
+
+    links: tuple[int, ...]
+    low_factor: float = 0.3
+    mean_good_s: float = 4 * 3600.0
+    mean_bad_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Simulator settings.
+
+    :param horizon_s: the episode ends at this time; unfinished jobs are reported.
+    :param checkpoint_interval_s: jobs checkpoint this often (simulated run time); an outage
+        loses at most this much work.
+    :param perf: performance model constants.
+    """
+
+    horizon_s: float = 14 * 86400.0
+    checkpoint_interval_s: float = 1800.0
+    perf: PerfParams = field(default_factory=PerfParams)
+
+
+@dataclass
+class JobState:
+    """Mutable state of one job inside the simulator."""
+
+    spec: JobSpec
+    status: str = "pending"  # pending -> waiting -> running -> done (running -> waiting on outage)
+    plan: Plan | None = None
+    perf: PlanPerf | None = None
+    flows: dict[int, int] = field(default_factory=dict)
+    progress: float = 0.0
+    checkpoint_iters: float = 1.0
+    first_start: float = math.nan
+    start: float = math.nan
+    finish: float = math.nan
+    last_update: float = 0.0
+    energy_j: float = 0.0
+    cost_usd: float = 0.0
+    wan_bytes: float = 0.0
+    preemptions: int = 0
+    version: int = 0
+    max_gpus_used: int = 0
+    max_regions_used: int = 0
+    power_zone: np.ndarray | None = None  # watts per price zone
+
+
+@dataclass(frozen=True)
+class RunningInfo:
+    """Read-only summary of a running job for agents."""
+
+    job: JobSpec
+    plan: Plan
+    iter_time: float
+    throughput: float
+    progress: float
+    remaining_s: float
+    power_w: float
+
+
+class Simulator:
+    """Discrete-event simulation of regions, WAN links, jobs and prices.
+
+    :param topo: the topology.
+    :param prices: hourly prices; zone names must cover every region's zone.
+    :param jobs: the episode's jobs (ids must be 0..n-1 in arrival order).
+    :param config: simulator settings.
+    :param outages: region outages.
+    :param dynamics: link bandwidth fluctuation (needs ``rng``).
+    :param rng: generator for stochastic dynamics (seeded by the caller).
+    """
+
+    def __init__(
+        self,
+        topo: Topology,
+        prices: PriceSeries,
+        jobs: list[JobSpec],
+        config: SimConfig | None = None,
+        outages: list[Outage] | None = None,
+        dynamics: LinkDynamics | None = None,
+        rng: np.random.Generator | None = None,
+    ):
+        self.topo = topo
+        self.prices = prices
+        self.config = config or SimConfig()
+        self.params = self.config.perf
+        for r in topo.regions:
+            if r.zone not in prices.zone_index:
+                raise ValueError(f"region {r.name!r} uses price zone {r.zone!r}, prices have {prices.zones}")
+        self.region_zone = np.array([prices.zone_index[r.zone] for r in topo.regions])
+        for i, j in enumerate(jobs):
+            if j.job_id != i:
+                raise ValueError(f"job ids must be 0..n-1 in order; position {i} has id {j.job_id}")
+        self.jobs = [JobState(spec=j) for j in jobs]
+        self.time = 0.0
+        self.free = topo.gpu_counts.copy()
+        self.down = np.zeros(topo.num_regions, dtype=bool)
+        self.link_flows = np.zeros(topo.num_links)
+        self.link_factor = np.ones(topo.num_links)
+        self.waiting: list[int] = []
+        self.running: set[int] = set()
+        self.finished_count = 0
+        self.busy_gpu_s = 0.0
+        self._busy_gpus = 0
+        self._last_busy_t = 0.0
+        self._events: list[tuple[float, int, int, object]] = []
+        self._seq = 0
+        self.events_processed = 0
+        self.decisions = 0
+        self._ended = False
+        self.dynamics = dynamics
+        self.rng = rng
+        for j in jobs:
+            self._push(j.arrival, EV_ARRIVAL, j.job_id)
+        for o in outages or []:
+            self._push(o.start, EV_OUTAGE, o)
+        if dynamics is not None:
+            if rng is None:
+                raise ValueError("link dynamics need an rng")
+            for k in dynamics.links:
+                self._push(rng.exponential(dynamics.mean_good_s), EV_BANDWIDTH, (k, dynamics.low_factor))
+        self.advance()
+
+    # ------------------------------------------------------------ event queue
+    def _push(self, t: float, kind: int, data: object) -> None:
+        heapq.heappush(self._events, (t, kind, self._seq, data))
+        self._seq += 1
+
+    @property
+    def link_capacity_bps(self) -> np.ndarray:
+        """Current capacity of every link (nominal bandwidth x fluctuation factor)."""
+        return self.topo.link_bw_bps * self.link_factor
+
+    @property
+    def done(self) -> bool:
+        """True when every job finished, or the horizon or a dead end was reached."""
+        return self._ended
+
+    # ------------------------------------------------------------ accounting
+    def _accrue(self, js: JobState, now: float) -> None:
+        dt = now - js.last_update
+        if dt > 0 and js.perf is not None:
+            iters = dt / js.perf.iter_time
+            js.progress += iters
+            js.energy_j += js.perf.power_w * dt
+            js.wan_bytes += js.perf.wan_bytes_per_iter * iters
+            assert js.power_zone is not None
+            f0 = self.prices.cumulative(js.last_update)
+            f1 = self.prices.cumulative(now)
+            js.cost_usd += float(np.dot(js.power_zone, f1 - f0)) / JOULES_PER_MWH
+        js.last_update = now
+
+    def _accrue_busy(self, now: float) -> None:
+        self.busy_gpu_s += self._busy_gpus * (now - self._last_busy_t)
+        self._last_busy_t = now
+
+    def _set_perf(self, js: JobState, perf: PlanPerf) -> None:
+        js.perf = perf
+        pz = np.zeros(len(self.prices.zones))
+        for r, w in perf.power_by_region.items():
+            pz[self.region_zone[r]] += w
+        js.power_zone = pz
+        js.version += 1
+        remaining = max(0.0, js.spec.iterations - js.progress) * perf.iter_time
+        self._push(self.time + remaining, EV_COMPLETE, (js.spec.job_id, js.version))
+
+    def _refresh(self, links: set[int] | None) -> None:
+        """Recompute rates of running jobs that use any of ``links`` (all if None)."""
+        cap = self.link_capacity_bps
+        for jid in sorted(self.running):
+            js = self.jobs[jid]
+            if links is not None and not (links & js.flows.keys()):
+                continue
+            self._accrue(js, self.time)
+            assert js.plan is not None
+            perf = evaluate_plan(js.plan, js.spec, self.topo, self.params, cap, self.link_flows, include_own_flows=False)
+            if not perf.feasible:  # pragma: no cover - shares never change memory feasibility
+                raise RuntimeError(f"running job {jid} became infeasible: {perf.reason}")
+            self._set_perf(js, perf)
+
+    # ------------------------------------------------------------ decisions
+    def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
+        """Predict ``plan`` under the current link state (its own flows added)."""
+        job = job or self.jobs[plan.job_id].spec
+        return evaluate_plan(plan, job, self.topo, self.params, self.link_capacity_bps, self.link_flows)
+
+    def check(self, plan: Plan) -> PlanPerf:
+        """Validate ``plan`` for starting now; return its predicted performance.
+
+        :raises InvalidDecision: naming what is wrong.
+        """
+        if not 0 <= plan.job_id < len(self.jobs):
+            raise InvalidDecision(f"unknown job {plan.job_id}")
+        js = self.jobs[plan.job_id]
+        if js.status != "waiting":
+            raise InvalidDecision(f"job {plan.job_id} is {js.status}, not waiting")
+        for r, n in plan.gpus_by_region().items():
+            if not 0 <= r < self.topo.num_regions:
+                raise InvalidDecision(f"unknown region {r}")
+            if self.down[r]:
+                raise InvalidDecision(f"region {self.topo.regions[r].name} is down")
+            if n > self.free[r]:
+                raise InvalidDecision(f"plan needs {n} GPUs in {self.topo.regions[r].name}, {self.free[r]} free")
+        perf = self.evaluate(plan, js.spec)
+        if not perf.feasible:
+            raise InvalidDecision(f"infeasible plan for job {plan.job_id}: {perf.reason}")
+        return perf
+
+    def schedule(self, plan: Plan) -> PlanPerf:
+        """Start a waiting job with ``plan`` now; returns the plan's performance.
+
+        :raises InvalidDecision: if the plan cannot start (the state is left unchanged).
+        """
+        self.check(plan)
+        js = self.jobs[plan.job_id]
+        self._accrue_busy(self.time)
+        for r, n in plan.gpus_by_region().items():
+            self.free[r] -= n
+            self._busy_gpus += n
+        js.flows = plan_flows(plan, self.topo)
+        for k, n in js.flows.items():
+            self.link_flows[k] += n
+        self.waiting.remove(plan.job_id)
+        js.status = "running"
+        js.plan = plan
+        js.start = self.time
+        if math.isnan(js.first_start):
+            js.first_start = self.time
+        js.last_update = self.time
+        js.max_gpus_used = max(js.max_gpus_used, plan.gpus)
+        js.max_regions_used = max(js.max_regions_used, len(plan.regions))
+        self.running.add(plan.job_id)
+        self.decisions += 1
+        # jobs sharing these links slow down; the refresh also computes this job's own rates
+        if js.flows:
+            self._refresh(set(js.flows))
+        if js.perf is None:  # no WAN flows: nobody else is affected
+            perf = evaluate_plan(plan, js.spec, self.topo, self.params, self.link_capacity_bps, self.link_flows,
+                                 include_own_flows=False)
+            self._set_perf(js, perf)
+        assert js.perf is not None
+        js.checkpoint_iters = max(1.0, self.config.checkpoint_interval_s / js.perf.iter_time)
+        return js.perf
+
+    def wait(self) -> None:
+        """Let time pass: run at least one event, then continue to the next decision point."""
+        self._run_next_time()
+        self.advance()
+
+    def is_decision_point(self) -> bool:
+        """True if a job waits and the free GPUs could hold the smallest waiting job."""
+        if not self.waiting:
+            return False
+        free = int(self.free[~self.down].sum())
+        return free >= min(self.jobs[j].spec.min_gpus for j in self.waiting)
+
+    def advance(self) -> None:
+        """Run events until a decision point or the end of the episode."""
+        while not self._ended and not self.is_decision_point():
+            self._run_next_time()
+
+    def _next_time(self) -> float:
+        t = self._events[0][0] if self._events else math.inf
+        if self.waiting:  # wake waiting agents when prices change
+            t = min(t, self.prices.next_change(self.time))
+        return t
+
+    def _run_next_time(self) -> None:
+        if self._ended:
+            return
+        if self.finished_count == len(self.jobs):
+            self._end(self.time)
+            return
+        t = self._next_time()
+        if t == math.inf or t >= self.config.horizon_s:
+            self._end(min(t, self.config.horizon_s) if t < math.inf else self.time)
+            return
+        self.time = t
+        while self._events and self._events[0][0] <= t:
+            _, kind, _, data = heapq.heappop(self._events)
+            self.events_processed += 1
+            self._handle(kind, data)
+        if self.finished_count == len(self.jobs):
+            self._end(self.time)
+
+    def _handle(self, kind: int, data: object) -> None:
+        if kind == EV_ARRIVAL:
+            jid = int(data)  # type: ignore[arg-type]
+            self.jobs[jid].status = "waiting"
+            self.waiting.append(jid)
+            self.waiting.sort()
+        elif kind == EV_COMPLETE:
+            jid, version = data  # type: ignore[misc]
+            js = self.jobs[jid]
+            if js.status == "running" and js.version == version:
+                self._finish(js)
+        elif kind == EV_BANDWIDTH:
+            k, factor = data  # type: ignore[misc]
+            self.link_factor[k] = factor
+            dyn = self.dynamics
+            assert dyn is not None and self.rng is not None
+            bad = factor < 1.0
+            mean = dyn.mean_bad_s if bad else dyn.mean_good_s
+            nxt = 1.0 if bad else dyn.low_factor
+            self._push(self.time + self.rng.exponential(mean), EV_BANDWIDTH, (k, nxt))
+            self._refresh({k})
+        elif kind == EV_OUTAGE:
+            o: Outage = data  # type: ignore[assignment]
+            self._outage(o)
+        elif kind == EV_RECOVER:
+            r = int(data)  # type: ignore[arg-type]
+            self.down[r] = False
+
+    def _release(self, js: JobState) -> None:
+        assert js.plan is not None
+        self._accrue_busy(self.time)
+        for r, n in js.plan.gpus_by_region().items():
+            self.free[r] += n
+            self._busy_gpus -= n
+        for k, n in js.flows.items():
+            self.link_flows[k] -= n
+        self.running.discard(js.spec.job_id)
+        freed = set(js.flows)
+        js.flows = {}
+        js.perf = None
+        js.power_zone = None
+        js.version += 1
+        if freed:
+            self._refresh(freed)
+
+    def _finish(self, js: JobState) -> None:
+        self._accrue(js, self.time)
+        js.progress = float(js.spec.iterations)
+        js.status = "done"
+        js.finish = self.time
+        self.finished_count += 1
+        self._release(js)
+
+    def _outage(self, o: Outage) -> None:
+        r = o.region
+        self.down[r] = True
+        self._push(self.time + o.duration, EV_RECOVER, r)
+        for jid in sorted(self.running):
+            js = self.jobs[jid]
+            assert js.plan is not None
+            if r not in js.plan.gpus_by_region():
+                continue
+            self._accrue(js, self.time)
+            js.progress = math.floor(js.progress / js.checkpoint_iters) * js.checkpoint_iters
+            js.preemptions += 1
+            js.status = "waiting"
+            self._release(js)
+            js.plan = None
+            self.waiting.append(jid)
+        self.waiting.sort()
+
+    def _end(self, t: float) -> None:
+        self.time = max(self.time, t)
+        for jid in sorted(self.running):
+            self._accrue(self.jobs[jid], self.time)
+        self._accrue_busy(self.time)
+        self._ended = True
+
+    # ------------------------------------------------------------ results
+    def records(self) -> list[JobRecord]:
+        """One record per job (unfinished jobs have NaN finish)."""
+        out = []
+        for js in self.jobs:
+            out.append(
+                JobRecord(
+                    job_id=js.spec.job_id,
+                    model=js.spec.model.name,
+                    arrival=js.spec.arrival,
+                    first_start=js.first_start,
+                    finish=js.finish,
+                    iterations=js.spec.iterations,
+                    gpus=js.max_gpus_used,
+                    regions=js.max_regions_used,
+                    energy_j=js.energy_j,
+                    cost_usd=js.cost_usd,
+                    wan_bytes=js.wan_bytes,
+                    preemptions=js.preemptions,
+                    tokens=js.progress * js.spec.tokens_per_iteration,
+                )
+            )
+        return out
+
+    def report(self) -> EpisodeReport:
+        """Aggregate metrics so far."""
+        return EpisodeReport.from_records(self.records(), self.time, self.busy_gpu_s, self.topo.total_gpus)
+
+    def view(self) -> SimView:
+        """A read-only view for agents."""
+        return SimView(self)
+
+    def run(self, decide: Callable[[SimView], Plan | None], max_decisions: int = 10_000_000) -> EpisodeReport:
+        """Run to the end, asking ``decide(view)`` at every decision point (None = wait).
+
+        :raises InvalidDecision: if ``decide`` returns a plan that cannot start.
+        """
+        view = self.view()
+        n = 0
+        while not self.done and n < max_decisions:
+            plan = decide(view)
+            n += 1
+            if plan is None:
+                self.wait()
+            else:
+                self.schedule(plan)
+                self.advance()
+        return self.report()
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a = a.view()
+    a.setflags(write=False)
+    return a
+
+
+class SimView:
+    """Read-only view of a :class:`Simulator` for agents.
+
+    Arrays it returns are read-only; ``evaluate`` predicts a plan without changing anything.
+    """
+
+    def __init__(self, sim: Simulator):
+        self._sim = sim
+
+    @property
+    def time(self) -> float:
+        """Simulated time, s."""
+        return self._sim.time
+
+    @property
+    def topo(self) -> Topology:
+        """The topology (static)."""
+        return self._sim.topo
+
+    @property
+    def params(self) -> PerfParams:
+        """Performance model constants."""
+        return self._sim.params
+
+    @property
+    def free_gpus(self) -> np.ndarray:
+        """Free GPUs per region (0 for regions that are down)."""
+        return _ro(np.where(self._sim.down, 0, self._sim.free))
+
+    @property
+    def down(self) -> np.ndarray:
+        """True for regions in an outage."""
+        return _ro(self._sim.down)
+
+    @property
+    def link_capacity_bps(self) -> np.ndarray:
+        """Current link capacities (bandwidth x fluctuation)."""
+        return _ro(self._sim.link_capacity_bps)
+
+    @property
+    def link_flows(self) -> np.ndarray:
+        """Flows currently on each link."""
+        return _ro(self._sim.link_flows)
+
+    @property
+    def waiting(self) -> list[JobSpec]:
+        """Waiting jobs in arrival order."""
+        return [self._sim.jobs[j].spec for j in self._sim.waiting]
+
+    def waiting_progress(self, job_id: int) -> float:
+        """Iterations already done by a waiting job (non-zero after a preemption)."""
+        return self._sim.jobs[job_id].progress
+
+    @property
+    def running(self) -> list[RunningInfo]:
+        """Running jobs, by id."""
+        out = []
+        for jid in sorted(self._sim.running):
+            js = self._sim.jobs[jid]
+            assert js.perf is not None and js.plan is not None
+            prog = js.progress + (self._sim.time - js.last_update) / js.perf.iter_time
+            out.append(
+                RunningInfo(js.spec, js.plan, js.perf.iter_time, js.perf.throughput, prog,
+                            max(0.0, js.spec.iterations - prog) * js.perf.iter_time, js.perf.power_w)
+            )
+        return out
+
+    def prices_now(self) -> np.ndarray:
+        """Price per region now, USD/MWh."""
+        return self._sim.prices.prices_at(self._sim.time)[self._sim.region_zone]
+
+    def price_forecast(self, hours: int) -> np.ndarray:
+        """Price per region for the current and next hours, array (regions x hours)."""
+        return self._sim.prices.forecast(self._sim.time, hours)[self._sim.region_zone]
+
+    def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
+        """Predict a plan under the current link state (its own flows added)."""
+        return self._sim.evaluate(plan, job)
+
+    def can_start(self, plan: Plan) -> bool:
+        """True if :meth:`Simulator.schedule` would accept ``plan`` now."""
+        try:
+            self._sim.check(plan)
+        except InvalidDecision:
+            return False
+        return True
+
+    def job(self, job_id: int) -> JobSpec:
+        """Spec of any job of the episode."""
+        return self._sim.jobs[job_id].spec
+
+    @property
+    def num_jobs(self) -> int:
+        """Jobs in the episode."""
+        return len(self._sim.jobs)
+
+    @property
+    def pending_arrivals(self) -> int:
+        """Jobs that have not arrived yet."""
+        return sum(1 for js in self._sim.jobs if js.status == "pending")

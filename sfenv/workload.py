@@ -1,0 +1,231 @@
+"""LLM training jobs: model shapes, job specifications and arrival processes.
+
+Arrival processes (all draw from a caller-supplied :class:`numpy.random.Generator`):
+
+- ``poisson``: exponential inter-arrival times at ``rate_per_hour``.
+- ``mmpp``: a two-state Markov-modulated Poisson process (bursty): a calm and a burst rate,
+  with exponential sojourn times in each state.
+- ``trace``: replay of (submit time, GPUs, duration) rows, each mapped to a model size by its
+  GPU count and to an iteration count by its duration (see :func:`jobs_from_trace`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "ModelSpec",
+    "JobSpec",
+    "MODEL_ZOO",
+    "poisson_arrivals",
+    "mmpp_arrivals",
+    "read_trace_csv",
+    "TraceRow",
+    "jobs_from_trace",
+]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shape of a decoder-only transformer.
+
+    :param name: label, e.g. ``"gpt-1.3b"``.
+    :param layers: transformer layers L.
+    :param hidden: hidden size h.
+    :param heads: attention heads (tensor parallelism must divide it).
+    :param seq_len: sequence length s in tokens.
+    :param vocab: vocabulary size V (tied embedding/LM head of V*h parameters); 0 to ignore.
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    vocab: int = 0
+
+    @property
+    def layer_params(self) -> float:
+        """Parameters of one transformer layer, 12*h^2 (attention 4h^2 + MLP 8h^2)."""
+        return 12.0 * self.hidden * self.hidden
+
+    @property
+    def embedding_params(self) -> float:
+        """Parameters of the (tied) embedding / LM head, V*h."""
+        return float(self.vocab) * self.hidden
+
+    @property
+    def params(self) -> float:
+        """Total parameters, 12*L*h^2 + V*h."""
+        return self.layers * self.layer_params + self.embedding_params
+
+
+# A small zoo of GPT-style shapes (GPT-3 paper table 2.1 shapes; Llama-2/3 style for the large ones).
+MODEL_ZOO: dict[str, ModelSpec] = {
+    m.name: m
+    for m in [
+        ModelSpec("gpt-350m", 24, 1024, 16, 2048, 50257),
+        ModelSpec("gpt-1.3b", 24, 2048, 16, 2048, 50257),
+        ModelSpec("gpt-2.7b", 32, 2560, 32, 2048, 50257),
+        ModelSpec("gpt-6.7b", 32, 4096, 32, 2048, 50257),
+        ModelSpec("gpt-13b", 40, 5120, 40, 2048, 50257),
+        ModelSpec("llama-30b", 60, 6656, 52, 2048, 32000),
+        ModelSpec("llama-70b", 80, 8192, 64, 4096, 128256),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One training job.
+
+    :param job_id: unique id within an episode (its index in arrival order).
+    :param model: the model shape.
+    :param global_batch: sequences per iteration B.
+    :param iterations: iterations to run.
+    :param arrival: arrival time in simulated seconds.
+    :param min_gpus: fewest GPUs the job accepts.
+    :param max_gpus: most GPUs the job can use.
+    :param deadline: optional completion deadline (absolute simulated seconds).
+    """
+
+    job_id: int
+    model: ModelSpec
+    global_batch: int
+    iterations: int
+    arrival: float
+    min_gpus: int = 1
+    max_gpus: int = 1024
+    deadline: float | None = None
+
+    @property
+    def tokens_per_iteration(self) -> int:
+        """Tokens processed per iteration, B*s."""
+        return self.global_batch * self.model.seq_len
+
+    @property
+    def total_flops(self) -> float:
+        """Training FLOPs of the whole job, 6 * params * tokens."""
+        return 6.0 * self.model.params * self.tokens_per_iteration * self.iterations
+
+    def with_id(self, job_id: int) -> JobSpec:
+        """A copy with another id."""
+        return replace(self, job_id=job_id)
+
+
+def poisson_arrivals(rng: np.random.Generator, n: int, rate_per_hour: float, start: float = 0.0) -> np.ndarray:
+    """``n`` arrival times (s) of a Poisson process with ``rate_per_hour`` arrivals per hour."""
+    gaps = rng.exponential(3600.0 / rate_per_hour, size=n)
+    return start + np.cumsum(gaps)
+
+
+def mmpp_arrivals(
+    rng: np.random.Generator,
+    n: int,
+    calm_rate_per_hour: float,
+    burst_rate_per_hour: float,
+    mean_calm_h: float,
+    mean_burst_h: float,
+    start: float = 0.0,
+) -> np.ndarray:
+    """``n`` arrival times (s) of a two-state Markov-modulated Poisson process (bursty arrivals)."""
+    out = np.empty(n)
+    t = start
+    state = 0
+    rates = (calm_rate_per_hour / 3600.0, burst_rate_per_hour / 3600.0)
+    sojourn = (mean_calm_h * 3600.0, mean_burst_h * 3600.0)
+    end_state = t + rng.exponential(sojourn[state])
+    i = 0
+    while i < n:
+        gap = rng.exponential(1.0 / rates[state])
+        if t + gap < end_state:
+            t += gap
+            out[i] = t
+            i += 1
+        else:  # memoryless: restart the clock at the state switch
+            t = end_state
+            state = 1 - state
+            end_state = t + rng.exponential(sojourn[state])
+    return out
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One row of a job trace: submit time (s from trace start), GPUs, duration (s)."""
+
+    submit_s: float
+    gpus: int
+    duration_s: float
+
+
+def read_trace_csv(
+    path: str | Path,
+    submit_col: str = "submit_offset_s",
+    gpus_col: str = "num_gpus",
+    duration_col: str = "duration_s",
+    limit: int | None = None,
+) -> list[TraceRow]:
+    """Read (submit time, GPUs, duration) rows from a CSV with a header.
+
+    :raises ValueError: naming the file and the missing column if a column is absent.
+    """
+    rows: list[TraceRow] = []
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields = reader.fieldnames or []
+        for col in (submit_col, gpus_col, duration_col):
+            if col not in fields:
+                raise ValueError(f"{path}: trace column {col!r} missing; found {fields}")
+        for rec in reader:
+            rows.append(TraceRow(float(rec[submit_col]), int(float(rec[gpus_col])), float(rec[duration_col])))
+            if limit is not None and len(rows) >= limit:
+                break
+    return rows
+
+
+def jobs_from_trace(
+    rows: Sequence[TraceRow],
+    size_by_gpus: Sequence[tuple[int, ModelSpec]],
+    global_batch: int,
+    ref_flops_per_gpu: float,
+    mfu: float,
+    time_scale: float = 1.0,
+    max_iterations: int | None = None,
+) -> list[JobSpec]:
+    """Map trace rows to LLM jobs.
+
+    A row with ``g`` GPUs gets the model of the largest ``size_by_gpus`` threshold <= g; its
+    iterations are chosen so that the job, run on ``g`` reference GPUs at ``mfu``, lasts about its
+    recorded duration: ``iters = duration * g * F * mfu / (6 * params * B * s)`` (at least 1).
+    ``time_scale`` stretches or compresses submit times (e.g. 0.1 = ten times denser).
+    """
+    table = sorted(size_by_gpus, key=lambda x: x[0])
+    jobs: list[JobSpec] = []
+    t0 = rows[0].submit_s if rows else 0.0
+    for i, r in enumerate(rows):
+        model = table[0][1]
+        for thr, m in table:
+            if r.gpus >= thr:
+                model = m
+        flops_per_iter = 6.0 * model.params * global_batch * model.seq_len
+        iters = max(1, int(math.ceil(r.duration_s * r.gpus * ref_flops_per_gpu * mfu / flops_per_iter)))
+        if max_iterations is not None:
+            iters = min(iters, max_iterations)
+        jobs.append(
+            JobSpec(
+                job_id=i,
+                model=model,
+                global_batch=global_batch,
+                iterations=iters,
+                arrival=(r.submit_s - t0) * time_scale,
+                min_gpus=1,
+                max_gpus=max(r.gpus * 8, 8),
+            )
+        )
+    return jobs
