@@ -40,6 +40,23 @@ class SchedulerAgent:
         """Up to ``k`` plans for ``job``, best first, that could start now."""
         raise NotImplementedError
 
+    def candidates(self, view: SimView, k: int) -> list[Plan]:
+        """Up to ``k`` startable plans over the queue (the env's candidate-proposer protocol).
+
+        Default: the agent's own decision first, then its proposals for each job in its order.
+        """
+        out: list[Plan] = []
+        first = self.decide(view)
+        if first is not None:
+            out.append(first)
+        for job in self.order(view):
+            if len(out) >= k:
+                break
+            for plan in self.propose(view, job, k=1):
+                if plan not in out and view.can_start(plan):
+                    out.append(plan)
+        return out[:k]
+
     def decide(self, view: SimView) -> Plan | None:
         """A plan to start now, or None to wait."""
         for job in self.order(view):
