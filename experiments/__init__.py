@@ -1,0 +1,1 @@
+"""Experiments and benchmarks: runs that reproduce the papers' claims, and speed measurements."""

@@ -64,7 +64,9 @@ class EpisodeReport:
     preemptions: int
 
     @classmethod
-    def from_records(cls, records: list[JobRecord], makespan: float, busy_gpu_s: float, total_gpus: int) -> EpisodeReport:
+    def from_records(
+        cls, records: list[JobRecord], makespan: float, busy_gpu_s: float, total_gpus: int
+    ) -> EpisodeReport:
         """Aggregate job records; ``busy_gpu_s`` is the integral of allocated GPUs over time."""
         done = [r for r in records if r.finished]
         jcts = np.array([r.jct for r in done]) if done else np.array([np.nan])

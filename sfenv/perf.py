@@ -5,8 +5,8 @@ A :class:`Plan` splits a job's L layers into an ordered list of pipeline stages.
 (the same ``d`` for every stage), placed in one region or spread over several (``placement``).
 A global batch of B sequences is cut into ``m = ceil(B / (d*b))`` micro-batches of ``b`` sequences.
 
-With ``P_k = 12 h^2 l_k`` parameters on stage k (plus the V*h tied embedding on the first stage
-for memory and on the last for compute, the LM head):
+With ``P_k = 12 h^2 l_k`` parameters on stage k (plus the V*h tied embedding: in memory on the
+first stage and, when p > 1, a copy on the last; in compute on the last stage, the LM head):
 
 - compute per micro-batch: ``c_k = 6 P_k b s / (t_k F MFU)``, x4/3 with activation recomputation
   (F = peak FLOP/s of the slowest GPU holding the stage);
@@ -331,7 +331,10 @@ def evaluate_plan(
     stage_params: list[float] = []
     for k, st in enumerate(stages):
         pk = model.layer_params * st.layers
-        pk_mem = pk + (model.embedding_params if k == 0 else 0.0) + (model.embedding_params if k == p - 1 else 0.0)
+        # tied embedding: held by the first stage, and a copy on the last stage when p > 1 (Megatron)
+        pk_mem = pk + (model.embedding_params if k == 0 else 0.0) + (
+            model.embedding_params if k == p - 1 and p > 1 else 0.0
+        )
         pk_flops = pk + (model.embedding_params if k == p - 1 else 0.0)
         stage_params.append(pk_mem)
         flops = min(topo.scalars.flops[r] for r in st.regions)

@@ -387,7 +387,9 @@ class Scenario:
         if a.process == "poisson":
             times = poisson_arrivals(rng, w.num_jobs, a.rate_per_hour)
         else:
-            times = mmpp_arrivals(rng, w.num_jobs, a.rate_per_hour, a.burst_rate_per_hour, a.mean_calm_h, a.mean_burst_h)
+            times = mmpp_arrivals(
+                rng, w.num_jobs, a.rate_per_hour, a.burst_rate_per_hour, a.mean_calm_h, a.mean_burst_h
+            )
         lo, hi = w.iterations
         jobs = []
         for i, t in enumerate(times):

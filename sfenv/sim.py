@@ -249,7 +249,9 @@ class Simulator:
                 continue
             self._accrue(js, self.time)
             assert js.plan is not None
-            perf = evaluate_plan(js.plan, js.spec, self.topo, self.params, cap, self.link_flows, include_own_flows=False)
+            perf = evaluate_plan(
+                js.plan, js.spec, self.topo, self.params, cap, self.link_flows, include_own_flows=False
+            )
             if not perf.feasible:  # pragma: no cover - shares never change memory feasibility
                 raise RuntimeError(f"running job {jid} became infeasible: {perf.reason}")
             self._set_perf(js, perf)
