@@ -170,13 +170,18 @@ class ArrivalCfg(_Strict):
 
 
 class WorkloadCfg(_Strict):
-    """Job mix and arrivals."""
+    """Job mix and arrivals.
+
+    Iterations are log-uniform in ``iterations`` unless ``iterations_choices`` lists the values to
+    pick from uniformly (e.g. one per dataset size).
+    """
 
     num_jobs: PosInt = 40
     arrival: ArrivalCfg = Field(default_factory=ArrivalCfg)
     models: list[ModelMixCfg] = Field(default_factory=lambda: [ModelMixCfg(name="gpt-1.3b")])
     global_batch: list[PosInt] = Field(default_factory=lambda: [256])
     iterations: tuple[PosInt, PosInt] = (200, 2000)
+    iterations_choices: list[PosInt] | None = None
     min_gpus: PosInt = 1
     max_gpus: PosInt = 256
 
@@ -395,7 +400,10 @@ class Scenario:
         for i, t in enumerate(times):
             model = models[int(rng.choice(len(models), p=weights))]
             batch = int(w.global_batch[int(rng.integers(len(w.global_batch)))])
-            iters = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+            if w.iterations_choices:
+                iters = int(w.iterations_choices[int(rng.integers(len(w.iterations_choices)))])
+            else:
+                iters = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
             jobs.append(JobSpec(i, model, batch, iters, float(t), w.min_gpus, w.max_gpus))
         return jobs
 
