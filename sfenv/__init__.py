@@ -1,0 +1,12 @@
+"""sfenv: a Gymnasium testbed for scheduling LLM training across geo-distributed GPU clusters.
+
+Importing ``sfenv`` registers the environment ids (``sfenv/GeoSched-v0`` and one per bundled
+scenario) and imports neither torch, Stable-Baselines3 nor matplotlib.
+"""
+
+from sfenv.registration import register_envs
+
+__version__ = "0.1.0"
+__all__ = ["register_envs", "__version__"]
+
+register_envs()

@@ -242,11 +242,19 @@ def plan_flows(plan: Plan, topo: Topology) -> dict[int, int]:
                 for link in topo.route_links[a][b]:
                     flows[link] = flows.get(link, 0) + n
     for st in stages:
-        regs = st.regions
-        if len(regs) > 1:
-            for i in range(len(regs)):
-                add(regs[i], regs[(i + 1) % len(regs)])
+        for a, b in _ring_edges(st.regions):
+            add(a, b)
     return flows
+
+
+def _ring_edges(regs: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Region-boundary edges of a ring all-reduce over ``regs``; links are full duplex, so the two
+    directions between the same pair of regions (a 2-region ring) are one flow each way, not two.
+    """
+    if len(regs) < 2:
+        return []
+    edges = [(regs[i], regs[(i + 1) % len(regs)]) for i in range(len(regs))]
+    return edges[:1] if len(regs) == 2 else edges
 
 
 def _share_bps(a: int, b: int, topo: Topology, cap: np.ndarray, flows: np.ndarray) -> float:
@@ -386,8 +394,7 @@ def evaluate_plan(
         else:
             bw = min(float(topo.intra_bw_bps[r]) * st.tp for r in regs)
             lat = 0.0
-            for i in range(len(regs)):
-                a, bb = regs[i], regs[(i + 1) % len(regs)]
+            for a, bb in _ring_edges(regs):
                 share = _share_bps(a, bb, topo, cap, flows)
                 bottleneck = min(bottleneck, share)
                 bw = min(bw, share)

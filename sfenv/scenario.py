@@ -344,15 +344,16 @@ class Scenario:
             raise self._err("topology", f"{len(regions)} regions, {len(links)} links", f"a valid graph ({e})") from None
         zones_needed = {r.zone for r in regions}
         p = self.cfg.prices
-        if p.kind == "time_of_use" and p.zones:
-            have = set(p.zones)
-        elif p.kind == "daily_profile":
+        if p.kind == "daily_profile":
             have = set(p.profiles)
-        else:
+        elif p.kind == "time_of_use":
+            have = set(p.zones) | (set(self._generated.zones) if self._generated is not None else set())
+        else:  # csv: columns are checked when the file is read
             have = zones_needed
         missing = zones_needed - have
-        if p.kind != "csv" and missing and not (p.kind == "time_of_use" and self._generated is not None):
-            raise self._err("prices", sorted(have), f"prices for every region zone; missing {sorted(missing)}")
+        if missing:
+            raise self._err(f"prices.{'profiles' if p.kind == 'daily_profile' else 'zones'}", sorted(have),
+                            f"prices for every region zone; missing {sorted(missing)}")
         return topo
 
     # ------------------------------------------------------------ episode sampling

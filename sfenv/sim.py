@@ -119,6 +119,7 @@ class JobState:
     max_gpus_used: int = 0
     max_regions_used: int = 0
     power_zone: np.ndarray | None = None  # watts per price zone
+    f_last: np.ndarray | None = None  # price integral F(last_update) per zone
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,9 @@ class Simulator:
         self.running: set[int] = set()
         self.finished_count = 0
         self.busy_gpu_s = 0.0
+        self.job_seconds = 0.0  # integral over time of the number of jobs in the system
+        self._in_system = 0
+        self._acc = [0.0, 0.0, 0.0]  # cost (USD), energy (J), iterations x tokens accrued so far
         self._busy_gpus = 0
         self._last_busy_t = 0.0
         self._events: list[tuple[float, int, int, object]] = []
@@ -218,12 +222,21 @@ class Simulator:
         if dt > 0 and js.perf is not None:
             iters = dt / js.perf.iter_time
             js.progress += iters
-            js.energy_j += js.perf.power_w * dt
+            energy = js.perf.power_w * dt
+            js.energy_j += energy
             js.wan_bytes += js.perf.wan_bytes_per_iter * iters
             assert js.power_zone is not None
-            f0 = self.prices.cumulative(js.last_update)
+            f0 = js.f_last if js.f_last is not None else self.prices.cumulative(js.last_update)
             f1 = self.prices.cumulative(now)
-            js.cost_usd += float(np.dot(js.power_zone, f1 - f0)) / JOULES_PER_MWH
+            js.f_last = f1
+            cost = float(np.dot(js.power_zone, f1 - f0)) / JOULES_PER_MWH
+            js.cost_usd += cost
+            acc = self._acc
+            acc[0] += cost
+            acc[1] += energy
+            acc[2] += iters * js.spec.tokens_per_iteration
+        else:
+            js.f_last = None
         js.last_update = now
 
     def _accrue_busy(self, now: float) -> None:
@@ -353,6 +366,7 @@ class Simulator:
         if t == math.inf or t >= self.config.horizon_s:
             self._end(min(t, self.config.horizon_s) if t < math.inf else self.time)
             return
+        self.job_seconds += self._in_system * (t - self.time)
         self.time = t
         while self._events and self._events[0][0] <= t:
             _, kind, _, data = heapq.heappop(self._events)
@@ -365,6 +379,7 @@ class Simulator:
         if kind == EV_ARRIVAL:
             jid = int(data)  # type: ignore[arg-type]
             self.jobs[jid].status = "waiting"
+            self._in_system += 1
             self.waiting.append(jid)
             self.waiting.sort()
         elif kind == EV_COMPLETE:
@@ -412,6 +427,7 @@ class Simulator:
         js.status = "done"
         js.finish = self.time
         self.finished_count += 1
+        self._in_system -= 1
         self._release(js)
 
     def _outage(self, o: Outage) -> None:
@@ -433,13 +449,32 @@ class Simulator:
         self.waiting.sort()
 
     def _end(self, t: float) -> None:
-        self.time = max(self.time, t)
+        t = max(self.time, t)
+        self.job_seconds += self._in_system * (t - self.time)
+        self.time = t
         for jid in sorted(self.running):
             self._accrue(self.jobs[jid], self.time)
         self._accrue_busy(self.time)
         self._ended = True
 
     # ------------------------------------------------------------ results
+    def totals(self) -> tuple[float, float, float]:
+        """Cost (USD), energy (J) and tokens accrued so far by all jobs, up to now (no state change).
+
+        Tokens count work done, including work later lost to an outage.
+        """
+        cost, energy, tokens = self._acc
+        f_now = self.prices.cumulative(self.time) if self.running else None
+        for jid in self.running:
+            js = self.jobs[jid]
+            dt = self.time - js.last_update
+            if dt > 0 and js.perf is not None and js.power_zone is not None:
+                f0 = js.f_last if js.f_last is not None else self.prices.cumulative(js.last_update)
+                cost += float(np.dot(js.power_zone, f_now - f0)) / JOULES_PER_MWH
+                energy += js.perf.power_w * dt
+                tokens += dt / js.perf.iter_time * js.spec.tokens_per_iteration
+        return cost, energy, tokens
+
     def records(self) -> list[JobRecord]:
         """One record per job (unfinished jobs have NaN finish)."""
         out = []

@@ -26,6 +26,9 @@ def test_importing_sfenv_does_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, sfenv, sfenv.sim, sfenv.scenario; print('torch' in sys.modules, 'stable_baselines3' in sys.modules)"
+    code = (
+        "import sys, sfenv, sfenv.sim, sfenv.scenario, sfenv.env; "
+        "print('torch' in sys.modules, 'stable_baselines3' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]

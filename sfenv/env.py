@@ -1,0 +1,431 @@
+"""GeoSchedEnv: the Gymnasium face of the simulator."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from sfenv.perf import Plan, PlanPerf
+from sfenv.proposers import CandidateProposer, PlanCache, default_proposers
+from sfenv.scenario import DEFAULT_SCENARIO, Scenario, load_scenario
+from sfenv.sim import Simulator, SimView
+
+__all__ = ["GeoSchedEnv"]
+
+REGION_FEATURES = 7  # + forecast window
+LINK_FEATURES = 3
+JOB_FEATURES = 8
+CAND_FEATURES = 10
+GLOBAL_FEATURES = 6
+_PRICE_SCALE = 300.0  # USD/MWh mapped to 1.0
+_TFLOPS_SCALE = 1000.0
+_MEM_SCALE = 141e9
+_BW_SCALE = 100e9
+_LAT_SCALE = 0.3
+_WAIT_SCALE = 86400.0
+_ITER_SCALE = 10_000.0
+
+
+def _log_scale(x: float, lo: float, hi: float) -> float:
+    """Map x in [lo, hi] to [0, 1] on a log scale (clipped)."""
+    if x <= lo:
+        return 0.0
+    if x >= hi:
+        return 1.0
+    return float(np.log(x / lo) / np.log(hi / lo))
+
+
+class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
+    """Schedule LLM training jobs over geo-distributed GPU clusters.
+
+    ## Description
+    Jobs (LLM training runs) arrive over time at a platform of GPU clusters in several regions,
+    linked by a WAN with per-link bandwidth and latency, under hourly electricity prices per
+    region. At each step the agent either starts a waiting job with one of ``N`` candidate
+    parallel plans (which regions hold which pipeline stages, with how much data/tensor
+    parallelism) or waits for the next event. The dynamics are those of
+    :class:`sfenv.sim.Simulator`; plan performance follows :mod:`sfenv.perf`.
+
+    ## Action Space
+    ``Discrete(N + 1)`` with ``N = max_candidates``: action ``i < N`` starts candidate ``i``;
+    action ``N`` waits (runs simulated time to the next event: an arrival, a completion, a price
+    change, a bandwidth change or an outage). Candidates come from proposers (default:
+    :func:`sfenv.proposers.default_proposers`; reference agents can be proposers too).
+    ``action_masks()`` (and ``info["action_mask"]``) is True for valid actions; waiting is always
+    valid. An invalid action (a masked or empty slot) is a no-op with reward
+    ``-invalid_action_penalty``; it never raises.
+
+    ## Observation Space
+    A ``Dict`` of 1-D ``Box(0, 1, float32)`` entries (SB3 ``MultiInputPolicy``; wrap with
+    ``FlattenObservation`` for ``MlpPolicy``); ``C`` regions, ``E`` links, ``K = queue_window``,
+    ``H = forecast_hours``:
+
+    | key | size | per item |
+    |---|---|---|
+    | ``regions`` | C x (7 + H) | free GPU fraction, GPUs (/1024), peak TFLOP/s (/1000), GPU memory (/141 GB), PUE - 1, outage flag, price now, price forecast for the next H hours (USD/MWh / 300) |
+    | ``links`` | E x 3 | capacity (/100 Gbit/s), flows / (flows + 1), latency (/300 ms) |
+    | ``queue`` | K x 8 | valid, log params, min GPUs, max GPUs (/1024), log iterations, global batch (/1024), waited (/24 h), progress done |
+    | ``candidates`` | N x 10 | valid, queue slot (/K), log iteration time, log throughput, cost rate (USD/h /100), regions used (/C), GPUs (/1024), log bottleneck bandwidth, memory headroom, stall-free |
+    | ``time`` | 6 | hour of day (sin, cos mapped to [0,1]), running jobs (/K), waiting jobs (/K), jobs still to arrive (fraction), invalid-action flag |
+
+    ## Rewards
+    ``r = -jct_weight * job_seconds / (3600 * K) - cost_weight * cost_usd
+    + throughput_weight * tokens / 1e9``, where ``job_seconds`` is the time every job spent in the
+    system (waiting or running) since the previous step, ``cost_usd`` the electricity cost and
+    ``tokens`` the tokens trained since then. With ``cost_weight = 0`` and ``throughput_weight = 0``
+    the undiscounted return is ``-sum(JCT) / (3600 K)``. Weights default to the scenario's
+    ``reward`` section. ``info`` carries the raw, unweighted metrics.
+
+    ## Starting State
+    ``reset(seed=s)`` draws an episode (jobs, price noise, outages, link dynamics) from
+    ``self.np_random``: exactly the episode of ``scenario.make_simulator(s)``. The state is the
+    first decision point (the first job waits).
+
+    ## Episode End
+    Terminated when every job finished, the scenario horizon is reached, or nothing can happen any
+    more. Truncated by ``TimeLimit`` at the registered ``max_episode_steps``. The final ``info``
+    holds ``episode_report`` (:class:`sfenv.metrics.EpisodeReport` as a dict).
+
+    ## Arguments
+    ``GeoSchedEnv(scenario="spider-8", render_mode=None, proposers=None, max_candidates=None,
+    queue_window=None, forecast_hours=None, jct_weight=None, cost_weight=None,
+    throughput_weight=None, invalid_action_penalty=None, num_jobs=None)``: ``scenario`` is a
+    bundled name, a YAML path, a dict or a :class:`~sfenv.scenario.Scenario`; ``None`` arguments
+    take the scenario's values; ``num_jobs`` overrides the workload size.
+
+    ## Version History
+    * v0: initial version.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        scenario: str | dict | Scenario = DEFAULT_SCENARIO,
+        render_mode: str | None = None,
+        proposers: Sequence[CandidateProposer] | None = None,
+        max_candidates: int | None = None,
+        queue_window: int | None = None,
+        forecast_hours: int | None = None,
+        jct_weight: float | None = None,
+        cost_weight: float | None = None,
+        throughput_weight: float | None = None,
+        invalid_action_penalty: float | None = None,
+        num_jobs: int | None = None,
+    ):
+        sc = load_scenario(scenario)
+        if num_jobs is not None:
+            sc = sc.with_overrides(workload={"num_jobs": num_jobs})
+        self.scenario = sc
+        ecfg, rcfg = sc.cfg.env, sc.cfg.reward
+        self.N = int(max_candidates or ecfg.max_candidates)
+        self.K = int(queue_window or ecfg.queue_window)
+        self.H = int(forecast_hours or ecfg.forecast_hours)
+        self.jct_weight = rcfg.jct_weight if jct_weight is None else float(jct_weight)
+        self.cost_weight = rcfg.cost_weight if cost_weight is None else float(cost_weight)
+        self.throughput_weight = rcfg.throughput_weight if throughput_weight is None else float(throughput_weight)
+        self.invalid_action_penalty = (
+            rcfg.invalid_action_penalty if invalid_action_penalty is None else float(invalid_action_penalty)
+        )
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
+        self.render_mode = render_mode
+        topo = sc.topology
+        self.C, self.E = topo.num_regions, topo.num_links
+        self.cache = PlanCache()
+        self.proposers: list[CandidateProposer] = (
+            list(proposers) if proposers is not None else default_proposers(self.cache, self.K)
+        )
+        self.action_space = spaces.Discrete(self.N + 1)
+        box = lambda n: spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)  # noqa: E731
+        self.observation_space = spaces.Dict(
+            {
+                "regions": box(self.C * (REGION_FEATURES + self.H)),
+                "links": box(max(1, self.E) * LINK_FEATURES),
+                "queue": box(self.K * JOB_FEATURES),
+                "candidates": box(self.N * CAND_FEATURES),
+                "time": box(GLOBAL_FEATURES),
+            }
+        )
+        self._static_regions = np.array(
+            [
+                [min(1.0, r.num_gpus / 1024), r.gpu.tflops / _TFLOPS_SCALE, r.gpu.memory_bytes / _MEM_SCALE,
+                 min(1.0, r.pue - 1.0)]
+                for r in topo.regions
+            ],
+            dtype=np.float32,
+        )
+        self._link_static = np.array(
+            [[min(1.0, lat / _LAT_SCALE)] for lat in topo.link_latency_s], dtype=np.float32
+        ).reshape(-1, 1)
+        self.sim: Simulator | None = None
+        self._view: SimView | None = None
+        self._candidates: list[Plan] = []
+        self._cand_perf: list[PlanPerf | None] = []
+        self._mask = np.zeros(self.N + 1, dtype=bool)
+        self._last_invalid = False
+        self._renderer: Any = None
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
+        """Start a new episode (see the class docstring, Starting State)."""
+        super().reset(seed=seed)
+        self.sim = self.scenario.make_simulator(self.np_random)
+        self._view = self.sim.view()
+        for p in self.proposers:
+            if hasattr(p, "reset") and not isinstance(p, PlanCache):
+                try:
+                    p.reset()  # type: ignore[attr-defined]
+                except TypeError:
+                    pass
+        self._last_in_system = self._job_seconds()
+        self._last_totals = self.sim.totals()
+        self._last_invalid = False
+        self._build_candidates()
+        return self._obs(), self._info(0.0, 0.0, 0.0)
+
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        """Start candidate ``action`` or wait (``action == N``); see the class docstring."""
+        sim = self.sim
+        if sim is None:
+            raise RuntimeError("call reset() before step()")
+        try:
+            a = int(action)
+        except (TypeError, ValueError):
+            a = -1
+        invalid = False
+        if sim.done:
+            invalid = True
+        elif a == self.N:
+            sim.wait()
+        elif 0 <= a < self.N and self._mask[a]:
+            sim.schedule(self._candidates[a])
+            sim.advance()
+        else:
+            invalid = True
+        self._last_invalid = invalid
+        in_sys = self._job_seconds()
+        totals = sim.totals()
+        d_job_s = in_sys - self._last_in_system
+        d_cost = totals[0] - self._last_totals[0]
+        d_tokens = totals[2] - self._last_totals[2]
+        self._last_in_system, self._last_totals = in_sys, totals
+        reward = (
+            -self.jct_weight * d_job_s / (3600.0 * self.K)
+            - self.cost_weight * d_cost
+            + self.throughput_weight * d_tokens / 1e9
+            - (self.invalid_action_penalty if invalid else 0.0)
+        )
+        terminated = sim.done
+        if not invalid:
+            self._build_candidates()
+        info = self._info(d_job_s, d_cost, d_tokens)
+        if terminated:
+            info["episode_report"] = sim.report().to_dict()
+        return self._obs(), float(reward), bool(terminated), False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions (True = valid): candidate slots that can start now, and wait (always)."""
+        return self._mask.copy()
+
+    @property
+    def view(self) -> SimView:
+        """Read-only view of the current simulator state (for agents and proposers)."""
+        if self._view is None:
+            raise RuntimeError("call reset() first")
+        return self._view
+
+    @property
+    def candidates(self) -> list[Plan]:
+        """The current candidate plans; index i is action i."""
+        return list(self._candidates)
+
+    @property
+    def wait_action(self) -> int:
+        """The index of the wait action, ``N``."""
+        return self.N
+
+    def action_for(self, plan: Plan | None) -> int:
+        """The action that starts ``plan`` now (``N`` = wait for None).
+
+        If ``plan`` is not among the candidates it is injected into the last slot (the observation
+        already returned does not show it); an unstartable plan maps to its slot, masked invalid.
+        """
+        if plan is None:
+            return self.N
+        try:
+            return self._candidates.index(plan)
+        except ValueError:
+            pass
+        idx = len(self._candidates) if len(self._candidates) < self.N else self.N - 1
+        perf = self.view.evaluate(plan)
+        if idx == len(self._candidates):
+            self._candidates.append(plan)
+            self._cand_perf.append(perf)
+        else:
+            self._candidates[idx] = plan
+            self._cand_perf[idx] = perf
+        self._mask[idx] = self.view.can_start(plan)
+        return idx
+
+    def render(self) -> Any:
+        """``"ansi"``: a text table; ``"rgb_array"``: an image of the map, prices and utilisation."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode= to the constructor")
+            return None
+        from sfenv import render as _render
+
+        if self.render_mode == "ansi":
+            return _render.ansi(self)
+        if self._renderer is None:
+            self._renderer = _render.MapRenderer(self)
+        return self._renderer.draw(self)
+
+    def close(self) -> None:
+        """Release the renderer (safe to call twice)."""
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+    # ------------------------------------------------------------------ internals
+    def _job_seconds(self) -> float:
+        """Total time jobs have spent in the system up to now."""
+        assert self.sim is not None
+        return self.sim.job_seconds
+
+    def _build_candidates(self) -> None:
+        sim, view = self.sim, self._view
+        assert sim is not None and view is not None
+        cands: list[Plan] = []
+        self.cache.new_step()
+        if not sim.done and view.waiting:
+            seen: set[Plan] = set()
+            for p in self.proposers:
+                for plan in p.candidates(view, self.N - len(cands)):
+                    if plan not in seen:
+                        seen.add(plan)
+                        cands.append(plan)
+                if len(cands) >= self.N:
+                    break
+        self._candidates = cands[: self.N]
+        recent = self.cache.recent
+        self._cand_perf = [recent.get(p) for p in self._candidates]
+        self._mask[:] = False
+        self._mask[self.N] = True
+        for i, plan in enumerate(self._candidates):
+            self._mask[i] = True  # proposers return startable plans for the current state
+
+    def _perf(self, i: int) -> PlanPerf:
+        perf = self._cand_perf[i]
+        if perf is None:
+            perf = self.view.evaluate(self._candidates[i])
+            self._cand_perf[i] = perf
+        return perf
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        sim, view = self.sim, self._view
+        assert sim is not None and view is not None
+        C, N, K, H = self.C, self.N, self.K, self.H
+        # regions
+        free = view.free_gpus
+        reg = np.zeros((C, REGION_FEATURES + H), dtype=np.float32)
+        reg[:, 0] = free / np.maximum(1, sim.topo.gpu_counts)
+        reg[:, 1:5] = self._static_regions
+        reg[:, 5] = sim.down
+        fc = view.price_forecast(H)
+        reg[:, 6] = fc[:, 0] / _PRICE_SCALE
+        reg[:, 7:] = fc / _PRICE_SCALE
+        # links
+        if self.E:
+            cap = view.link_capacity_bps
+            flows = view.link_flows
+            lk = np.empty((self.E, LINK_FEATURES), dtype=np.float32)
+            lk[:, 0] = cap / _BW_SCALE
+            lk[:, 1] = flows / (flows + 1.0)
+            lk[:, 2:3] = self._link_static
+        else:
+            lk = np.zeros((1, LINK_FEATURES), dtype=np.float32)
+        # queue
+        q = np.zeros((K, JOB_FEATURES), dtype=np.float32)
+        waiting = view.waiting
+        slot = {}
+        for i, job in enumerate(waiting[:K]):
+            slot[job.job_id] = i
+            q[i] = (
+                1.0,
+                _log_scale(job.model.params, 1e8, 1e12),
+                job.min_gpus / 1024,
+                job.max_gpus / 1024,
+                _log_scale(job.iterations, 1, 1e6),
+                job.global_batch / 1024,
+                (sim.time - job.arrival) / _WAIT_SCALE,
+                view.waiting_progress(job.job_id) / job.iterations,
+            )
+        # candidates
+        cd = np.zeros((N, CAND_FEATURES), dtype=np.float32)
+        prices = view.prices_now()
+        for i, plan in enumerate(self._candidates):
+            perf = self._perf(i)
+            if not perf.feasible:
+                continue
+            cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
+            cd[i] = (
+                float(self._mask[i]),
+                slot.get(plan.job_id, K) / K,
+                _log_scale(perf.iter_time, 0.01, _ITER_SCALE),
+                _log_scale(perf.throughput, 1e2, 1e8),
+                cost_h / 100.0,
+                len(plan.regions) / C,
+                plan.gpus / 1024,
+                _log_scale(min(perf.bottleneck_bw_bps, 1e12), 1e7, 1e12),
+                perf.memory_headroom,
+                float(perf.stall_free),
+            )
+        hour = (sim.time / 3600.0) % 24.0
+        tm = np.array(
+            [
+                (np.sin(2 * np.pi * hour / 24) + 1) / 2,
+                (np.cos(2 * np.pi * hour / 24) + 1) / 2,
+                len(sim.running) / K,
+                len(waiting) / K,
+                view.pending_arrivals / max(1, view.num_jobs),
+                float(self._last_invalid),
+            ],
+            dtype=np.float32,
+        )
+        obs = {
+            "regions": reg.ravel(),
+            "links": lk.ravel(),
+            "queue": q.ravel(),
+            "candidates": cd.ravel(),
+            "time": tm,
+        }
+        for v in obs.values():
+            np.clip(v, 0.0, 1.0, out=v)
+        return obs
+
+    def _info(self, d_job_s: float, d_cost: float, d_tokens: float) -> dict[str, Any]:
+        sim = self.sim
+        assert sim is not None
+        cost, energy, tokens = self._last_totals
+        return {
+            "time_s": sim.time,
+            "job_seconds": self._last_in_system,
+            "step_job_seconds": d_job_s,
+            "cost_usd": cost,
+            "step_cost_usd": d_cost,
+            "energy_kwh": energy / 3.6e6,
+            "tokens": tokens,
+            "step_tokens": d_tokens,
+            "throughput_tokens_s": sum(js.perf.throughput for js in sim.jobs if js.status == "running" and js.perf),
+            "waiting": len(sim.waiting),
+            "running": len(sim.running),
+            "finished": sim.finished_count,
+            "candidates": len(self._candidates),
+            "invalid_action": self._last_invalid,
+            "action_mask": self._mask.copy(),
+        }

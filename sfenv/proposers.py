@@ -1,0 +1,203 @@
+"""Candidate proposers: where the environment's N candidate (job, plan) actions come from.
+
+A proposer is any object with ``candidates(view, k) -> list[Plan]`` (plans that can start now);
+reference agents are proposers through :meth:`agents.base.SchedulerAgent.candidates`.
+The generic proposers here need no agent:
+
+- :class:`SingleRegionProposer`: for each of the first waiting jobs, the best plan inside each of
+  the few regions with the most free compute;
+- :class:`PathProposer`: for jobs that no single region can hold, pipelines along the k shortest
+  (by latency) WAN paths between regions with free GPUs (networkx ``shortest_simple_paths``).
+
+Both build plans with :func:`sfenv.planning.fit_plan` through a :class:`PlanCache`, because
+candidate building runs at every environment step: a single-region plan depends only on the job,
+region and GPU budget (never on WAN shares), so it is cached for the episode; a multi-region plan
+is cached per link state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from itertools import islice
+from typing import Protocol, runtime_checkable
+
+import networkx as nx
+
+from sfenv.perf import Plan, PlanPerf
+from sfenv.planning import fit_plan
+from sfenv.sim import SimView
+from sfenv.workload import JobSpec
+
+__all__ = ["BUDGETS", "round_budget", "CandidateProposer", "PlanCache", "SingleRegionProposer", "PathProposer", "default_proposers"]
+
+
+@runtime_checkable
+class CandidateProposer(Protocol):
+    """Anything that proposes up to ``k`` startable plans for the current state."""
+
+    def candidates(self, view: SimView, k: int) -> list[Plan]:
+        """Up to ``k`` plans that can start now, best first."""
+        ...
+
+
+#: GPU budgets a proposer asks for: free GPUs are rounded down to one of these (realistic
+#: allocation sizes, and far fewer distinct plans to build).
+BUDGETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+
+def round_budget(n: int) -> int:
+    """The largest entry of :data:`BUDGETS` not above ``n`` (``n`` itself beyond the table)."""
+    if n >= BUDGETS[-1]:
+        return n
+    best = 0
+    for b in BUDGETS:
+        if b > n:
+            break
+        best = b
+    return best
+
+
+class PlanCache:
+    """Memoised :func:`fit_plan`, shared across episodes.
+
+    Plans are keyed by the job's *shape* (model, global batch, GPU bounds), not its id, so they
+    carry over between jobs and episodes; a single-region plan never depends on WAN shares, a
+    multi-region one is keyed by the current link state too.  ``max_entries`` bounds memory.
+    """
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self._store: dict[tuple, tuple[Plan, PlanPerf] | None] = {}
+        #: perf of the plans returned since the last :meth:`new_step` (plans carry job ids)
+        self.recent: dict[Plan, PlanPerf] = {}
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._store.clear()
+        self.recent.clear()
+
+    def new_step(self) -> None:
+        """Start collecting :attr:`recent` afresh (called before proposers run)."""
+        self.recent.clear()
+
+    def fit(
+        self, view: SimView, job: JobSpec, chain: Sequence[int], budget: Sequence[int]
+    ) -> tuple[Plan, PlanPerf] | None:
+        """``fit_plan`` on ``chain``/``budget``, cached; the plan carries ``job``'s id."""
+        chain, budget = tuple(chain), tuple(budget)
+        link_key = None
+        if len(chain) > 1:
+            link_key = (view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
+        key = (job.model, job.global_batch, job.min_gpus, job.max_gpus, chain, budget, link_key)
+        res = self._store.get(key, False)
+        if res is False:
+            self.misses += 1
+            if len(self._store) >= self.max_entries:
+                self._store.clear()
+            res = fit_plan(job, view.topo, chain, budget, view.evaluate)
+            self._store[key] = res
+        else:
+            self.hits += 1
+        if res is None:
+            return None
+        plan, perf = res
+        if plan.job_id != job.job_id:
+            plan = replace(plan, job_id=job.job_id)
+        self.recent[plan] = perf
+        return plan, perf
+
+
+class SingleRegionProposer:
+    """Best single-region plans for the first ``jobs`` waiting jobs, ``per_job`` regions each.
+
+    Regions are ranked by free compute (free GPUs x peak FLOP/s); each gets a budget of its free
+    GPUs capped at the job's maximum.
+    """
+
+    def __init__(self, cache: PlanCache, jobs: int = 8, per_job: int = 2):
+        self.cache = cache
+        self.jobs = jobs
+        self.per_job = per_job
+
+    def candidates(self, view: SimView, k: int) -> list[Plan]:
+        """See class docstring."""
+        free = view.free_gpus
+        flops = view.topo.scalars.flops
+        ranked = sorted((r for r in range(len(free)) if free[r] > 0), key=lambda r: -free[r] * flops[r])
+        out: list[Plan] = []
+        for job in view.waiting[: self.jobs]:
+            n = 0
+            for r in ranked:
+                if free[r] < job.min_gpus:
+                    continue
+                budget = round_budget(min(int(free[r]), job.max_gpus))
+                if budget < job.min_gpus:
+                    continue
+                res = self.cache.fit(view, job, (r,), (budget,))
+                if res is not None:
+                    out.append(res[0])
+                    n += 1
+                    if n >= self.per_job or len(out) >= k:
+                        break
+            if len(out) >= k:
+                break
+        return out
+
+
+class PathProposer:
+    """Cross-region pipelines along the ``paths`` shortest-latency WAN paths, for jobs that need them.
+
+    Only jobs that fit in no single region (by free GPUs) get path candidates; sources and
+    destinations are the ``ends`` regions with the most free GPUs; paths have at most
+    ``max_regions`` regions.
+    """
+
+    def __init__(self, cache: PlanCache, jobs: int = 4, paths: int = 2, ends: int = 4, max_regions: int = 3):
+        self.cache = cache
+        self.jobs = jobs
+        self.paths = paths
+        self.ends = ends
+        self.max_regions = max_regions
+        self._paths: dict[tuple[int, int], list[list[int]]] = {}
+
+    def _k_paths(self, view: SimView, s: int, d: int) -> list[list[int]]:
+        key = (s, d)
+        if key not in self._paths:
+            gen = nx.shortest_simple_paths(view.topo.graph, s, d, weight="latency_ms")
+            self._paths[key] = [p for p in islice(gen, self.paths * 3) if len(p) <= self.max_regions][: self.paths]
+        return self._paths[key]
+
+    def candidates(self, view: SimView, k: int) -> list[Plan]:
+        """See class docstring."""
+        free = view.free_gpus
+        biggest = int(free.max()) if len(free) else 0
+        ends = sorted((r for r in range(len(free)) if free[r] > 0), key=lambda r: -free[r])[: self.ends]
+        out: list[Plan] = []
+        for job in view.waiting[: self.jobs]:
+            if job.min_gpus <= biggest or int(free.sum()) < job.min_gpus:
+                continue
+            for i, s in enumerate(ends):
+                for d in ends[i + 1:]:
+                    for path in self._k_paths(view, s, d):
+                        chain = [r for r in path if free[r] > 0]
+                        budget, total = [], 0
+                        for r in chain:
+                            take = round_budget(min(int(free[r]), job.max_gpus - total))
+                            budget.append(take)
+                            total += take
+                        if total < job.min_gpus or min(budget) < 1:
+                            continue
+                        res = self.cache.fit(view, job, chain, budget)
+                        if res is not None and res[0] not in out:
+                            out.append(res[0])
+                            if len(out) >= k:
+                                return out
+        return out
+
+
+def default_proposers(cache: PlanCache, queue_window: int) -> list[CandidateProposer]:
+    """The generic proposers the environment uses when none are given."""
+    return [SingleRegionProposer(cache, jobs=queue_window), PathProposer(cache)]
