@@ -9,6 +9,10 @@ through :class:`sfenv.env.GeoSchedEnv` and ``evaluate_policy``.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from sfenv.perf import Plan
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView
@@ -28,6 +32,32 @@ class SchedulerAgent:
 
     name = "base"
     blocking = False
+    _bound: tuple[list[Any], bool] | None = None
+
+    def bind(self, env: Any) -> SchedulerAgent:
+        """Attach to a GeoSchedEnv (or a DummyVecEnv of them) so :meth:`predict` can act; returns self."""
+        from agents.policy import bind_envs
+
+        self._bound = bind_envs(env)
+        return self
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = True,
+        action_masks: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, Any]:
+        """SB3 ``PolicyPredictor.predict``: the action(s) for the bound env(s) (see :mod:`agents.policy`).
+
+        The observation and masks are not needed: the agent reads the bound env's simulator view.
+        """
+        from agents.policy import predict_actions
+
+        if self._bound is None:
+            raise RuntimeError(f"{type(self).__name__}.predict needs bind(env) first")
+        return predict_actions(self, *self._bound, observation), state
 
     def reset(self, seed: int | None = None) -> None:
         """Forget per-episode state (called at the start of every episode)."""

@@ -316,8 +316,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._cand_perf = [recent.get(p) for p in self._candidates]
         self._mask[:] = False
         self._mask[self.N] = True
-        for i, plan in enumerate(self._candidates):
-            self._mask[i] = True  # proposers return startable plans for the current state
+        self._mask[: len(self._candidates)] = True  # proposers return plans startable now
 
     def _perf(self, i: int) -> PlanPerf:
         perf = self._cand_perf[i]

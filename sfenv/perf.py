@@ -248,8 +248,10 @@ def plan_flows(plan: Plan, topo: Topology) -> dict[int, int]:
 
 
 def _ring_edges(regs: tuple[int, ...]) -> list[tuple[int, int]]:
-    """Region-boundary edges of a ring all-reduce over ``regs``; links are full duplex, so the two
-    directions between the same pair of regions (a 2-region ring) are one flow each way, not two.
+    """Region-boundary edges of a ring all-reduce over ``regs``.
+
+    Links are full duplex, so the two directions between the same pair of regions (a 2-region
+    ring) are one flow each way, not two flows on one link.
     """
     if len(regs) < 2:
         return []

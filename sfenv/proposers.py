@@ -29,7 +29,15 @@ from sfenv.planning import fit_plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
-__all__ = ["BUDGETS", "round_budget", "CandidateProposer", "PlanCache", "SingleRegionProposer", "PathProposer", "default_proposers"]
+__all__ = [
+    "BUDGETS",
+    "round_budget",
+    "CandidateProposer",
+    "PlanCache",
+    "SingleRegionProposer",
+    "PathProposer",
+    "default_proposers",
+]
 
 
 @runtime_checkable

@@ -1,0 +1,119 @@
+"""Rendering of :class:`sfenv.env.GeoSchedEnv`: a text table and a matplotlib map (imported lazily)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import networkx as nx
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sfenv.env import GeoSchedEnv
+
+__all__ = ["ansi", "MapRenderer"]
+
+
+def ansi(env: GeoSchedEnv) -> str:
+    """A text table: time, queue, and per region free GPUs, price and running jobs."""
+    sim = env.sim
+    assert sim is not None
+    view = env.view
+    prices = view.prices_now()
+    jobs_in: dict[int, list[int]] = {}
+    for jid in sorted(sim.running):
+        for r in sim.jobs[jid].plan.regions:  # type: ignore[union-attr]
+            jobs_in.setdefault(r, []).append(jid)
+    lines = [
+        f"t = {sim.time / 3600:8.2f} h   waiting {len(sim.waiting)}   running {len(sim.running)}   "
+        f"done {sim.finished_count}/{len(sim.jobs)}   candidates {len(env.candidates)}",
+        f"{'region':<14}{'gpu':<11}{'free/total':>11}{'USD/MWh':>9}  jobs",
+    ]
+    for i, reg in enumerate(sim.topo.regions):
+        down = " DOWN" if sim.down[i] else ""
+        lines.append(
+            f"{reg.name:<14}{reg.gpu.name:<11}{int(view.free_gpus[i]):>5}/{reg.num_gpus:<5}{prices[i]:>9.1f}  "
+            f"{','.join(map(str, jobs_in.get(i, [])))}{down}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+class MapRenderer:
+    """Draws the WAN map with running pipelines, a price panel and a utilisation panel."""
+
+    def __init__(self, env: GeoSchedEnv, width_px: int = 960, height_px: int = 480):
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        from matplotlib.figure import Figure
+
+        self.fig = Figure(figsize=(width_px / 80, height_px / 80), dpi=80)
+        topo = env.scenario.topology
+        self.pos = nx.spring_layout(topo.graph, seed=0, weight=None)
+        self.cmap = matplotlib.colormaps["tab10"]
+
+    def draw(self, env: GeoSchedEnv) -> np.ndarray:
+        """Render the current state to an (H, W, 3) uint8 array."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        sim = env.sim
+        assert sim is not None
+        topo = sim.topo
+        view = env.view
+        fig = self.fig
+        fig.clear()
+        ax = fig.add_axes((0.01, 0.02, 0.58, 0.9))
+        ax.set_axis_off()
+        ax.set_title(f"t = {sim.time / 3600:.1f} h   waiting {len(sim.waiting)}   running {len(sim.running)}", fontsize=9)
+        flows = view.link_flows
+        cap = topo.link_bw_bps
+        for k, ln in enumerate(topo.links):
+            (x0, y0), (x1, y1) = self.pos[ln.a], self.pos[ln.b]
+            load = min(1.0, flows[k] / 4.0)
+            ax.plot([x0, x1], [y0, y1], color=(0.6 + 0.4 * load, 0.6 - 0.4 * load, 0.6 - 0.4 * load),
+                    lw=0.5 + 1.5 * np.log10(1 + cap[k] / 1e9), zorder=1)
+        util = 1.0 - view.free_gpus / np.maximum(1, topo.gpu_counts)
+        for i, reg in enumerate(topo.regions):
+            x, y = self.pos[i]
+            colour = "black" if sim.down[i] else (0.2 + 0.8 * util[i], 0.5, 1.0 - 0.8 * util[i])
+            ax.scatter([x], [y], s=40 + 2 * reg.num_gpus ** 0.9, color=colour, zorder=3, edgecolors="white")
+            if topo.num_regions <= 16:
+                ax.annotate(f"{reg.name}\n{reg.gpu.name}", (x, y), fontsize=7, ha="center", va="bottom",
+                            xytext=(0, 7), textcoords="offset points", zorder=4)
+        for n, jid in enumerate(sorted(sim.running)):
+            plan = sim.jobs[jid].plan
+            assert plan is not None
+            chain = [s.regions[0] for s in plan.stages]
+            pts = [chain[0]] + [c for a, c in zip(chain, chain[1:]) if c != a]
+            if len(pts) > 1:
+                path: list[int] = [pts[0]]
+                for a, b in zip(pts, pts[1:]):
+                    path.extend(topo.path(a, b)[1:])
+                xs = [self.pos[r][0] for r in path]
+                ys = [self.pos[r][1] for r in path]
+                off = 0.012 * (n % 5 - 2)
+                ax.plot(np.array(xs) + off, np.array(ys) + off, color=self.cmap(n % 10), lw=2.5, alpha=0.8, zorder=2)
+        # price panel
+        axp = fig.add_axes((0.66, 0.56, 0.32, 0.36))
+        fc = view.price_forecast(env.H)
+        for i in range(min(topo.num_regions, 10)):
+            axp.plot(range(env.H), fc[i], lw=1, label=topo.regions[i].name)
+        axp.set_title("price forecast (USD/MWh)", fontsize=8)
+        axp.tick_params(labelsize=6)
+        axp.set_xlabel("hours ahead", fontsize=7)
+        if topo.num_regions <= 10:
+            axp.legend(fontsize=5, ncol=2, loc="upper right")
+        # utilisation panel
+        axu = fig.add_axes((0.66, 0.08, 0.32, 0.36))
+        axu.bar(range(topo.num_regions), util, color="tab:blue")
+        axu.set_ylim(0, 1)
+        axu.set_title("GPU utilisation per region", fontsize=8)
+        if topo.num_regions <= 16:
+            axu.set_xticks(range(topo.num_regions), [r.name for r in topo.regions], rotation=45, ha="right")
+        axu.tick_params(labelsize=6)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
+
+    def close(self) -> None:
+        """Free the figure."""
+        self.fig.clear()

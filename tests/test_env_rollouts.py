@@ -1,0 +1,40 @@
+"""Random rollouts on every registered id: no exception, obs in space, finite rewards, mask never empty."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from envs import REGISTERED, make
+
+
+def _random_rollout(env_id: str, steps: int, masked: bool, seed: int = 0) -> int:
+    env = make(env_id, num_jobs=30)
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    episodes = 0
+    for _ in range(steps):
+        mask = env.unwrapped.action_masks()
+        assert mask.dtype == bool and mask.any() and mask[-1]
+        assert np.array_equal(mask, info["action_mask"])
+        a = int(rng.choice(np.flatnonzero(mask))) if masked else int(rng.integers(env.action_space.n))
+        obs, r, term, trunc, info = env.step(a)
+        assert env.observation_space.contains(obs)
+        assert np.isfinite(r)
+        if term or trunc:
+            episodes += 1
+            obs, info = env.reset()
+    env.close()
+    return episodes
+
+
+@pytest.mark.parametrize("masked", [True, False])
+@pytest.mark.parametrize("env_id", REGISTERED)
+def test_random_rollout_smoke(env_id, masked):
+    _random_rollout(env_id, 1_000, masked)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("masked", [True, False])
+@pytest.mark.parametrize("env_id", REGISTERED)
+def test_random_rollout_20k(env_id, masked):
+    assert _random_rollout(env_id, 20_000, masked) > 0
