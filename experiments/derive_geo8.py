@@ -1,0 +1,80 @@
+"""Derive the geo-8 scenario's network and price figures from the measured source data.
+
+Usage: ``python -m experiments.derive_geo8 --data-dir PATH`` where PATH holds
+``network/skyplane_grid_jan2022_8regions.csv``, ``network/region_zone_map.csv`` and
+``energy/electricity_price_usd_per_mwh_2023.csv`` (see the data README for their provenance).
+It prints YAML fragments (``links`` and ``profiles``) that ``scenarios/geo-8.yaml`` holds verbatim:
+
+- link bandwidth: the smaller of the two directed iperf3 goodputs of a region pair (Skyplane grid,
+  Jan 2022, one VM pair each), times ``--gateways`` (default 4) parallel gateway VMs, Gbit/s;
+- link latency: half the mean ping RTT, ms (one-way);
+- zone price profile: the mean 2023 price of each UTC hour of the day, USD/MWh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from sfenv.prices import read_price_csv
+
+
+def region_name(cloud_region: str) -> str:
+    """``aws:us-east-1`` -> ``aws-us-east-1`` (scenario names avoid ':')."""
+    return cloud_region.replace(":", "-")
+
+
+def derive(data_dir: Path, gateways: float = 4.0) -> dict:
+    """The derived figures: ``{"zones": {region: zone}, "links": [...], "profiles": {zone: [24]}}``."""
+    zones: dict[str, str] = {}
+    with open(data_dir / "network" / "region_zone_map.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            zones[row["cloud_region"]] = row["grid_zone"]
+    pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    with open(data_dir / "network" / "skyplane_grid_jan2022_8regions.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            a, b = sorted((row["src_region"], row["dst_region"]))
+            pairs.setdefault((a, b), []).append((float(row["throughput_gbps"]), float(row["rtt_avg_ms"])))
+    order = list(zones)
+    links = []
+    for (a, b), vals in sorted(pairs.items(), key=lambda kv: (order.index(kv[0][0]), order.index(kv[0][1]))):
+        bw = min(v[0] for v in vals) * gateways
+        rtt = float(np.mean([v[1] for v in vals]))
+        links.append({"a": region_name(a), "b": region_name(b), "bandwidth_gbps": round(bw, 2),
+                      "latency_ms": round(rtt / 2.0, 1)})
+    series = read_price_csv(data_dir / "energy" / "electricity_price_usd_per_mwh_2023.csv",
+                            sorted(set(zones.values())))
+    hourly = series.hourly
+    days = hourly.shape[1] // 24
+    profiles = {
+        z: [round(float(x), 1) for x in hourly[i, : days * 24].reshape(days, 24).mean(axis=0)]
+        for i, z in enumerate(series.zones)
+    }
+    return {"zones": {region_name(k): v for k, v in zones.items()}, "links": links, "profiles": profiles}
+
+
+def to_yaml(d: dict) -> str:
+    """The ``links:`` and ``profiles:`` YAML fragments in the scenario file's layout."""
+    lines = ["  links:"]
+    for ln in d["links"]:
+        lines.append(f"    - {{a: {ln['a']}, b: {ln['b']}, bandwidth_gbps: {ln['bandwidth_gbps']}, "
+                     f"latency_ms: {ln['latency_ms']}}}")
+    lines.append("  profiles:")
+    for z, p in d["profiles"].items():
+        lines.append(f"    {z}: [{', '.join(str(x) for x in p)}]")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", type=Path, required=True, help="folder with network/ and energy/ CSVs")
+    ap.add_argument("--gateways", type=float, default=4.0, help="parallel gateway VMs per region pair")
+    args = ap.parse_args()
+    print(to_yaml(derive(args.data_dir, args.gateways)))
+
+
+if __name__ == "__main__":
+    main()
