@@ -1,0 +1,126 @@
+"""BACE-Pipe's four baselines (arXiv 2605.25375, as described by AI summaries of the paper).
+
+Follows the source [summary]: all four are capped at the job's ``K*`` GPUs and run pipeline-only
+plans; LCF uses one region, the cheapest; LDF one region, the one with the most (free) GPUs;
+CR-LCF goes cross-region adding regions by ascending price; CR-LDF goes cross-region, greedy on
+capacity and bandwidth.
+
+Our design: jobs are served strictly in arrival order with head-of-line blocking (the summaries
+credit BACE-Pipe's priority with avoiding it, which implies the baselines do not); a single-region
+baseline uses ``min(K*, free)`` GPUs of the chosen region if that reaches the job's minimum and
+the memory minimum (in practice: the region must hold all ``K*``, since smaller pipeline-only
+plans rarely fit); CR-LDF starts at the region with the most free GPUs and adds the region
+maximising free GPUs x route bandwidth from the current tail.  The plans come from
+:func:`agents.bace_pipe.pp_plan`, so only placement differs from BACE-Pipe.
+"""
+
+from __future__ import annotations
+
+from agents.bace_pipe import k_star, min_stages, pp_plan
+from agents.base import SchedulerAgent
+from sfenv.perf import Plan
+from sfenv.sim import SimView
+from sfenv.workload import JobSpec
+
+__all__ = ["LCFAgent", "LDFAgent", "CRLCFAgent", "CRLDFAgent"]
+
+
+class _BaceBaseline(SchedulerAgent):
+    blocking = True
+    cross_region = False
+
+    def __init__(self) -> None:
+        self._kstar: dict = {}
+        self.evaluations = 0
+
+    def reset(self, seed: int | None = None) -> None:
+        """Reset the evaluation counter."""
+        self.evaluations = 0
+
+    def rank(self, view: SimView, candidates: list[int]) -> list[int]:
+        """Regions in the baseline's preference order."""
+        raise NotImplementedError
+
+    def _need(self, view: SimView, job: JobSpec, regions: list[int]) -> int:
+        mem = min(float(view.topo.gpu_memory[r]) for r in regions)
+        return max(job.min_gpus, min_stages(job, mem))
+
+    def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
+        """The baseline's plan for ``job`` now, if any."""
+        free = view.free_gpus
+        avail = [r for r in range(view.topo.num_regions) if free[r] > 0]
+        if not avail:
+            return []
+        fastest = max(avail, key=lambda r: view.topo.gpu_flops[r])
+        kk = k_star(view, job, fastest, self._kstar)
+        if not self.cross_region:
+            for r in self.rank(view, avail):
+                g = min(kk, int(free[r]))
+                if g >= self._need(view, job, [r]) and g >= kk:
+                    res = pp_plan(view, job, [r], [g])
+                    self.evaluations += 1
+                    if res is not None:
+                        return [res[0]]
+            return []
+        chain, gpus, total = [], [], 0
+        for r in self.rank(view, avail):
+            if total >= kk:
+                break
+            take = min(int(free[r]), kk - total)
+            chain.append(r)
+            gpus.append(take)
+            total += take
+        if total < self._need(view, job, chain):
+            return []
+        res = pp_plan(view, job, chain, gpus)
+        self.evaluations += 1
+        return [] if res is None else [res[0]]
+
+
+class LCFAgent(_BaceBaseline):
+    """LCF: one region, the cheapest right now."""
+
+    name = "lcf"
+
+    def rank(self, view: SimView, candidates: list[int]) -> list[int]:
+        """Cheapest first."""
+        p = view.prices_now()
+        return sorted(candidates, key=lambda r: (p[r], r))
+
+
+class LDFAgent(_BaceBaseline):
+    """LDF: one region, the one with the most free GPUs."""
+
+    name = "ldf"
+
+    def rank(self, view: SimView, candidates: list[int]) -> list[int]:
+        """Most free GPUs first."""
+        free = view.free_gpus
+        return sorted(candidates, key=lambda r: (-free[r], r))
+
+
+class CRLCFAgent(LCFAgent):
+    """CR-LCF: cross-region, regions added by ascending price."""
+
+    name = "cr-lcf"
+    cross_region = True
+
+
+class CRLDFAgent(_BaceBaseline):
+    """CR-LDF: cross-region, greedy on capacity and bandwidth."""
+
+    name = "cr-ldf"
+    cross_region = True
+
+    def rank(self, view: SimView, candidates: list[int]) -> list[int]:
+        """Start at the largest region, then add the region maximising free GPUs x bandwidth from the tail."""
+        free = view.free_gpus
+        bw = view.topo.route_bw_bps
+        left = sorted(candidates, key=lambda r: (-free[r], r))
+        order = [left.pop(0)]
+        while left:
+            tail = order[-1]
+            nxt = max(left, key=lambda r: (free[r] * bw[tail, r], -r))
+            left.remove(nxt)
+            order.append(nxt)
+        return order

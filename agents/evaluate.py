@@ -1,0 +1,148 @@
+"""One evaluator for every agent: identical seeded episodes, the same metrics.
+
+Each (agent, seed) pair runs ``scenario.make_simulator(seed)`` to the end with the agent's
+``decide``; the wall time of every ``decide`` call is measured here, outside the simulation, so it
+never enters simulated results.  Results go to a JSON file written atomically after every pair
+(temporary file + ``os.replace``); with ``resume=True`` pairs already in the file are skipped, so an
+interrupted sweep continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.base import SchedulerAgent
+from agents.registry import make_agent
+from sfenv.scenario import Scenario, load_scenario
+
+__all__ = ["run_episode", "evaluate_agents", "summarise", "format_table"]
+
+
+def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[str, Any]:
+    """Run one seeded episode; returns the episode report plus decision-time statistics."""
+    agent.reset(seed)
+    sim = scenario.make_simulator(seed)
+    times: list[float] = []
+
+    def timed(view):  # noqa: ANN001
+        t = time.perf_counter()
+        plan = agent.decide(view)
+        times.append(time.perf_counter() - t)
+        return plan
+
+    report = sim.run(timed)
+    records = sim.records()
+    row: dict[str, Any] = {"agent": agent.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
+    row["jcts_s"] = [r.jct for r in records if r.finished]
+    row["decisions"] = len(times)
+    row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
+    row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
+    return row
+
+
+def _atomic_write(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, allow_nan=True))
+    os.replace(tmp, path)
+
+
+def evaluate_agents(
+    agents: Sequence[str | SchedulerAgent],
+    scenario: str | Path | dict | Scenario,
+    seeds: Sequence[int],
+    num_jobs: int | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    agent_kwargs: dict[str, dict] | None = None,
+    on_row: Callable[[dict], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every agent on every seed of ``scenario``; returns one row per (agent, seed).
+
+    :param num_jobs: override the scenario's workload size.
+    :param out: JSON file updated atomically after each pair.
+    :param resume: skip pairs already in ``out``.
+    :param agent_kwargs: constructor keyword arguments per agent name.
+    """
+    sc = load_scenario(scenario)
+    if num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": num_jobs})
+    rows: list[dict[str, Any]] = []
+    out_path = Path(out) if out else None
+    if out_path and resume and out_path.exists():
+        rows = json.loads(out_path.read_text())
+    done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
+    instances = [a if isinstance(a, SchedulerAgent) else make_agent(a, **(agent_kwargs or {}).get(a, {}))
+                 for a in agents]
+    todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
+    bar = None
+    if progress and todo:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(todo), desc=f"evaluate {sc.name}", unit="episode")
+        except ImportError:
+            bar = None
+    for agent, seed in todo:
+        row = run_episode(agent, sc, seed)
+        rows.append(row)
+        if out_path:
+            _atomic_write(out_path, rows)
+        if on_row:
+            on_row(row)
+        if bar is not None:
+            bar.set_postfix_str(f"{agent.name} seed {seed}")
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return rows
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per agent (in first-seen order): means over seeds; p95 JCT over all finished jobs of all seeds."""
+    order: list[str] = []
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["agent"] not in by:
+            order.append(r["agent"])
+        by.setdefault(r["agent"], []).append(r)
+    out = []
+    for name in order:
+        rs = by[name]
+        jcts = [j for r in rs for j in r["jcts_s"]]
+        out.append({
+            "agent": name,
+            "seeds": len(rs),
+            "mean_jct_h": float(np.mean(jcts)) / 3600 if jcts else math.nan,
+            "p95_jct_h": float(np.percentile(jcts, 95)) / 3600 if jcts else math.nan,
+            "throughput_tok_s": float(np.mean([r["mean_throughput_tokens_s"] for r in rs])),
+            "cost_usd": float(np.mean([r["cost_usd"] for r in rs])),
+            "energy_mwh": float(np.mean([r["energy_kwh"] for r in rs])) / 1000,
+            "utilisation": float(np.mean([r["utilisation"] for r in rs])),
+            "unfinished": float(np.mean([r["unfinished"] for r in rs])),
+            "decision_ms_mean": 1000 * float(np.mean([r["decision_time_mean_s"] for r in rs])),
+            "decision_ms_max": 1000 * float(np.max([r["decision_time_max_s"] for r in rs])),
+        })
+    return out
+
+
+def format_table(summary: Sequence[dict[str, Any]]) -> str:
+    """A fixed-width text table of :func:`summarise` output."""
+    cols = [("agent", "", 12), ("seeds", "d", 6), ("mean_jct_h", ".2f", 11), ("p95_jct_h", ".2f", 10),
+            ("throughput_tok_s", ".0f", 17), ("cost_usd", ".1f", 10), ("energy_mwh", ".2f", 11),
+            ("utilisation", ".2f", 12), ("unfinished", ".1f", 11), ("decision_ms_mean", ".2f", 17),
+            ("decision_ms_max", ".1f", 16)]
+    lines = ["".join(f"{name:<{w}}" if i == 0 else f"{name:>{w}}" for i, (name, _, w) in enumerate(cols))]
+    for row in summary:
+        lines.append("".join(
+            f"{row[name]:<{w}}" if i == 0 else f"{row[name]:>{w}{fmt}}" for i, (name, fmt, w) in enumerate(cols)
+        ))
+    return "\n".join(lines)

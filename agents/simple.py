@@ -1,0 +1,83 @@
+"""Simple baselines: random (masked) and cheapest-region greedy.
+
+- :class:`RandomAgent`: at each decision, picks uniformly among the startable plans of the
+  environment's generic proposers (best single-region plans, k-shortest-path pipelines); waits
+  only when there is none.  All randomness from a generator seeded by :meth:`reset`.
+- :class:`CheapestRegionAgent`: serves jobs in arrival order with backfilling (a job that cannot
+  start is skipped, not waited on) and places each in the region with the lowest electricity price
+  right now among those whose free GPUs reach the job's minimum, using up to ``max_gpus`` GPUs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agents.base import SchedulerAgent
+from sfenv.perf import Plan
+from sfenv.planning import fit_plan
+from sfenv.proposers import PathProposer, PlanCache, SingleRegionProposer
+from sfenv.sim import SimView
+from sfenv.workload import JobSpec
+
+__all__ = ["RandomAgent", "CheapestRegionAgent"]
+
+
+class RandomAgent(SchedulerAgent):
+    """Uniform choice among generic startable plans (see module docstring).
+
+    :param seed: seed of the agent's generator (re-seeded by :meth:`reset`).
+    :param max_candidates: how many generic plans to draw from.
+    """
+
+    name = "random"
+
+    def __init__(self, seed: int = 0, max_candidates: int = 16):
+        self.seed = seed
+        self.max_candidates = max_candidates
+        self.rng = np.random.default_rng(seed)
+        self._cache = PlanCache()
+        self._proposers = [SingleRegionProposer(self._cache, jobs=8), PathProposer(self._cache)]
+
+    def reset(self, seed: int | None = None) -> None:
+        """Re-seed the generator (``seed`` or the constructor's)."""
+        self.rng = np.random.default_rng(self.seed if seed is None else seed)
+
+    def _options(self, view: SimView) -> list[Plan]:
+        out: list[Plan] = []
+        for p in self._proposers:
+            out.extend(x for x in p.candidates(view, self.max_candidates - len(out)) if x not in out)
+        return out
+
+    def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
+        """Random plans for ``job`` among the generic ones."""
+        opts = [p for p in self._options(view) if p.job_id == job.job_id]
+        self.rng.shuffle(opts)
+        return opts[:k]
+
+    def decide(self, view: SimView) -> Plan | None:
+        """A uniformly random startable plan, or None if there is none."""
+        opts = self._options(view)
+        if not opts:
+            return None
+        return opts[int(self.rng.integers(len(opts)))]
+
+
+class CheapestRegionAgent(SchedulerAgent):
+    """Cheapest-price region that fits, arrival order with backfilling (see module docstring)."""
+
+    name = "cheapest"
+
+    def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
+        """Plans in the cheapest regions that can hold ``job`` now, cheapest first."""
+        free = view.free_gpus
+        prices = view.prices_now()
+        out: list[Plan] = []
+        for r in sorted(range(len(free)), key=lambda r: (prices[r], r)):
+            if free[r] < job.min_gpus:
+                continue
+            res = fit_plan(job, view.topo, [r], [min(int(free[r]), job.max_gpus)], view.evaluate)
+            if res is not None:
+                out.append(res[0])
+                if len(out) >= k:
+                    break
+        return out
