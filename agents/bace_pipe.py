@@ -65,8 +65,9 @@ def min_stages(job: JobSpec, memory_bytes: float, tp: int = 1, headroom: float =
 def pp_plan(
     view: SimView, job: JobSpec, chain: list[int], gpus: list[int], schedule: str = "1f1b"
 ) -> tuple[Plan, PlanPerf] | None:
-    """A pipeline-only plan with ``gpus[i]`` GPUs in ``chain[i]``: one stage per GPU (t = 1), or
-    fewer, wider stages (t = 2, 4, 8) when one-GPU stages do not fit; recomputation as a last
+    """A pipeline-only plan with ``gpus[i]`` GPUs in ``chain[i]``.
+
+    One stage per GPU (t = 1), or fewer, wider stages (t = 2, 4, 8) when one-GPU stages do not fit; recomputation as a last
     resort.  Returns the feasible ``(plan, perf)`` with the lowest iteration time, or None.
     """
     best: tuple[Plan, PlanPerf] | None = None
@@ -91,8 +92,9 @@ def pp_plan(
 
 
 def k_star(view: SimView, job: JobSpec, region: int, cache: dict | None = None) -> int:
-    """``K* = argmin_k t_iter(k)`` for pipeline-only plans (:func:`pp_plan`) in one region of
-    ``region``'s GPU type, ignoring how many GPUs are free, from the memory minimum up to
+    """``K* = argmin_k t_iter(k)`` for pipeline-only plans in one region.
+
+    Plans come from :func:`pp_plan` in a region of ``region``'s GPU type, ignoring how many GPUs are free, from the memory minimum up to
     ``min(8 L, max_gpus)`` GPUs (stages widen with tensor parallelism when one GPU is too small).
     """
     gpu = view.topo.regions[region].gpu

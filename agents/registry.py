@@ -55,8 +55,9 @@ def available_agents() -> list[str]:
 
 
 def resolve_names(spec: str | list[str]) -> list[str]:
-    """Expand ``"all"``, group names and comma lists into agent names (unavailable ones dropped
-    from ``all`` and groups, an error when named explicitly).
+    """Expand ``"all"``, group names and comma lists into agent names.
+
+    Unavailable agents are dropped from ``all`` and groups; naming one explicitly is an error.
     """
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     avail = available_agents()

@@ -63,7 +63,8 @@ class MapRenderer:
         fig.clear()
         ax = fig.add_axes((0.01, 0.02, 0.58, 0.9))
         ax.set_axis_off()
-        ax.set_title(f"t = {sim.time / 3600:.1f} h   waiting {len(sim.waiting)}   running {len(sim.running)}", fontsize=9)
+        title = f"t = {sim.time / 3600:.1f} h   waiting {len(sim.waiting)}   running {len(sim.running)}"
+        ax.set_title(title, fontsize=9)
         flows = view.link_flows
         cap = topo.link_bw_bps
         for k, ln in enumerate(topo.links):
