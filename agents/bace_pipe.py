@@ -67,8 +67,9 @@ def pp_plan(
 ) -> tuple[Plan, PlanPerf] | None:
     """A pipeline-only plan with ``gpus[i]`` GPUs in ``chain[i]``.
 
-    One stage per GPU (t = 1), or fewer, wider stages (t = 2, 4, 8) when one-GPU stages do not fit; recomputation as a last
-    resort.  Returns the feasible ``(plan, perf)`` with the lowest iteration time, or None.
+    One stage per GPU (t = 1), or fewer, wider stages (t = 2, 4, 8) when one-GPU stages do not
+    fit; recomputation as a last resort. Returns the feasible ``(plan, perf)`` with the lowest
+    iteration time, or None.
     """
     best: tuple[Plan, PlanPerf] | None = None
     for tp in TP_OPTIONS:
@@ -94,8 +95,9 @@ def pp_plan(
 def k_star(view: SimView, job: JobSpec, region: int, cache: dict | None = None) -> int:
     """``K* = argmin_k t_iter(k)`` for pipeline-only plans in one region.
 
-    Plans come from :func:`pp_plan` in a region of ``region``'s GPU type, ignoring how many GPUs are free, from the memory minimum up to
-    ``min(8 L, max_gpus)`` GPUs (stages widen with tensor parallelism when one GPU is too small).
+    Plans come from :func:`pp_plan` in a region of ``region``'s GPU type, ignoring how many GPUs
+    are free, from the memory minimum up to ``min(8 L, max_gpus)`` GPUs (stages widen with
+    tensor parallelism when one GPU is too small).
     """
     gpu = view.topo.regions[region].gpu
     key = (job.model, job.global_batch, job.min_gpus, job.max_gpus, gpu.name)

@@ -1,6 +1,7 @@
 """Environment benchmark: env steps/s and the share of training time spent in ``env.step``.
 
-Steps/s with random (masked and unmasked) actions, next to CartPole measured in the same run; and the share of a MaskablePPO training run's wall time spent inside ``env.step``.
+Steps/s with random (masked and unmasked) actions, next to CartPole measured in the same run;
+and the share of a MaskablePPO training run's wall time spent inside ``env.step``.
 
 Run: ``python -m experiments.bench_env [--steps 5000] [--train-steps 4096]``.
 Targets: >= 5,000 steps/s on 8 regions, >= 1,000 on 64, <= 20 % of training time in env.step.

@@ -1,8 +1,9 @@
 """Simulator benchmark: 1,000-job Poisson workloads on spider-8 and spider-64 with the FIFO agent.
 
-Prints wall time, simulated events per second, decisions per second and peak resident memory
-of the process (ru_maxrss), plus a reference measured in the same run (raw heapq push/pop of the same number of events, and raw
-``evaluate_plan`` calls per second) so ratios stay comparable across machines.
+Prints wall time, simulated events per second, decisions per second and peak resident memory of
+the process (ru_maxrss), plus a reference measured in the same run (raw heapq push/pop of the
+same number of events, and raw ``evaluate_plan`` calls per second) so ratios stay comparable
+across machines.
 Run: ``python -m experiments.bench_sim [--jobs 1000]``.  Target: 1,000 jobs on 64 regions < 10 s.
 """
 
