@@ -25,7 +25,8 @@ Our design (the summaries give no detail)
     - ``K*``: the GPU count (one GPU per stage, tensor parallelism only when a stage cannot fit)
       minimising the modelled iteration time on the job's fastest free GPU type, searched over a
       grid of counts from the memory minimum up; cached per job shape and GPU type.
-    - Path start: regions by free GPUs (most first); the next hop is chosen among all regions not
+    - Path start: regions by free GPUs capped at ``K*`` (most first; with Cost-Min, ties, e.g.
+      two regions that can each hold the whole job, go to the cheaper); the next hop is chosen among all regions not
       yet on the path (routes follow the WAN graph), stall-free hops only, by route bandwidth share.
     - A path that cannot collect ``K*`` GPUs is accepted if it reaches the job's minimum GPUs and
       the memory minimum (the plan then has fewer stages).
@@ -161,30 +162,37 @@ class BACEPipeAgent(SchedulerAgent):
 
     # ---------------------------------------------------------------- path + allocation
     def _hop_ok(self, view: SimView, job: JobSpec, a: int, b: int, k: int) -> bool:
-        """Stall-free check from the performance model: a 2-stage probe plan over the hop a->b."""
-        layers = job.model.layers
-        probe_layers = max(1, round(layers / max(1, k)))
-        if 2 * probe_layers > layers:
-            probe_layers = layers // 2
-        if probe_layers < 1:
-            return False
+        """Stall-free check from the performance model.
+
+        A probe: a two-stage slice of the model (each stage with the layers one of ``k`` stages would
+        hold, no embedding) over the hop a->b, under current link shares; the hop is stall-free when
+        its per-micro-batch transfer time does not exceed the stage compute time.
+        """
+        from dataclasses import replace as _replace
+
         from sfenv.perf import Stage
 
-        plan = Plan(job.job_id, (Stage.at(a, probe_layers), Stage.at(b, layers - probe_layers)))
-        perf = view.evaluate(plan, job)
+        per = max(1, round(job.model.layers / max(1, k)))
+        probe_model = _replace(job.model, layers=2 * per, vocab=0)
+        probe_job = _replace(job, model=probe_model, min_gpus=1, max_gpus=max(2, job.max_gpus))
+        plan = Plan(job.job_id, (Stage.at(a, per), Stage.at(b, per)), schedule=self.schedule, recompute=True)
+        perf = view.evaluate(plan, probe_job)
         self.evaluations += 1
-        if not perf.hop_times:
+        if not perf.feasible or not perf.hop_times:
             return False
-        # per micro-batch transfer vs the compute of a stage of the final plan's size
-        stage_c = perf.compute_times[0]
-        return perf.hop_times[0] <= stage_c
+        return perf.hop_times[0] <= perf.compute_times[0]
 
     def find_path(self, view: SimView, job: JobSpec, k: int) -> list[int] | None:
         """Regions for a pipeline of ``k`` GPUs (see module docstring), or None."""
         free = view.free_gpus
         topo = view.topo
         need = max(job.min_gpus, min_stages(job, float(topo.gpu_memory.min())))
-        starts = sorted((r for r in range(topo.num_regions) if free[r] > 0), key=lambda r: (-free[r], r))
+        prices = view.prices_now()
+        if self.cost_min:  # regions that can each hold all k GPUs are equal; the cheaper one first
+            starts = sorted((r for r in range(topo.num_regions) if free[r] > 0),
+                            key=lambda r: (-min(int(free[r]), k), prices[r], r))
+        else:
+            starts = sorted((r for r in range(topo.num_regions) if free[r] > 0), key=lambda r: (-free[r], r))
         for start in starts[:3]:
             path, total = [start], int(free[start])
             while total < k:

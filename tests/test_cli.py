@@ -1,0 +1,40 @@
+"""The sfenv command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from sfenv.cli import main
+
+
+def test_run_prints_metrics(capsys):
+    assert main(["run", "--agent", "fifo", "--num-jobs", "5", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "mean JCT" in out and "electricity cost" in out and "5/5" in out
+
+
+def test_evaluate_writes_results(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["evaluate", "--agents", "fifo,cheapest", "--seeds", "2", "--num-jobs", "4", "--out", str(out),
+                 "--quiet"]) == 0
+    rows = json.loads(out.read_text())
+    assert {(r["agent"], r["seed"]) for r in rows} == {("fifo", 0), ("fifo", 1), ("cheapest", 0), ("cheapest", 1)}
+    assert "cheapest" in capsys.readouterr().out
+
+
+def test_bad_input_exits_2_without_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ntopology: {regions: [{name: a, gpu: NOPE, gpus: 1, zone: z}]}\n")
+    for args in (["run", "--scenario", str(bad)], ["run", "--agent", "nope"], ["run", "--scenario", "nope"]):
+        proc = subprocess.run([sys.executable, "-m", "sfenv", *args], capture_output=True, text=True)
+        assert proc.returncode == 2, args
+        assert "Traceback" not in proc.stderr and proc.stderr.startswith("sfenv:")
+    proc = subprocess.run([sys.executable, "-m", "sfenv", "run", "--scenario", str(bad)], capture_output=True, text=True)
+    assert "NOPE" in proc.stderr and "gpu" in proc.stderr
+
+
+def test_lists(capsys):
+    assert main(["scenarios"]) == 0 and "spider-64" in capsys.readouterr().out
+    assert main(["agents"]) == 0 and "bace-pipe" in capsys.readouterr().out
