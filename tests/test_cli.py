@@ -31,7 +31,8 @@ def test_bad_input_exits_2_without_traceback(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "sfenv", *args], capture_output=True, text=True)
         assert proc.returncode == 2, args
         assert "Traceback" not in proc.stderr and proc.stderr.startswith("sfenv:")
-    proc = subprocess.run([sys.executable, "-m", "sfenv", "run", "--scenario", str(bad)], capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "sfenv", "run", "--scenario", str(bad)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     assert "NOPE" in proc.stderr and "gpu" in proc.stderr
 
 
