@@ -1,0 +1,69 @@
+"""SpiderFlow (ACL 2026) = SpinSearch (placement) + TPA (parallelisation).
+
+Source: the abstract only [paper]; both parts are our designs built to its description (see
+:mod:`agents.spinsearch` and :mod:`agents.tpa`).  SpinSearch proposes cluster chains along the WAN
+graph; TPA turns the best ``n_chains`` of them (by SpinSearch's own modelled iteration time) into
+plans with its two-level planner; the plan with the lowest modelled iteration time wins.
+
+Parameters
+    k_seeds, max_chain: SpinSearch's.  time_limit: TPA's MILP time limit (s).
+    n_chains: chains handed to TPA.  schedule: pipeline schedule.
+"""
+
+from __future__ import annotations
+
+from agents.base import SchedulerAgent
+from agents.spinsearch import SpinSearchAgent
+from agents.tpa import tpa_plan
+from sfenv.perf import Plan
+from sfenv.sim import SimView
+from sfenv.workload import JobSpec
+
+__all__ = ["SpiderFlowAgent"]
+
+
+class SpiderFlowAgent(SchedulerAgent):
+    """SpinSearch chains, TPA plans (see the module docstring)."""
+
+    name = "spiderflow"
+
+    def __init__(self, k_seeds: int = 4, max_chain: int = 4, time_limit: float = 2.0, n_chains: int = 2,
+                 schedule: str = "1f1b"):
+        self.spin = SpinSearchAgent(k_seeds=k_seeds, max_chain=max_chain, schedule=schedule)
+        self.time_limit = time_limit
+        self.n_chains = n_chains
+        self.schedule = schedule
+        self.stats: dict = {}
+
+    @property
+    def evaluations(self) -> int:
+        """Plans evaluated by both levels."""
+        return self.spin.evaluations + self.stats.get("evaluations", 0)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Reset the counters."""
+        self.spin.reset(seed)
+        self.stats = {}
+
+    def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
+        """The SpiderFlow plan for ``job`` now, if any."""
+        free = view.free_gpus
+        chains = self.spin.chains(view, job)
+        if not chains:
+            return []
+        # rank chains by free compute per WAN hop (cheap), keep the best few for TPA
+        flops = view.topo.gpu_flops
+        chains.sort(key=lambda c: (len(c), -sum(min(free[r], job.max_gpus) * flops[r] for r in c)))
+        best = None
+        for chain in chains[: self.n_chains]:
+            budget, total = [], 0
+            for r in chain:
+                take = min(int(free[r]), job.max_gpus - total)
+                budget.append(take)
+                total += take
+            if min(budget) < 1:
+                continue
+            res = tpa_plan(view, job, chain, budget, self.time_limit, schedule=self.schedule, stats=self.stats)
+            if res is not None and (best is None or res[1].iter_time < best[1].iter_time):
+                best = res
+        return [] if best is None else [best[0]]
