@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 import pulp
 
-__all__ = ["SolveResult", "solve"]
+__all__ = ["SolveResult", "solve", "new_var"]
+
+
+def new_var(problem: pulp.LpProblem, name: str, **kwargs: object) -> pulp.LpVariable:
+    """A variable attached to ``problem`` (PuLP 3.3's non-deprecated form, also PuLP 4's)."""
+    if hasattr(problem, "add_variable"):
+        return problem.add_variable(name, **kwargs)
+    return pulp.LpVariable(name, **kwargs)  # older PuLP
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ class SpinSearchAgent(SchedulerAgent):
                 if not nbrs:
                     break
 
-                def score(c: int) -> tuple[float, float, int]:
+                def score(c: int, tail: int = tail) -> tuple[float, float, int]:
                     k = topo.link_between(tail, c)
                     assert k is not None
                     return (cap[k] / (flows[k] + 1.0), free[c] * flops[c], -c)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import pulp
 
 from agents.base import SchedulerAgent
-from agents.milp import solve
+from agents.milp import new_var, solve
 from sfenv.perf import ACT_PER_LAYER, Plan, PlanPerf, Stage
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
@@ -66,8 +66,8 @@ def intra_cluster_ilp(
     :return: ``(chosen option index per cluster, objective, proven optimal)`` or None if infeasible.
     """
     prob = pulp.LpProblem("tpa_level2", pulp.LpMinimize)
-    z = pulp.LpVariable("beat", lowBound=0)
-    x = {(c, o): pulp.LpVariable(f"x_{c}_{o}", cat="Binary") for c, opts in enumerate(options)
+    z = new_var(prob, "beat", lowBound=0)
+    x = {(c, o): new_var(prob, f"x_{c}_{o}", cat="Binary") for c, opts in enumerate(options)
          for o in range(len(opts))}
     prob += z + gpu_penalty * pulp.lpSum(options[c][o].gpus * v for (c, o), v in x.items())
     for c, opts in enumerate(options):
