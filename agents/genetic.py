@@ -1,0 +1,162 @@
+"""Genetic baseline after DT-FM (Yuan et al., NeurIPS 2022), built on pymoo.
+
+Follows the source [code, DS3Lab/DT-FM ``scheduler/heuristic_evolutionary_solver``]
+    - An evolutionary search over which devices form which pipeline stages and in what order,
+      scored by a communication-aware cost model; crossover on parent pairs, repair, and a
+      local search on the result; the number of cost evaluations is the budget.
+    - DT-FM's seeding bugs (``random.seed = i`` assigns instead of seeding) are fixed by
+      construction: every random draw comes from the agent's generator, seeded by :meth:`reset`.
+
+Our design
+    - Granularity: clusters, not single GPUs (a stage's data-parallel replicas stay in a
+      cluster).  A chromosome is a permutation of the clusters with free GPUs; decoding walks it
+      and takes clusters (all their free GPUs, up to ``max_gpus`` in total) until the job's GPU
+      target is reached (the most one cluster can give, at least ``min_gpus``); the decoded
+      chain is the pipeline order, and :func:`sfenv.planning.fit_plan` builds its plan.
+    - Fitness = the performance model's iteration time of that plan (compute included, unlike
+      DT-FM's communication-only cost).
+    - Machinery from pymoo: ``GA`` with ``PermutationRandomSampling``, ``OrderCrossover``,
+      ``InversionMutation`` and duplicate elimination (pymoo keeps permutations valid, so no
+      separate repair step is needed); then a first-improvement swap local search on the best
+      chromosome (DT-FM uses a cyclic-partitioning local search).
+    - Queue: arrival order with backfilling.
+
+Parameters
+    population, generations: GA size.  local_search: swap moves after the GA (evaluation budget
+    ``local_search_evals``).  seed: default seed of the generator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from agents.base import SchedulerAgent
+from sfenv.perf import Plan, PlanPerf
+from sfenv.planning import fit_plan
+from sfenv.sim import SimView
+from sfenv.workload import JobSpec
+
+__all__ = ["GeneticAgent", "ChainFitness", "random_search"]
+
+
+class ChainFitness:
+    """Decode permutations of ``regions`` into chains and score them (memoised, evaluations counted)."""
+
+    def __init__(self, view: SimView, job: JobSpec, regions: list[int]):
+        self.view, self.job, self.regions = view, job, regions
+        free = view.free_gpus
+        self.free = [int(free[r]) for r in regions]
+        self.target = max(job.min_gpus, min(job.max_gpus, max(self.free)))
+        self.cache: dict[tuple, tuple[float, tuple[Plan, PlanPerf] | None]] = {}
+        self.evaluations = 0
+        self.history: list[float] = []
+
+    def decode(self, perm: np.ndarray) -> tuple[list[int], list[int]]:
+        """Chain (region ids) and GPU budgets for a permutation of indices into ``regions``."""
+        chain, budget, total = [], [], 0
+        for i in perm:
+            if total >= self.target:
+                break
+            take = min(self.free[int(i)], self.job.max_gpus - total)
+            chain.append(self.regions[int(i)])
+            budget.append(take)
+            total += take
+        return chain, budget
+
+    def __call__(self, perm: np.ndarray) -> float:
+        """Iteration time of the decoded chain's plan (inf if none fits)."""
+        self.evaluations += 1
+        chain, budget = self.decode(perm)
+        key = (tuple(chain), tuple(budget))
+        if key not in self.cache:
+            res = fit_plan(self.job, self.view.topo, chain, budget, self.view.evaluate) if chain else None
+            self.cache[key] = (res[1].iter_time if res else math.inf, res)
+        value = self.cache[key][0]
+        self.history.append(value)
+        return value
+
+    def plan(self, perm: np.ndarray) -> tuple[Plan, PlanPerf] | None:
+        """The plan of a permutation."""
+        self(perm)
+        chain, budget = self.decode(perm)
+        return self.cache[(tuple(chain), tuple(budget))][1]
+
+
+def random_search(fitness: Callable[[np.ndarray], float], n: int, evaluations: int, rng: np.random.Generator) -> float:
+    """Best fitness over ``evaluations`` random permutations (the baseline DT-FM compares with)."""
+    return min(fitness(rng.permutation(n)) for _ in range(evaluations))
+
+
+class GeneticAgent(SchedulerAgent):
+    """DT-FM-style genetic placement (see the module docstring)."""
+
+    name = "genetic"
+
+    def __init__(self, population: int = 24, generations: int = 10, local_search: bool = True,
+                 local_search_evals: int = 30, seed: int = 0):
+        self.population = population
+        self.generations = generations
+        self.local_search = local_search
+        self.local_search_evals = local_search_evals
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.evaluations = 0
+        self.last: ChainFitness | None = None
+
+    def reset(self, seed: int | None = None) -> None:
+        """Re-seed the generator and reset the counter."""
+        self.rng = np.random.default_rng(self.seed if seed is None else seed)
+        self.evaluations = 0
+
+    def optimise(self, fitness: ChainFitness, n: int) -> np.ndarray:
+        """Run the GA (pymoo) and the local search; returns the best permutation."""
+        from pymoo.algorithms.soo.nonconvex.ga import GA
+        from pymoo.core.problem import ElementwiseProblem
+        from pymoo.operators.crossover.ox import OrderCrossover
+        from pymoo.operators.mutation.inversion import InversionMutation
+        from pymoo.operators.sampling.rnd import PermutationRandomSampling
+        from pymoo.optimize import minimize
+
+        if n == 1:
+            best = np.zeros(1, dtype=int)
+            fitness(best)
+            return best
+
+        class _Problem(ElementwiseProblem):
+            def __init__(self) -> None:
+                super().__init__(n_var=n, n_obj=1, xl=0, xu=n - 1, vtype=int)
+
+            def _evaluate(self, x, out, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+                out["F"] = fitness(np.asarray(x, dtype=int))
+
+        algo = GA(pop_size=self.population, sampling=PermutationRandomSampling(), crossover=OrderCrossover(),
+                  mutation=InversionMutation(), eliminate_duplicates=True)
+        res = minimize(_Problem(), algo, ("n_gen", self.generations), seed=int(self.rng.integers(2**31 - 1)),
+                       verbose=False)
+        best = np.asarray(res.X, dtype=int)
+        best_f = float(np.atleast_1d(res.F)[0])
+        if self.local_search:
+            for _ in range(self.local_search_evals):
+                i, j = self.rng.choice(n, size=2, replace=False)
+                cand = best.copy()
+                cand[i], cand[j] = cand[j], cand[i]
+                f = fitness(cand)
+                if f < best_f:
+                    best, best_f = cand, f
+        return best
+
+    def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
+        """The best plan the search finds for ``job`` now, if any."""
+        free = view.free_gpus
+        regions = [r for r in range(view.topo.num_regions) if free[r] > 0]
+        if sum(int(free[r]) for r in regions) < job.min_gpus:
+            return []
+        fitness = ChainFitness(view, job, regions)
+        best = self.optimise(fitness, len(regions))
+        self.evaluations += fitness.evaluations
+        self.last = fitness
+        res = fitness.plan(best)
+        return [] if res is None else [res[0]]
