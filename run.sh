@@ -21,7 +21,7 @@ if [ "$#" -eq 0 ]; then
   exec "$VENV/bin/python" -m sfenv evaluate --agents default --scenario spider-8 --seeds 3
 elif [ "$1" = "test" ]; then
   shift
-  exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider --timeout=1200 "$@"
+  exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${SFENV_TEST_WORKERS:-auto}" --timeout=1200 "$@"
 else
   exec "$VENV/bin/python" -m sfenv "$@"
 fi

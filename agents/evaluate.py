@@ -23,7 +23,7 @@ from agents.base import SchedulerAgent
 from agents.registry import make_agent
 from sfenv.scenario import Scenario, load_scenario
 
-__all__ = ["run_episode", "evaluate_agents", "summarise", "format_table"]
+__all__ = ["run_episode", "evaluate_agents", "summarise", "format_table", "atomic_write_json"]
 
 
 def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[str, Any]:
@@ -48,7 +48,9 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[st
     return row
 
 
-def _atomic_write(path: Path, data: Any) -> None:
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` through a temporary file, so a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1, allow_nan=True))
     os.replace(tmp, path)
@@ -95,7 +97,7 @@ def evaluate_agents(
         row = run_episode(agent, sc, seed)
         rows.append(row)
         if out_path:
-            _atomic_write(out_path, rows)
+            atomic_write_json(out_path, rows)
         if on_row:
             on_row(row)
         if bar is not None:

@@ -22,7 +22,11 @@ state within each GPU's memory, GPUs within the job's bounds and free GPUs, and 
 path through the used regions.  Gradient all-reduce and activation memory are left to the full
 performance model, which scores the solution (``recompute`` is tried if activations do not fit).
 Solver: HiGHS via PuLP (CBC fallback), always under ``time_limit``; a run stopped by the limit
-returns its incumbent with ``optimal=False``.  Queue: arrival order with backfilling.
+returns its incumbent with ``optimal=False``.  If no MILP yields an incumbent within the limit
+(the full 64-region model, about 5k variables, needs about 2.5 s on one core), the agent falls back
+to the first-fit plan of :class:`agents.fifo.FIFOAgent` and counts it in ``fallbacks`` [our choice:
+a production scheduler would not leave GPUs idle because its solver timed out].  Queue: arrival
+order with backfilling.
 
 Parameters
     time_limit: seconds per MILP.  dp_options: data-parallel degrees tried (one MILP each).
@@ -40,6 +44,7 @@ import numpy as np
 import pulp
 
 from agents.base import SchedulerAgent
+from agents.fifo import FIFOAgent
 from agents.milp import new_var, solve
 from sfenv.perf import Plan, PlanPerf, Stage
 from sfenv.sim import SimView
@@ -197,11 +202,12 @@ class ILPAgent(SchedulerAgent):
         self.evaluations = 0
         self.solves = 0
         self.proven_optimal = 0
+        self.fallbacks = 0
         self.last_stats: dict = {}
 
     def reset(self, seed: int | None = None) -> None:
         """Reset the counters."""
-        self.evaluations = self.solves = self.proven_optimal = 0
+        self.evaluations = self.solves = self.proven_optimal = self.fallbacks = 0
 
     def plan(self, view: SimView, job: JobSpec) -> tuple[Plan, PlanPerf, bool] | None:
         """The best plan over ``dp_options`` and whether every MILP behind it was proven optimal."""
@@ -242,4 +248,8 @@ class ILPAgent(SchedulerAgent):
         if int(view.free_gpus.sum()) < job.min_gpus:
             return []
         res = self.plan(view, job)
-        return [] if res is None else [res[0]]
+        if res is not None:
+            return [res[0]]
+        fallback = FIFOAgent().propose(view, job)
+        self.fallbacks += int(bool(fallback))
+        return fallback

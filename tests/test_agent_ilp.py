@@ -65,3 +65,13 @@ def test_agent_plans_are_feasible_and_counted():
     plan = agent.decide(sim.view())
     assert plan is not None and sim.view().evaluate(plan).feasible
     assert agent.solves >= 1 and agent.evaluations >= 1
+
+
+def test_solver_timeout_falls_back_to_first_fit_and_the_episode_ends():
+    # 64 regions and a 0.05 s limit: HiGHS finds no incumbent, so without the fallback no job
+    # would ever start and the episode would idle to its horizon
+    sc = load_scenario("spider-64").with_overrides(workload={"num_jobs": 2})
+    agent = ILPAgent(time_limit=0.05, dp_options=(1,))
+    report = sc.make_simulator(0).run(agent.decide)
+    assert agent.fallbacks >= 1
+    assert report.finished == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from agent_worlds import job, region, world
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agents.tpa import ClusterOption, TPAAgent, brute_force, intra_cluster_ilp, tpa_plan
@@ -22,6 +22,8 @@ from sfenv.topology import Link
     ),
     budgets=st.lists(st.integers(2, 16), min_size=3, max_size=3),
 )
+# a tie within HiGHS's default gap (1e-4): its "optimal" once lost the 1e-6 GPU tie-break term
+@example(data=[[(1, 1, 3.0)], [(1, 1, 4.0), (1, 2, 2.0), (1, 3, 1.5), (2, 3, 1.0)]], budgets=[2, 6, 2])
 def test_milp_equals_enumeration(data, budgets):
     options = [[ClusterOption(t, p, t * p, time) for t, p, time in opts] for opts in data]
     budgets = budgets[: len(options)]

@@ -29,12 +29,5 @@ def _random_rollout(env_id: str, steps: int, masked: bool, seed: int = 0) -> int
 
 @pytest.mark.parametrize("masked", [True, False])
 @pytest.mark.parametrize("env_id", REGISTERED)
-def test_random_rollout_smoke(env_id, masked):
-    _random_rollout(env_id, 1_000, masked)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("masked", [True, False])
-@pytest.mark.parametrize("env_id", REGISTERED)
 def test_random_rollout_20k(env_id, masked):
     assert _random_rollout(env_id, 20_000, masked) > 0
