@@ -3,7 +3,8 @@
 For each scenario one FIFO-driven episode (seed 0) supplies the decision points: at each of the
 first ``--points`` points every agent's ``decide(view)`` is timed (its plan is not applied), then
 FIFO's decision moves the episode on, so all agents see identical states.  Prints mean and max
-milliseconds per decision and the ratios ILP/SpinSearch and genetic/SpinSearch at each size (the
+milliseconds per decision and the ratios ILP/SpinSearch and genetic/SpinSearch (and against the
+full SpiderFlow agent, SpinSearch + TPA) at each size (the
 SpiderFlow abstract claims a 20-90x lower scheduling overhead than ILP- and genetic-based
 schedulers).  Ratios, not absolute times, are what compares across machines.
 
@@ -61,10 +62,11 @@ def format_rows(rows: list[dict], names: list[str]) -> str:
     for n in names:
         cells = "".join(f"{1e3 * r['mean_s'][n]:>12.1f} ({1e3 * r['max_s'][n]:>7.1f})" for r in rows)
         lines.append(f"{n:<12}{cells}")
-    for other in ("ilp", "genetic"):
-        if other in names and "spinsearch" in names:
-            cells = "".join(f"{r['mean_s'][other] / r['mean_s']['spinsearch']:>21.1f}x" for r in rows)
-            lines.append(f"{other + '/spin':<12}{cells}")
+    for ref, short in (("spinsearch", "spin"), ("spiderflow", "sf")):
+        for other in ("ilp", "genetic"):
+            if other in names and ref in names:
+                cells = "".join(f"{r['mean_s'][other] / r['mean_s'][ref]:>21.1f}x" for r in rows)
+                lines.append(f"{other + '/' + short:<12}{cells}")
     return "\n".join(lines)
 
 

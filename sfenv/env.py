@@ -420,7 +420,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             "energy_kwh": energy / 3.6e6,
             "tokens": tokens,
             "step_tokens": d_tokens,
-            "throughput_tokens_s": sum(js.perf.throughput for js in sim.jobs if js.status == "running" and js.perf),
+            "throughput_tokens_s": sum(sim.jobs[j].perf.throughput for j in sorted(sim.running) if sim.jobs[j].perf),
             "waiting": len(sim.waiting),
             "running": len(sim.running),
             "finished": sim.finished_count,

@@ -23,6 +23,7 @@ from itertools import islice
 from typing import Protocol, runtime_checkable
 
 import networkx as nx
+import numpy as np
 
 from sfenv.perf import Plan, PlanPerf
 from sfenv.planning import fit_plan
@@ -134,7 +135,7 @@ class SingleRegionProposer:
         """See class docstring."""
         free = view.free_gpus
         flops = view.topo.scalars.flops
-        ranked = sorted((r for r in range(len(free)) if free[r] > 0), key=lambda r: -free[r] * flops[r])
+        ranked = [int(r) for r in np.argsort(-(free * flops), kind="stable") if free[r] > 0]
         out: list[Plan] = []
         for job in view.waiting[: self.jobs]:
             n = 0
@@ -182,7 +183,7 @@ class PathProposer:
         """See class docstring."""
         free = view.free_gpus
         biggest = int(free.max()) if len(free) else 0
-        ends = sorted((r for r in range(len(free)) if free[r] > 0), key=lambda r: -free[r])[: self.ends]
+        ends = [int(r) for r in np.argsort(-free, kind="stable") if free[r] > 0][: self.ends]
         out: list[Plan] = []
         for job in view.waiting[: self.jobs]:
             if job.min_gpus <= biggest or int(free.sum()) < job.min_gpus:

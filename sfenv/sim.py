@@ -235,8 +235,8 @@ class Simulator:
             acc[0] += cost
             acc[1] += energy
             acc[2] += iters * js.spec.tokens_per_iteration
-        else:
-            js.f_last = None
+        elif dt != 0:
+            js.f_last = None  # F(last_update) is stale; with dt == 0 it stays valid
         js.last_update = now
 
     def _accrue_busy(self, now: float) -> None:
@@ -469,8 +469,9 @@ class Simulator:
             js = self.jobs[jid]
             dt = self.time - js.last_update
             if dt > 0 and js.perf is not None and js.power_zone is not None:
-                f0 = js.f_last if js.f_last is not None else self.prices.cumulative(js.last_update)
-                cost += float(np.dot(js.power_zone, f_now - f0)) / JOULES_PER_MWH
+                if js.f_last is None:  # fill the cache of F(last_update); a value, not a state change
+                    js.f_last = self.prices.cumulative(js.last_update)
+                cost += float(np.dot(js.power_zone, f_now - js.f_last)) / JOULES_PER_MWH
                 energy += js.perf.power_w * dt
                 tokens += dt / js.perf.iter_time * js.spec.tokens_per_iteration
         return cost, energy, tokens
@@ -629,4 +630,5 @@ class SimView:
     @property
     def pending_arrivals(self) -> int:
         """Jobs that have not arrived yet."""
-        return sum(1 for js in self._sim.jobs if js.status == "pending")
+        sim = self._sim
+        return len(sim.jobs) - sim.finished_count - sim._in_system
