@@ -9,6 +9,7 @@ through :class:`sfenv.env.GeoSchedEnv` and ``evaluate_policy``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from sfenv.planning import fit_plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
-__all__ = ["SchedulerAgent", "best_single_region_plan"]
+__all__ = ["SchedulerAgent", "best_single_region_plan", "fill_budget", "index_order_chain"]
 
 
 class SchedulerAgent:
@@ -105,3 +106,26 @@ def best_single_region_plan(view: SimView, job: JobSpec, region: int, gpus: int 
     if budget < job.min_gpus:
         return None
     return fit_plan(job, view.topo, [region], [budget], view.evaluate)
+
+
+def fill_budget(free: Sequence[int] | np.ndarray, chain: Sequence[int], max_gpus: int) -> list[int]:
+    """GPUs taken from each region of ``chain`` in turn: all free ones until ``max_gpus`` is reached."""
+    budget, total = [], 0
+    for r in chain:
+        take = min(int(free[r]), max_gpus - total)
+        budget.append(take)
+        total += take
+    return budget
+
+
+def index_order_chain(free: Sequence[int] | np.ndarray, job: JobSpec) -> tuple[list[int], list[int]] | None:
+    """Regions with free GPUs in index order until the job's minimum is met (topology ignored)."""
+    chain, budget, total = [], [], 0
+    for r in range(len(free)):
+        if free[r] > 0 and total < job.min_gpus:
+            take = min(int(free[r]), job.max_gpus - total)
+            chain.append(r)
+            budget.append(take)
+            total += take
+    return (chain, budget) if total >= job.min_gpus else None
+

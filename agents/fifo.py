@@ -9,7 +9,7 @@ from :func:`sfenv.planning.fit_plan`.
 
 from __future__ import annotations
 
-from agents.base import SchedulerAgent
+from agents.base import SchedulerAgent, index_order_chain
 from sfenv.perf import Plan
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView
@@ -32,15 +32,9 @@ class FIFOAgent(SchedulerAgent):
                 res = fit_plan(job, view.topo, [r], [min(int(free[r]), job.max_gpus)], view.evaluate)
                 if res is not None:
                     return [res[0]]
-        chain, budget, total = [], [], 0
-        for r in range(view.topo.num_regions):
-            if free[r] > 0 and total < job.min_gpus:
-                take = min(int(free[r]), job.max_gpus - total)
-                chain.append(r)
-                budget.append(take)
-                total += take
-        if total >= job.min_gpus:
-            res = fit_plan(job, view.topo, chain, budget, view.evaluate)
+        spread = index_order_chain(free, job)
+        if spread is not None:
+            res = fit_plan(job, view.topo, spread[0], spread[1], view.evaluate)
             if res is not None:
                 return [res[0]]
         return []

@@ -12,7 +12,7 @@ Parameters
 
 from __future__ import annotations
 
-from agents.base import SchedulerAgent
+from agents.base import SchedulerAgent, fill_budget
 from agents.spinsearch import SpinSearchAgent
 from agents.tpa import tpa_plan
 from sfenv.perf import Plan
@@ -56,11 +56,7 @@ class SpiderFlowAgent(SchedulerAgent):
         chains.sort(key=lambda c: (len(c), -sum(min(free[r], job.max_gpus) * flops[r] for r in c)))
         best = None
         for chain in chains[: self.n_chains]:
-            budget, total = [], 0
-            for r in chain:
-                take = min(int(free[r]), job.max_gpus - total)
-                budget.append(take)
-                total += take
+            budget = fill_budget(free, chain, job.max_gpus)
             if min(budget) < 1:
                 continue
             res = tpa_plan(view, job, chain, budget, self.time_limit, schedule=self.schedule, stats=self.stats)

@@ -26,7 +26,7 @@ Parameters
 
 from __future__ import annotations
 
-from agents.base import SchedulerAgent
+from agents.base import SchedulerAgent, fill_budget
 from sfenv.perf import Plan, PlanPerf
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView
@@ -99,11 +99,7 @@ class SpinSearchAgent(SchedulerAgent):
         best = None
         ev = self._evaluate(view)
         for chain in self.chains(view, job):
-            budget, total = [], 0
-            for r in chain:
-                take = min(int(free[r]), job.max_gpus - total)
-                budget.append(take)
-                total += take
+            budget = fill_budget(free, chain, job.max_gpus)
             if min(budget) < 1:
                 continue
             self.fits += 1

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import pulp
 
-from agents.base import SchedulerAgent
+from agents.base import SchedulerAgent, index_order_chain
 from agents.milp import new_var, solve
 from sfenv.perf import ACT_PER_LAYER, Plan, PlanPerf, Stage
 from sfenv.sim import SimView
@@ -222,14 +222,7 @@ class TPAAgent(SchedulerAgent):
         for r in range(view.topo.num_regions):
             if free[r] >= job.min_gpus:
                 return [r], [min(int(free[r]), job.max_gpus)]
-        chain, budget, total = [], [], 0
-        for r in range(view.topo.num_regions):
-            if free[r] > 0 and total < job.min_gpus:
-                take = min(int(free[r]), job.max_gpus - total)
-                chain.append(r)
-                budget.append(take)
-                total += take
-        return (chain, budget) if total >= job.min_gpus else None
+        return index_order_chain(free, job)
 
     def plan_on(self, view: SimView, job: JobSpec, chain: list[int], budget: list[int]) -> Plan | None:
         """TPA's plan on a given chain."""
