@@ -39,6 +39,17 @@ def _log_scale(x: float, lo: float, hi: float) -> float:
     return float(np.log(x / lo) / np.log(hi / lo))
 
 
+def _log_scale_arr(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """:func:`_log_scale` of every element (clipped to [0, 1])."""
+    return np.clip(np.log(np.maximum(x, lo) / lo) / np.log(hi / lo), 0.0, 1.0)
+
+
+# candidate feature columns on a log scale, with their ranges
+_CAND_LOG = [2, 3, 7]
+_CAND_LOG_LO = np.array([0.01, 1e2, 1e7])
+_CAND_LOG_SPAN = np.log(np.array([_ITER_SCALE, 1e8, 1e12]) / _CAND_LOG_LO)
+
+
 class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     """Schedule LLM training jobs over geo-distributed GPU clusters.
 
@@ -137,6 +148,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         topo = sc.topology
         self.C, self.E = topo.num_regions, topo.num_links
         self.cache = PlanCache()
+        self._evaluations = sc.evaluation_cache()  # single-region plan evaluations, across episodes
         self.proposers: list[CandidateProposer] = (
             list(proposers) if proposers is not None else default_proposers(self.cache, self.K)
         )
@@ -151,6 +163,14 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                 "time": box(GLOBAL_FEATURES),
             }
         )
+        self._obs_slices: dict[str, slice] = {}
+        start = 0
+        for key, space in self.observation_space.spaces.items():
+            size = int(space.shape[0])  # type: ignore[index]
+            self._obs_slices[key] = slice(start, start + size)
+            start += size
+        self._obs_size = start
+        self._gpu_div = np.maximum(1, topo.gpu_counts)
         self._static_regions = np.array(
             [
                 [min(1.0, r.num_gpus / 1024), r.gpu.tflops / _TFLOPS_SCALE, r.gpu.memory_bytes / _MEM_SCALE,
@@ -174,8 +194,10 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
         """Start a new episode (see the class docstring, Starting State)."""
         super().reset(seed=seed)
-        self.sim = self.scenario.make_simulator(self.np_random)
+        self.sim = self.scenario.make_simulator(self.np_random, self._evaluations)
         self._view = self.sim.view()
+        self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}
+        self._episode_tables()
         for p in self.proposers:
             if hasattr(p, "reset") and not isinstance(p, PlanCache):
                 try:
@@ -325,87 +347,105 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             self._cand_perf[i] = perf
         return perf
 
+    def _episode_tables(self) -> None:
+        """Per-job static queue features and arrays, computed once per episode."""
+        sim = self.sim
+        assert sim is not None
+        specs = [js.spec for js in sim.jobs]
+        self._job_static = np.array(
+            [
+                [
+                    1.0,
+                    j.model.params,
+                    j.min_gpus / 1024,
+                    j.max_gpus / 1024,
+                    float(j.iterations),
+                    j.global_batch / 1024,
+                ]
+                for j in specs
+            ],
+            dtype=np.float64,
+        ).reshape(len(specs), 6)
+        if len(specs):
+            self._job_static[:, 1] = _log_scale_arr(self._job_static[:, 1], 1e8, 1e12)
+            self._job_static[:, 4] = _log_scale_arr(self._job_static[:, 4], 1, 1e6)
+        self._job_arrival = np.array([j.arrival for j in specs], dtype=np.float64)
+        self._job_iters = np.array([j.iterations for j in specs], dtype=np.float64)
+
     def _obs(self) -> dict[str, np.ndarray]:
         sim, view = self.sim, self._view
         assert sim is not None and view is not None
         C, N, K, H = self.C, self.N, self.K, self.H
+        buf = np.zeros(self._obs_size, dtype=np.float32)  # one fresh array per step, one clip
+        sl = self._obs_slices
         # regions
-        free = view.free_gpus
-        reg = np.zeros((C, REGION_FEATURES + H), dtype=np.float32)
-        reg[:, 0] = free / np.maximum(1, sim.topo.gpu_counts)
+        reg = buf[sl["regions"]].reshape(C, REGION_FEATURES + H)
+        reg[:, 0] = np.where(sim.down, 0, sim.free) / self._gpu_div
         reg[:, 1:5] = self._static_regions
         reg[:, 5] = sim.down
-        fc = view.price_forecast(H)
-        reg[:, 6] = fc[:, 0] / _PRICE_SCALE
-        reg[:, 7:] = fc / _PRICE_SCALE
+        hour_key = int(sim.time // 3600.0)
+        fc = self._forecast.get(hour_key)
+        if fc is None:  # prices change hourly: one block per hour and episode
+            raw = view.price_forecast(H)
+            fc = self._forecast[hour_key] = (raw[:, 0].tolist(), raw / _PRICE_SCALE)
+        reg[:, 6] = fc[1][:, 0]
+        reg[:, 7:] = fc[1]
         # links
         if self.E:
-            cap = view.link_capacity_bps
-            flows = view.link_flows
-            lk = np.empty((self.E, LINK_FEATURES), dtype=np.float32)
-            lk[:, 0] = cap / _BW_SCALE
+            lk = buf[sl["links"]].reshape(self.E, LINK_FEATURES)
+            flows = sim.link_flows
+            lk[:, 0] = sim.link_capacity_bps / _BW_SCALE
             lk[:, 1] = flows / (flows + 1.0)
             lk[:, 2:3] = self._link_static
-        else:
-            lk = np.zeros((1, LINK_FEATURES), dtype=np.float32)
         # queue
-        q = np.zeros((K, JOB_FEATURES), dtype=np.float32)
-        waiting = view.waiting
-        slot = {}
-        for i, job in enumerate(waiting[:K]):
-            slot[job.job_id] = i
-            q[i] = (
-                1.0,
-                _log_scale(job.model.params, 1e8, 1e12),
-                job.min_gpus / 1024,
-                job.max_gpus / 1024,
-                _log_scale(job.iterations, 1, 1e6),
-                job.global_batch / 1024,
-                (sim.time - job.arrival) / _WAIT_SCALE,
-                view.waiting_progress(job.job_id) / job.iterations,
-            )
+        ids = sim.waiting[:K]
+        n = len(ids)
+        if n:
+            q = buf[sl["queue"]].reshape(K, JOB_FEATURES)
+            q[:n, :6] = self._job_static[ids]
+            q[:n, 6] = (sim.time - self._job_arrival[ids]) / _WAIT_SCALE
+            jobs = sim.jobs
+            q[:n, 7] = np.array([jobs[j].progress for j in ids]) / self._job_iters[ids]
         # candidates
-        cd = np.zeros((N, CAND_FEATURES), dtype=np.float32)
-        prices = view.prices_now()
-        for i, plan in enumerate(self._candidates):
-            perf = self._perf(i)
-            if not perf.feasible:
-                continue
-            cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
-            cd[i] = (
-                float(self._mask[i]),
-                slot.get(plan.job_id, K) / K,
-                _log_scale(perf.iter_time, 0.01, _ITER_SCALE),
-                _log_scale(perf.throughput, 1e2, 1e8),
-                cost_h / 100.0,
-                len(plan.regions) / C,
-                plan.gpus / 1024,
-                _log_scale(min(perf.bottleneck_bw_bps, 1e12), 1e7, 1e12),
-                perf.memory_headroom,
-                float(perf.stall_free),
-            )
+        if self._candidates:
+            slot = {j: i for i, j in enumerate(ids)}
+            prices = fc[0]
+            rows, idx = [], []
+            for i, plan in enumerate(self._candidates):
+                perf = self._perf(i)
+                if not perf.feasible:
+                    continue
+                cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
+                idx.append(i)
+                rows.append((
+                    float(self._mask[i]),
+                    slot.get(plan.job_id, K) / K,
+                    perf.iter_time,
+                    perf.throughput,
+                    cost_h / 100.0,
+                    len(plan.regions) / C,
+                    plan.gpus / 1024,
+                    min(perf.bottleneck_bw_bps, 1e12),
+                    perf.memory_headroom,
+                    float(perf.stall_free),
+                ))
+            if rows:
+                f = np.array(rows, dtype=np.float64)
+                # log scales of iteration time, throughput and bottleneck bandwidth (clipped below)
+                f[:, _CAND_LOG] = np.log(np.maximum(f[:, _CAND_LOG], _CAND_LOG_LO) / _CAND_LOG_LO) / _CAND_LOG_SPAN
+                buf[sl["candidates"]].reshape(N, CAND_FEATURES)[idx] = f
         hour = (sim.time / 3600.0) % 24.0
-        tm = np.array(
-            [
-                (np.sin(2 * np.pi * hour / 24) + 1) / 2,
-                (np.cos(2 * np.pi * hour / 24) + 1) / 2,
-                len(sim.running) / K,
-                len(waiting) / K,
-                view.pending_arrivals / max(1, view.num_jobs),
-                float(self._last_invalid),
-            ],
-            dtype=np.float32,
+        buf[sl["time"]] = (
+            (np.sin(2 * np.pi * hour / 24) + 1) / 2,
+            (np.cos(2 * np.pi * hour / 24) + 1) / 2,
+            len(sim.running) / K,
+            len(sim.waiting) / K,
+            view.pending_arrivals / max(1, view.num_jobs),
+            float(self._last_invalid),
         )
-        obs = {
-            "regions": reg.ravel(),
-            "links": lk.ravel(),
-            "queue": q.ravel(),
-            "candidates": cd.ravel(),
-            "time": tm,
-        }
-        for v in obs.values():
-            np.clip(v, 0.0, 1.0, out=v)
-        return obs
+        np.minimum(buf, 1.0, out=buf)
+        np.maximum(buf, 0.0, out=buf)
+        return {k: buf[v] for k, v in sl.items()}
 
     def _info(self, d_job_s: float, d_cost: float, d_tokens: float) -> dict[str, Any]:
         sim = self.sim

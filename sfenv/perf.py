@@ -37,9 +37,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
+from sfenv.hashing import cached_hash, state_without_hash
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec
 
@@ -86,6 +88,9 @@ class Stage:
         object.__setattr__(self, "gpus", dp * self.tp)
         object.__setattr__(self, "regions", tuple(r for r, _ in self.placement))
 
+    __hash__ = cached_hash
+    __getstate__ = state_without_hash
+
     @classmethod
     def at(cls, region: int, layers: int, dp: int = 1, tp: int = 1) -> Stage:
         """A stage with all ``dp`` replicas in one region."""
@@ -125,6 +130,9 @@ class Plan:
     schedule: str = "1f1b"
     recompute: bool = False
 
+    __hash__ = cached_hash  # plans are set members and dictionary keys on every environment step
+    __getstate__ = state_without_hash
+
     @property
     def dp(self) -> int:
         """Data-parallel degree (the first stage's)."""
@@ -135,7 +143,7 @@ class Plan:
         """Pipeline depth p."""
         return len(self.stages)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         """Total GPUs."""
         return sum(s.gpus for s in self.stages)
@@ -148,7 +156,7 @@ class Plan:
                 out[r] = out.get(r, 0) + n * s.tp
         return out
 
-    @property
+    @cached_property
     def regions(self) -> tuple[int, ...]:
         """Distinct regions used, in first-use order."""
         seen: dict[int, None] = {}
@@ -211,7 +219,7 @@ class PlanPerf:
         busy = self.pipeline_time - self.bubble_time
         return self.bubble_time / busy if busy > 0 else 0.0
 
-    @property
+    @cached_property
     def stall_free(self) -> bool:
         """True when every hop's transfer time is at most its neighbouring stages' compute time."""
         c = self.compute_times

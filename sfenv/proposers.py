@@ -17,6 +17,7 @@ is cached per link state.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import islice
@@ -59,12 +60,8 @@ def round_budget(n: int) -> int:
     """The largest entry of :data:`BUDGETS` not above ``n`` (``n`` itself beyond the table)."""
     if n >= BUDGETS[-1]:
         return n
-    best = 0
-    for b in BUDGETS:
-        if b > n:
-            break
-        best = b
-    return best
+    i = bisect_right(BUDGETS, n)
+    return BUDGETS[i - 1] if i else 0
 
 
 class PlanCache:
@@ -77,6 +74,8 @@ class PlanCache:
 
     def __init__(self, max_entries: int = 200_000) -> None:
         self._store: dict[tuple, tuple[Plan, PlanPerf] | None] = {}
+        # the same results rebound to the asking job's id (``replace`` is slow on a hot path)
+        self._bound: dict[tuple, tuple[Plan, PlanPerf] | None] = {}
         #: perf of the plans returned since the last :meth:`new_step` (plans carry job ids)
         self.recent: dict[Plan, PlanPerf] = {}
         self.max_entries = max_entries
@@ -86,6 +85,7 @@ class PlanCache:
     def clear(self) -> None:
         """Forget everything."""
         self._store.clear()
+        self._bound.clear()
         self.recent.clear()
 
     def new_step(self) -> None:
@@ -101,22 +101,30 @@ class PlanCache:
         if len(chain) > 1:
             link_key = (view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
         key = (job.model, job.global_batch, job.min_gpus, job.max_gpus, chain, budget, link_key)
-        res = self._store.get(key, False)
+        bound_key = (key, job.job_id)
+        res = self._bound.get(bound_key, False)
         if res is False:
-            self.misses += 1
-            if len(self._store) >= self.max_entries:
-                self._store.clear()
-            res = fit_plan(job, view.topo, chain, budget, view.evaluate)
-            self._store[key] = res
+            res = self._store.get(key, False)
+            if res is False:
+                self.misses += 1
+                if len(self._store) >= self.max_entries:
+                    self._store.clear()
+                    self._bound.clear()
+                res = fit_plan(job, view.topo, chain, budget, view.evaluate)
+                self._store[key] = res
+            else:
+                self.hits += 1
+            if res is not None and res[0].job_id != job.job_id:
+                res = (replace(res[0], job_id=job.job_id), res[1])
+            if len(self._bound) >= self.max_entries:
+                self._bound.clear()
+            self._bound[bound_key] = res
         else:
             self.hits += 1
         if res is None:
             return None
-        plan, perf = res
-        if plan.job_id != job.job_id:
-            plan = replace(plan, job_id=job.job_id)
-        self.recent[plan] = perf
-        return plan, perf
+        self.recent[res[0]] = res[1]
+        return res
 
 
 class SingleRegionProposer:
@@ -135,7 +143,8 @@ class SingleRegionProposer:
         """See class docstring."""
         free = view.free_gpus
         flops = view.topo.scalars.flops
-        ranked = [int(r) for r in np.argsort(-(free * flops), kind="stable") if free[r] > 0]
+        order = np.argsort(-(free * flops), kind="stable")
+        ranked = order[free[order] > 0].tolist()
         out: list[Plan] = []
         for job in view.waiting[: self.jobs]:
             n = 0
@@ -183,7 +192,8 @@ class PathProposer:
         """See class docstring."""
         free = view.free_gpus
         biggest = int(free.max()) if len(free) else 0
-        ends = [int(r) for r in np.argsort(-free, kind="stable") if free[r] > 0][: self.ends]
+        order = np.argsort(-free, kind="stable")
+        ends = order[free[order] > 0][: self.ends].tolist()
         out: list[Plan] = []
         for job in view.waiting[: self.jobs]:
             if job.min_gpus <= biggest or int(free.sum()) < job.min_gpus:

@@ -23,7 +23,7 @@ from sfenv.generators import GeneratedTopology, spider_topology, waxman_topology
 from sfenv.hardware import GPU_CATALOGUE, get_gpu
 from sfenv.perf import SCHEDULES, PerfParams
 from sfenv.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
-from sfenv.sim import LinkDynamics, Outage, SimConfig, Simulator
+from sfenv.sim import EvaluationCache, LinkDynamics, Outage, SimConfig, Simulator
 from sfenv.topology import Link, Region, Topology
 from sfenv.workload import (
     MODEL_ZOO,
@@ -446,8 +446,14 @@ class Scenario:
             perf=PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom),
         )
 
-    def make_simulator(self, rng: np.random.Generator | int | None = None) -> Simulator:
-        """One episode's simulator; all randomness comes from ``rng`` (or a generator seeded by it)."""
+    def make_simulator(
+        self, rng: np.random.Generator | int | None = None, evaluation_cache: EvaluationCache | None = None
+    ) -> Simulator:
+        """One episode's simulator; all randomness comes from ``rng`` (or a generator seeded by it).
+
+        ``evaluation_cache`` (from :meth:`evaluation_cache`) shares plan evaluations between the
+        episodes of this scenario.
+        """
         if not isinstance(rng, np.random.Generator):
             rng = np.random.default_rng(rng)
         job_rng, price_rng, outage_rng, dyn_rng = rng.spawn(4)
@@ -459,7 +465,12 @@ class Scenario:
             outages=self.make_outages(outage_rng),
             dynamics=self.link_dynamics(),
             rng=dyn_rng,
+            evaluation_cache=evaluation_cache,
         )
+
+    def evaluation_cache(self) -> EvaluationCache:
+        """A plan-evaluation cache for this scenario's simulators (see :meth:`make_simulator`)."""
+        return EvaluationCache(self.topology, self.sim_config().perf)
 
     def with_overrides(self, **overrides: Any) -> Scenario:
         """A copy with top-level sections updated, e.g. ``workload={"num_jobs": 10}`` (validated)."""

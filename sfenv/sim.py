@@ -41,6 +41,7 @@ from sfenv.workload import JobSpec
 
 __all__ = [
     "Simulator",
+    "EvaluationCache",
     "SimView",
     "SimConfig",
     "InvalidDecision",
@@ -49,6 +50,8 @@ __all__ = [
     "JobState",
     "RunningInfo",
 ]
+
+_MEMO_ENTRIES = 100_000  # bound on memoised plan evaluations
 
 # event kinds, in processing order at equal times
 EV_COMPLETE, EV_RECOVER, EV_OUTAGE, EV_BANDWIDTH, EV_ARRIVAL = range(5)
@@ -135,6 +138,20 @@ class RunningInfo:
     power_w: float
 
 
+class EvaluationCache:
+    """Memoised evaluations of single-region plans, shareable between episodes.
+
+    Such a plan's performance depends only on the plan, the job's shape, the topology and the
+    performance parameters, never on the WAN state, so one cache serves every simulator built on
+    the same ``topo`` and ``params`` (the simulator checks).
+    """
+
+    def __init__(self, topo: Topology, params: PerfParams):
+        self.topo = topo
+        self.params = params
+        self.local: dict[tuple, PlanPerf] = {}
+
+
 class Simulator:
     """Discrete-event simulation of regions, WAN links, jobs and prices.
 
@@ -145,6 +162,8 @@ class Simulator:
     :param outages: region outages.
     :param dynamics: link bandwidth fluctuation (needs ``rng``).
     :param rng: generator for stochastic dynamics (seeded by the caller).
+    :param evaluation_cache: plan evaluations to share with other simulators of the same
+        topology and performance parameters (e.g. the episodes of one environment).
     """
 
     def __init__(
@@ -156,6 +175,7 @@ class Simulator:
         outages: list[Outage] | None = None,
         dynamics: LinkDynamics | None = None,
         rng: np.random.Generator | None = None,
+        evaluation_cache: EvaluationCache | None = None,
     ):
         self.topo = topo
         self.prices = prices
@@ -174,6 +194,16 @@ class Simulator:
         self.down = np.zeros(topo.num_regions, dtype=bool)
         self.link_flows = np.zeros(topo.num_links)
         self.link_factor = np.ones(topo.num_links)
+        # evaluate() results: single-region plans never depend on the WAN state, so they are
+        # kept (across episodes with an EvaluationCache); multi-region ones only while link
+        # flows and capacities stay the same
+        if evaluation_cache is None:
+            evaluation_cache = EvaluationCache(topo, self.params)
+        elif evaluation_cache.topo is not topo or evaluation_cache.params != self.params:
+            raise ValueError("evaluation_cache belongs to another topology or other performance parameters")
+        self._memo_local = evaluation_cache.local
+        self._memo_wan: dict[tuple, PlanPerf] = {}
+        self._memo_wan_state = b""
         self.waiting: list[int] = []
         self.running: set[int] = set()
         self.finished_count = 0
@@ -253,8 +283,12 @@ class Simulator:
         remaining = max(0.0, js.spec.iterations - js.progress) * perf.iter_time
         self._push(self.time + remaining, EV_COMPLETE, (js.spec.job_id, js.version))
 
-    def _refresh(self, links: set[int] | None) -> None:
-        """Recompute rates of running jobs that use any of ``links`` (all if None)."""
+    def _refresh(self, links: set[int] | None, known: tuple[int, PlanPerf] | None = None) -> None:
+        """Recompute rates of running jobs that use any of ``links`` (all if None).
+
+        ``known = (job id, perf)`` gives one job's performance under the current state, already
+        computed by the caller.
+        """
         cap = self.link_capacity_bps
         for jid in sorted(self.running):
             js = self.jobs[jid]
@@ -262,18 +296,41 @@ class Simulator:
                 continue
             self._accrue(js, self.time)
             assert js.plan is not None
-            perf = evaluate_plan(
-                js.plan, js.spec, self.topo, self.params, cap, self.link_flows, include_own_flows=False
-            )
+            if known is not None and known[0] == jid:
+                perf = known[1]
+            else:
+                perf = evaluate_plan(
+                    js.plan, js.spec, self.topo, self.params, cap, self.link_flows, include_own_flows=False
+                )
             if not perf.feasible:  # pragma: no cover - shares never change memory feasibility
                 raise RuntimeError(f"running job {jid} became infeasible: {perf.reason}")
             self._set_perf(js, perf)
 
     # ------------------------------------------------------------ decisions
     def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
-        """Predict ``plan`` under the current link state (its own flows added)."""
+        """Predict ``plan`` under the current link state (its own flows added).
+
+        Results are memoised by plan and job shape (never by job id) until the link state
+        changes; the returned object is shared, so treat it as read-only.
+        """
         job = job or self.jobs[plan.job_id].spec
-        return evaluate_plan(plan, job, self.topo, self.params, self.link_capacity_bps, self.link_flows)
+        key = (plan.stages, plan.micro_batch, plan.schedule, plan.recompute,
+               job.model, job.global_batch, job.min_gpus, job.max_gpus)
+        if len(plan.regions) > 1:
+            state = self.link_flows.tobytes() + self.link_factor.tobytes()
+            if state != self._memo_wan_state:  # compared, not tracked: callers may edit the arrays
+                self._memo_wan.clear()
+                self._memo_wan_state = state
+            memo = self._memo_wan
+        else:
+            memo = self._memo_local
+        perf = memo.get(key)
+        if perf is None:
+            if len(memo) >= _MEMO_ENTRIES:
+                memo.clear()
+            perf = evaluate_plan(plan, job, self.topo, self.params, self.link_capacity_bps, self.link_flows)
+            memo[key] = perf
+        return perf
 
     def check(self, plan: Plan) -> PlanPerf:
         """Validate ``plan`` for starting now; return its predicted performance.
@@ -302,7 +359,7 @@ class Simulator:
 
         :raises InvalidDecision: if the plan cannot start (the state is left unchanged).
         """
-        self.check(plan)
+        checked = self.check(plan)
         js = self.jobs[plan.job_id]
         self._accrue_busy(self.time)
         for r, n in plan.gpus_by_region().items():
@@ -318,17 +375,17 @@ class Simulator:
         if math.isnan(js.first_start):
             js.first_start = self.time
         js.last_update = self.time
+        js.f_last = None  # F(last_update) of an earlier run (before a preemption) is stale
         js.max_gpus_used = max(js.max_gpus_used, plan.gpus)
         js.max_regions_used = max(js.max_regions_used, len(plan.regions))
         self.running.add(plan.job_id)
         self.decisions += 1
-        # jobs sharing these links slow down; the refresh also computes this job's own rates
+        # jobs sharing these links slow down; the refresh also sets this job's own rates, which
+        # ``check`` already computed (with its own flows added: exactly the state now)
         if js.flows:
-            self._refresh(set(js.flows))
+            self._refresh(set(js.flows), known=(plan.job_id, checked))
         if js.perf is None:  # no WAN flows: nobody else is affected
-            perf = evaluate_plan(plan, js.spec, self.topo, self.params, self.link_capacity_bps, self.link_flows,
-                                 include_own_flows=False)
-            self._set_perf(js, perf)
+            self._set_perf(js, checked)
         assert js.perf is not None
         js.checkpoint_iters = max(1.0, self.config.checkpoint_interval_s / js.perf.iter_time)
         return js.perf

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sfenv.hashing import cached_hash, state_without_hash
+
 __all__ = [
     "ModelSpec",
     "JobSpec",
@@ -49,6 +51,9 @@ class ModelSpec:
     heads: int
     seq_len: int
     vocab: int = 0
+
+    __hash__ = cached_hash  # model shapes key the plan caches
+    __getstate__ = state_without_hash
 
     @property
     def layer_params(self) -> float:

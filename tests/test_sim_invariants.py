@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from sfenv.perf import Plan, Stage
 from sfenv.planning import fit_plan
+from sfenv.prices import JOULES_PER_MWH
 from sfenv.scenario import Scenario
 from sfenv.sim import InvalidDecision, Simulator
 
@@ -145,6 +146,9 @@ def test_outage_preempts_and_requeues_without_loss():
     done_before = 1000.0 / res[1].iter_time
     assert done_before - ckpt <= js.progress <= done_before + 1e-9  # lost at most one checkpoint interval
     assert sim.free[0] == 8 and sim.view().free_gpus[0] == 0  # GPUs returned but region unavailable
+    t_preempted = sim.time
+    sim.wait()  # restart a while later: the downtime must not be billed
+    assert sim.time > t_preempted and sim.jobs[0].status == "waiting"
     res_b = fit_plan(job, sim.topo, [1], [8], sim.evaluate)
     sim.schedule(res_b[0])
     sim.advance()
@@ -152,6 +156,8 @@ def test_outage_preempts_and_requeues_without_loss():
         sim.wait()
     rec = sim.records()[0]
     assert rec.finished and rec.preemptions == 1
+    # a flat price of 50 USD/MWh: the cost is exactly the energy drawn while running at that price
+    assert rec.cost_usd == pytest.approx(rec.energy_j * 50.0 / JOULES_PER_MWH, rel=1e-9)
 
 
 def test_invalid_decision_leaves_state_unchanged():

@@ -1,0 +1,45 @@
+"""Cached hashes for frozen dataclasses that serve as dictionary keys on hot paths.
+
+A frozen dataclass recomputes its field-tuple hash on every call; plans, stages and model shapes
+are hashed many times per environment step.  :func:`cached_hash` computes the same value once and
+keeps it in the instance; :func:`state_without_hash` drops it from pickles, because a hash that
+involves a string differs between processes.  Use both in the class body (an inherited
+``__hash__`` would be replaced by the dataclass decorator)::
+
+    @dataclass(frozen=True)
+    class Key:
+        name: str
+        __hash__ = cached_hash
+        __getstate__ = state_without_hash
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any
+
+__all__ = ["cached_hash", "state_without_hash"]
+
+_GETTERS: dict[type, Callable[[Any], tuple]] = {}
+
+
+def cached_hash(self: Any) -> int:
+    """The dataclass hash (over the fields that take part in comparison), computed once."""
+    h = self.__dict__.get("_hash")
+    if h is None:
+        cls = type(self)
+        get = _GETTERS.get(cls)
+        if get is None:
+            names = [f.name for f in fields(self) if f.compare]
+            get = _GETTERS[cls] = lambda obj, _n=tuple(names): tuple(getattr(obj, n) for n in _n)
+        h = hash(get(self))
+        object.__setattr__(self, "_hash", h)
+    return h
+
+
+def state_without_hash(self: Any) -> dict[str, Any]:
+    """Pickle state: the instance's attributes without the cached hash."""
+    state = dict(self.__dict__)
+    state.pop("_hash", None)
+    return state
