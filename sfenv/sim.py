@@ -210,7 +210,15 @@ class Simulator:
         self.busy_gpu_s = 0.0
         self.job_seconds = 0.0  # integral over time of the number of jobs in the system
         self._in_system = 0
-        self._acc = [0.0, 0.0, 0.0]  # cost (USD), energy (J), iterations x tokens accrued so far
+        # platform-wide accounts for totals(): cost (USD), energy (J), tokens up to _glob_t, and
+        # the summed rates of the running jobs (watts per price zone, watts, tokens/s)
+        self._glob = [0.0, 0.0, 0.0]
+        self._glob_t = 0.0
+        self._glob_f: np.ndarray | None = None  # F(_glob_t), filled on demand
+        self._rate_pz = np.zeros(len(prices.zones))
+        self._rate_w = 0.0
+        self._rate_tok = 0.0
+        self._n_rated = 0
         self._busy_gpus = 0
         self._last_busy_t = 0.0
         self._events: list[tuple[float, int, int, object]] = []
@@ -259,12 +267,7 @@ class Simulator:
             f0 = js.f_last if js.f_last is not None else self.prices.cumulative(js.last_update)
             f1 = self.prices.cumulative(now)
             js.f_last = f1
-            cost = float(np.dot(js.power_zone, f1 - f0)) / JOULES_PER_MWH
-            js.cost_usd += cost
-            acc = self._acc
-            acc[0] += cost
-            acc[1] += energy
-            acc[2] += iters * js.spec.tokens_per_iteration
+            js.cost_usd += float(np.dot(js.power_zone, f1 - f0)) / JOULES_PER_MWH
         elif dt != 0:
             js.f_last = None  # F(last_update) is stale; with dt == 0 it stays valid
         js.last_update = now
@@ -273,12 +276,49 @@ class Simulator:
         self.busy_gpu_s += self._busy_gpus * (now - self._last_busy_t)
         self._last_busy_t = now
 
+    def _fold(self) -> None:
+        """Bring the platform-wide accounts up to now (before the running jobs' rates change)."""
+        t = self.time
+        if t == self._glob_t:
+            return
+        if self._n_rated:
+            f1 = self.prices.cumulative(t)
+            f0 = self._glob_f if self._glob_f is not None else self.prices.cumulative(self._glob_t)
+            dt = t - self._glob_t
+            g = self._glob
+            g[0] += float(np.dot(self._rate_pz, f1 - f0)) / JOULES_PER_MWH
+            g[1] += self._rate_w * dt
+            g[2] += self._rate_tok * dt
+            self._glob_f = f1
+        else:
+            self._glob_f = None
+        self._glob_t = t
+
+    def _unrate(self, js: JobState) -> None:
+        """Remove a job's rates from the platform-wide sums (call :meth:`_fold` first)."""
+        if js.perf is None or js.power_zone is None:
+            return
+        self._n_rated -= 1
+        if self._n_rated == 0:  # exact zeros, so rounding never accumulates across idle periods
+            self._rate_pz[:] = 0.0
+            self._rate_w = self._rate_tok = 0.0
+        else:
+            self._rate_pz -= js.power_zone
+            self._rate_w -= js.perf.power_w
+            self._rate_tok -= js.spec.tokens_per_iteration / js.perf.iter_time
+
     def _set_perf(self, js: JobState, perf: PlanPerf) -> None:
+        self._fold()
+        self._unrate(js)
         js.perf = perf
         pz = np.zeros(len(self.prices.zones))
         for r, w in perf.power_by_region.items():
             pz[self.region_zone[r]] += w
         js.power_zone = pz
+        self._n_rated += 1
+        self._rate_pz += pz
+        self._rate_w += perf.power_w
+        self._rate_tok += js.spec.tokens_per_iteration / perf.iter_time
         js.version += 1
         remaining = max(0.0, js.spec.iterations - js.progress) * perf.iter_time
         self._push(self.time + remaining, EV_COMPLETE, (js.spec.job_id, js.version))
@@ -472,6 +512,8 @@ class Simulator:
         self.running.discard(js.spec.job_id)
         freed = set(js.flows)
         js.flows = {}
+        self._fold()
+        self._unrate(js)
         js.perf = None
         js.power_zone = None
         js.version += 1
@@ -518,20 +560,19 @@ class Simulator:
     def totals(self) -> tuple[float, float, float]:
         """Cost (USD), energy (J) and tokens accrued so far by all jobs, up to now (no state change).
 
-        Tokens count work done, including work later lost to an outage.
+        Tokens count work done, including work later lost to an outage.  Computed from
+        platform-wide rates in O(zones), not per job; equal to the sum of the job records up to
+        rounding.
         """
-        cost, energy, tokens = self._acc
-        f_now = self.prices.cumulative(self.time) if self.running else None
-        for jid in self.running:
-            js = self.jobs[jid]
-            dt = self.time - js.last_update
-            if dt > 0 and js.perf is not None and js.power_zone is not None:
-                if js.f_last is None:  # fill the cache of F(last_update); a value, not a state change
-                    js.f_last = self.prices.cumulative(js.last_update)
-                cost += float(np.dot(js.power_zone, f_now - js.f_last)) / JOULES_PER_MWH
-                energy += js.perf.power_w * dt
-                tokens += dt / js.perf.iter_time * js.spec.tokens_per_iteration
-        return cost, energy, tokens
+        cost, energy, tokens = self._glob
+        dt = self.time - self._glob_t
+        if not self._n_rated or dt == 0:
+            return cost, energy, tokens
+        if self._glob_f is None:  # fill the cache of F(_glob_t): a value, not a state change
+            self._glob_f = self.prices.cumulative(self._glob_t)
+        f_now = self.prices.cumulative(self.time)
+        cost += float(np.dot(self._rate_pz, f_now - self._glob_f)) / JOULES_PER_MWH
+        return cost, energy + self._rate_w * dt, tokens + self._rate_tok * dt
 
     def records(self) -> list[JobRecord]:
         """One record per job (unfinished jobs have NaN finish)."""
