@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,18 +37,12 @@ def _log_scale(x: float, lo: float, hi: float) -> float:
         return 0.0
     if x >= hi:
         return 1.0
-    return float(np.log(x / lo) / np.log(hi / lo))
+    return math.log(x / lo) / math.log(hi / lo)
 
 
 def _log_scale_arr(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """:func:`_log_scale` of every element (clipped to [0, 1])."""
-    return np.clip(np.log(np.maximum(x, lo) / lo) / np.log(hi / lo), 0.0, 1.0)
-
-
-# candidate feature columns on a log scale, with their ranges
-_CAND_LOG = [2, 3, 7]
-_CAND_LOG_LO = np.array([0.01, 1e2, 1e7])
-_CAND_LOG_SPAN = np.log(np.array([_ITER_SCALE, 1e8, 1e12]) / _CAND_LOG_LO)
+    """:func:`_log_scale` of every element."""
+    return np.array([_log_scale(float(v), lo, hi) for v in x])
 
 
 class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
@@ -182,6 +177,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._link_static = np.array(
             [[min(1.0, lat / _LAT_SCALE)] for lat in topo.link_latency_s], dtype=np.float32
         ).reshape(-1, 1)
+        self._template = np.zeros(self._obs_size, dtype=np.float32)
+        self._template[self._obs_slices["regions"]].reshape(self.C, REGION_FEATURES + self.H)[:, 1:5] = (
+            self._static_regions
+        )
+        if self.E:
+            self._template[self._obs_slices["links"]].reshape(self.E, LINK_FEATURES)[:, 2:3] = self._link_static
         self.sim: Simulator | None = None
         self._view: SimView | None = None
         self._candidates: list[Plan] = []
@@ -196,7 +197,6 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         super().reset(seed=seed)
         self.sim = self.scenario.make_simulator(self.np_random, self._evaluations)
         self._view = self.sim.view()
-        self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}
         self._episode_tables()
         for p in self.proposers:
             if hasattr(p, "reset") and not isinstance(p, PlanCache):
@@ -348,100 +348,94 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         return perf
 
     def _episode_tables(self) -> None:
-        """Per-job static queue features and arrays, computed once per episode."""
+        """Per-job static queue features, computed once per episode."""
         sim = self.sim
         assert sim is not None
         specs = [js.spec for js in sim.jobs]
-        self._job_static = np.array(
-            [
-                [
-                    1.0,
-                    j.model.params,
-                    j.min_gpus / 1024,
-                    j.max_gpus / 1024,
-                    float(j.iterations),
-                    j.global_batch / 1024,
-                ]
-                for j in specs
-            ],
+        static = np.array(
+            [[1.0, j.model.params, j.min_gpus / 1024, j.max_gpus / 1024, float(j.iterations), j.global_batch / 1024]
+             for j in specs],
             dtype=np.float64,
         ).reshape(len(specs), 6)
         if len(specs):
-            self._job_static[:, 1] = _log_scale_arr(self._job_static[:, 1], 1e8, 1e12)
-            self._job_static[:, 4] = _log_scale_arr(self._job_static[:, 4], 1, 1e6)
-        self._job_arrival = np.array([j.arrival for j in specs], dtype=np.float64)
-        self._job_iters = np.array([j.iterations for j in specs], dtype=np.float64)
+            static[:, 1] = _log_scale_arr(static[:, 1], 1e8, 1e12)
+            static[:, 4] = _log_scale_arr(static[:, 4], 1, 1e6)
+        self._job_rows = [tuple(row) for row in static.tolist()]
+        self._job_arrival = [j.arrival for j in specs]
+        self._job_iters = [float(j.iterations) for j in specs]
+        self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}
+        self._link_key = b""
 
     def _obs(self) -> dict[str, np.ndarray]:
-        sim, view = self.sim, self._view
-        assert sim is not None and view is not None
+        sim = self.sim
+        assert sim is not None
         C, N, K, H = self.C, self.N, self.K, self.H
-        buf = np.zeros(self._obs_size, dtype=np.float32)  # one fresh array per step, one clip
+        # one fresh array per step (static features already in place), views per key, one clip
+        buf = self._template.copy()
         sl = self._obs_slices
-        # regions
+        # regions: free fraction, (static), outage, price now and forecast (cached per hour)
         reg = buf[sl["regions"]].reshape(C, REGION_FEATURES + H)
         reg[:, 0] = np.where(sim.down, 0, sim.free) / self._gpu_div
-        reg[:, 1:5] = self._static_regions
         reg[:, 5] = sim.down
         hour_key = int(sim.time // 3600.0)
         fc = self._forecast.get(hour_key)
-        if fc is None:  # prices change hourly: one block per hour and episode
-            raw = view.price_forecast(H)
-            fc = self._forecast[hour_key] = (raw[:, 0].tolist(), raw / _PRICE_SCALE)
-        reg[:, 6] = fc[1][:, 0]
-        reg[:, 7:] = fc[1]
-        # links
+        if fc is None:
+            raw = self._view.price_forecast(H)  # type: ignore[union-attr]
+            fc = self._forecast[hour_key] = (raw[:, 0].tolist(), np.hstack([raw[:, :1], raw]) / _PRICE_SCALE)
+        reg[:, 6:] = fc[1]
+        # links: capacity and flow share, recomputed only when the link state changed
         if self.E:
-            lk = buf[sl["links"]].reshape(self.E, LINK_FEATURES)
-            flows = sim.link_flows
-            lk[:, 0] = sim.link_capacity_bps / _BW_SCALE
-            lk[:, 1] = flows / (flows + 1.0)
-            lk[:, 2:3] = self._link_static
-        # queue
+            key = sim.link_flows.tobytes() + sim.link_factor.tobytes()
+            if key != self._link_key:
+                flows = sim.link_flows
+                self._link_dyn = np.stack([sim.link_capacity_bps / _BW_SCALE, flows / (flows + 1.0)], axis=1)
+                self._link_key = key
+            buf[sl["links"]].reshape(self.E, LINK_FEATURES)[:, :2] = self._link_dyn
+        # queue: static rows plus time waited and progress
         ids = sim.waiting[:K]
-        n = len(ids)
-        if n:
-            q = buf[sl["queue"]].reshape(K, JOB_FEATURES)
-            q[:n, :6] = self._job_static[ids]
-            q[:n, 6] = (sim.time - self._job_arrival[ids]) / _WAIT_SCALE
-            jobs = sim.jobs
-            q[:n, 7] = np.array([jobs[j].progress for j in ids]) / self._job_iters[ids]
+        if ids:
+            jobs, now, arrival, iters, rows = sim.jobs, sim.time, self._job_arrival, self._job_iters, self._job_rows
+            buf[sl["queue"]].reshape(K, JOB_FEATURES)[: len(ids)] = [
+                rows[j] + ((now - arrival[j]) / _WAIT_SCALE, jobs[j].progress / iters[j]) for j in ids
+            ]
         # candidates
         if self._candidates:
             slot = {j: i for i, j in enumerate(ids)}
             prices = fc[0]
-            rows, idx = [], []
+            mask = self._mask
+            cand_rows, idx = [], []
             for i, plan in enumerate(self._candidates):
                 perf = self._perf(i)
                 if not perf.feasible:
                     continue
                 cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
                 idx.append(i)
-                rows.append((
-                    float(self._mask[i]),
+                cand_rows.append((
+                    1.0 if mask[i] else 0.0,
                     slot.get(plan.job_id, K) / K,
-                    perf.iter_time,
-                    perf.throughput,
+                    _log_scale(perf.iter_time, 0.01, _ITER_SCALE),
+                    _log_scale(perf.throughput, 1e2, 1e8),
                     cost_h / 100.0,
                     len(plan.regions) / C,
                     plan.gpus / 1024,
-                    min(perf.bottleneck_bw_bps, 1e12),
+                    _log_scale(perf.bottleneck_bw_bps, 1e7, 1e12),
                     perf.memory_headroom,
-                    float(perf.stall_free),
+                    1.0 if perf.stall_free else 0.0,
                 ))
-            if rows:
-                f = np.array(rows, dtype=np.float64)
-                # log scales of iteration time, throughput and bottleneck bandwidth (clipped below)
-                f[:, _CAND_LOG] = np.log(np.maximum(f[:, _CAND_LOG], _CAND_LOG_LO) / _CAND_LOG_LO) / _CAND_LOG_SPAN
-                buf[sl["candidates"]].reshape(N, CAND_FEATURES)[idx] = f
+            if cand_rows:
+                cd = buf[sl["candidates"]].reshape(N, CAND_FEATURES)
+                if len(idx) == idx[-1] + 1:  # the usual case: rows 0..n-1
+                    cd[: len(idx)] = cand_rows
+                else:
+                    cd[idx] = cand_rows
         hour = (sim.time / 3600.0) % 24.0
         buf[sl["time"]] = (
-            (np.sin(2 * np.pi * hour / 24) + 1) / 2,
-            (np.cos(2 * np.pi * hour / 24) + 1) / 2,
+            (math.sin(2 * math.pi * hour / 24) + 1) / 2,
+            (math.cos(2 * math.pi * hour / 24) + 1) / 2,
             len(sim.running) / K,
             len(sim.waiting) / K,
-            view.pending_arrivals / max(1, view.num_jobs),
-            float(self._last_invalid),
+            (len(sim.jobs) - sim.finished_count - sim._in_system) / max(1, len(sim.jobs)),
+            1.0 if self._last_invalid else 0.0,
         )
         np.minimum(buf, 1.0, out=buf)
         np.maximum(buf, 0.0, out=buf)

@@ -35,9 +35,9 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -93,8 +93,8 @@ class Stage:
 
     @classmethod
     def at(cls, region: int, layers: int, dp: int = 1, tp: int = 1) -> Stage:
-        """A stage with all ``dp`` replicas in one region."""
-        return cls(layers=layers, placement=((region, dp),), tp=tp)
+        """A stage with all ``dp`` replicas in one region (interned: stages are immutable)."""
+        return _stage_at(cls, region, layers, dp, tp)
 
     def replica_regions(self) -> list[int]:
         """Region of each replica, in replica order."""
@@ -111,6 +111,11 @@ class Stage:
         for a, b in zip(self.replica_regions(), nxt.replica_regions()):
             out[(a, b)] = out.get((a, b), 0) + 1
         return out
+
+
+@lru_cache(maxsize=1 << 16)
+def _stage_at(cls: type[Stage], region: int, layers: int, dp: int, tp: int) -> Stage:
+    return cls(layers=int(layers), placement=((int(region), int(dp)),), tp=int(tp))
 
 
 @dataclass(frozen=True)
@@ -304,6 +309,9 @@ def evaluate_plan(
         ``include_own_flows`` the plan's own flows are added before computing fair shares;
         pass False when ``link_flows`` already contains them (a running job).
     """
+    # Hot path (plan search evaluates thousands of plans): plain-Python per-region figures from
+    # ``topo.scalars``, fast paths for stages in one region, and no WAN bookkeeping for plans in
+    # one region; the arithmetic is written exactly as in the module docstring.
     model = job.model
     stages = plan.stages
     p = len(stages)
@@ -313,60 +321,77 @@ def evaluate_plan(
         return _infeasible(f"unknown schedule {plan.schedule!r}; expected one of {SCHEDULES}")
     if plan.micro_batch < 1:
         return _infeasible("micro_batch must be >= 1")
-    if sum(s.layers for s in stages) != model.layers:
+    if sum([s.layers for s in stages]) != model.layers:
         return _infeasible(f"stages hold {sum(s.layers for s in stages)} layers, model has {model.layers}")
+    sc = topo.scalars
+    nreg = topo.num_regions
+    per_server = sc.gpus_per_server
     d = stages[0].dp
+    heads = model.heads
     for k, s in enumerate(stages):
         if s.layers < 1:
             return _infeasible(f"stage {k} has no layers")
-        if s.dp != d or any(n < 1 for _, n in s.placement):
+        pl = s.placement
+        if s.dp != d or (pl[0][1] < 1 if len(pl) == 1 else any(n < 1 for _, n in pl)):
             return _infeasible(f"stage {k} has {s.dp} replicas, stage 0 has {d}")
-        if s.tp < 1 or model.heads % s.tp != 0:
-            return _infeasible(f"stage {k}: tp={s.tp} must divide {model.heads} heads")
-        for r, _ in s.placement:
-            if not 0 <= r < topo.num_regions:
+        if s.tp < 1 or heads % s.tp != 0:
+            return _infeasible(f"stage {k}: tp={s.tp} must divide {heads} heads")
+        for r, _ in pl:
+            if not 0 <= r < nreg:
                 return _infeasible(f"stage {k}: unknown region {r}")
-            if s.tp > topo.regions[r].gpus_per_server:
-                return _infeasible(f"stage {k}: tp={s.tp} exceeds {topo.regions[r].gpus_per_server} GPUs/server")
+            if s.tp > per_server[r]:
+                return _infeasible(f"stage {k}: tp={s.tp} exceeds {per_server[r]} GPUs/server")
     gpus = plan.gpus
     if gpus < job.min_gpus or gpus > job.max_gpus:
         return _infeasible(f"plan uses {gpus} GPUs, job accepts {job.min_gpus}..{job.max_gpus}")
 
     cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
-    flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
-    if include_own_flows:
-        for k, n in plan_flows(plan, topo).items():
-            flows[k] += n
+    flows: np.ndarray | None = None  # WAN flows (only plans that span regions use the WAN)
+    if len(plan.regions) > 1:
+        flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
+        if include_own_flows:
+            for k, n in plan_flows(plan, topo).items():
+                flows[k] += n
 
     b, s, h = plan.micro_batch, model.seq_len, model.hidden
     m = plan.num_microbatches(job)
     mfu = params.mfu
     flop_mult = 8.0 if plan.recompute else 6.0
     act_bytes = ACT_BYTES * b * s * h  # one micro-batch's boundary activation
+    layer_params = model.layer_params
+    emb = model.embedding_params
+    flops_of, memory_of = sc.flops, sc.memory
+    headroom = params.memory_headroom
+    schedule = plan.schedule
+    recompute = plan.recompute
     compute: list[float] = []
     mem: list[float] = []
     min_headroom = math.inf
     stage_params: list[float] = []
     for k, st in enumerate(stages):
-        pk = model.layer_params * st.layers
+        pk = layer_params * st.layers
         # tied embedding: held by the first stage, and a copy on the last stage when p > 1 (Megatron)
-        pk_mem = pk + (model.embedding_params if k == 0 else 0.0) + (
-            model.embedding_params if k == p - 1 and p > 1 else 0.0
-        )
-        pk_flops = pk + (model.embedding_params if k == p - 1 else 0.0)
+        pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == p - 1 and p > 1 else 0.0)
+        pk_flops = pk + (emb if k == p - 1 else 0.0)
         stage_params.append(pk_mem)
-        flops = min(topo.scalars.flops[r] for r in st.regions)
+        regs = st.regions
+        if len(regs) == 1:
+            flops = flops_of[regs[0]]
+            mem_gpu = memory_of[regs[0]]
+        else:
+            flops = min(flops_of[r] for r in regs)
+            mem_gpu = min(memory_of[r] for r in regs)
         compute.append(flop_mult * pk_flops * b * s / (st.tp * flops * mfu))
-        if plan.schedule == "gpipe":
+        if schedule == "gpipe":
             inflight = m
-        elif plan.schedule == "zb-h2":
+        elif schedule == "zb-h2":
             inflight = min(m, 2 * (p - k))
         else:
             inflight = min(m, p - k)
-        per_layer = (ACT_BYTES * s * b * h) if plan.recompute else (ACT_PER_LAYER * s * b * h / st.tp)
+        per_layer = (ACT_BYTES * s * b * h) if recompute else (ACT_PER_LAYER * s * b * h / st.tp)
         need = 16.0 * pk_mem / st.tp + per_layer * st.layers * inflight
         mem.append(need)
-        avail = min(topo.scalars.memory[r] for r in st.regions) * params.memory_headroom
+        avail = mem_gpu * headroom
         min_headroom = min(min_headroom, (avail - need) / avail)
         if need > avail:
             return PlanPerf(
@@ -379,15 +404,22 @@ def evaluate_plan(
     hops: list[float] = []
     bottleneck = math.inf
     wan_bytes = 0.0
-    lat_m = topo.scalars.route_latency
-    intra_bw = topo.scalars.intra_bw
+    lat_m = sc.route_latency
+    intra_bw = sc.intra_bw
     act_bits = act_bytes * 8.0
     for k in range(p - 1):
+        src, dst = stages[k], stages[k + 1]
+        if len(src.placement) == 1 and len(dst.placement) == 1:
+            a, bb = src.placement[0][0], dst.placement[0][0]
+            pairs: Iterable[tuple[tuple[int, int], int]] = (((a, bb), src.dp),)
+        else:
+            pairs = src.hop_pairs(dst).items()
         worst = 0.0
-        for (a, bb), n in stages[k].hop_pairs(stages[k + 1]).items():
+        for (a, bb), n in pairs:
             if a == bb:
                 worst = max(worst, lat_m[a][a] + act_bits / intra_bw[a])
                 continue
+            assert flows is not None
             bw = _share_bps(a, bb, topo, cap, flows)
             worst = max(worst, lat_m[a][bb] + act_bits / bw)
             bottleneck = min(bottleneck, bw)
@@ -395,13 +427,15 @@ def evaluate_plan(
         hops.append(worst)
 
     allreduce: list[float] = []
+    intra_lat = sc.intra_latency
     for k, st in enumerate(stages):
         grad_bytes = 2.0 * stage_params[k]
         regs = st.regions
         if len(regs) == 1:
             r = regs[0]
-            t_ar = allreduce_time(grad_bytes / st.tp, d, intra_bw[r], topo.scalars.intra_latency[r])
+            t_ar = allreduce_time(grad_bytes / st.tp, d, intra_bw[r], intra_lat[r]) if d > 1 else 0.0
         else:
+            assert flows is not None
             bw = min(float(topo.intra_bw_bps[r]) * st.tp for r in regs)
             lat = 0.0
             for a, bb in _ring_edges(regs):
@@ -415,18 +449,18 @@ def evaluate_plan(
 
     fill = sum(compute) + 2.0 * sum(hops)
     beat = max(max(compute), max(hops) if hops else 0.0)
-    bubble = BUBBLE_FACTOR[plan.schedule] * (fill - beat)
+    bubble = BUBBLE_FACTOR[schedule] * (fill - beat)
     t_pp = m * beat + bubble
     ar = max(allreduce)
     w = params.dp_overlap
     t_iter = t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
 
     power: dict[int, float] = {}
+    idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
     for k, st in enumerate(stages):
         util = min(1.0, m * compute[k] / t_iter)
         for r, n in st.placement:
-            reg = topo.regions[r]
-            watts = n * st.tp * (reg.gpu.idle_w + (reg.gpu.tdp_w - reg.gpu.idle_w) * util) * reg.pue
+            watts = n * st.tp * (idle_w[r] + (tdp_w[r] - idle_w[r]) * util) * pue[r]
             power[r] = power.get(r, 0.0) + watts
 
     return PlanPerf(

@@ -11,6 +11,7 @@ region and keeps the feasible plan with the shortest modelled iteration time.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from sfenv.perf import Plan, PlanPerf, Stage, stage_layer_split
 from sfenv.topology import Topology
@@ -22,6 +23,11 @@ Evaluator = Callable[[Plan, JobSpec], PlanPerf]
 
 TP_DEGREES = (1, 2, 4, 8)
 DP_DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256)
+
+
+@lru_cache(maxsize=1 << 14)
+def _layer_split(layers: int, weights: tuple[float, ...]) -> tuple[int, ...]:
+    return tuple(stage_layer_split(layers, weights))
 
 
 def chain_plan(
@@ -45,8 +51,9 @@ def chain_plan(
         regions.extend([r] * n)
     if not regions or len(regions) > job.model.layers:
         return None
-    split = stage_layer_split(job.model.layers, [topo.gpu_flops[r] for r in regions])
-    stages = tuple(Stage.at(r, layers, dp, tp) for r, layers in zip(regions, split))
+    flops = topo.scalars.flops
+    split = _layer_split(job.model.layers, tuple([flops[r] for r in regions]))
+    stages = tuple([Stage.at(r, layers, dp, tp) for r, layers in zip(regions, split)])
     return Plan(job.job_id, stages, micro_batch=micro_batch, schedule=schedule, recompute=recompute)
 
 

@@ -74,8 +74,8 @@ class PlanCache:
 
     def __init__(self, max_entries: int = 200_000) -> None:
         self._store: dict[tuple, tuple[Plan, PlanPerf] | None] = {}
-        # the same results rebound to the asking job's id (``replace`` is slow on a hot path)
-        self._bound: dict[tuple, tuple[Plan, PlanPerf] | None] = {}
+        # the same results rebound to the asking job (``replace`` is slow on a hot path)
+        self._bound: dict[tuple, tuple[JobSpec, tuple[Plan, PlanPerf] | None]] = {}
         #: perf of the plans returned since the last :meth:`new_step` (plans carry job ids)
         self.recent: dict[Plan, PlanPerf] = {}
         self.max_entries = max_entries
@@ -100,16 +100,19 @@ class PlanCache:
         link_key = None
         if len(chain) > 1:
             link_key = (view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
-        key = (job.model, job.global_batch, job.min_gpus, job.max_gpus, chain, budget, link_key)
-        bound_key = (key, job.job_id)
-        res = self._bound.get(bound_key, False)
-        if res is False:
+        # first by job id (ints only: cheap to hash), checked against the very job object
+        bound_key = (job.job_id, chain, budget, link_key)
+        hit = self._bound.get(bound_key)
+        if hit is not None and hit[0] is job:
+            self.hits += 1
+            res = hit[1]
+        else:
+            key = (job.model, job.global_batch, job.min_gpus, job.max_gpus, chain, budget, link_key)
             res = self._store.get(key, False)
             if res is False:
                 self.misses += 1
                 if len(self._store) >= self.max_entries:
                     self._store.clear()
-                    self._bound.clear()
                 res = fit_plan(job, view.topo, chain, budget, view.evaluate)
                 self._store[key] = res
             else:
@@ -118,9 +121,7 @@ class PlanCache:
                 res = (replace(res[0], job_id=job.job_id), res[1])
             if len(self._bound) >= self.max_entries:
                 self._bound.clear()
-            self._bound[bound_key] = res
-        else:
-            self.hits += 1
+            self._bound[bound_key] = (job, res)
         if res is None:
             return None
         self.recent[res[0]] = res[1]
@@ -141,20 +142,23 @@ class SingleRegionProposer:
 
     def candidates(self, view: SimView, k: int) -> list[Plan]:
         """See class docstring."""
-        free = view.free_gpus
-        flops = view.topo.scalars.flops
-        order = np.argsort(-(free * flops), kind="stable")
-        ranked = order[free[order] > 0].tolist()
+        free_arr = view.free_gpus
+        order = np.argsort(-(free_arr * view.topo.scalars.flops), kind="stable").tolist()
+        free = free_arr.tolist()
+        ranked = [r for r in order if free[r] > 0]
+        fit = self.cache.fit
         out: list[Plan] = []
         for job in view.waiting[: self.jobs]:
             n = 0
+            lo, hi = job.min_gpus, job.max_gpus
             for r in ranked:
-                if free[r] < job.min_gpus:
+                f = free[r]
+                if f < lo:
                     continue
-                budget = round_budget(min(int(free[r]), job.max_gpus))
-                if budget < job.min_gpus:
+                budget = round_budget(f if f < hi else hi)
+                if budget < lo:
                     continue
-                res = self.cache.fit(view, job, (r,), (budget,))
+                res = fit(view, job, (r,), (budget,))
                 if res is not None:
                     out.append(res[0])
                     n += 1
@@ -192,12 +196,14 @@ class PathProposer:
         """See class docstring."""
         free = view.free_gpus
         biggest = int(free.max()) if len(free) else 0
+        total_free = int(free.sum())
+        jobs = [j for j in view.waiting[: self.jobs] if biggest < j.min_gpus <= total_free]
+        if not jobs:  # every waiting job fits in one region, or none fits anywhere
+            return []
         order = np.argsort(-free, kind="stable")
         ends = order[free[order] > 0][: self.ends].tolist()
         out: list[Plan] = []
-        for job in view.waiting[: self.jobs]:
-            if job.min_gpus <= biggest or int(free.sum()) < job.min_gpus:
-                continue
+        for job in jobs:
             for i, s in enumerate(ends):
                 for d in ends[i + 1:]:
                     for path in self._k_paths(view, s, d):

@@ -30,6 +30,10 @@ class Scalars:
     intra_bw: list[float]
     intra_latency: list[float]
     route_latency: list[list[float]]
+    gpus_per_server: list[int]
+    idle_w: list[float]
+    tdp_w: list[float]
+    pue: list[float]
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,10 @@ class Topology:
             intra_bw=self.intra_bw_bps.tolist(),
             intra_latency=self.intra_latency_s.tolist(),
             route_latency=self.route_latency_s.tolist(),
+            gpus_per_server=[r.gpus_per_server for r in self.regions],
+            idle_w=[r.gpu.idle_w for r in self.regions],
+            tdp_w=[r.gpu.tdp_w for r in self.regions],
+            pue=[r.pue for r in self.regions],
         )
 
     # ------------------------------------------------------------------ routes
