@@ -243,6 +243,8 @@ def plan_flows(plan: Plan, topo: Topology) -> dict[int, int]:
     one ring all-reduce flow per region boundary of its ring.
     """
     flows: dict[int, int] = {}
+    if len(plan.regions) < 2:  # a plan inside one region puts nothing on the WAN
+        return flows
 
     def add(a: int, b: int) -> None:
         for k in topo.route_links[a][b]:

@@ -215,6 +215,7 @@ class Simulator:
         self._glob = [0.0, 0.0, 0.0]
         self._glob_t = 0.0
         self._glob_f: np.ndarray | None = None  # F(_glob_t), filled on demand
+        self._cum_t, self._cum_f = 0.0, prices.cumulative(0.0)
         self._rate_pz = np.zeros(len(prices.zones))
         self._rate_w = 0.0
         self._rate_tok = 0.0
@@ -255,6 +256,12 @@ class Simulator:
         return self._ended
 
     # ------------------------------------------------------------ accounting
+    def _cumulative(self, t: float) -> np.ndarray:
+        """``prices.cumulative(t)``, remembered for the last ``t`` asked (many callers per event)."""
+        if t != self._cum_t:
+            self._cum_t, self._cum_f = t, self.prices.cumulative(t)
+        return self._cum_f
+
     def _accrue(self, js: JobState, now: float) -> None:
         dt = now - js.last_update
         if dt > 0 and js.perf is not None:
@@ -264,8 +271,8 @@ class Simulator:
             js.energy_j += energy
             js.wan_bytes += js.perf.wan_bytes_per_iter * iters
             assert js.power_zone is not None
-            f0 = js.f_last if js.f_last is not None else self.prices.cumulative(js.last_update)
-            f1 = self.prices.cumulative(now)
+            f0 = js.f_last if js.f_last is not None else self._cumulative(js.last_update)
+            f1 = self._cumulative(now)
             js.f_last = f1
             js.cost_usd += float(np.dot(js.power_zone, f1 - f0)) / JOULES_PER_MWH
         elif dt != 0:
@@ -282,8 +289,8 @@ class Simulator:
         if t == self._glob_t:
             return
         if self._n_rated:
-            f1 = self.prices.cumulative(t)
-            f0 = self._glob_f if self._glob_f is not None else self.prices.cumulative(self._glob_t)
+            f1 = self._cumulative(t)
+            f0 = self._glob_f if self._glob_f is not None else self._cumulative(self._glob_t)
             dt = t - self._glob_t
             g = self._glob
             g[0] += float(np.dot(self._rate_pz, f1 - f0)) / JOULES_PER_MWH
@@ -569,8 +576,8 @@ class Simulator:
         if not self._n_rated or dt == 0:
             return cost, energy, tokens
         if self._glob_f is None:  # fill the cache of F(_glob_t): a value, not a state change
-            self._glob_f = self.prices.cumulative(self._glob_t)
-        f_now = self.prices.cumulative(self.time)
+            self._glob_f = self._cumulative(self._glob_t)
+        f_now = self._cumulative(self.time)
         cost += float(np.dot(self._rate_pz, f_now - self._glob_f)) / JOULES_PER_MWH
         return cost, energy + self._rate_w * dt, tokens + self._rate_tok * dt
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfenv.perf import Plan, Stage
+from sfenv.perf import Plan, Stage, evaluate_plan
 from sfenv.planning import fit_plan
 from sfenv.prices import JOULES_PER_MWH
 from sfenv.scenario import Scenario
@@ -80,6 +80,19 @@ def check_state(sim: Simulator) -> None:
         if js.flows:
             share = min(cap[k] / sim.link_flows[k] for k in js.flows)
             assert js.perf.bottleneck_bw_bps <= share * (1 + 1e-9)
+    # totals() (platform-wide rates) agree with the jobs' own accounts plus their pending accruals
+    cost = energy = 0.0
+    for js in sim.jobs:
+        cost += js.cost_usd
+        energy += js.energy_j
+        dt = sim.time - js.last_update
+        if js.status == "running" and dt > 0:
+            f = sim.prices.cumulative
+            cost += float(np.dot(js.power_zone, f(sim.time) - f(js.last_update))) / JOULES_PER_MWH
+            energy += js.perf.power_w * dt
+    got = sim.totals()
+    assert got[0] == pytest.approx(cost, rel=1e-9, abs=1e-9)
+    assert got[1] == pytest.approx(energy, rel=1e-9, abs=1e-6)
     for jid in sim.waiting:  # a preempted job restarts from a checkpoint
         js = sim.jobs[jid]
         if js.preemptions:
@@ -97,6 +110,10 @@ def test_random_episodes_keep_invariants(sc, seed):
     while not sim.done and steps < 5000:
         check_state(sim)
         plan = random_plan(sim, rng)
+        if plan is not None:  # memoised evaluations equal fresh ones, whatever the link state
+            fresh = evaluate_plan(plan, sim.jobs[plan.job_id].spec, sim.topo, sim.params,
+                                  sim.link_capacity_bps, sim.link_flows)
+            assert sim.evaluate(plan) == fresh
         if plan is None:
             sim.wait()
         else:

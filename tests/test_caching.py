@@ -1,0 +1,107 @@
+"""The caches behind the fast step: cached hashes, interned stages, memoised plan evaluations."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from agent_worlds import job, region, world
+
+from agents.fifo import FIFOAgent
+from sfenv.perf import Plan, Stage, evaluate_plan
+from sfenv.scenario import load_scenario
+from sfenv.topology import Link
+from sfenv.workload import MODEL_ZOO
+
+
+def _cross_plan(job_id: int) -> Plan:
+    return Plan(job_id, (Stage.at(0, 12, dp=2), Stage.at(1, 12, dp=2)))
+
+
+def _fresh(sim, plan: Plan):
+    return evaluate_plan(plan, sim.jobs[plan.job_id].spec, sim.topo, sim.params, sim.link_capacity_bps,
+                         sim.link_flows)
+
+
+def test_cached_hash_equals_field_hash_and_survives_pickling():
+    plan = _cross_plan(3)
+    assert hash(plan) == hash((3, plan.stages, 1, "1f1b", False))
+    model = MODEL_ZOO["gpt-1.3b"]
+    assert hash(model) == hash(tuple(getattr(model, f) for f in ("name", "layers", "hidden", "heads", "seq_len",
+                                                                     "vocab")))
+    hash(plan)
+    state = plan.__getstate__()
+    assert "_hash" not in state  # a string-dependent hash must not travel to another process
+    copy = pickle.loads(pickle.dumps(plan))
+    assert copy == plan and hash(copy) == hash(plan) and {copy: 1}[plan] == 1
+
+
+def test_pickled_plan_hashes_correctly_in_another_process():
+    # string hashes differ between processes (PYTHONHASHSEED): a stale cached hash would break dicts
+    blob = pickle.dumps({_cross_plan(5): "x"})
+    code = (
+        "import pickle, sys\n"
+        "from sfenv.perf import Plan, Stage\n"
+        "d = pickle.loads(sys.stdin.buffer.read())\n"
+        "p = Plan(5, (Stage.at(0, 12, dp=2), Stage.at(1, 12, dp=2)))\n"
+        "print(d[p])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True, check=True,
+                         env={"PYTHONHASHSEED": "12345", "PATH": ""})
+    assert out.stdout.decode().strip() == "x"
+
+
+def test_stages_are_interned_with_plain_ints():
+    a = Stage.at(np.int64(1), np.int64(6), np.int64(2), 1)
+    b = Stage.at(1, 6, 2, 1)
+    assert a is b
+    assert all(type(x) is int for x in (a.layers, a.tp, a.placement[0][0], a.placement[0][1]))
+
+
+def test_wan_evaluations_follow_link_changes():
+    sim = world([region("a", 16, "z"), region("b", 16, "z")], [Link(0, 1, 10, 30)], {"z": 50.0},
+                [job(0, min_gpus=4, max_gpus=16), job(1, min_gpus=4, max_gpus=16)])
+    plan = _cross_plan(0)
+    before = sim.evaluate(plan)
+    assert sim.evaluate(plan) is before  # memoised while nothing changes
+    sim.schedule(_cross_plan(1))  # another job's flows now share the link
+    shared = sim.evaluate(plan)
+    assert shared == _fresh(sim, plan) and shared.bottleneck_bw_bps < before.bottleneck_bw_bps
+    sim.link_factor[0] = 0.1  # edited directly: the memo notices
+    dropped = sim.evaluate(plan)
+    assert dropped == _fresh(sim, plan) and dropped.bottleneck_bw_bps < shared.bottleneck_bw_bps
+
+
+def test_single_region_evaluations_are_shared_across_episodes():
+    sc = load_scenario("spider-8")
+    cache = sc.evaluation_cache()
+    first = sc.make_simulator(0, cache)
+    plan = Plan(first.waiting[0], (Stage.at(0, 24, dp=8),))
+    perf = first.evaluate(plan)
+    assert perf == _fresh(first, plan)
+    second = sc.make_simulator(1, cache)
+    same_shape = next(j for j in second.jobs if j.spec.model == first.jobs[plan.job_id].spec.model
+                      and j.spec.global_batch == first.jobs[plan.job_id].spec.global_batch
+                      and (j.spec.min_gpus, j.spec.max_gpus) == (first.jobs[plan.job_id].spec.min_gpus,
+                                                                 first.jobs[plan.job_id].spec.max_gpus))
+    assert second.evaluate(Plan(same_shape.spec.job_id, plan.stages)) is perf
+
+
+def test_evaluation_cache_rejects_another_topology():
+    cache = load_scenario("spider-8").evaluation_cache()
+    with pytest.raises(ValueError, match="another topology"):
+        load_scenario("spider-16").make_simulator(0, cache)
+
+
+def test_shared_cache_does_not_change_episodes():
+    sc = load_scenario("spider-8")
+    cache = sc.evaluation_cache()
+    for seed in (0, 1):
+        reports = []
+        for c in (None, cache):
+            sim = sc.make_simulator(seed, c)
+            reports.append(sim.run(FIFOAgent().decide).to_dict())
+        assert reports[0] == reports[1]
