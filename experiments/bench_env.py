@@ -3,7 +3,7 @@
 Steps/s with random (masked and unmasked) actions, next to CartPole measured in the same run;
 and the share of a MaskablePPO training run's wall time spent inside ``env.step``.
 
-Run: ``python -m experiments.bench_env [--steps 5000] [--train-steps 4096]``.
+Run: ``python -m experiments.bench_env [--steps 5000] [--train-steps 16384]``.
 Targets: >= 5,000 steps/s on 8 regions, >= 1,000 on 64, <= 20 % of training time in env.step.
 """
 
@@ -83,7 +83,7 @@ def training_share(train_steps: int) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description="sfenv environment benchmark")
     ap.add_argument("--steps", type=int, default=5000)
-    ap.add_argument("--train-steps", type=int, default=4096)
+    ap.add_argument("--train-steps", type=int, default=16384)
     args = ap.parse_args()
     cp = cartpole_steps_per_s(args.steps * 4)
     print(f"CartPole-v1 (gym.make, random actions): {cp:10.0f} steps/s (reference)")
@@ -93,8 +93,9 @@ def main() -> None:
             print(f"{env_id:<18} {'masked' if masked else 'unmasked':<9}: {sps:10.0f} steps/s "
                   f"= {sps / cp:6.3f} x CartPole   (target {target})")
     share, wall = training_share(args.train_steps)
-    print(f"MaskablePPO {args.train_steps} steps on spider-8: {wall:.1f} s, {100 * share:.1f} % inside env.step "
-          f"(target <= 20 %)")
+    per_step = 1e6 * wall / max(1, args.train_steps)
+    print(f"MaskablePPO {args.train_steps} steps on spider-8: {wall:.1f} s ({per_step:.0f} us/step), "
+          f"{100 * share:.1f} % inside env.step ({share * per_step:.0f} us/step; target <= 20 %)")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from experiments import bench_agents, bench_env, bench_sim
 
 
@@ -15,6 +17,12 @@ def test_bench_sim_runs_a_workload_to_the_end():
 
 def test_bench_env_counts_steps():
     assert bench_env.steps_per_s("sfenv/Spider8-v0", 50, masked=True, num_jobs=5) > 0
+
+
+def test_bench_env_training_share_is_a_fraction_of_the_run():
+    share, wall = bench_env.training_share(64)  # one MaskablePPO rollout of 1,024 steps
+    assert 0.0 < share < 1.0 and wall > 0
+    assert bench_env.StepTimer.total == pytest.approx(share * wall)  # the timer measured the env in this run
 
 
 def test_bench_agents_times_every_agent_on_the_same_points(tmp_path):
