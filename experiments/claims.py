@@ -1,0 +1,334 @@
+"""Reproduce the seed papers' headline claims as ratios measured in sfenv, with plots.
+
+Every claim is checked the same way: the system and its baselines run on the same seeded episodes
+(:func:`agents.evaluate.evaluate_agents`), each seed gives a paired ratio of one metric, and the
+claim's figure is the geometric mean of those ratios with a 95 % percentile-bootstrap interval
+over seeds.  The verdict compares the point estimate with the range the source gives.
+
+Claims (sources in ``../shared/research/papers.md``; all agents are our re-implementations):
+
+- SpiderFlow (abstract): JCT 1.2-1.3x lower, throughput 1.12-1.25x higher and scheduling overhead
+  20-90x lower than ILP- and genetic-based schedulers, on 8 real and up to 64 simulated clusters
+  (here: ``spiderflow`` vs ``ilp`` and ``genetic`` on spider-8/16/32/64; overhead = mean wall time
+  per decision, also averaged over all sizes);
+- BACE-Pipe (summaries): average JCT -27.9 to -64.7 % and electricity cost -12.6 to -30.6 % vs
+  LCF, LDF, CR-LCF and CR-LDF (here: on bace-6);
+- the cross-region paradox (summary): the cross-region greedy baselines have a worse mean JCT than
+  the single-region ones (about +29 % CR-LDF vs LDF, +13 % CR-LCF vs LCF);
+- SpanTrain (abstract): 1.3-2.8x training throughput over standard systems (here: vs the FIFO
+  first-fit planner, which builds plain 1F1B pipelines, on the cloud-edge-end ``cee`` scenario).
+
+Outputs in ``--out`` (default ``results/claims``): ``runs-<scenario>.json`` (one row per agent and
+seed, written atomically after every episode, so an interrupted run resumes where it stopped),
+``config.json`` (a resumed run must use the same settings), ``claims.json`` and ``claims.md``
+(the measured figures), ``claims.png`` (each figure with its interval against the claimed band)
+and ``overhead.png`` (decision time against the number of clusters, log-log).
+
+Run: ``python -m experiments.claims [--seeds 5] [--quick] [--only spiderflow,bace,spantrain]``.
+``--quick`` (10 jobs per episode, small ILP and genetic budgets) takes minutes; the full run (the
+scenarios' workloads, default budgets) takes about an hour on two cores, mostly the ILP on 32 and
+64 clusters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.evaluate import atomic_write_json, evaluate_agents
+from sfenv.scenario import load_scenario
+
+__all__ = ["Claim", "CLAIMS", "QUICK_BUDGETS", "run_claims", "measure", "plot_claims", "plot_overhead", "main"]
+
+SPIDER = ("spider-8", "spider-16", "spider-32", "spider-64")
+#: small search budgets for ``--quick`` (the same as the default test run's)
+QUICK_BUDGETS: dict[str, dict[str, Any]] = {
+    "ilp": {"time_limit": 0.5, "dp_options": (1, 2), "max_regions": 8},
+    "genetic": {"population": 12, "generations": 4},
+}
+#: how a per-seed ratio q = system / baseline turns into the claim's figure
+KINDS = {
+    "lower": "baseline / system (x)",  # the system's metric is lower by this factor
+    "higher": "system / baseline (x)",  # the system's metric is higher by this factor
+    "reduction": "reduction vs baseline (%)",
+    "increase": "increase vs baseline (%)",
+}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One checkable claim: ``system`` vs each of ``baselines`` on each of ``scenarios``.
+
+    :param metric: a column of the evaluator's rows (``mean_jct_s``, ``cost_usd``, ...).
+    :param kind: how the paired ratio is expressed, one of :data:`KINDS`.
+    :param low: lower end of the claimed range; ``high`` the upper end (``inf`` for "at least").
+    :param pooled: also report one figure pooled over all scenarios (the claim is an average).
+    """
+
+    key: str
+    group: str
+    source: str
+    text: str
+    system: str
+    baselines: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    metric: str
+    kind: str
+    low: float
+    high: float
+    pooled: bool = False
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("spiderflow-jct", "spiderflow", "SpiderFlow abstract", "JCT 1.2-1.3x lower than ILP/GA schedulers",
+          "spiderflow", ("ilp", "genetic"), SPIDER, "mean_jct_s", "lower", 1.2, 1.3),
+    Claim("spiderflow-throughput", "spiderflow", "SpiderFlow abstract", "throughput 1.12-1.25x higher",
+          "spiderflow", ("ilp", "genetic"), SPIDER, "mean_throughput_tokens_s", "higher", 1.12, 1.25),
+    Claim("spiderflow-overhead", "spiderflow", "SpiderFlow abstract",
+          "scheduling overhead 20-90x lower (average over 8-64 clusters)",
+          "spiderflow", ("ilp", "genetic"), SPIDER, "decision_time_mean_s", "lower", 20.0, 90.0, pooled=True),
+    Claim("bace-jct", "bace", "BACE-Pipe (summaries)", "mean JCT 27.9-64.7 % lower than LCF/LDF/CR-LCF/CR-LDF",
+          "bace-pipe", ("lcf", "ldf", "cr-lcf", "cr-ldf"), ("bace-6",), "mean_jct_s", "reduction", 27.9, 64.7),
+    Claim("bace-cost", "bace", "BACE-Pipe (summaries)", "electricity cost 12.6-30.6 % lower",
+          "bace-pipe", ("lcf", "ldf", "cr-lcf", "cr-ldf"), ("bace-6",), "cost_usd", "reduction", 12.6, 30.6),
+    Claim("paradox-ldf", "bace", "BACE-Pipe (summary)", "CR-LDF mean JCT worse than LDF (about +29 %)",
+          "cr-ldf", ("ldf",), ("bace-6",), "mean_jct_s", "increase", 0.0, math.inf),
+    Claim("paradox-lcf", "bace", "BACE-Pipe (summary)", "CR-LCF mean JCT worse than LCF (about +13 %)",
+          "cr-lcf", ("lcf",), ("bace-6",), "mean_jct_s", "increase", 0.0, math.inf),
+    Claim("spantrain-throughput", "spantrain", "SpanTrain abstract", "training throughput 1.3-2.8x higher",
+          "spantrain", ("fifo",), ("cee",), "mean_throughput_tokens_s", "higher", 1.3, 2.8),
+)
+
+
+def _select(only: Sequence[str] | None) -> list[Claim]:
+    if not only:
+        return list(CLAIMS)
+    known = {c.group for c in CLAIMS} | {c.key for c in CLAIMS}
+    bad = [o for o in only if o not in known]
+    if bad:
+        raise ValueError(f"unknown claim or group {bad}; known: {sorted(known)}")
+    return [c for c in CLAIMS if c.group in only or c.key in only]
+
+
+def _plan(claims: Sequence[Claim]) -> dict[str, list[str]]:
+    """Scenario -> agents to run (first-seen order)."""
+    plan: dict[str, list[str]] = {}
+    for c in claims:
+        for sc in c.scenarios:
+            names = plan.setdefault(sc, [])
+            for a in (c.system, *c.baselines):
+                if a not in names:
+                    names.append(a)
+    return plan
+
+
+def run_claims(
+    claims: Sequence[Claim],
+    seeds: Sequence[int],
+    out: Path,
+    num_jobs: int | None = None,
+    budgets: dict[str, dict[str, Any]] | None = None,
+    progress: bool = True,
+) -> dict[str, list[dict[str, Any]]]:
+    """Run (or resume) every episode the claims need; returns the rows per scenario.
+
+    :raises ValueError: if ``out`` holds runs made with other settings (they are kept, not mixed).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    config = {"num_jobs": num_jobs, "budgets": {k: {n: list(v) if isinstance(v, tuple) else v for n, v in b.items()}
+                                                for k, b in sorted((budgets or {}).items())}}
+    cfg_path = out / "config.json"
+    if cfg_path.exists():
+        old = json.loads(cfg_path.read_text())
+        if old != config:
+            raise ValueError(f"{out} holds runs made with other settings ({old}, now {config}); "
+                             "use another --out or delete that directory")
+    else:
+        atomic_write_json(cfg_path, config)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for scenario, names in _plan(claims).items():
+        rows[scenario] = evaluate_agents(names, scenario, list(seeds), num_jobs=num_jobs,
+                                         out=out / f"runs-{scenario}.json", resume=True, progress=progress,
+                                         agent_kwargs=budgets)
+    return rows
+
+
+def _figure(kind: str, log_q: float) -> float:
+    q = math.exp(log_q)
+    return {"lower": 1.0 / q, "higher": q, "reduction": 100.0 * (1.0 - q), "increase": 100.0 * (q - 1.0)}[kind]
+
+
+def _estimate(kind: str, log_q: np.ndarray, rng: np.random.Generator, resamples: int = 2000) -> dict[str, float]:
+    point = _figure(kind, float(np.mean(log_q)))
+    if len(log_q) < 2:
+        return {"value": point, "ci_low": math.nan, "ci_high": math.nan}
+    means = rng.choice(log_q, size=(resamples, len(log_q)), replace=True).mean(axis=1)
+    ends = sorted(_figure(kind, float(x)) for x in np.percentile(means, [2.5, 97.5]))
+    return {"value": point, "ci_low": ends[0], "ci_high": ends[1]}
+
+
+def _verdict(claim: Claim, est: dict[str, float]) -> str:
+    v = est["value"]
+    if not math.isfinite(v):
+        return "n/a"
+    if v < claim.low:
+        return "below"
+    if v > claim.high:
+        return "above"
+    return "inside"
+
+
+def measure(claim: Claim, rows: dict[str, list[dict[str, Any]]], seed: int = 0) -> list[dict[str, Any]]:
+    """The claim's figure per (scenario, baseline), and pooled over scenarios if the claim says so.
+
+    Seeds where either side has no value (e.g. no finished job) are left out and counted.
+    """
+    rng = np.random.default_rng(seed)
+    out: list[dict[str, Any]] = []
+    for baseline in claim.baselines:
+        pooled: list[float] = []
+        for scenario in claim.scenarios:
+            by = {(r["agent"], r["seed"]): r for r in rows.get(scenario, [])}
+            seeds = sorted({s for (a, s) in by if a == claim.system} & {s for (a, s) in by if a == baseline})
+            log_q, skipped, unfinished = [], 0, 0
+            for s in seeds:
+                sys_v, base_v = by[(claim.system, s)][claim.metric], by[(baseline, s)][claim.metric]
+                unfinished += by[(claim.system, s)]["unfinished"] + by[(baseline, s)]["unfinished"]
+                if not (sys_v > 0 and base_v > 0 and math.isfinite(sys_v) and math.isfinite(base_v)):
+                    skipped += 1
+                    continue
+                log_q.append(math.log(sys_v / base_v))
+            if not seeds:
+                continue
+            est = _estimate(claim.kind, np.array(log_q), rng) if log_q else {
+                "value": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+            pooled.extend(log_q)
+            out.append({"claim": claim.key, "scenario": scenario, "system": claim.system, "baseline": baseline,
+                        "seeds": len(log_q), "skipped_seeds": skipped, "unfinished_jobs": unfinished, **est,
+                        "verdict": _verdict(claim, est)})
+        if claim.pooled and len(claim.scenarios) > 1 and pooled:
+            est = _estimate(claim.kind, np.array(pooled), rng)
+            out.append({"claim": claim.key, "scenario": "all", "system": claim.system, "baseline": baseline,
+                        "seeds": len(pooled), "skipped_seeds": 0, "unfinished_jobs": 0, **est,
+                        "verdict": _verdict(claim, est)})
+    return out
+
+
+def _fmt(x: float, kind: str) -> str:
+    if not math.isfinite(x):
+        return "-" if math.isnan(x) else "inf"
+    return f"{x:.1f} %" if kind in ("reduction", "increase") else f"{x:.2f}x"
+
+
+def format_markdown(claims: Sequence[Claim], results: dict[str, list[dict[str, Any]]]) -> str:
+    """A Markdown table: claim, comparison, measured figure with its interval, claimed range, verdict."""
+    lines = ["| claim | scenario | system vs baseline | measured (95 % CI) | claimed | verdict | seeds |",
+             "|---|---|---|---|---|---|---|"]
+    for c in claims:
+        claimed = f"{_fmt(c.low, c.kind)} to {_fmt(c.high, c.kind)}" if math.isfinite(c.high) else \
+            f"> {_fmt(c.low, c.kind)}"
+        for r in results[c.key]:
+            ci = f" ({_fmt(r['ci_low'], c.kind)} to {_fmt(r['ci_high'], c.kind)})" if math.isfinite(r["ci_low"]) else ""
+            lines.append(f"| {c.text} | {r['scenario']} | {r['system']} vs {r['baseline']} | "
+                         f"{_fmt(r['value'], c.kind)}{ci} | {claimed} | {r['verdict']} | {r['seeds']} |")
+    return "\n".join(lines)
+
+
+def plot_claims(claims: Sequence[Claim], results: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    """One panel per claim: each measured figure with its interval, the claimed range shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(claims)
+    cols = min(4, n)
+    nrows = math.ceil(n / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows), squeeze=False)
+    for ax, c in zip(axes.flat, claims):
+        res = [r for r in results[c.key] if math.isfinite(r["value"])]
+        labels = [f"{r['baseline']} @ {r['scenario']}" for r in res]
+        y = np.arange(len(res))
+        vals = np.array([r["value"] for r in res])
+        lo = np.array([r["ci_low"] if math.isfinite(r["ci_low"]) else r["value"] for r in res])
+        hi = np.array([r["ci_high"] if math.isfinite(r["ci_high"]) else r["value"] for r in res])
+        hi_band = c.high if math.isfinite(c.high) else max([c.low, *vals, *hi]) * 1.1 + 1
+        ax.axvspan(c.low, hi_band, color="tab:green", alpha=0.2, label="claimed")
+        if len(res):
+            ax.errorbar(vals, y, xerr=[vals - lo, hi - vals], fmt="o", color="tab:blue", capsize=3)
+        ax.axvline(1.0 if c.kind in ("lower", "higher") else 0.0, color="grey", lw=0.8, ls=":")
+        ax.set_yticks(y, labels, fontsize=7)
+        ax.set_xlabel(KINDS[c.kind], fontsize=8)
+        if c.kind in ("lower", "higher") and len(res) and (max(hi_band, *hi) / max(1e-9, min(c.low, *lo)) > 20):
+            ax.set_xscale("log")
+        ax.set_title(f"{c.system}: {c.text}", fontsize=8)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_overhead(rows: dict[str, list[dict[str, Any]]], path: Path, agents: Sequence[str]) -> None:
+    """Mean decision time against the number of clusters (log-log), from the spider-N runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for name in agents:
+        xs, ys = [], []
+        for scenario in SPIDER:
+            vals = [r["decision_time_mean_s"] for r in rows.get(scenario, []) if r["agent"] == name]
+            if vals:
+                xs.append(load_scenario(scenario).topology.num_regions)
+                ys.append(1000 * float(np.mean(vals)))
+        if xs:
+            ax.plot(xs, ys, "o-", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("clusters")
+    ax.set_ylabel("mean decision time (ms, wall clock)")
+    ax.set_title("Scheduling overhead vs platform size")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point (see the module docstring)."""
+    ap = argparse.ArgumentParser(description="reproduce the seed papers' claims in sfenv")
+    ap.add_argument("--seeds", type=int, default=5, help="episodes per agent and scenario (seeds 0..N-1)")
+    ap.add_argument("--quick", action="store_true", help="10 jobs per episode and small ILP/genetic budgets")
+    ap.add_argument("--num-jobs", type=int, default=None, help="override the workload size")
+    ap.add_argument("--only", default="", help="comma list of claim groups or keys (spiderflow, bace, spantrain)")
+    ap.add_argument("--out", type=Path, default=Path("results/claims"))
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    claims = _select([o.strip() for o in args.only.split(",") if o.strip()])
+    num_jobs = args.num_jobs or (10 if args.quick else None)
+    budgets = QUICK_BUDGETS if args.quick else None
+    rows = run_claims(claims, range(args.seeds), args.out, num_jobs, budgets, progress=not args.quiet)
+    results = {c.key: measure(c, rows) for c in claims}
+    atomic_write_json(args.out / "claims.json", {"claims": [asdict(c) for c in claims], "results": results})
+    table = format_markdown(claims, results)
+    (args.out / "claims.md").write_text(table + "\n")
+    plot_claims(claims, results, args.out / "claims.png")
+    if any(sc in rows for sc in SPIDER):
+        plot_overhead(rows, args.out / "overhead.png", ["spinsearch", "spiderflow", "ilp", "genetic"])
+    print(table)
+    print(f"results in {args.out}/ (claims.json, claims.md, claims.png, overhead.png)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
