@@ -197,6 +197,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         super().reset(seed=seed)
         self.sim = self.scenario.make_simulator(self.np_random, self._evaluations)
         self._view = self.sim.view()
+        self.cache.new_episode()
         self._episode_tables()
         for p in self.proposers:
             if hasattr(p, "reset") and not isinstance(p, PlanCache):

@@ -64,6 +64,9 @@ def round_budget(n: int) -> int:
     return BUDGETS[i - 1] if i else 0
 
 
+_BOUND_ENTRIES = 20_000  # per-job bindings kept (cleared each episode by the environment)
+
+
 class PlanCache:
     """Memoised :func:`fit_plan`, shared across episodes.
 
@@ -87,6 +90,10 @@ class PlanCache:
         self._store.clear()
         self._bound.clear()
         self.recent.clear()
+
+    def new_episode(self) -> None:
+        """Forget the per-job bindings of the last episode (shape-keyed results are kept)."""
+        self._bound.clear()
 
     def new_step(self) -> None:
         """Start collecting :attr:`recent` afresh (called before proposers run)."""
@@ -119,7 +126,7 @@ class PlanCache:
                 self.hits += 1
             if res is not None and res[0].job_id != job.job_id:
                 res = (replace(res[0], job_id=job.job_id), res[1])
-            if len(self._bound) >= self.max_entries:
+            if len(self._bound) >= _BOUND_ENTRIES:
                 self._bound.clear()
             self._bound[bound_key] = (job, res)
         if res is None:

@@ -51,7 +51,7 @@ __all__ = [
     "RunningInfo",
 ]
 
-_MEMO_ENTRIES = 100_000  # bound on memoised plan evaluations
+_MEMO_ENTRIES = 20_000  # bound on memoised plan evaluations per dict (about 1 kB each)
 
 # event kinds, in processing order at equal times
 EV_COMPLETE, EV_RECOVER, EV_OUTAGE, EV_BANDWIDTH, EV_ARRIVAL = range(5)
