@@ -23,7 +23,8 @@ from agents.base import SchedulerAgent
 from agents.registry import make_agent
 from sfenv.scenario import Scenario, load_scenario
 
-__all__ = ["run_episode", "evaluate_agents", "summarise", "format_table", "atomic_write_json"]
+__all__ = ["MODEL_PREFIX", "run_episode", "run_policy_episode", "evaluate_agents", "summarise", "format_table",
+           "atomic_write_json"]
 
 
 def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[str, Any]:
@@ -48,6 +49,53 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[st
     return row
 
 
+#: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`agents.learned`)
+MODEL_PREFIX = "model:"
+
+
+def run_policy_episode(policy: Any, scenario: Scenario, seed: int) -> dict[str, Any]:
+    """Play one seeded episode through the environment with a learned policy's ``predict``.
+
+    The episode is the one :func:`run_episode` plays (``env.reset(seed=s)`` plays
+    ``scenario.make_simulator(s)``); the env takes the observation/action settings the model was
+    trained with.  A policy that never lets time pass (possible without action masks) is stopped
+    after ``max(max_episode_steps, 100 x jobs)`` steps; its unfinished jobs count as such.
+
+    :raises ValueError: if the model's observation space does not match this scenario's.
+    """
+    from agents.learned import make_env_fn
+
+    env_kwargs = {k: v for k, v in policy.meta.get("env_kwargs", {}).items() if k != "num_jobs"}
+    env = make_env_fn(scenario, policy.spec.flatten, env_kwargs)()
+    if env.observation_space != policy.model.observation_space:
+        env.close()
+        raise ValueError(f"{policy.name} was trained on another observation space than scenario "
+                         f"{scenario.name!r} gives (trained on {policy.meta.get('scenario', '?')!r})")
+    obs, _ = env.reset(seed=seed)
+    base = env.unwrapped
+    limit = max(scenario.cfg.env.max_episode_steps, 100 * base.sim.view().num_jobs)  # type: ignore[attr-defined]
+    times: list[float] = []
+    steps, done = 0, False
+    while not done and steps < limit:
+        mask = base.action_masks()  # type: ignore[attr-defined]
+        t = time.perf_counter()
+        action, _ = policy.predict(obs, deterministic=True, action_masks=mask)
+        times.append(time.perf_counter() - t)
+        obs, _, terminated, truncated, _ = env.step(int(np.asarray(action).item()))
+        done = terminated or truncated
+        steps += 1
+    sim = base.sim  # type: ignore[attr-defined]
+    records = sim.records()
+    row: dict[str, Any] = {"agent": policy.name, "scenario": scenario.name, "seed": seed, **sim.report().to_dict()}
+    row["jcts_s"] = [r.jct for r in records if r.finished]
+    row["decisions"] = len(times)
+    row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
+    row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
+    row["stopped_early"] = not done
+    env.close()
+    return row
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` through a temporary file, so a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,6 +117,10 @@ def evaluate_agents(
 ) -> list[dict[str, Any]]:
     """Run every agent on every seed of ``scenario``; returns one row per (agent, seed).
 
+    ``agents`` holds registered names, agent instances, or ``"model:PATH"`` for a saved SB3 model
+    (played through the environment by :func:`run_policy_episode`; its rows are named by that
+    string).
+
     :param num_jobs: override the scenario's workload size.
     :param out: JSON file updated atomically after each pair.
     :param resume: skip pairs already in ``out``.
@@ -82,8 +134,7 @@ def evaluate_agents(
     if out_path and resume and out_path.exists():
         rows = json.loads(out_path.read_text())
     done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
-    instances = [a if isinstance(a, SchedulerAgent) else make_agent(a, **(agent_kwargs or {}).get(a, {}))
-                 for a in agents]
+    instances = [_instance(a, agent_kwargs) for a in agents]
     todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
     bar = None
     if progress and todo:
@@ -94,7 +145,7 @@ def evaluate_agents(
         except ImportError:
             bar = None
     for agent, seed in todo:
-        row = run_episode(agent, sc, seed)
+        row = run_episode(agent, sc, seed) if isinstance(agent, SchedulerAgent) else run_policy_episode(agent, sc, seed)
         rows.append(row)
         if out_path:
             atomic_write_json(out_path, rows)
@@ -106,6 +157,18 @@ def evaluate_agents(
     if bar is not None:
         bar.close()
     return rows
+
+
+def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> Any:
+    if isinstance(a, SchedulerAgent):
+        return a
+    if a.startswith(MODEL_PREFIX):
+        from agents.learned import LearnedPolicy
+
+        policy = LearnedPolicy(a[len(MODEL_PREFIX):])
+        policy.name = a  # rows are keyed by the spec as given (resume finds them again)
+        return policy
+    return make_agent(a, **(agent_kwargs or {}).get(a, {}))
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -137,6 +137,9 @@ class LearnedPolicy:
         import importlib
 
         path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path}: no such model file (sfenv train writes <out>/<algo>-<scenario>-s<seed>.zip)")
         meta_path = path.with_suffix(".json")
         self.meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         self.algo = algo or self.meta.get("algo")

@@ -55,7 +55,7 @@ def available_agents() -> list[str]:
 
 
 def resolve_names(spec: str | list[str]) -> list[str]:
-    """Expand ``"all"``, group names and comma lists into agent names.
+    """Expand ``"all"``, group names and comma lists into agent names (``model:PATH`` kept as is).
 
     Unavailable agents are dropped from ``all`` and groups; naming one explicitly is an error.
     """
@@ -65,6 +65,8 @@ def resolve_names(spec: str | list[str]) -> list[str]:
     for item in (i.strip() for i in items if i.strip()):
         if item == "all":
             names = avail
+        elif item.startswith("model:"):  # a saved SB3 model, see agents.evaluate.MODEL_PREFIX
+            names = [item]
         elif item in GROUPS:
             names = [n for n in GROUPS[item] if n in avail]
         else:

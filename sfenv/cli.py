@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--num-jobs", type=int)
     r.set_defaults(fn=_cmd_run)
     e = sub.add_parser("evaluate", help="score agents on the same seeded episodes")
-    e.add_argument("--agents", default="default", help="comma list, a group (default, bace) or 'all'")
+    e.add_argument("--agents", default="default",
+                   help="comma list, a group (default, bace) or 'all'; model:PATH adds a saved SB3 model")
     e.add_argument("--scenario", default=DEFAULT_SCENARIO)
     e.add_argument("--seeds", type=int, default=3, help="number of seeds")
     e.add_argument("--seed", type=int, default=0, help="first seed")
@@ -119,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyError as e:
         print(f"sfenv: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError) as e:  # e.g. a model file that is missing or does not fit
+        print(f"sfenv: {e}", file=sys.stderr)
         return 2
 
 
