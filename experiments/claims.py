@@ -24,7 +24,8 @@ seed, written atomically after every episode, so an interrupted run resumes wher
 (the measured figures), ``claims.png`` (each figure with its interval against the claimed band)
 and ``overhead.png`` (decision time against the number of clusters, log-log).
 
-Run: ``python -m experiments.claims [--seeds 5] [--quick] [--only spiderflow,bace,spantrain]``.
+Run: ``python -m experiments.claims [--seeds 5] [--quick] [--only spiderflow,bace,spantrain]``;
+``--report-only`` measures and plots the runs already in ``--out`` without running anything.
 ``--quick`` (at most 10 jobs per episode, small ILP and genetic budgets) takes minutes; the full run (the
 scenarios' workloads, default budgets) takes about an hour on two cores, mostly the ILP on 32 and
 64 clusters.
@@ -46,7 +47,8 @@ import numpy as np
 from agents.evaluate import atomic_write_json, evaluate_agents
 from sfenv.scenario import load_scenario
 
-__all__ = ["Claim", "CLAIMS", "QUICK_BUDGETS", "run_claims", "measure", "plot_claims", "plot_overhead", "main"]
+__all__ = ["Claim", "CLAIMS", "QUICK_BUDGETS", "run_claims", "load_runs", "measure", "plot_claims", "plot_overhead",
+           "main"]
 
 SPIDER = ("spider-8", "spider-16", "spider-32", "spider-64")
 #: small search budgets for ``--quick`` (the same as the default test run's)
@@ -161,6 +163,15 @@ def run_claims(
         rows[scenario] = evaluate_agents(names, scenario, list(seeds), num_jobs=jobs,
                                          out=out / f"runs-{scenario}.json", resume=True, progress=progress,
                                          agent_kwargs=budgets)
+    return rows
+
+
+def load_runs(claims: Sequence[Claim], out: Path) -> dict[str, list[dict[str, Any]]]:
+    """The rows already in ``out`` for the claims' scenarios (missing files give no rows)."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for scenario in _plan(claims):
+        path = out / f"runs-{scenario}.json"
+        rows[scenario] = json.loads(path.read_text()) if path.exists() else []
     return rows
 
 
@@ -322,12 +333,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--num-jobs", type=int, default=None, help="cap on each scenario's workload size")
     ap.add_argument("--only", default="", help="comma list of claim groups or keys (spiderflow, bace, spantrain)")
     ap.add_argument("--out", type=Path, default=Path("results/claims"))
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: measure and plot from the runs already in --out")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     claims = _select([o.strip() for o in args.only.split(",") if o.strip()])
     num_jobs = args.num_jobs or (10 if args.quick else None)
     budgets = QUICK_BUDGETS if args.quick else None
-    rows = run_claims(claims, range(args.seeds), args.out, num_jobs, budgets, progress=not args.quiet)
+    if args.report_only:
+        rows = load_runs(claims, args.out)
+    else:
+        rows = run_claims(claims, range(args.seeds), args.out, num_jobs, budgets, progress=not args.quiet)
     results = {c.key: measure(c, rows) for c in claims}
     atomic_write_json(args.out / "claims.json", {"claims": [asdict(c) for c in claims], "results": results})
     table = format_markdown(claims, results)

@@ -80,6 +80,10 @@ def test_run_resume_and_outputs(tmp_path, monkeypatch):
 
     monkeypatch.setattr(evaluate_mod, "run_episode", no_more_episodes)
     assert C.main(argv) == 0  # resumed: everything is already there
+    (out / "claims.json").unlink()
+    assert C.main([*argv, "--report-only"]) == 0  # measured again from the saved runs alone
+    again = json.loads((out / "claims.json").read_text())["results"]["spantrain-throughput"][0]
+    assert again["value"] == pytest.approx(expected)
     before = (out / "runs-cee.json").read_text()
     with pytest.raises(ValueError, match="other settings"):
         C.main(["--only", "spantrain", "--seeds", "2", "--num-jobs", "5", "--out", str(out), "--quiet"])
