@@ -5,7 +5,8 @@ Every claim is checked the same way: the system and its baselines run on the sam
 claim's figure is the geometric mean of those ratios with a 95 % percentile-bootstrap interval
 over seeds.  The verdict compares the point estimate with the range the source gives.
 
-Claims (sources in ``../shared/research/papers.md``; all agents are our re-implementations):
+Claims (as the project research brief on the seed papers gives them; all agents are our
+re-implementations):
 
 - SpiderFlow (abstract): JCT 1.2-1.3x lower, throughput 1.12-1.25x higher and scheduling overhead
   20-90x lower than ILP- and genetic-based schedulers, on 8 real and up to 64 simulated clusters
