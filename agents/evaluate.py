@@ -53,7 +53,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[st
 MODEL_PREFIX = "model:"
 
 
-def run_policy_episode(policy: Any, scenario: Scenario, seed: int) -> dict[str, Any]:
+def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: dict | None = None) -> dict[str, Any]:
     """Play one seeded episode through the environment with a learned policy's ``predict``.
 
     The episode is the one :func:`run_episode` plays (``env.reset(seed=s)`` plays
@@ -65,7 +65,8 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int) -> dict[str, 
     """
     from agents.learned import make_env_fn
 
-    env_kwargs = {k: v for k, v in policy.meta.get("env_kwargs", {}).items() if k != "num_jobs"}
+    if env_kwargs is None:  # the settings the model was trained with (its workload size aside)
+        env_kwargs = {k: v for k, v in policy.meta.get("env_kwargs", {}).items() if k != "num_jobs"}
     env = make_env_fn(scenario, policy.spec.flatten, env_kwargs)()
     if env.observation_space != policy.model.observation_space:
         env.close()

@@ -165,17 +165,24 @@ class LearnedPolicy:
 
 
 def evaluate_model(policy: LearnedPolicy, scenario: Any, seeds: list[int], env_kwargs: dict | None = None) -> list:
-    """Play one episode per seed through the env; returns the simulator's episode reports."""
+    """Play one episode per seed through the env; returns the simulator's episode reports.
+
+    ``env_kwargs`` may set ``num_jobs`` (the workload size) and env settings; by default the env
+    takes the settings the model was trained with (see :func:`agents.evaluate.run_policy_episode`).
+    """
+    from dataclasses import fields
+
+    from agents.evaluate import run_policy_episode
+    from sfenv.metrics import EpisodeReport
+    from sfenv.scenario import load_scenario
+
+    sc = load_scenario(scenario)
+    kwargs = dict(env_kwargs or {})
+    num_jobs = kwargs.pop("num_jobs", None)
+    if num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": num_jobs})
     reports = []
     for seed in seeds:
-        env = make_env_fn(scenario, policy.spec.flatten, env_kwargs)()
-        obs, info = env.reset(seed=seed)
-        done = False
-        while not done:
-            mask = env.unwrapped.action_masks()  # type: ignore[attr-defined]
-            action, _ = policy.predict(obs, deterministic=True, action_masks=mask)
-            obs, _, terminated, truncated, info = env.step(int(np.asarray(action).item()))
-            done = terminated or truncated
-        reports.append(env.unwrapped.sim.report())  # type: ignore[attr-defined]
-        env.close()
+        row = run_policy_episode(policy, sc, seed, env_kwargs=kwargs or None)
+        reports.append(EpisodeReport(**{f.name: row[f.name] for f in fields(EpisodeReport)}))
     return reports
