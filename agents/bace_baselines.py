@@ -11,13 +11,14 @@ baseline uses ``min(K*, free)`` GPUs of the chosen region if that reaches the jo
 the memory minimum (in practice: the region must hold all ``K*``, since smaller pipeline-only
 plans rarely fit); CR-LDF starts at the region with the most free GPUs and adds the region
 maximising free GPUs x route bandwidth from the current tail.  The plans come from
-:func:`agents.bace_pipe.pp_plan`, so only placement differs from BACE-Pipe.
+:func:`sfenv.agents.bace_pipe.pp_plan`, so only placement differs from BACE-Pipe.
 """
 
 from __future__ import annotations
 
-from agents.bace_pipe import k_star, min_stages, pp_plan
-from agents.base import SchedulerAgent
+from sfenv.agents.bace_pipe import k_star, min_stages, pp_plan
+from sfenv.agents.base import SchedulerAgent
+
 from sfenv.perf import Plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec

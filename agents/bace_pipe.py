@@ -46,8 +46,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from sfenv.agents.base import SchedulerAgent
 
-from agents.base import SchedulerAgent
 from sfenv.perf import Plan, PlanPerf
 from sfenv.planning import chain_plan
 from sfenv.sim import SimView

@@ -3,7 +3,7 @@
 A reference agent reads the simulator's read-only :class:`~sfenv.sim.SimView` and either proposes
 ranked plans for a job (:meth:`SchedulerAgent.propose`) or makes the whole decision
 (:meth:`SchedulerAgent.decide`: a plan to start now, or None to wait).  Through
-:class:`~agents.policy.AgentPolicy` every agent also exposes SB3's ``predict`` so it plays
+:class:`~sfenv.agents.policy.AgentPolicy` every agent also exposes SB3's ``predict`` so it plays
 through :class:`sfenv.env.GeoSchedEnv` and ``evaluate_policy``.
 """
 
@@ -37,7 +37,7 @@ class SchedulerAgent:
 
     def bind(self, env: Any) -> SchedulerAgent:
         """Attach to a GeoSchedEnv (or a DummyVecEnv of them) so :meth:`predict` can act; returns self."""
-        from agents.policy import bind_envs
+        from sfenv.agents.policy import bind_envs
 
         self._bound = bind_envs(env)
         return self
@@ -50,11 +50,11 @@ class SchedulerAgent:
         deterministic: bool = True,
         action_masks: np.ndarray | None = None,
     ) -> tuple[np.ndarray, Any]:
-        """SB3 ``PolicyPredictor.predict``: the action(s) for the bound env(s) (see :mod:`agents.policy`).
+        """SB3 ``PolicyPredictor.predict``: the action(s) for the bound env(s) (see :mod:`sfenv.agents.policy`).
 
         The observation and masks are not needed: the agent reads the bound env's simulator view.
         """
-        from agents.policy import predict_actions
+        from sfenv.agents.policy import predict_actions
 
         if self._bound is None:
             raise RuntimeError(f"{type(self).__name__}.predict needs bind(env) first")

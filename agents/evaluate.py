@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sfenv.agents.base import SchedulerAgent
+from sfenv.agents.registry import make_agent
 
-from agents.base import SchedulerAgent
-from agents.registry import make_agent
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["MODEL_PREFIX", "run_episode", "run_policy_episode", "evaluate_agents", "summarise", "format_table",
@@ -49,7 +49,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[st
     return row
 
 
-#: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`agents.learned`)
+#: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`sfenv.agents.learned`)
 MODEL_PREFIX = "model:"
 
 
@@ -63,7 +63,7 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
 
     :raises ValueError: if the model's observation space does not match this scenario's.
     """
-    from agents.learned import make_env_fn
+    from sfenv.agents.learned import make_env_fn
 
     if env_kwargs is None:  # the settings the model was trained with (its workload size aside)
         env_kwargs = {k: v for k, v in policy.meta.get("env_kwargs", {}).items() if k != "num_jobs"}
@@ -164,7 +164,7 @@ def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> 
     if isinstance(a, SchedulerAgent):
         return a
     if a.startswith(MODEL_PREFIX):
-        from agents.learned import LearnedPolicy
+        from sfenv.agents.learned import LearnedPolicy
 
         policy = LearnedPolicy(a[len(MODEL_PREFIX):])
         policy.name = a  # rows are keyed by the spec as given (resume finds them again)

@@ -9,7 +9,8 @@ from :func:`sfenv.planning.fit_plan`.
 
 from __future__ import annotations
 
-from agents.base import SchedulerAgent, index_order_chain
+from sfenv.agents.base import SchedulerAgent, index_order_chain
+
 from sfenv.perf import Plan
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView

@@ -32,8 +32,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from sfenv.agents.base import SchedulerAgent
 
-from agents.base import SchedulerAgent
 from sfenv.perf import Plan, PlanPerf
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView

@@ -24,7 +24,7 @@ performance model, which scores the solution (``recompute`` is tried if activati
 Solver: HiGHS via PuLP (CBC fallback), always under ``time_limit``; a run stopped by the limit
 returns its incumbent with ``optimal=False``.  If no MILP yields an incumbent within the limit
 (the full 64-region model, about 5k variables, needs about 2.5 s on one core), the agent falls back
-to the first-fit plan of :class:`agents.fifo.FIFOAgent` and counts it in ``fallbacks`` [our choice:
+to the first-fit plan of :class:`sfenv.agents.fifo.FIFOAgent` and counts it in ``fallbacks`` [our choice:
 a production scheduler would not leave GPUs idle because its solver timed out].  Queue: arrival
 order with backfilling.
 
@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pulp
+from sfenv.agents.base import SchedulerAgent
+from sfenv.agents.fifo import FIFOAgent
+from sfenv.agents.milp import new_var, solve
 
-from agents.base import SchedulerAgent
-from agents.fifo import FIFOAgent
-from agents.milp import new_var, solve
 from sfenv.perf import Plan, PlanPerf, Stage
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec

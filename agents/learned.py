@@ -168,11 +168,12 @@ def evaluate_model(policy: LearnedPolicy, scenario: Any, seeds: list[int], env_k
     """Play one episode per seed through the env; returns the simulator's episode reports.
 
     ``env_kwargs`` may set ``num_jobs`` (the workload size) and env settings; by default the env
-    takes the settings the model was trained with (see :func:`agents.evaluate.run_policy_episode`).
+    takes the settings the model was trained with (see :func:`sfenv.agents.evaluate.run_policy_episode`).
     """
     from dataclasses import fields
 
-    from agents.evaluate import run_policy_episode
+    from sfenv.agents.evaluate import run_policy_episode
+
     from sfenv.metrics import EpisodeReport
     from sfenv.scenario import load_scenario
 

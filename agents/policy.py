@@ -1,4 +1,4 @@
-"""SB3 ``PolicyPredictor`` adapter: lets any :class:`~agents.base.SchedulerAgent` play through the env.
+"""SB3 ``PolicyPredictor`` adapter: lets any :class:`~sfenv.agents.base.SchedulerAgent` play through the env.
 
 ``agent.bind(env)`` attaches the agent to a :class:`sfenv.env.GeoSchedEnv` (possibly wrapped) or to
 an SB3 ``DummyVecEnv`` of them; ``agent.predict(obs, ...)`` then reads each env's simulator view,

@@ -5,26 +5,26 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from agents.base import SchedulerAgent
+from sfenv.agents.base import SchedulerAgent
 
 __all__ = ["AGENTS", "GROUPS", "make_agent", "available_agents", "resolve_names"]
 
 #: name -> "module:Class"
 AGENTS: dict[str, str] = {
-    "spiderflow": "agents.spiderflow:SpiderFlowAgent",
-    "spinsearch": "agents.spinsearch:SpinSearchAgent",
-    "tpa": "agents.tpa:TPAAgent",
-    "bace-pipe": "agents.bace_pipe:BACEPipeAgent",
-    "lcf": "agents.bace_baselines:LCFAgent",
-    "ldf": "agents.bace_baselines:LDFAgent",
-    "cr-lcf": "agents.bace_baselines:CRLCFAgent",
-    "cr-ldf": "agents.bace_baselines:CRLDFAgent",
-    "spantrain": "agents.spantrain:SpanTrainAgent",
-    "ilp": "agents.ilp:ILPAgent",
-    "genetic": "agents.genetic:GeneticAgent",
-    "fifo": "agents.fifo:FIFOAgent",
-    "random": "agents.simple:RandomAgent",
-    "cheapest": "agents.simple:CheapestRegionAgent",
+    "spiderflow": "sfenv.agents.spiderflow:SpiderFlowAgent",
+    "spinsearch": "sfenv.agents.spinsearch:SpinSearchAgent",
+    "tpa": "sfenv.agents.tpa:TPAAgent",
+    "bace-pipe": "sfenv.agents.bace_pipe:BACEPipeAgent",
+    "lcf": "sfenv.agents.bace_baselines:LCFAgent",
+    "ldf": "sfenv.agents.bace_baselines:LDFAgent",
+    "cr-lcf": "sfenv.agents.bace_baselines:CRLCFAgent",
+    "cr-ldf": "sfenv.agents.bace_baselines:CRLDFAgent",
+    "spantrain": "sfenv.agents.spantrain:SpanTrainAgent",
+    "ilp": "sfenv.agents.ilp:ILPAgent",
+    "genetic": "sfenv.agents.genetic:GeneticAgent",
+    "fifo": "sfenv.agents.fifo:FIFOAgent",
+    "random": "sfenv.agents.simple:RandomAgent",
+    "cheapest": "sfenv.agents.simple:CheapestRegionAgent",
 }
 
 #: named groups accepted wherever a list of agents is
@@ -65,7 +65,7 @@ def resolve_names(spec: str | list[str]) -> list[str]:
     for item in (i.strip() for i in items if i.strip()):
         if item == "all":
             names = avail
-        elif item.startswith("model:"):  # a saved SB3 model, see agents.evaluate.MODEL_PREFIX
+        elif item.startswith("model:"):  # a saved SB3 model, see sfenv.agents.evaluate.MODEL_PREFIX
             names = [item]
         elif item in GROUPS:
             names = [n for n in GROUPS[item] if n in avail]

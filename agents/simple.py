@@ -11,8 +11,8 @@
 from __future__ import annotations
 
 import numpy as np
+from sfenv.agents.base import SchedulerAgent
 
-from agents.base import SchedulerAgent
 from sfenv.perf import Plan
 from sfenv.planning import fit_plan
 from sfenv.proposers import PathProposer, PlanCache, SingleRegionProposer

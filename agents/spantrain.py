@@ -46,8 +46,8 @@ from dataclasses import replace
 
 import networkx as nx
 import numpy as np
+from sfenv.agents.base import SchedulerAgent
 
-from agents.base import SchedulerAgent
 from sfenv.perf import Plan, PlanPerf
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView

@@ -1,7 +1,7 @@
 """SpiderFlow (ACL 2026) = SpinSearch (placement) + TPA (parallelisation).
 
 Source: the abstract only [paper]; both parts are our designs built to its description (see
-:mod:`agents.spinsearch` and :mod:`agents.tpa`).  SpinSearch proposes cluster chains along the WAN
+:mod:`sfenv.agents.spinsearch` and :mod:`sfenv.agents.tpa`).  SpinSearch proposes cluster chains along the WAN
 graph; TPA turns the best ``n_chains`` of them (by SpinSearch's own modelled iteration time) into
 plans with its two-level planner; the plan with the lowest modelled iteration time wins.
 
@@ -12,9 +12,10 @@ Parameters
 
 from __future__ import annotations
 
-from agents.base import SchedulerAgent, fill_budget
-from agents.spinsearch import SpinSearchAgent
-from agents.tpa import tpa_plan
+from sfenv.agents.base import SchedulerAgent, fill_budget
+from sfenv.agents.spinsearch import SpinSearchAgent
+from sfenv.agents.tpa import tpa_plan
+
 from sfenv.perf import Plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec

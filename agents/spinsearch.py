@@ -26,7 +26,8 @@ Parameters
 
 from __future__ import annotations
 
-from agents.base import SchedulerAgent, fill_budget
+from sfenv.agents.base import SchedulerAgent, fill_budget
+
 from sfenv.perf import Plan, PlanPerf
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView

@@ -22,7 +22,7 @@ Our design (the abstract gives no detail)
       (full performance model) wins.  Solver: HiGHS via PuLP, CBC fallback, with a time limit.
     - TPA alone (``tpa``) plans on a simple chain: the first cluster, in index order, that holds
       the job, else clusters in index order (like FIFO's first fit); SpiderFlow uses SpinSearch's
-      chain (:mod:`agents.spiderflow`).
+      chain (:mod:`sfenv.agents.spiderflow`).
 
 Parameters
     time_limit: seconds per MILP solve.  dp_options, micro_batches, tp_options: the option grid.
@@ -37,9 +37,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulp
+from sfenv.agents.base import SchedulerAgent, index_order_chain
+from sfenv.agents.milp import new_var, solve
 
-from agents.base import SchedulerAgent, index_order_chain
-from agents.milp import new_var, solve
 from sfenv.perf import ACT_PER_LAYER, Plan, PlanPerf, Stage
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec

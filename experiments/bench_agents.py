@@ -8,7 +8,7 @@ full SpiderFlow agent, SpinSearch + TPA) at each size (the
 SpiderFlow abstract claims a 20-90x lower scheduling overhead than ILP- and genetic-based
 schedulers).  Ratios, not absolute times, are what compares across machines.
 
-Run: ``python -m experiments.bench_agents [--points 5] [--agents spinsearch,ilp,genetic]
+Run: ``python -m sfenv.experiments.bench_agents [--points 5] [--agents spinsearch,ilp,genetic]
 [--out results/bench_agents.json]``.
 """
 
@@ -18,9 +18,10 @@ import argparse
 import time
 from pathlib import Path
 
-from agents.evaluate import atomic_write_json
-from agents.fifo import FIFOAgent
-from agents.registry import make_agent, resolve_names
+from sfenv.agents.evaluate import atomic_write_json
+from sfenv.agents.fifo import FIFOAgent
+from sfenv.agents.registry import make_agent, resolve_names
+
 from sfenv.scenario import load_scenario
 
 SCENARIOS = ("spider-8", "spider-16", "spider-32", "spider-64")

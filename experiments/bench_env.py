@@ -3,7 +3,7 @@
 Steps/s with random (masked and unmasked) actions, next to CartPole measured in the same run;
 and the share of a MaskablePPO training run's wall time spent inside ``env.step``.
 
-Run: ``python -m experiments.bench_env [--steps 5000] [--train-steps 16384]``.
+Run: ``python -m sfenv.experiments.bench_env [--steps 5000] [--train-steps 16384]``.
 Targets: >= 5,000 steps/s on 8 regions, >= 1,000 on 64, <= 20 % of training time in env.step.
 """
 

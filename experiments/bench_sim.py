@@ -4,7 +4,7 @@ Prints wall time, simulated events per second, decisions per second and peak res
 the process (ru_maxrss), plus a reference measured in the same run (raw heapq push/pop of the
 same number of events, and raw ``evaluate_plan`` calls per second) so ratios stay comparable
 across machines.
-Run: ``python -m experiments.bench_sim [--jobs 1000]``.  Target: 1,000 jobs on 64 regions < 10 s.
+Run: ``python -m sfenv.experiments.bench_sim [--jobs 1000]``.  Target: 1,000 jobs on 64 regions < 10 s.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import heapq
 import resource
 import time
 
-from agents.fifo import FIFOAgent
+from sfenv.agents.fifo import FIFOAgent
+
 from sfenv.perf import evaluate_plan
 from sfenv.planning import fit_plan
 from sfenv.scenario import load_scenario

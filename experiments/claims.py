@@ -1,7 +1,7 @@
 """Reproduce the seed papers' headline claims as ratios measured in sfenv, with plots.
 
 Every claim is checked the same way: the system and its baselines run on the same seeded episodes
-(:func:`agents.evaluate.evaluate_agents`), each seed gives a paired ratio of one metric, and the
+(:func:`sfenv.agents.evaluate.evaluate_agents`), each seed gives a paired ratio of one metric, and the
 claim's figure is the geometric mean of those ratios with a 95 % percentile-bootstrap interval
 over seeds.  The verdict compares the point estimate with the range the source gives.
 
@@ -25,7 +25,7 @@ seed, written atomically after every episode, so an interrupted run resumes wher
 (the measured figures), ``claims.png`` (each figure with its interval against the claimed band)
 and ``overhead.png`` (decision time against the number of clusters, log-log).
 
-Run: ``python -m experiments.claims [--seeds 5] [--quick] [--only spiderflow,bace,spantrain]``;
+Run: ``python -m sfenv.experiments.claims [--seeds 5] [--quick] [--only spiderflow,bace,spantrain]``;
 ``--report-only`` measures and plots the runs already in ``--out`` without running anything.
 ``--quick`` (at most 10 jobs per episode, small ILP and genetic budgets) takes minutes; the full run (the
 scenarios' workloads, default budgets) takes about an hour on two cores, mostly the ILP on 32 and
@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sfenv.agents.evaluate import atomic_write_json, evaluate_agents
 
-from agents.evaluate import atomic_write_json, evaluate_agents
 from sfenv.scenario import load_scenario
 
 __all__ = ["Claim", "CLAIMS", "QUICK_BUDGETS", "run_claims", "load_runs", "measure", "plot_claims", "plot_overhead",

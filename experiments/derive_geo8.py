@@ -1,6 +1,6 @@
 """Derive the geo-8 scenario's network and price figures from the measured source data.
 
-Usage: ``python -m experiments.derive_geo8 --data-dir PATH`` where PATH holds
+Usage: ``python -m sfenv.experiments.derive_geo8 --data-dir PATH`` where PATH holds
 ``network/skyplane_grid_jan2022_8regions.csv``, ``network/region_zone_map.csv`` and
 ``energy/electricity_price_usd_per_mwh_2023.csv`` (see the data README for their provenance).
 It prints YAML fragments (``links`` and ``profiles``) that ``scenarios/geo-8.yaml`` holds verbatim:

@@ -12,8 +12,8 @@ __all__ = ["main"]
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from agents.evaluate import run_episode
-    from agents.registry import make_agent
+    from sfenv.agents.evaluate import run_episode
+    from sfenv.agents.registry import make_agent
 
     sc = load_scenario(args.scenario)
     if args.num_jobs:
@@ -31,8 +31,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from agents.evaluate import evaluate_agents, format_table, summarise
-    from agents.registry import resolve_names
+    from sfenv.agents.evaluate import evaluate_agents, format_table, summarise
+    from sfenv.agents.registry import resolve_names
 
     names = resolve_names(args.agents)
     rows = evaluate_agents(names, args.scenario, list(range(args.seed, args.seed + args.seeds)),
@@ -46,7 +46,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from agents.learned import train
+    from sfenv.agents.learned import train
 
     path = train(args.algo, args.scenario, args.steps, args.seed, args.n_envs, args.out,
                  env_kwargs={"num_jobs": args.num_jobs} if args.num_jobs else None,
@@ -63,7 +63,7 @@ def _cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def _cmd_agents(args: argparse.Namespace) -> int:
-    from agents.registry import AGENTS, GROUPS, available_agents
+    from sfenv.agents.registry import AGENTS, GROUPS, available_agents
 
     avail = set(available_agents())
     for name, path in AGENTS.items():

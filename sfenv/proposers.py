@@ -1,7 +1,7 @@
 """Candidate proposers: where the environment's N candidate (job, plan) actions come from.
 
 A proposer is any object with ``candidates(view, k) -> list[Plan]`` (plans that can start now);
-reference agents are proposers through :meth:`agents.base.SchedulerAgent.candidates`.
+reference agents are proposers through :meth:`sfenv.agents.base.SchedulerAgent.candidates`.
 The generic proposers here need no agent:
 
 - :class:`SingleRegionProposer`: for each of the first waiting jobs, the best plan inside each of

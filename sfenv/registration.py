@@ -24,7 +24,7 @@ ENV_IDS: dict[str, str] = {
 
 def _max_steps(scenario: str) -> int:
     """Read ``env.max_episode_steps`` from a bundled file without full validation (cheap at import)."""
-    data = yaml.safe_load(resources.files("scenarios").joinpath(f"{scenario}.yaml").read_text()) or {}
+    data = yaml.safe_load(resources.files("sfenv.scenarios").joinpath(f"{scenario}.yaml").read_text()) or {}
     return int((data.get("env") or {}).get("max_episode_steps", 2000))
 
 
@@ -35,7 +35,7 @@ def register_envs() -> list[str]:
     """
     out = []
     for env_id, scenario in ENV_IDS.items():
-        if not resources.files("scenarios").joinpath(f"{scenario}.yaml").is_file():
+        if not resources.files("sfenv.scenarios").joinpath(f"{scenario}.yaml").is_file():
             continue
         out.append(env_id)
         if env_id in gym.registry:

@@ -272,7 +272,7 @@ def _fmt_loc(loc: tuple[Any, ...]) -> str:
 
 def bundled_scenarios() -> list[str]:
     """Names of the scenarios shipped with sfenv."""
-    return sorted(p.name[:-5] for p in resources.files("scenarios").iterdir() if p.name.endswith(".yaml"))
+    return sorted(p.name[:-5] for p in resources.files("sfenv.scenarios").iterdir() if p.name.endswith(".yaml"))
 
 
 class Scenario:
@@ -512,7 +512,7 @@ def load_scenario(spec: str | Path | dict | Scenario) -> Scenario:
         return Scenario.from_dict(spec)
     path = Path(spec)
     if not path.exists() and not str(spec).endswith((".yaml", ".yml")):
-        res = resources.files("scenarios").joinpath(f"{spec}.yaml")
+        res = resources.files("sfenv.scenarios").joinpath(f"{spec}.yaml")
         if not res.is_file():
             raise ScenarioError(f"no scenario named {spec!r}; bundled: {bundled_scenarios()}, or give a YAML path")
         text = res.read_text()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agent_worlds import job, region, world
+from sfenv.agents.bace_baselines import CRLCFAgent, CRLDFAgent, LCFAgent, LDFAgent
 
-from agents.bace_baselines import CRLCFAgent, CRLDFAgent, LCFAgent, LDFAgent
 from sfenv.topology import Link
 
 

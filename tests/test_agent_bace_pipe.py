@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agent_worlds import job, region, world
+from sfenv.agents.bace_pipe import BACEPipeAgent
 
-from agents.bace_pipe import BACEPipeAgent
 from sfenv.topology import Link
 
 

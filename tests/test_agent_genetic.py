@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sfenv.agents.genetic import ChainFitness, GeneticAgent, random_search
 
-from agents.genetic import ChainFitness, GeneticAgent, random_search
 from sfenv.scenario import load_scenario
 from sfenv.workload import MODEL_ZOO, JobSpec
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sfenv.agents.ilp import ILPAgent, ILPInstance, brute_force_instance, build_instance, objective, solve_instance
 
-from agents.ilp import ILPAgent, ILPInstance, brute_force_instance, build_instance, objective, solve_instance
 from sfenv.scenario import load_scenario
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agent_worlds import job, region, world
+from sfenv.agents.simple import CheapestRegionAgent, RandomAgent
 
-from agents.simple import CheapestRegionAgent, RandomAgent
 from sfenv.scenario import load_scenario
 from sfenv.topology import Link
 

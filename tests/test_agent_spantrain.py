@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agent_worlds import job, region, world
+from sfenv.agents.spantrain import SpanTrainAgent
 
-from agents.spantrain import SpanTrainAgent
 from sfenv.perf import Plan, Stage
 from sfenv.scenario import load_scenario
 from sfenv.topology import Link

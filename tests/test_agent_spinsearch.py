@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 from agent_worlds import job, region, world
+from sfenv.agents.spinsearch import SpinSearchAgent
 
-from agents.spinsearch import SpinSearchAgent
 from sfenv.generators import spider_topology
 from sfenv.prices import PriceSeries
 from sfenv.scenario import Scenario

@@ -7,8 +7,8 @@ import pytest
 from agent_worlds import job, region, world
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from sfenv.agents.tpa import ClusterOption, TPAAgent, brute_force, intra_cluster_ilp, tpa_plan
 
-from agents.tpa import ClusterOption, TPAAgent, brute_force, intra_cluster_ilp, tpa_plan
 from sfenv.perf import evaluate_plan
 from sfenv.topology import Link
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+from sfenv.agents.registry import AGENTS, available_agents, make_agent
 
 import sfenv  # noqa: F401
-from agents.registry import AGENTS, available_agents, make_agent
 from sfenv.registration import ENV_IDS
 from sfenv.scenario import bundled_scenarios, load_scenario
 

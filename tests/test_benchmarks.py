@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from experiments import bench_agents, bench_env, bench_sim
+from sfenv.experiments import bench_agents, bench_env, bench_sim
 
 
 def test_bench_sim_runs_a_workload_to_the_end():

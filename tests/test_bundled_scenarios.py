@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import networkx as nx
 import pytest
+from sfenv.agents.fifo import FIFOAgent
 
-from agents.fifo import FIFOAgent
 from sfenv.scenario import bundled_scenarios, load_scenario
 
 EXPECTED = {"spider-8", "spider-16", "spider-32", "spider-64", "cee", "geo-8", "bace-6"}

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 from agent_worlds import job, region, world
+from sfenv.agents.fifo import FIFOAgent
 
-from agents.fifo import FIFOAgent
 from sfenv.perf import Plan, Stage, evaluate_plan
 from sfenv.scenario import load_scenario
 from sfenv.topology import Link

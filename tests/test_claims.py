@@ -7,9 +7,8 @@ import math
 
 import numpy as np
 import pytest
-
-import agents.evaluate as evaluate_mod
-from experiments import claims as C
+import sfenv.agents.evaluate as evaluate_mod
+from sfenv.experiments import claims as C
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

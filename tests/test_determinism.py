@@ -1,6 +1,7 @@
 """Same scenario and seed give the same episode; different seeds differ."""
 
-from agents.fifo import FIFOAgent
+from sfenv.agents.fifo import FIFOAgent
+
 from sfenv.scenario import load_scenario
 
 

@@ -2,7 +2,8 @@
 
 import math
 
-from agents.fifo import FIFOAgent
+from sfenv.agents.fifo import FIFOAgent
+
 from sfenv.scenario import DEFAULT_SCENARIO, load_scenario
 
 

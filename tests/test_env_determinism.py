@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 from envs import make
+from sfenv.agents.fifo import FIFOAgent
 
-from agents.fifo import FIFOAgent
 from sfenv.scenario import load_scenario
 
 

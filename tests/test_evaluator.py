@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from sfenv.agents.evaluate import evaluate_agents, format_table, summarise
+from sfenv.agents.fifo import FIFOAgent
 
-from agents.evaluate import evaluate_agents, format_table, summarise
-from agents.fifo import FIFOAgent
 from sfenv.scenario import load_scenario
 
 

@@ -42,9 +42,9 @@ def test_ppo_on_flattened_obs_smoke():
 @pytest.mark.parametrize("masking", [True, False])
 def test_evaluate_policy_scores_fifo(masking):
     from sb3_contrib.common.maskable.evaluation import evaluate_policy
+    from sfenv.agents.fifo import FIFOAgent
     from stable_baselines3.common.env_util import make_vec_env
 
-    from agents.fifo import FIFOAgent
     from sfenv.scenario import load_scenario
 
     vec = make_vec_env("sfenv/GeoSched-v0", n_envs=1, seed=5, env_kwargs={"num_jobs": 10})
@@ -61,7 +61,7 @@ def test_evaluate_policy_scores_fifo(masking):
 
 
 def test_learned_policy_train_and_evaluate(tmp_path):
-    from agents.learned import LearnedPolicy, evaluate_model, train
+    from sfenv.agents.learned import LearnedPolicy, evaluate_model, train
 
     path = train("maskable-ppo", "spider-8", total_timesteps=512, seed=0, out_dir=tmp_path, tensorboard=False,
                  env_kwargs={"num_jobs": 6}, algo_kwargs={"n_steps": 256, "batch_size": 64, "n_epochs": 1})
@@ -72,8 +72,9 @@ def test_learned_policy_train_and_evaluate(tmp_path):
 
 
 def test_evaluator_scores_a_saved_model_next_to_heuristics(tmp_path, capsys):
-    from agents.evaluate import evaluate_agents
-    from agents.learned import LearnedPolicy, evaluate_model, train
+    from sfenv.agents.evaluate import evaluate_agents
+    from sfenv.agents.learned import LearnedPolicy, evaluate_model, train
+
     from sfenv.cli import main
 
     path = train("maskable-ppo", "spider-8", total_timesteps=256, seed=0, out_dir=tmp_path, tensorboard=False,

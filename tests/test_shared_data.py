@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from sfenv.agents.fifo import FIFOAgent
 
-from agents.fifo import FIFOAgent
 from sfenv.prices import read_price_csv
 from sfenv.scenario import load_scenario
 from sfenv.sim import SimConfig, Simulator
@@ -52,7 +52,7 @@ def test_philly_trace_loads_and_replays():
 
 
 def test_geo8_is_reproducible_from_the_data():
-    from experiments.derive_geo8 import derive
+    from sfenv.experiments.derive_geo8 import derive
 
     d = derive(DATA)
     text = (Path(__file__).resolve().parents[1] / "scenarios" / "geo-8.yaml").read_text()
