@@ -22,36 +22,14 @@ integral of each zone's hourly price over that time (:class:`sfenv.prices.PriceS
 **Outages.**  An outage preempts every job with GPUs in the region: the job loses the iterations
 done since its last checkpoint, frees its GPUs and returns to the queue; the region offers no
 GPUs until it recovers.  No job is lost.
-
-**Re-planning.**  :meth:`Simulator.replan` replaces a running job's plan with another plan for the
-same job that fits the GPUs it holds plus free ones (or a subset).  The switch is charged as a
-modelled *re-partition pause* (no work is lost):
-``pause = replan_restart_s + transfer``, where ``transfer`` moves the training state of every
-layer (``replan_state_bytes_per_param`` bytes per parameter: bf16 weights and fp32 Adam state and
-master weights; gradients are not needed between iterations) to each region that holds it under
-the new plan but did not under the old one, from the old holder with the widest route now.  Each
-(source, destination) pair sends its bytes over its route; a link carries the bytes of every pair
-crossing it at one fair share (its capacity over the flows of other jobs plus one), so
-``transfer = max over pairs (route latency + max over its links (bytes on the link / share))``.
-Re-sharding inside a region (another tensor or data-parallel degree) and rebuilding the pipeline
-are covered by the constant ``replan_restart_s``; a change of micro-batch size or schedule alone
-costs only that constant.  During the pause the job holds, in every region, the larger of its old
-and new GPU counts (old GPUs send, new ones receive), draws idle power on all of them (billed at
-the zones' prices) and makes no progress; it puts the new plan's flows on the WAN from the switch
-(standing for the state transfer) and resumes with the new plan at the end of the pause, when the
-GPUs only the old plan used are freed.  Agents re-plan through a hook: ``Simulator.replanner``
-(set with ``run(decide, replan=...)``) is called with the view after every link capacity change
-and returns plans to switch to (see :meth:`Simulator.set_replanner`); without a hook nothing is
-ever re-planned and the simulator costs nothing more.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -60,9 +38,6 @@ from sfenv.perf import PerfParams, Plan, PlanPerf, evaluate_plan, plan_flows
 from sfenv.prices import JOULES_PER_MWH, PriceSeries
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec
-
-if TYPE_CHECKING:  # pragma: no cover
-    from sfenv.scenario import Scenario
 
 __all__ = [
     "Simulator",
@@ -74,16 +49,12 @@ __all__ = [
     "Outage",
     "JobState",
     "RunningInfo",
-    "sim_config_for",
-    "link_dynamics_for",
-    "draw_outages",
-    "evaluation_cache_for",
 ]
 
 _MEMO_ENTRIES = 20_000  # bound on memoised plan evaluations per dict (about 1 kB each)
 
 # event kinds, in processing order at equal times
-EV_COMPLETE, EV_RECOVER, EV_OUTAGE, EV_BANDWIDTH, EV_ARRIVAL, EV_RESUME = range(6)
+EV_COMPLETE, EV_RECOVER, EV_OUTAGE, EV_BANDWIDTH, EV_ARRIVAL = range(5)
 
 
 class InvalidDecision(ValueError):
@@ -121,19 +92,11 @@ class SimConfig:
     :param checkpoint_interval_s: jobs checkpoint this often (simulated run time); an outage
         loses at most this much work.
     :param perf: performance model constants.
-    :param replan_restart_s: fixed part of a re-plan pause, s (stop at an iteration boundary,
-        rebuild communicators and the pipeline, re-shard inside regions; our assumption, of the
-        order of a framework restart from a checkpoint held in memory).
-    :param replan_state_bytes_per_param: training state moved per parameter when a re-plan moves
-        a layer to another region, bytes (2 bf16 weights + 12 fp32 master weights and Adam
-        moments; gradients are not needed between iterations).
     """
 
     horizon_s: float = 14 * 86400.0
     checkpoint_interval_s: float = 1800.0
     perf: PerfParams = field(default_factory=PerfParams)
-    replan_restart_s: float = 60.0
-    replan_state_bytes_per_param: float = 14.0
 
 
 @dataclass
@@ -161,26 +124,11 @@ class JobState:
     segments: list = field(default_factory=list)  # closed runs (start, end, ((region, gpus), ...))
     power_zone: np.ndarray | None = None  # watts per price zone
     f_last: np.ndarray | None = None  # price integral F(last_update) per zone
-    held: dict[int, int] = field(default_factory=dict)  # GPUs held per region (plan's, or more in a re-plan pause)
-    resume_at: float = math.nan  # end of a re-plan pause (NaN when not paused)
-    resume_perf: PlanPerf | None = None  # the new plan's predicted performance at the switch
-    replans: int = 0
-    replan_pause_s: float = 0.0  # total time spent in re-plan pauses
-
-    @property
-    def paused(self) -> bool:
-        """True during a re-plan pause."""
-        return not math.isnan(self.resume_at)
 
 
 @dataclass(frozen=True)
 class RunningInfo:
-    """Read-only summary of a running job for agents.
-
-    During a re-plan pause ``plan`` is the new plan, ``iter_time`` its predicted iteration time,
-    ``throughput`` 0, ``remaining_s`` includes the rest of the pause and ``paused_until`` is the
-    pause's end (NaN otherwise).
-    """
+    """Read-only summary of a running job for agents."""
 
     job: JobSpec
     plan: Plan
@@ -189,7 +137,6 @@ class RunningInfo:
     progress: float
     remaining_s: float
     power_w: float
-    paused_until: float = math.nan
 
 
 class EvaluationCache:
@@ -219,38 +166,6 @@ class Simulator:
     :param evaluation_cache: plan evaluations to share with other simulators of the same
         topology and performance parameters (e.g. the episodes of one environment).
     """
-
-    @classmethod
-    def from_scenario(
-        cls,
-        scenario: Scenario,
-        rng: np.random.Generator | int | None = None,
-        evaluation_cache: EvaluationCache | None = None,
-    ) -> Simulator:
-        """One episode of ``scenario``; all randomness comes from ``rng`` (or a generator seeded by it).
-
-        The generator is split with ``rng.spawn(4)`` into independent streams for the jobs, the
-        price noise, the outages and the link dynamics.
-
-        :param scenario: the world description (:class:`sfenv.scenario.Scenario`).
-        :param rng: a generator, or a seed for one.
-        :param evaluation_cache: from :func:`evaluation_cache_for`, to share plan evaluations
-            between the episodes of this scenario.
-        :return: the simulator at time 0, before the first event.
-        """
-        if not isinstance(rng, np.random.Generator):
-            rng = np.random.default_rng(rng)
-        job_rng, price_rng, outage_rng, dyn_rng = rng.spawn(4)
-        return cls(
-            scenario.topology,
-            scenario.make_prices(price_rng),
-            scenario.make_jobs(job_rng),
-            sim_config_for(scenario),
-            outages=draw_outages(scenario, outage_rng),
-            dynamics=link_dynamics_for(scenario),
-            rng=dyn_rng,
-            evaluation_cache=evaluation_cache,
-        )
 
     def __init__(
         self,
@@ -315,9 +230,6 @@ class Simulator:
         self._ended = False
         self.dynamics = dynamics
         self.rng = rng
-        self.replanner: Callable[[SimView], Iterable[Plan]] | None = None
-        self.replans = 0
-        self._links_changed = False
         for j in jobs:
             self._push(j.arrival, EV_ARRIVAL, j.job_id)
         for o in outages or []:
@@ -403,7 +315,7 @@ class Simulator:
             self._rate_w -= js.perf.power_w
             self._rate_tok -= js.spec.tokens_per_iteration / js.perf.iter_time
 
-    def _set_perf(self, js: JobState, perf: PlanPerf, complete: bool = True) -> None:
+    def _set_perf(self, js: JobState, perf: PlanPerf) -> None:
         self._fold()
         self._unrate(js)
         js.perf = perf
@@ -416,9 +328,8 @@ class Simulator:
         self._rate_w += perf.power_w
         self._rate_tok += js.spec.tokens_per_iteration / perf.iter_time
         js.version += 1
-        if complete:
-            remaining = max(0.0, js.spec.iterations - js.progress) * perf.iter_time
-            self._push(self.time + remaining, EV_COMPLETE, (js.spec.job_id, js.version))
+        remaining = max(0.0, js.spec.iterations - js.progress) * perf.iter_time
+        self._push(self.time + remaining, EV_COMPLETE, (js.spec.job_id, js.version))
 
     def _refresh(self, links: set[int] | None, known: tuple[int, PlanPerf] | None = None) -> None:
         """Recompute rates of running jobs that use any of ``links`` (all if None).
@@ -429,8 +340,8 @@ class Simulator:
         cap = self.link_capacity_bps
         for jid in sorted(self.running):
             js = self.jobs[jid]
-            if (links is not None and not (links & js.flows.keys())) or js.paused:
-                continue  # a paused job's rates are set when it resumes
+            if links is not None and not (links & js.flows.keys()):
+                continue
             self._accrue(js, self.time)
             assert js.plan is not None
             if known is not None and known[0] == jid:
@@ -502,7 +413,6 @@ class Simulator:
         for r, n in plan.gpus_by_region().items():
             self.free[r] -= n
             self._busy_gpus += n
-        js.held = plan.gpus_by_region()
         js.flows = plan_flows(plan, self.topo)
         for k, n in js.flows.items():
             self.link_flows[k] += n
@@ -833,51 +743,3 @@ class SimView:
         """Jobs that have not arrived yet."""
         sim = self._sim
         return len(sim.jobs) - sim.finished_count - sim._in_system
-
-
-# ---------------------------------------------------------------- reading a scenario
-# The scenario describes the world; these functions turn it into the engine's settings and draw
-# an episode's random parts.  sfenv.scenario does not import this module (see Simulator.from_scenario).
-
-
-def sim_config_for(scenario: Scenario) -> SimConfig:
-    """The simulator settings of ``scenario`` (its ``sim`` section)."""
-    s = scenario.cfg.sim
-    return SimConfig(
-        horizon_s=s.horizon_h * 3600.0,
-        checkpoint_interval_s=s.checkpoint_interval_s,
-        perf=PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom),
-    )
-
-
-def link_dynamics_for(scenario: Scenario) -> LinkDynamics | None:
-    """The link fluctuation model of ``scenario`` (its ``dynamics`` section), or None."""
-    links = scenario.dynamic_links
-    if not links:
-        return None
-    d = scenario.cfg.dynamics
-    return LinkDynamics(links, d.low_factor, d.mean_good_h * 3600.0, d.mean_bad_h * 3600.0)
-
-
-def draw_outages(scenario: Scenario, rng: np.random.Generator) -> list[Outage]:
-    """Region outages over the horizon: Poisson per region, exponential durations (``outages`` section)."""
-    o = scenario.cfg.outages
-    out: list[Outage] = []
-    if o.rate_per_region_per_day <= 0:
-        return out
-    horizon = scenario.cfg.sim.horizon_h * 3600.0
-    for r in range(scenario.topology.num_regions):
-        t = 0.0
-        while True:
-            t += rng.exponential(86400.0 / o.rate_per_region_per_day)
-            if t >= horizon:
-                break
-            dur = rng.exponential(o.mean_duration_h * 3600.0)
-            out.append(Outage(r, t, dur))
-            t += dur
-    return sorted(out, key=lambda x: (x.start, x.region))
-
-
-def evaluation_cache_for(scenario: Scenario) -> EvaluationCache:
-    """A plan-evaluation cache shared by the simulators of ``scenario`` (see :meth:`Simulator.from_scenario`)."""
-    return EvaluationCache(scenario.topology, sim_config_for(scenario).perf)
