@@ -2,11 +2,13 @@
 
 Source: the abstract only [paper]; both parts are our designs built to its description (see
 :mod:`sfenv.agents.spinsearch` and :mod:`sfenv.agents.tpa`).  SpinSearch proposes cluster chains along the WAN
-graph; TPA turns the best ``n_chains`` of them (by SpinSearch's own modelled iteration time) into
-plans with its two-level planner; the plan with the lowest modelled iteration time wins.
+graph; each chain gets SpinSearch's own plan (:func:`sfenv.planning.fit_plan`), and the chains are
+ranked by that plan's modelled iteration time (ties: fewer clusters).  TPA turns the best
+``n_chains`` of them into plans with its two-level planner; the TPA plan with the lowest modelled
+iteration time wins [our design].
 
 Parameters
-    k_seeds, max_chain: SpinSearch's.  time_limit: TPA's MILP time limit (s).
+    k_seeds, max_chain: SpinSearch's.  time_limit: TPA's MILP time limit (s; TPA enumerates by default).
     n_chains: chains handed to TPA.  schedule: pipeline schedule.
 """
 
@@ -49,17 +51,11 @@ class SpiderFlowAgent(SchedulerAgent):
     def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
         """The SpiderFlow plan for ``job`` now, if any."""
         free = view.free_gpus
-        chains = self.spin.chains(view, job)
-        if not chains:
-            return []
-        # rank chains by free compute per WAN hop (cheap), keep the best few for TPA
-        flops = view.topo.gpu_flops
-        chains.sort(key=lambda c: (len(c), -sum(min(free[r], job.max_gpus) * flops[r] for r in c)))
+        # SpinSearch's chains ranked by the modelled iteration time of its own plan on each
+        ranked = self.spin.ranked_chains(view, job)
         best = None
-        for chain in chains[: self.n_chains]:
+        for chain, _, _ in ranked[: self.n_chains]:
             budget = fill_budget(free, chain, job.max_gpus)
-            if min(budget) < 1:
-                continue
             res = tpa_plan(view, job, chain, budget, self.time_limit, schedule=self.schedule, stats=self.stats)
             if res is not None and (best is None or res[1].iter_time < best[1].iter_time):
                 best = res

@@ -94,23 +94,30 @@ class SpinSearchAgent(SchedulerAgent):
                 uniq.append(c)
         return uniq
 
-    def best_chain_plan(self, view: SimView, job: JobSpec) -> tuple[list[int], Plan, PlanPerf] | None:
-        """The best (chain, plan, perf) over :meth:`chains`, or None."""
+    def ranked_chains(self, view: SimView, job: JobSpec) -> list[tuple[list[int], Plan, PlanPerf]]:
+        """Every chain of :meth:`chains` with a feasible plan, as ``(chain, plan, perf)``, best first.
+
+        Ranked by the modelled iteration time of the chain's :func:`~sfenv.planning.fit_plan`
+        plan, ties to fewer clusters (then to the earlier chain).
+        """
         free = view.free_gpus
-        best = None
         ev = self._evaluate(view)
+        scored = []
         for chain in self.chains(view, job):
             budget = fill_budget(free, chain, job.max_gpus)
             if min(budget) < 1:
                 continue
             self.fits += 1
             res = fit_plan(job, view.topo, chain, budget, ev, schedule=self.schedule)
-            if res is None:
-                continue
-            key = (res[1].iter_time, len(chain))
-            if best is None or key < best[0]:
-                best = (key, chain, res[0], res[1])
-        return None if best is None else (best[1], best[2], best[3])
+            if res is not None:
+                scored.append(((res[1].iter_time, len(chain), len(scored)), chain, res[0], res[1]))
+        scored.sort(key=lambda x: x[0])
+        return [(chain, plan, perf) for _, chain, plan, perf in scored]
+
+    def best_chain_plan(self, view: SimView, job: JobSpec) -> tuple[list[int], Plan, PlanPerf] | None:
+        """The best (chain, plan, perf) over :meth:`chains`, or None."""
+        ranked = self.ranked_chains(view, job)
+        return ranked[0] if ranked else None
 
     def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
         """The SpinSearch plan for ``job`` now, if any."""

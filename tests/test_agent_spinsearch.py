@@ -52,3 +52,47 @@ def test_work_grows_at_most_quadratically():
     slope = np.polyfit(np.log(sizes), np.log(work), 1)[0]
     assert slope <= 2.0, (work, slope)
     assert max(w / n**2 for w, n in zip(work, sizes)) < 50
+
+
+def _two_fast_vs_one_slow():
+    # A: 32 slow V100 hold the job alone; B + C: 16 H100 each over a fast link, together faster
+    regions = [region("A", 32, "z", "V100"), region("B", 16, "z", "H100-SXM"), region("C", 16, "z", "H100-SXM")]
+    links = [Link(0, 1, 1.0, 80.0), Link(1, 2, 100.0, 2.0)]
+    return world(regions, links, {"z": 50.0}, [job(0, model="gpt-6.7b", min_gpus=24, max_gpus=32)])
+
+
+def test_ranked_chains_are_sorted_by_modelled_time():
+    sim = _two_fast_vs_one_slow()
+    view = sim.view()
+    j = view.waiting[0]
+    ranked = SpinSearchAgent().ranked_chains(view, j)
+    assert len(ranked) >= 2
+    times = [perf.iter_time for _, _, perf in ranked]
+    assert times == sorted(times)
+    for chain, plan, perf in ranked:
+        assert set(plan.regions) == set(chain) and view.evaluate(plan, j).iter_time == perf.iter_time
+    # a longer chain ranks first when it models faster: the old (length, free compute) order put [A] first
+    assert ranked[0][0] == [1, 2] and [0] in [c for c, _, _ in ranked]
+
+
+def test_spiderflow_hands_tpa_the_chains_with_the_lowest_modelled_time(monkeypatch):
+    import sfenv.agents.spiderflow as sf
+
+    sim = _two_fast_vs_one_slow()
+    view = sim.view()
+    j = view.waiting[0]
+    seen: list[list[int]] = []
+    real = sf.tpa_plan
+
+    def spy(view, job, chain, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(list(chain))
+        return real(view, job, chain, *args, **kwargs)
+
+    monkeypatch.setattr(sf, "tpa_plan", spy)
+    agent = sf.SpiderFlowAgent(n_chains=1)
+    plan = agent.decide(view)
+    ranked = SpinSearchAgent().ranked_chains(view, j)
+    assert seen == [ranked[0][0]] == [[1, 2]]
+    assert plan is not None and set(plan.regions) == {1, 2}
+    slow = SpinSearchAgent().ranked_chains(view, j)[-1]
+    assert slow[0] == [0] and view.evaluate(plan, j).iter_time < slow[2].iter_time
