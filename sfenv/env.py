@@ -12,10 +12,11 @@ from gymnasium import spaces
 
 from sfenv.perf import Plan, PlanPerf
 from sfenv.proposers import CandidateProposer, PlanCache, default_proposers
-from sfenv.scenario import DEFAULT_SCENARIO, Scenario, load_scenario
-from sfenv.sim import Simulator, SimView
+from sfenv.scenario import DEFAULT_SCENARIO, Scenario, ScenarioError, load_scenario
+from sfenv.sim import Simulator, SimView, evaluation_cache_for
 
 __all__ = ["GeoSchedEnv"]
+
 
 REGION_FEATURES = 7  # + forecast window
 LINK_FEATURES = 3
@@ -45,6 +46,24 @@ def _log_scale_arr(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.array([_log_scale(float(v), lo, hi) for v in x])
 
 
+def _with_arguments(sc: Scenario, **sections: dict[str, Any]) -> Scenario:
+    """``sc`` with the constructor's non-None arguments as overrides, validated like a scenario file.
+
+    :raises ScenarioError: naming the arguments given, then each bad field, its value and the expectation.
+    """
+    overrides = {sec: {k: v for k, v in kv.items() if v is not None} for sec, kv in sections.items()}
+    overrides = {sec: kv for sec, kv in overrides.items() if kv}
+    if not overrides:
+        return sc
+    try:
+        return sc.with_overrides(**overrides)
+    except ScenarioError as e:
+        if not e.errors:  # pragma: no cover - with_overrides reports per field
+            raise
+        lines = [f"{path.rpartition('.')[2]}={value!r}: {msg} (scenario field {path})" for path, value, msg in e.errors]
+        raise ScenarioError("GeoSchedEnv: invalid argument " + "; ".join(lines), e.errors) from None
+
+
 class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     """Schedule LLM training jobs over geo-distributed GPU clusters.
 
@@ -62,8 +81,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     change, a bandwidth change or an outage). Candidates come from proposers (default:
     :func:`sfenv.proposers.default_proposers`; reference agents can be proposers too).
     ``action_masks()`` (and ``info["action_mask"]``) is True for valid actions; waiting is always
-    valid. An invalid action (a masked or empty slot) is a no-op with reward
-    ``-invalid_action_penalty``; it never raises.
+    valid; before the first ``reset()`` it raises. An action is a Python ``int`` in ``[0, N]``, a
+    NumPy integer scalar or a 0-d integer array (what SB3 and vector envs pass). An action outside
+    the space (a float, a string, a bool, an out-of-range integer) raises ``ValueError``, as
+    Gymnasium's own environments refuse it. An action in the space that is masked (an empty or
+    unstartable slot, or any action after the episode ended) is a no-op with reward
+    ``-invalid_action_penalty`` and ``info["invalid_action"]`` set.
 
     ## Observation Space
     A ``Dict`` of 1-D ``Box(0, 1, float32)`` entries (SB3 ``MultiInputPolicy``; wrap with
@@ -97,11 +120,29 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     holds ``episode_report`` (:class:`sfenv.metrics.EpisodeReport` as a dict).
 
     ## Arguments
-    ``GeoSchedEnv(scenario="spider-8", render_mode=None, proposers=None, max_candidates=None,
-    queue_window=None, forecast_hours=None, jct_weight=None, cost_weight=None,
-    throughput_weight=None, invalid_action_penalty=None, num_jobs=None)``: ``scenario`` is a
-    bundled name, a YAML path, a dict or a :class:`~sfenv.scenario.Scenario`; ``None`` arguments
-    take the scenario's values; ``num_jobs`` overrides the workload size.
+    ``None`` takes the scenario's value. Numbers go through the scenario's validation
+    (:meth:`~sfenv.scenario.Scenario.with_overrides`): a bad one raises
+    :class:`~sfenv.scenario.ScenarioError` (a ``ValueError``) naming the argument, the value and
+    what was expected; ``self.scenario`` is the scenario with the overrides applied.
+
+    | Parameter | Type | Default | Description |
+    |---|---|---|---|
+    | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name, YAML path, dict or :class:`~sfenv.scenario.Scenario` |
+    | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
+    | ``proposers`` | list of CandidateProposer | None | candidate sources; None: :func:`sfenv.proposers.default_proposers` |
+    | ``max_candidates`` | int > 0 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
+    | ``queue_window`` | int > 0 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
+    | ``forecast_hours`` | int > 0 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |
+    | ``jct_weight`` | float >= 0 | ``reward.jct_weight`` (1) | weight of the job-time term |
+    | ``cost_weight`` | float >= 0 | ``reward.cost_weight`` (0) | weight per USD of electricity |
+    | ``throughput_weight`` | float >= 0 | ``reward.throughput_weight`` (0) | weight per 1e9 tokens trained |
+    | ``invalid_action_penalty`` | float >= 0 | ``reward.invalid_action_penalty`` (0.1) | penalty of a masked action |
+    | ``num_jobs`` | int > 0 | ``workload.num_jobs`` (40) | jobs per episode |
+
+    >>> import gymnasium as gym, sfenv
+    >>> env = gym.make("sfenv/GeoSched-v0", num_jobs=8, max_candidates=4)
+    >>> env.action_space
+    Discrete(5)
 
     ## Version History
     * v0: initial version.
@@ -123,27 +164,29 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         invalid_action_penalty: float | None = None,
         num_jobs: int | None = None,
     ):
-        sc = load_scenario(scenario)
-        if num_jobs is not None:
-            sc = sc.with_overrides(workload={"num_jobs": num_jobs})
-        self.scenario = sc
-        ecfg, rcfg = sc.cfg.env, sc.cfg.reward
-        self.N = int(max_candidates or ecfg.max_candidates)
-        self.K = int(queue_window or ecfg.queue_window)
-        self.H = int(forecast_hours or ecfg.forecast_hours)
-        self.jct_weight = rcfg.jct_weight if jct_weight is None else float(jct_weight)
-        self.cost_weight = rcfg.cost_weight if cost_weight is None else float(cost_weight)
-        self.throughput_weight = rcfg.throughput_weight if throughput_weight is None else float(throughput_weight)
-        self.invalid_action_penalty = (
-            rcfg.invalid_action_penalty if invalid_action_penalty is None else float(invalid_action_penalty)
-        )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
+        sc = _with_arguments(
+            load_scenario(scenario),
+            workload={"num_jobs": num_jobs},
+            env={"max_candidates": max_candidates, "queue_window": queue_window, "forecast_hours": forecast_hours},
+            reward={"jct_weight": jct_weight, "cost_weight": cost_weight, "throughput_weight": throughput_weight,
+                    "invalid_action_penalty": invalid_action_penalty},
+        )
+        self.scenario = sc
+        ecfg, rcfg = sc.cfg.env, sc.cfg.reward
+        self.N = ecfg.max_candidates
+        self.K = ecfg.queue_window
+        self.H = ecfg.forecast_hours
+        self.jct_weight = rcfg.jct_weight
+        self.cost_weight = rcfg.cost_weight
+        self.throughput_weight = rcfg.throughput_weight
+        self.invalid_action_penalty = rcfg.invalid_action_penalty
         self.render_mode = render_mode
         topo = sc.topology
         self.C, self.E = topo.num_regions, topo.num_links
         self.cache = PlanCache()
-        self._evaluations = sc.evaluation_cache()  # single-region plan evaluations, across episodes
+        self._evaluations = evaluation_cache_for(sc)  # single-region plan evaluations, across episodes
         self.proposers: list[CandidateProposer] = (
             list(proposers) if proposers is not None else default_proposers(self.cache, self.K)
         )
@@ -195,7 +238,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
         """Start a new episode (see the class docstring, Starting State)."""
         super().reset(seed=seed)
-        self.sim = self.scenario.make_simulator(self.np_random, self._evaluations)
+        self.sim = Simulator.from_scenario(self.scenario, self.np_random, self._evaluations)
         self._view = self.sim.view()
         self.cache.new_episode()
         self._episode_tables()
@@ -216,10 +259,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         sim = self.sim
         if sim is None:
             raise RuntimeError("call reset() before step()")
-        try:
-            a = int(action)
-        except (TypeError, ValueError):
-            a = -1
+        a = self._action_index(action)
         invalid = False
         if sim.done:
             invalid = True
@@ -252,7 +292,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         return self._obs(), float(reward), bool(terminated), False, info
 
     def action_masks(self) -> np.ndarray:
-        """Valid actions (True = valid): candidate slots that can start now, and wait (always)."""
+        """Valid actions (True = valid): candidate slots that can start now, and wait (always).
+
+        :raises RuntimeError: before the first :meth:`reset` (there is no state to mask yet).
+        """
+        if self.sim is None:
+            raise RuntimeError("call reset() before action_masks(): there is no episode yet")
         return self._mask.copy()
 
     @property
@@ -300,13 +345,15 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         if self.render_mode is None:
             gym.logger.warn("render() called without a render_mode; pass render_mode= to the constructor")
             return None
-        from sfenv import render as _render
+        if self.sim is None:
+            raise RuntimeError("call reset() before render()")
+        from sfenv import render as _render  # matplotlib and networkx only when rendering
 
         if self.render_mode == "ansi":
-            return _render.ansi(self)
+            return _render.ansi(self.sim, len(self._candidates))
         if self._renderer is None:
-            self._renderer = _render.MapRenderer(self)
-        return self._renderer.draw(self)
+            self._renderer = _render.MapRenderer(self.scenario.topology)
+        return self._renderer.draw(self.sim, self.H)
 
     def close(self) -> None:
         """Release the renderer (safe to call twice)."""
@@ -315,6 +362,28 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             self._renderer = None
 
     # ------------------------------------------------------------------ internals
+    def _action_index(self, action: Any) -> int:
+        """``action`` as an index in ``[0, N]``; anything outside the action space raises.
+
+        Accepted: a Python ``int`` (not a ``bool``), a NumPy integer scalar, or a 0-d integer
+        array, as :meth:`gymnasium.spaces.Discrete.contains` accepts them, booleans excepted.
+        """
+        if isinstance(action, (int, np.integer)) and not isinstance(action, bool):
+            a = int(action)
+        elif isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
+            a = int(action)
+        else:
+            raise ValueError(
+                f"action {action!r} ({type(action).__name__}) is not in the action space {self.action_space}: "
+                f"expected an integer in [0, {self.N}] (a Python int, a NumPy integer or a 0-d integer array)"
+            )
+        if not 0 <= a <= self.N:
+            raise ValueError(
+                f"action {a} is not in the action space {self.action_space}: expected 0..{self.N - 1} "
+                f"(start a candidate) or {self.N} (wait)"
+            )
+        return a
+
     def _job_seconds(self) -> float:
         """Total time jobs have spent in the system up to now."""
         assert self.sim is not None

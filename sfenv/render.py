@@ -1,4 +1,8 @@
-"""Rendering of :class:`sfenv.env.GeoSchedEnv`: a text table and a matplotlib map (imported lazily)."""
+"""Rendering of a simulator state: a text table and a matplotlib map (imported lazily).
+
+:class:`sfenv.env.GeoSchedEnv` renders through these functions; they read only the simulator
+(and its topology), so this module does not know the environment.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,19 @@ import networkx as nx
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sfenv.env import GeoSchedEnv
+    from sfenv.sim import Simulator
+    from sfenv.topology import Topology
 
 __all__ = ["ansi", "MapRenderer"]
 
 
-def ansi(env: GeoSchedEnv) -> str:
-    """A text table: time, queue, and per region free GPUs, price and running jobs."""
-    sim = env.sim
-    assert sim is not None
-    view = env.view
+def ansi(sim: Simulator, candidates: int) -> str:
+    """A text table: time, queue, and per region free GPUs, price and running jobs.
+
+    :param sim: the simulator to show.
+    :param candidates: the number of candidate plans the agent sees now.
+    """
+    view = sim.view()
     prices = view.prices_now()
     jobs_in: dict[int, list[int]] = {}
     for jid in sorted(sim.running):
@@ -25,7 +32,7 @@ def ansi(env: GeoSchedEnv) -> str:
             jobs_in.setdefault(r, []).append(jid)
     lines = [
         f"t = {sim.time / 3600:8.2f} h   waiting {len(sim.waiting)}   running {len(sim.running)}   "
-        f"done {sim.finished_count}/{len(sim.jobs)}   candidates {len(env.candidates)}",
+        f"done {sim.finished_count}/{len(sim.jobs)}   candidates {candidates}",
         f"{'region':<14}{'gpu':<11}{'free/total':>11}{'USD/MWh':>9}  jobs",
     ]
     for i, reg in enumerate(sim.topo.regions):
@@ -38,27 +45,33 @@ def ansi(env: GeoSchedEnv) -> str:
 
 
 class MapRenderer:
-    """Draws the WAN map with running pipelines, a price panel and a utilisation panel."""
+    """Draws the WAN map with running pipelines, a price panel and a utilisation panel.
 
-    def __init__(self, env: GeoSchedEnv, width_px: int = 960, height_px: int = 480):
+    :param topo: the topology to lay out (once; region positions stay fixed across frames).
+    :param width_px: image width in pixels.
+    :param height_px: image height in pixels.
+    """
+
+    def __init__(self, topo: Topology, width_px: int = 960, height_px: int = 480):
         import matplotlib
 
         matplotlib.use("Agg", force=False)
         from matplotlib.figure import Figure
 
         self.fig = Figure(figsize=(width_px / 80, height_px / 80), dpi=80)
-        topo = env.scenario.topology
         self.pos = nx.spring_layout(topo.graph, seed=0, weight=None)
         self.cmap = matplotlib.colormaps["tab10"]
 
-    def draw(self, env: GeoSchedEnv) -> np.ndarray:
-        """Render the current state to an (H, W, 3) uint8 array."""
+    def draw(self, sim: Simulator, forecast_hours: int) -> np.ndarray:
+        """Render the current state to an (H, W, 3) uint8 array.
+
+        :param sim: the simulator to show.
+        :param forecast_hours: hours of price forecast in the price panel.
+        """
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-        sim = env.sim
-        assert sim is not None
         topo = sim.topo
-        view = env.view
+        view = sim.view()
         fig = self.fig
         fig.clear()
         ax = fig.add_axes((0.01, 0.02, 0.58, 0.9))
@@ -95,9 +108,9 @@ class MapRenderer:
                 ax.plot(np.array(xs) + off, np.array(ys) + off, color=self.cmap(n % 10), lw=2.5, alpha=0.8, zorder=2)
         # price panel
         axp = fig.add_axes((0.66, 0.56, 0.32, 0.36))
-        fc = view.price_forecast(env.H)
+        fc = view.price_forecast(forecast_hours)
         for i in range(min(topo.num_regions, 10)):
-            axp.plot(range(env.H), fc[i], lw=1, label=topo.regions[i].name)
+            axp.plot(range(forecast_hours), fc[i], lw=1, label=topo.regions[i].name)
         axp.set_title("price forecast (USD/MWh)", fontsize=8)
         axp.tick_params(labelsize=6)
         axp.set_xlabel("hours ahead", fontsize=7)

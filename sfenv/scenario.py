@@ -3,8 +3,9 @@
 A scenario is a YAML file (bundled ones live in the ``scenarios`` package; see the README for the
 format).  :func:`load_scenario` accepts a bundled name (``"spider-8"``), a path, or a dict.
 Every error is a :class:`ScenarioError` naming the file, the field, the bad value and what was
-expected.  A :class:`Scenario` is static; :meth:`Scenario.make_simulator` draws one episode
-(jobs, price noise, outages, link dynamics) from a seeded generator.
+expected.  A :class:`Scenario` is static: it describes the world and knows nothing of the engine;
+:meth:`sfenv.sim.Simulator.from_scenario` reads it and draws one episode (jobs, price noise,
+outages, link dynamics) from a seeded generator.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sfenv.errors import SfenvError
 from sfenv.generators import GeneratedTopology, spider_topology, waxman_topology
 from sfenv.hardware import GPU_CATALOGUE, get_gpu
-from sfenv.perf import SCHEDULES, PerfParams
+from sfenv.perf import SCHEDULES
 from sfenv.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
-from sfenv.sim import EvaluationCache, LinkDynamics, Outage, SimConfig, Simulator
 from sfenv.topology import Link, Region, Topology
 from sfenv.workload import (
     MODEL_ZOO,
@@ -38,17 +39,35 @@ from sfenv.workload import (
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "bundled_scenarios", "DEFAULT_SCENARIO"]
 
 DEFAULT_SCENARIO = "spider-8"
-PosFloat = Annotated[float, Field(gt=0)]
-NonNegFloat = Annotated[float, Field(ge=0)]
-PosInt = Annotated[int, Field(gt=0)]
 
 
-class ScenarioError(ValueError):
-    """A scenario file is invalid; the message names file, field, value and expectation."""
+def _not_bool(v: Any) -> Any:
+    """Refuse ``True``/``False`` where a number is expected (pydantic would read them as 1/0)."""
+    if isinstance(v, (bool, np.bool_)):
+        raise ValueError(f"expected a number, got the boolean {v}")
+    return v
+
+
+_NUM = BeforeValidator(_not_bool)
+PosFloat = Annotated[float, _NUM, Field(gt=0)]
+NonNegFloat = Annotated[float, _NUM, Field(ge=0)]
+PosInt = Annotated[int, _NUM, Field(gt=0)]
+
+
+class ScenarioError(SfenvError, ValueError):
+    """A scenario file is invalid; the message names file, field, value and expectation.
+
+    :param message: the message.
+    :param errors: the same per field, as ``(field path, value, what was expected)``, when known.
+    """
+
+    def __init__(self, message: str, errors: list[tuple[str, Any, str]] | None = None):
+        super().__init__(message)
+        self.errors = list(errors or [])
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class RegionCfg(_Strict):
@@ -58,11 +77,11 @@ class RegionCfg(_Strict):
     gpu: str
     gpus: PosInt
     zone: str
-    pue: Annotated[float, Field(ge=1.0, le=3.0)] = 1.2
+    pue: Annotated[float, _NUM, Field(ge=1.0, le=3.0)] = 1.2
     intra_bw_gbps: PosFloat = 100.0
     intra_latency_ms: NonNegFloat = 0.01
     gpus_per_server: PosInt = 8
-    utc_offset_h: Annotated[float, Field(ge=-12, le=14)] = 0.0
+    utc_offset_h: Annotated[float, _NUM, Field(ge=-12, le=14)] = 0.0
     tier: str = "cloud"
 
     @field_validator("gpu")
@@ -144,7 +163,7 @@ class ModelMixCfg(_Strict):
     hidden: PosInt | None = None
     heads: PosInt | None = None
     seq_len: PosInt | None = None
-    vocab: Annotated[int, Field(ge=0)] = 0
+    vocab: Annotated[int, _NUM, Field(ge=0)] = 0
 
     def spec(self) -> ModelSpec:
         """The model shape."""
@@ -200,7 +219,7 @@ class DynamicsCfg(_Strict):
     """Link bandwidth fluctuation (two-state Markov factor)."""
 
     links: Literal["none", "flagged", "all"] = "flagged"
-    low_factor: Annotated[float, Field(gt=0, le=1)] = 0.3
+    low_factor: Annotated[float, _NUM, Field(gt=0, le=1)] = 0.3
     mean_good_h: PosFloat = 4.0
     mean_bad_h: PosFloat = 1.0
 
@@ -217,9 +236,9 @@ class SimCfg(_Strict):
 
     horizon_h: PosFloat = 336.0
     checkpoint_interval_s: PosFloat = 1800.0
-    mfu: Annotated[float, Field(gt=0, le=1)] = 0.4
-    dp_overlap: Annotated[float, Field(ge=0, le=1)] = 0.5
-    memory_headroom: Annotated[float, Field(gt=0, le=1)] = 0.9
+    mfu: Annotated[float, _NUM, Field(gt=0, le=1)] = 0.4
+    dp_overlap: Annotated[float, _NUM, Field(ge=0, le=1)] = 0.5
+    memory_headroom: Annotated[float, _NUM, Field(gt=0, le=1)] = 0.9
     schedule: str = "1f1b"
 
     @field_validator("schedule")
@@ -268,6 +287,17 @@ def _fmt_loc(loc: tuple[Any, ...]) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(top level)"
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` updated by ``over``, recursing where both hold a mapping (neither is modified)."""
+    out = dict(base)
+    for key, val in over.items():
+        if isinstance(val, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], val)
+        else:
+            out[key] = val
+    return out
 
 
 def bundled_scenarios() -> list[str]:
@@ -408,78 +438,43 @@ class Scenario:
             jobs.append(JobSpec(i, model, batch, iters, float(t), w.min_gpus, w.max_gpus))
         return jobs
 
-    def make_outages(self, rng: np.random.Generator) -> list[Outage]:
-        """Draw region outages over the horizon."""
-        o = self.cfg.outages
-        out: list[Outage] = []
-        if o.rate_per_region_per_day <= 0:
-            return out
-        horizon = self.cfg.sim.horizon_h * 3600.0
-        for r in range(self.topology.num_regions):
-            t = 0.0
-            while True:
-                t += rng.exponential(86400.0 / o.rate_per_region_per_day)
-                if t >= horizon:
-                    break
-                dur = rng.exponential(o.mean_duration_h * 3600.0)
-                out.append(Outage(r, t, dur))
-                t += dur
-        return sorted(out, key=lambda x: (x.start, x.region))
-
-    def link_dynamics(self) -> LinkDynamics | None:
-        """The link fluctuation model, or None."""
+    @property
+    def dynamic_links(self) -> tuple[int, ...]:
+        """Indices of the links whose bandwidth fluctuates, as the ``dynamics`` section selects them."""
         d = self.cfg.dynamics
-        _ = self.topology
         if d.links == "none":
-            return None
-        links = tuple(range(self.topology.num_links)) if d.links == "all" else self._dynamic_links
-        if not links:
-            return None
-        return LinkDynamics(links, d.low_factor, d.mean_good_h * 3600.0, d.mean_bad_h * 3600.0)
+            return ()
+        if d.links == "all":
+            return tuple(range(self.topology.num_links))
+        _ = self.topology  # sets _dynamic_links
+        return self._dynamic_links
 
-    def sim_config(self) -> SimConfig:
-        """Simulator settings."""
-        s = self.cfg.sim
-        return SimConfig(
-            horizon_s=s.horizon_h * 3600.0,
-            checkpoint_interval_s=s.checkpoint_interval_s,
-            perf=PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom),
-        )
+    def make_simulator(self, rng: np.random.Generator | int | None = None, evaluation_cache: Any = None) -> Any:
+        """One episode's simulator: a convenience for :meth:`sfenv.sim.Simulator.from_scenario`.
 
-    def make_simulator(
-        self, rng: np.random.Generator | int | None = None, evaluation_cache: EvaluationCache | None = None
-    ) -> Simulator:
-        """One episode's simulator; all randomness comes from ``rng`` (or a generator seeded by it).
-
-        ``evaluation_cache`` (from :meth:`evaluation_cache`) shares plan evaluations between the
-        episodes of this scenario.
+        The simulator reads the scenario, not the other way round: this module does not import
+        :mod:`sfenv.sim` at module level, only here when called.
         """
-        if not isinstance(rng, np.random.Generator):
-            rng = np.random.default_rng(rng)
-        job_rng, price_rng, outage_rng, dyn_rng = rng.spawn(4)
-        return Simulator(
-            self.topology,
-            self.make_prices(price_rng),
-            self.make_jobs(job_rng),
-            self.sim_config(),
-            outages=self.make_outages(outage_rng),
-            dynamics=self.link_dynamics(),
-            rng=dyn_rng,
-            evaluation_cache=evaluation_cache,
-        )
+        from sfenv.sim import Simulator
 
-    def evaluation_cache(self) -> EvaluationCache:
-        """A plan-evaluation cache for this scenario's simulators (see :meth:`make_simulator`)."""
-        return EvaluationCache(self.topology, self.sim_config().perf)
+        return Simulator.from_scenario(self, rng, evaluation_cache)
+
+    def evaluation_cache(self) -> Any:
+        """A plan-evaluation cache for this scenario's simulators (see :func:`sfenv.sim.evaluation_cache_for`)."""
+        from sfenv.sim import evaluation_cache_for
+
+        return evaluation_cache_for(self)
 
     def with_overrides(self, **overrides: Any) -> Scenario:
-        """A copy with top-level sections updated, e.g. ``workload={"num_jobs": 10}`` (validated)."""
-        data = self.cfg.model_dump()
-        for key, val in overrides.items():
-            if isinstance(val, dict) and isinstance(data.get(key), dict):
-                data[key] = {**data[key], **val}
-            else:
-                data[key] = val
+        """A validated copy with sections updated, e.g. ``workload={"num_jobs": 10}``.
+
+        Nested mappings are deep-merged: ``workload={"arrival": {"rate_per_hour": 5}}`` changes
+        the rate and keeps the arrival process and its other fields; lists and scalars replace the
+        old value.  Every value is validated as in a scenario file.
+
+        :raises ScenarioError: naming the field path, the value and what was expected.
+        """
+        data = _deep_merge(self.cfg.model_dump(), overrides)
         return Scenario.from_dict(data, source=f"{self.source} (with overrides)", base_dir=self.base_dir)
 
     @classmethod
@@ -490,14 +485,15 @@ class Scenario:
         try:
             cfg = ScenarioCfg.model_validate(data)
         except ValidationError as e:
-            lines = []
+            lines, fields = [], []
             for err in e.errors():
                 val = err.get("input")
                 shown = "(missing)" if err["type"] == "missing" else repr(val)
                 if len(shown) > 80:
                     shown = shown[:77] + "..."
                 lines.append(f"{source}: {_fmt_loc(err['loc'])}: got {shown}; {err['msg']}")
-            raise ScenarioError("invalid scenario:\n  " + "\n  ".join(lines)) from None
+                fields.append((_fmt_loc(err["loc"]), val, err["msg"]))
+            raise ScenarioError("invalid scenario:\n  " + "\n  ".join(lines), fields) from None
         return cls(cfg, source, base_dir)
 
     def __repr__(self) -> str:

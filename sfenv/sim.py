@@ -30,6 +30,7 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from sfenv.perf import PerfParams, Plan, PlanPerf, evaluate_plan, plan_flows
 from sfenv.prices import JOULES_PER_MWH, PriceSeries
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sfenv.scenario import Scenario
 
 __all__ = [
     "Simulator",
@@ -49,6 +53,10 @@ __all__ = [
     "Outage",
     "JobState",
     "RunningInfo",
+    "sim_config_for",
+    "link_dynamics_for",
+    "draw_outages",
+    "evaluation_cache_for",
 ]
 
 _MEMO_ENTRIES = 20_000  # bound on memoised plan evaluations per dict (about 1 kB each)
@@ -166,6 +174,38 @@ class Simulator:
     :param evaluation_cache: plan evaluations to share with other simulators of the same
         topology and performance parameters (e.g. the episodes of one environment).
     """
+
+    @classmethod
+    def from_scenario(
+        cls,
+        scenario: Scenario,
+        rng: np.random.Generator | int | None = None,
+        evaluation_cache: EvaluationCache | None = None,
+    ) -> Simulator:
+        """One episode of ``scenario``; all randomness comes from ``rng`` (or a generator seeded by it).
+
+        The generator is split with ``rng.spawn(4)`` into independent streams for the jobs, the
+        price noise, the outages and the link dynamics.
+
+        :param scenario: the world description (:class:`sfenv.scenario.Scenario`).
+        :param rng: a generator, or a seed for one.
+        :param evaluation_cache: from :func:`evaluation_cache_for`, to share plan evaluations
+            between the episodes of this scenario.
+        :return: the simulator at time 0, before the first event.
+        """
+        if not isinstance(rng, np.random.Generator):
+            rng = np.random.default_rng(rng)
+        job_rng, price_rng, outage_rng, dyn_rng = rng.spawn(4)
+        return cls(
+            scenario.topology,
+            scenario.make_prices(price_rng),
+            scenario.make_jobs(job_rng),
+            sim_config_for(scenario),
+            outages=draw_outages(scenario, outage_rng),
+            dynamics=link_dynamics_for(scenario),
+            rng=dyn_rng,
+            evaluation_cache=evaluation_cache,
+        )
 
     def __init__(
         self,
@@ -743,3 +783,51 @@ class SimView:
         """Jobs that have not arrived yet."""
         sim = self._sim
         return len(sim.jobs) - sim.finished_count - sim._in_system
+
+
+# ---------------------------------------------------------------- reading a scenario
+# The scenario describes the world; these functions turn it into the engine's settings and draw
+# an episode's random parts.  sfenv.scenario does not import this module (see Simulator.from_scenario).
+
+
+def sim_config_for(scenario: Scenario) -> SimConfig:
+    """The simulator settings of ``scenario`` (its ``sim`` section)."""
+    s = scenario.cfg.sim
+    return SimConfig(
+        horizon_s=s.horizon_h * 3600.0,
+        checkpoint_interval_s=s.checkpoint_interval_s,
+        perf=PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom),
+    )
+
+
+def link_dynamics_for(scenario: Scenario) -> LinkDynamics | None:
+    """The link fluctuation model of ``scenario`` (its ``dynamics`` section), or None."""
+    links = scenario.dynamic_links
+    if not links:
+        return None
+    d = scenario.cfg.dynamics
+    return LinkDynamics(links, d.low_factor, d.mean_good_h * 3600.0, d.mean_bad_h * 3600.0)
+
+
+def draw_outages(scenario: Scenario, rng: np.random.Generator) -> list[Outage]:
+    """Region outages over the horizon: Poisson per region, exponential durations (``outages`` section)."""
+    o = scenario.cfg.outages
+    out: list[Outage] = []
+    if o.rate_per_region_per_day <= 0:
+        return out
+    horizon = scenario.cfg.sim.horizon_h * 3600.0
+    for r in range(scenario.topology.num_regions):
+        t = 0.0
+        while True:
+            t += rng.exponential(86400.0 / o.rate_per_region_per_day)
+            if t >= horizon:
+                break
+            dur = rng.exponential(o.mean_duration_h * 3600.0)
+            out.append(Outage(r, t, dur))
+            t += dur
+    return sorted(out, key=lambda x: (x.start, x.region))
+
+
+def evaluation_cache_for(scenario: Scenario) -> EvaluationCache:
+    """A plan-evaluation cache shared by the simulators of ``scenario`` (see :meth:`Simulator.from_scenario`)."""
+    return EvaluationCache(scenario.topology, sim_config_for(scenario).perf)

@@ -7,6 +7,7 @@ import pytest
 from sfenv.agents.fifo import FIFOAgent
 
 from sfenv.scenario import bundled_scenarios, load_scenario
+from sfenv.sim import link_dynamics_for
 
 EXPECTED = {"spider-8", "spider-16", "spider-32", "spider-64", "cee", "geo-8", "bace-6"}
 
@@ -47,7 +48,7 @@ def test_cee_is_a_hierarchy_with_unstable_edges():
     sc = load_scenario("cee")
     tiers = {r.tier for r in sc.topology.regions}
     assert tiers == {"cloud", "edge", "end"}
-    dyn = sc.link_dynamics()
+    dyn = link_dynamics_for(sc)
     assert dyn is not None and len(dyn.links) >= 1
     slow = [ln for ln in sc.topology.links if ln.bandwidth_gbps <= 0.1]
     assert slow and all("cloud" in (sc.topology.regions[ln.a].tier, sc.topology.regions[ln.b].tier) for ln in slow)

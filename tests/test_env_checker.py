@@ -72,7 +72,10 @@ def test_invalid_actions_are_penalised_noops():
     waiting = list(env.unwrapped.sim.waiting)
     masked = [a for a in range(env.action_space.n) if not info["action_mask"][a]]
     assert masked, "expected empty candidate slots"
-    for a in (masked[0], 10_000, -1):
-        obs, r, term, trunc, info = env.step(a)
-        assert info["invalid_action"] and r == pytest.approx(-env.unwrapped.invalid_action_penalty)
+    obs, r, term, trunc, info = env.step(masked[0])  # in the space but masked: a penalised no-op
+    assert info["invalid_action"] and r == pytest.approx(-env.unwrapped.invalid_action_penalty)
+    assert env.unwrapped.sim.time == t0 and env.unwrapped.sim.waiting == waiting
+    for a in (10_000, -1):  # outside the space: refused, as Gymnasium's envs do (see tests/test_actions.py)
+        with pytest.raises(ValueError, match="not in the action space"):
+            env.step(a)
         assert env.unwrapped.sim.time == t0 and env.unwrapped.sim.waiting == waiting

@@ -1,0 +1,36 @@
+"""sfenv's own error classes: bad input a user can fix, as opposed to bugs.
+
+Every class derives from :class:`SfenvError` and from the built-in exception a caller would expect
+(``ValueError``, ``KeyError``, ``FileNotFoundError``, ``ImportError``), so ``except ValueError``
+keeps working.  The command line reports exactly these (exit code 2, one message, no traceback);
+anything else is a bug and keeps its traceback.  Like Gymnasium's ``gymnasium.error``, messages
+say what was given, what was expected and, where it helps, what to do.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SfenvError", "InvalidInput", "UnknownName", "MissingFile", "DependencyNotInstalled"]
+
+
+class SfenvError(Exception):
+    """Base class: bad input or a missing optional dependency, never an internal bug."""
+
+
+class InvalidInput(SfenvError, ValueError):
+    """An argument has a value out of its range or of the wrong kind."""
+
+
+class UnknownName(SfenvError, KeyError):
+    """A name (agent, algorithm, group) that is not registered; the message lists the known ones."""
+
+    def __str__(self) -> str:
+        """The message itself (``KeyError`` would show its repr, in quotes)."""
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingFile(SfenvError, FileNotFoundError):
+    """A file the user named does not exist."""
+
+
+class DependencyNotInstalled(SfenvError, ImportError):
+    """An optional extra is not installed; the message names the ``pip install`` command."""
