@@ -5,13 +5,20 @@ Each (agent, seed) pair runs ``scenario.make_simulator(seed)`` to the end with t
 never enters simulated results.  Results go to a JSON file written atomically after every pair
 (temporary file + ``os.replace``); with ``resume=True`` pairs already in the file are skipped, so an
 interrupted sweep continues where it stopped.
+
+Rows carry the :class:`sfenv.metrics.EpisodeReport` fields, whose JCT statistics count unfinished
+jobs with a censored JCT (episode end minus arrival); :func:`summarise` gives per agent the mean
+over seeds with a 95 % Student-t confidence interval, :func:`format_table` prints it and
+:func:`write_csv` writes one row per episode.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,10 +28,17 @@ import numpy as np
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.registry import make_agent
 
+from sfenv.metrics import JobRecord
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["MODEL_PREFIX", "run_episode", "run_policy_episode", "evaluate_agents", "summarise", "format_table",
-           "atomic_write_json"]
+           "atomic_write_json", "mean_ci", "write_csv", "quiet_solver_banner", "CI_METRICS"]
+
+
+def _jct_fields(records: Sequence[JobRecord], end: float) -> dict[str, list]:
+    """Per-job JCTs of the jobs that arrived, unfinished ones censored at ``end``, with their flags."""
+    arrived = [r for r in records if r.arrived_by(end)]
+    return {"jcts_s": [r.censored_jct(end) for r in arrived], "jct_censored": [not r.finished for r in arrived]}
 
 
 def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[str, Any]:
@@ -42,7 +56,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[st
     report = sim.run(timed)
     records = sim.records()
     row: dict[str, Any] = {"agent": agent.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
-    row["jcts_s"] = [r.jct for r in records if r.finished]
+    row.update(_jct_fields(records, report.makespan_s))
     row["decisions"] = len(times)
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
@@ -87,8 +101,9 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
         steps += 1
     sim = base.sim  # type: ignore[attr-defined]
     records = sim.records()
-    row: dict[str, Any] = {"agent": policy.name, "scenario": scenario.name, "seed": seed, **sim.report().to_dict()}
-    row["jcts_s"] = [r.jct for r in records if r.finished]
+    report = sim.report()
+    row: dict[str, Any] = {"agent": policy.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
+    row.update(_jct_fields(records, report.makespan_s))
     row["decisions"] = len(times)
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
@@ -172,8 +187,42 @@ def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> 
     return make_agent(a, **(agent_kwargs or {}).get(a, {}))
 
 
+#: (summary column, row field, scale): the metrics shown as mean ± 95 % CI over seeds
+CI_METRICS: tuple[tuple[str, str, float], ...] = (
+    ("mean_jct_h", "mean_jct_s", 1 / 3600),
+    ("p95_jct_h", "p95_jct_s", 1 / 3600),
+    ("cost_usd", "cost_usd", 1.0),
+    ("throughput_tok_s", "mean_throughput_tokens_s", 1.0),
+    ("unfinished", "unfinished", 1.0),
+)
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Mean and half-width of its two-sided Student-t confidence interval (NaN values dropped).
+
+    ``mean ± t_{(1+level)/2, n-1} * s / sqrt(n)`` with ``s`` the sample standard deviation
+    (``ddof=1``); the half-width is NaN with fewer than two values, 0 if they are all equal.
+    """
+    from scipy.stats import t as student_t  # scipy comes with pymoo; imported here to keep imports light
+
+    x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    if x.size == 0:
+        return math.nan, math.nan
+    mean = float(np.mean(x))
+    if x.size < 2:
+        return mean, math.nan
+    return mean, float(student_t.ppf(0.5 + level / 2, x.size - 1) * np.std(x, ddof=1) / math.sqrt(x.size))
+
+
 def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per agent (in first-seen order): means over seeds; p95 JCT over all finished jobs of all seeds."""
+    """Per agent (in first-seen order): mean over seeds and 95 % CI half-width of each episode metric.
+
+    For each ``(column, field, scale)`` of :data:`CI_METRICS` the summary holds ``column`` (the
+    mean over the agent's episodes of ``field * scale``) and ``column + "_ci"`` (the half-width of
+    the Student-t interval, :func:`mean_ci`).  The per-episode JCT figures already count
+    unfinished jobs (censored); ``p95_jct_h`` is the mean of the episodes' 95th percentiles.
+    Energy, utilisation and decision times are plain means (decision_ms_max: the maximum).
+    """
     order: list[str] = []
     by: dict[str, list[dict]] = {}
     for r in rows:
@@ -183,32 +232,83 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for name in order:
         rs = by[name]
-        jcts = [j for r in rs for j in r["jcts_s"]]
-        out.append({
-            "agent": name,
-            "seeds": len(rs),
-            "mean_jct_h": float(np.mean(jcts)) / 3600 if jcts else math.nan,
-            "p95_jct_h": float(np.percentile(jcts, 95)) / 3600 if jcts else math.nan,
-            "throughput_tok_s": float(np.mean([r["mean_throughput_tokens_s"] for r in rs])),
-            "cost_usd": float(np.mean([r["cost_usd"] for r in rs])),
+        entry: dict[str, Any] = {"agent": name, "seeds": len(rs)}
+        for col, fld, scale in CI_METRICS:
+            entry[col], entry[col + "_ci"] = mean_ci([float(r[fld]) * scale for r in rs])
+        entry.update({
             "energy_mwh": float(np.mean([r["energy_kwh"] for r in rs])) / 1000,
             "utilisation": float(np.mean([r["utilisation"] for r in rs])),
-            "unfinished": float(np.mean([r["unfinished"] for r in rs])),
             "decision_ms_mean": 1000 * float(np.mean([r["decision_time_mean_s"] for r in rs])),
             "decision_ms_max": 1000 * float(np.max([r["decision_time_max_s"] for r in rs])),
         })
+        out.append(entry)
     return out
 
 
 def format_table(summary: Sequence[dict[str, Any]]) -> str:
-    """A fixed-width text table of :func:`summarise` output."""
-    cols = [("agent", "", 12), ("seeds", "d", 6), ("mean_jct_h", ".2f", 11), ("p95_jct_h", ".2f", 10),
-            ("throughput_tok_s", ".0f", 17), ("cost_usd", ".1f", 10), ("energy_mwh", ".2f", 11),
-            ("utilisation", ".2f", 12), ("unfinished", ".1f", 11), ("decision_ms_mean", ".2f", 17),
-            ("decision_ms_max", ".1f", 16)]
-    lines = ["".join(f"{name:<{w}}" if i == 0 else f"{name:>{w}}" for i, (name, _, w) in enumerate(cols))]
-    for row in summary:
-        lines.append("".join(
-            f"{row[name]:<{w}}" if i == 0 else f"{row[name]:>{w}{fmt}}" for i, (name, fmt, w) in enumerate(cols)
-        ))
+    """A fixed-width text table of :func:`summarise` output; CI metrics print as ``mean ± half-width``."""
+    cols = [("agent", ""), ("seeds", "d"), ("mean_jct_h", ".2f"), ("p95_jct_h", ".2f"), ("cost_usd", ".1f"),
+            ("throughput_tok_s", ".0f"), ("unfinished", ".1f"), ("energy_mwh", ".2f"), ("utilisation", ".2f"),
+            ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
+
+    def cell(row: dict[str, Any], name: str, fmt: str) -> str:
+        text = f"{row[name]:{fmt}}"
+        if name + "_ci" in row:
+            ci = row[name + "_ci"]
+            text += f" ± {ci:{fmt}}" if math.isfinite(ci) else " ± -"
+        return text
+
+    body = [[name for name, _ in cols]] + [[cell(row, name, fmt) for name, fmt in cols] for row in summary]
+    widths = [max(len(b[i]) for b in body) for i in range(len(cols))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(b, widths))) for b in body]
+    lines.append("mean ± 95 % CI over seeds (Student t); JCT counts unfinished jobs at episode end - arrival")
     return "\n".join(lines)
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
+    """Write one CSV row per episode (scalar fields only; per-job lists are left out), atomically.
+
+    Columns are the union of the rows' scalar fields in first-seen order.
+    """
+    cols: list[str] = []
+    for r in rows:
+        cols.extend(k for k, v in r.items() if k not in cols and not isinstance(v, (list, tuple, dict)))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in cols})
+    os.replace(tmp, path)
+
+
+_BANNER_DONE = False
+
+
+def quiet_solver_banner() -> None:
+    """Send HiGHS's one-time start-up banner to stderr instead of stdout.
+
+    HiGHS (used through PuLP by the ILP and TPA solvers) prints "Running HiGHS ... Copyright"
+    from C++ when the process creates its first solver instance, before ``output_flag`` can be
+    switched off, so PuLP's ``msg=False`` cannot stop it.  This creates that first instance with
+    file descriptor 1 pointed at stderr; later instances print nothing.  A no-op without highspy
+    or after the first call.
+    """
+    global _BANNER_DONE
+    if _BANNER_DONE:
+        return
+    _BANNER_DONE = True
+    try:
+        import highspy
+    except ImportError:
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -1,4 +1,4 @@
-"""The ``sfenv`` command line: run, evaluate, train, and list scenarios and agents."""
+"""The ``sfenv`` command line: benchmark, plot, run, evaluate, train, and list scenarios and agents."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ __all__ = ["main"]
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from sfenv.agents.evaluate import run_episode
+    from sfenv.agents.evaluate import quiet_solver_banner, run_episode
     from sfenv.agents.registry import make_agent
 
+    quiet_solver_banner()
     sc = load_scenario(args.scenario)
     if args.num_jobs:
         sc = sc.with_overrides(workload={"num_jobs": args.num_jobs})
@@ -31,10 +32,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from sfenv.agents.evaluate import evaluate_agents, format_table, summarise
+    from sfenv.agents.evaluate import evaluate_agents, format_table, quiet_solver_banner, summarise, write_csv
     from sfenv.agents.registry import resolve_names
 
     names = resolve_names(args.agents)
+    quiet_solver_banner()
     rows = evaluate_agents(names, args.scenario, list(range(args.seed, args.seed + args.seeds)),
                            num_jobs=args.num_jobs, out=args.out, resume=args.resume, progress=not args.quiet)
     summary = summarise([r for r in rows if r["agent"] in names])
@@ -42,6 +44,40 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     print(format_table(summary))
     if args.out:
         print(f"results: {args.out}")
+    if args.csv:
+        write_csv(rows, args.csv)
+        print(f"episodes (CSV): {args.csv}")
+    return 0
+
+
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    import time
+
+    from sfenv.agents.evaluate import format_table
+    from sfenv.benchmark import run_benchmark
+
+    t0 = time.perf_counter()
+    res = run_benchmark(args.agents, args.scenario, args.seeds, args.seed, num_jobs=args.num_jobs,
+                        out_dir=args.out_dir, resume=args.resume, progress=not args.quiet, plots=not args.no_plots)
+    meta = res["meta"]
+    seeds = meta["seeds"]
+    print(f"benchmark: scenario {meta['scenario']}, {meta['num_jobs']} jobs, seeds {seeds[0]}..{seeds[-1]} "
+          f"({res['ran']} episodes run now)")
+    print(format_table(res["summary"]))
+    print("files:")
+    for f in res["files"]:
+        print(f"  {f}")
+    print(f"done in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from sfenv.benchmark import write_plots
+
+    if not args.file.is_file():
+        raise FileNotFoundError(f"no results file {args.file}")
+    for f in write_plots(args.file, args.out_dir):
+        print(f)
     return 0
 
 
@@ -77,6 +113,26 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     p = argparse.ArgumentParser(prog="sfenv", description="Geo-distributed LLM training scheduling testbed")
     sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("benchmark", help="the main job: score the default agents over seeds, save CSV/JSON and plots",
+                       description="Run agents on the same seeded episodes; print mean ± 95 %% CI over seeds; write "
+                                   "episodes.csv/.json, benchmark.json and PNGs to ./results/<scenario>/.")
+    b.add_argument("--agents", default="default",
+                   help="comma list, a group (default, bace) or 'all'; model:PATH adds a saved SB3 model "
+                        "(default: %(default)s)")
+    b.add_argument("--scenario", default=DEFAULT_SCENARIO, help="bundled name or YAML path (default: %(default)s)")
+    b.add_argument("--seeds", type=int, default=10, help="number of seeds (default: %(default)s)")
+    b.add_argument("--seed", type=int, default=0, help="first seed (default: %(default)s)")
+    b.add_argument("--num-jobs", type=int, help="override the scenario's number of jobs")
+    b.add_argument("--out-dir", type=Path,
+                   help="results folder (default: results/<scenario> under the current directory)")
+    b.add_argument("--resume", action="store_true", help="skip episodes already in the results folder")
+    b.add_argument("--no-plots", action="store_true", help="write CSV/JSON only")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.set_defaults(fn=_cmd_benchmark)
+    pl = sub.add_parser("plot", help="redraw the PNGs from saved results (benchmark.json or evaluate --out JSON)")
+    pl.add_argument("file", type=Path, help="benchmark.json, or an evaluate --out results list (no timeline)")
+    pl.add_argument("--out-dir", type=Path, help="where the PNGs go (default: the file's folder)")
+    pl.set_defaults(fn=_cmd_plot)
     r = sub.add_parser("run", help="simulate one episode with one agent and print its metrics")
     r.add_argument("--scenario", default=DEFAULT_SCENARIO)
     r.add_argument("--agent", default="fifo")
@@ -92,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--num-jobs", type=int)
     e.add_argument("--out", type=Path, help="JSON results file (written atomically after each episode)")
     e.add_argument("--resume", action="store_true", help="skip episodes already in --out")
+    e.add_argument("--csv", type=Path, help="also write one CSV row per episode to this file")
     e.add_argument("--quiet", action="store_true")
     e.set_defaults(fn=_cmd_evaluate)
     t = sub.add_parser("train", help="train an SB3 policy (needs the rl extra)")
