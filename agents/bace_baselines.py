@@ -6,12 +6,15 @@ CR-LCF goes cross-region adding regions by ascending price; CR-LDF goes cross-re
 capacity and bandwidth.
 
 Our design: jobs are served strictly in arrival order with head-of-line blocking (the summaries
-credit BACE-Pipe's priority with avoiding it, which implies the baselines do not); a single-region
-baseline uses ``min(K*, free)`` GPUs of the chosen region if that reaches the job's minimum and
-the memory minimum (in practice: the region must hold all ``K*``, since smaller pipeline-only
-plans rarely fit); CR-LDF starts at the region with the most free GPUs and adds the region
-maximising free GPUs x route bandwidth from the current tail.  The plans come from
-:func:`sfenv.agents.bace_pipe.pp_plan`, so only placement differs from BACE-Pipe.
+credit BACE-Pipe's priority with avoiding it, which implies the baselines do not).  ``K*`` is
+BACE-Pipe's (:func:`sfenv.agents.bace_pipe.k_star`), so the baselines size jobs exactly as
+BACE-Pipe does.  A single-region baseline starts a job only on ``K*`` GPUs of one region (it waits
+until its preferred feasible region has them); a cross-region baseline takes up to ``K*`` GPUs
+from regions in its order and starts with fewer if that reaches the job's minimum and the memory
+minimum ("capped at K*").  CR-LDF starts at the region with the most free GPUs and adds the region
+maximising free GPUs x route bandwidth from the current tail.  No stall check, no path search.
+The plans come from :func:`sfenv.agents.bace_pipe.pp_plan` (tensor degree chosen by the model),
+so only placement differs from BACE-Pipe.
 """
 
 from __future__ import annotations
@@ -52,13 +55,14 @@ class _BaceBaseline(SchedulerAgent):
         avail = [r for r in range(view.topo.num_regions) if free[r] > 0]
         if not avail:
             return []
-        fastest = max(avail, key=lambda r: view.topo.gpu_flops[r])
-        kk = k_star(view, job, fastest, self._kstar)
+        ks = k_star(view, job, self._kstar)
+        if ks is None:
+            return []
+        kk = ks.k
         if not self.cross_region:
             for r in self.rank(view, avail):
-                g = min(kk, int(free[r]))
-                if g >= self._need(view, job, [r]) and g >= kk:
-                    res = pp_plan(view, job, [r], [g])
+                if int(free[r]) >= kk:
+                    res = pp_plan(view, job, [r], [kk], exact=True)
                     self.evaluations += 1
                     if res is not None:
                         return [res[0]]
@@ -71,7 +75,7 @@ class _BaceBaseline(SchedulerAgent):
             chain.append(r)
             gpus.append(take)
             total += take
-        if total < self._need(view, job, chain):
+        if not chain or total < self._need(view, job, chain):
             return []
         res = pp_plan(view, job, chain, gpus)
         self.evaluations += 1

@@ -5,128 +5,300 @@ text and its abstract (see the project's research notes).  Nothing here is check
 paper itself.
 
 Follows the source
-    - [summary] Pipeline parallelism only, with a fixed pipeline degree for the whole run; each
-      job uses ``K* = argmin_k t_iter(k)`` GPUs.
+    - [summary] Pipeline parallelism only, with a fixed pipeline degree for the whole run: each
+      job runs on exactly its ``K*`` GPUs, or waits (it is never started on fewer).
     - [summary] Dynamic priority ``P_j = (1 - a)(1 - I_j) + a (1 - D_j)`` with ``I_j`` the
       normalised compute intensity, ``D_j`` the normalised bandwidth demand and ``a`` rising with
       network congestion; jobs are tried in priority order and a job whose path is infeasible is
       skipped (no head-of-line blocking).
-    - [summary] Pathfinder: Prim-like greedy growth of a region path that adds only hops whose
-      per-micro-batch transfer time does not exceed the stage compute time (no pipeline stall),
-      preferring high bandwidth.
-    - [summary] Cost-Min: one GPU (stage) per path region first, keeping the chain connected, then
-      the remaining ``K* - |path|`` GPUs in path regions by ascending electricity price.
+    - [summary] Pathfinder: a region path grown hop by hop, preferring high bandwidth, that adds
+      only hops whose per-micro-batch *transfer* time (activation bytes over the route's
+      bandwidth share, no latency) does not exceed the stage compute time (no pipeline stall).
+    - [summary] The cheapest feasible path is chosen (review of the summaries: "cheapest among
+      all feasible paths").
+    - [summary] Cost-Min: one stage per path region first, keeping the chain connected, then the
+      remaining stages in path regions by ascending electricity price.
     - [summary] Electricity is billed only while a job runs (the simulator does this).
 
-Our design (the summaries give no detail)
+Our design (the summaries give no detail, or our model differs)
+    - ``K*``: the summaries say ``argmin_k t_iter(k)``.  In our model a pipeline inside one region
+      keeps getting faster up to the top of any grid (256 micro-batches keep the bubble small),
+      so the plain argmin always saturates.  We take the *knee* of the modelled throughput of a
+      pipeline whose last stage boundary crosses the WAN: plans of ``k`` GPUs (``k`` on a grid,
+      from the memory minimum to ``min(max_gpus, GPUs in the topology)``) with all stages but one
+      in the fastest region and the last stage in its lowest-latency neighbour, evaluated with
+      nominal link capacities and no other traffic.  Growing ``k`` is accepted while the
+      marginal throughput per added GPU is at least ``knee`` (default 0.5) times the throughput
+      per GPU already reached (for a doubling: at least a 1.5x speed-up); a dip of the curve
+      (e.g. where recomputation switches on) is skipped if a larger ``k`` passes the test from
+      the current one.  Where stage compute falls below the boundary hop's time, the pipeline
+      across the boundary stops scaling, so ``K*`` grows with the compute per micro-batch
+      (model size) and falls with WAN latency.  Cached per job shape and topology.
+    - Tensor parallelism: the degree (1, 2, 4, 8, within a server, dividing the heads and every
+      region's GPU count) with the best modelled iteration time, for ``K*`` and for every path.
+    - Paths: all simple region paths over regions with free GPUs, grown until they hold ``K*``
+      free GPUs (a path that already holds them stops), with stall-free hops only; depth-first
+      in order of route bandwidth share, at most ``max_paths`` of them.  Each is allocated by
+      Cost-Min, planned, evaluated under current link shares and kept if feasible and stall-free
+      (``transfer <= compute`` on every hop of the final plan).  The cheapest is the one with the
+      lowest electricity cost for the job's remaining iterations at today's prices; ties go to
+      the shorter iteration time.
+    - Stall-free test: ``PlanPerf.transfer_times`` when the model provides it; otherwise
+      ``2 b s h`` bytes over the route's fair bandwidth share (:func:`transfer_times`).
     - ``I_j``: the job's total training FLOPs over the largest in the queue.  ``D_j``: activation
-      bytes per micro-batch over the per-stage compute time at ``K*`` (bytes/s the pipe needs),
-      over the largest in the queue.  ``a``: the share of WAN links that carry at least one flow.
-    - ``K*``: the GPU count (one GPU per stage, tensor parallelism only when a stage cannot fit)
-      minimising the modelled iteration time on the job's fastest free GPU type, searched over a
-      grid of counts from the memory minimum up; cached per job shape and GPU type.
-    - Path start: regions by free GPUs capped at ``K*`` (most first; with Cost-Min, ties, e.g.
-      two regions that can each hold the whole job, go to the cheaper); the next hop is chosen among all regions not
-      yet on the path (routes follow the WAN graph), stall-free hops only, by route bandwidth share.
-    - A path that cannot collect ``K*`` GPUs is accepted if it reaches the job's minimum GPUs and
-      the memory minimum (the plan then has fewer stages).
-    - Stall-free check uses the simulator's performance model (``PlanPerf.hop_times`` vs
-      ``compute_times``), so the rule is the model's, not a separate formula.
-
-Parameters
-    priority: use the dynamic priority (False: arrival order), ablation switch.
-    pathfinder: use the stall-free, bandwidth-preferring path finder (False: add regions by free
-        GPUs with no stall check), ablation switch.
-    cost_min: fill GPUs by ascending price (False: by descending free capacity), ablation switch.
-    schedule: pipeline schedule of the plans (``"1f1b"`` as in the source).
+      bytes per micro-batch over the stage compute time of the ``K*`` reference plan, over the
+      largest in the queue.  ``a``: the share of WAN links that carry at least one flow.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from sfenv.agents.base import SchedulerAgent
 
-from sfenv.perf import Plan, PlanPerf
+from sfenv.perf import Plan, PlanPerf, evaluate_plan, plan_flows
 from sfenv.planning import chain_plan
 from sfenv.sim import SimView
+from sfenv.topology import Topology
 from sfenv.workload import JobSpec
 
-__all__ = ["BACEPipeAgent", "pp_plan", "k_star", "min_stages"]
+__all__ = ["BACEPipeAgent", "KStar", "pp_plan", "k_star", "knee_point", "min_stages", "transfer_times",
+           "stall_free", "K_GRID", "KNEE_THRESHOLD"]
 
 TP_OPTIONS = (1, 2, 4, 8)
+#: GPU counts tried for ``K*``
+K_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+#: default knee threshold: marginal throughput per added GPU over throughput per GPU
+KNEE_THRESHOLD = 0.5
+ACT_BYTES = 2.0  # bf16 boundary activations
+
+Evaluate = Callable[[Plan, JobSpec], PlanPerf]
 
 
 def min_stages(job: JobSpec, memory_bytes: float, tp: int = 1, headroom: float = 0.9) -> int:
-    """Fewest pipeline stages whose weights and optimizer state fit (activations ignored)."""
+    """Fewest pipeline stages whose weights and optimizer state fit (activations ignored).
+
+    :param job: the job.
+    :param memory_bytes: memory of one GPU.
+    :param tp: tensor-parallel degree of every stage.
+    :param headroom: usable fraction of the memory.
+    """
     return max(1, math.ceil(16.0 * job.model.params / (tp * memory_bytes * headroom)))
 
 
-def pp_plan(
-    view: SimView, job: JobSpec, chain: list[int], gpus: list[int], schedule: str = "1f1b"
-) -> tuple[Plan, PlanPerf] | None:
-    """A pipeline-only plan with ``gpus[i]`` GPUs in ``chain[i]``.
+def transfer_times(
+    plan: Plan,
+    perf: PlanPerf,
+    job: JobSpec,
+    topo: Topology,
+    link_capacity_bps: np.ndarray | None = None,
+    link_flows: np.ndarray | None = None,
+) -> list[float]:
+    """Per-hop, per-micro-batch transfer time of ``plan`` without latency, seconds.
 
-    One stage per GPU (t = 1), or fewer, wider stages (t = 2, 4, 8) when one-GPU stages do not
-    fit; recomputation as a last resort. Returns the feasible ``(plan, perf)`` with the lowest
-    iteration time, or None.
+    ``perf.transfer_times`` when the performance model provides it; otherwise ``2 b s h`` bytes
+    over the fair share of the bottleneck link of the hop's route (the plan's own flows added to
+    ``link_flows``; intra-region bandwidth when both stages share a region).
+
+    :param link_capacity_bps: current link capacities (default: nominal).
+    :param link_flows: other jobs' flows per link (default: none).
     """
+    given = getattr(perf, "transfer_times", None)
+    if given:
+        return [float(x) for x in given]
+    cap = topo.link_bw_bps if link_capacity_bps is None else np.asarray(link_capacity_bps, dtype=float)
+    flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
+    for k, n in plan_flows(plan, topo).items():
+        flows[k] += n
+    bits = ACT_BYTES * plan.micro_batch * job.model.seq_len * job.model.hidden * 8.0
+    out = []
+    for src, dst in zip(plan.stages, plan.stages[1:]):
+        worst = 0.0
+        for (a, b), _ in src.hop_pairs(dst).items():
+            links = topo.route_links[a][b] if a != b else ()
+            bw = min((cap[k] / max(flows[k], 1.0) for k in links), default=float(topo.intra_bw_bps[a]))
+            worst = max(worst, bits / bw)
+        out.append(worst)
+    return out
+
+
+def stall_free(perf: PlanPerf, xfer: Sequence[float]) -> bool:
+    """BACE-Pipe's rule: every hop's transfer time is at most its neighbouring stages' compute time."""
+    c = perf.compute_times
+    return all(x <= min(c[k], c[k + 1]) + 1e-12 for k, x in enumerate(xfer))
+
+
+def _tp_options(view: SimView, job: JobSpec, chain: Sequence[int]) -> list[int]:
+    per_server = min(view.topo.regions[r].gpus_per_server for r in chain)
+    return [t for t in TP_OPTIONS if t <= per_server and job.model.heads % t == 0]
+
+
+def _plan_stages(
+    evaluate: Evaluate, job: JobSpec, topo: Topology, chain: Sequence[int], stages: Sequence[int], tp: int,
+    schedule: str,
+) -> tuple[Plan, PlanPerf] | None:
+    """The plan with ``stages[i]`` stages of ``tp`` GPUs in ``chain[i]``; recomputation if needed."""
+    if min(stages) < 1 or sum(stages) > job.model.layers:
+        return None
+    for recompute in (False, True):
+        plan = chain_plan(job, topo, chain, stages, dp=1, tp=tp, schedule=schedule, recompute=recompute)
+        if plan is None:
+            return None
+        perf = evaluate(plan, job)
+        if perf.feasible:
+            return plan, perf
+    return None
+
+
+def pp_plan(
+    view: SimView,
+    job: JobSpec,
+    chain: list[int],
+    gpus: list[int],
+    schedule: str = "1f1b",
+    exact: bool = False,
+    evaluate: Evaluate | None = None,
+) -> tuple[Plan, PlanPerf] | None:
+    """The fastest pipeline-only plan with at most ``gpus[i]`` GPUs in ``chain[i]``.
+
+    For every tensor degree t (the model chooses it: lowest modelled iteration time), region i
+    holds ``gpus[i] // t`` stages of t GPUs; recomputation only when the plain plan does not fit.
+
+    :param exact: only tensor degrees that divide every ``gpus[i]`` (the plan then uses exactly
+        ``sum(gpus)`` GPUs).
+    :param evaluate: the evaluator (default ``view.evaluate``: current link shares).
+    :return: ``(plan, perf)`` or None when nothing fits.
+    """
+    ev = view.evaluate if evaluate is None else evaluate
     best: tuple[Plan, PlanPerf] | None = None
-    for tp in TP_OPTIONS:
-        stages = [g // tp for g in gpus]
-        if min(stages) < 1 or sum(stages) > job.model.layers or job.model.heads % tp:
+    for tp in _tp_options(view, job, chain):
+        if exact and any(g % tp for g in gpus):
             continue
-        if any(tp > view.topo.regions[r].gpus_per_server for r in chain):
-            continue
-        for recompute in (False, True):
-            plan = chain_plan(job, view.topo, chain, stages, dp=1, tp=tp, schedule=schedule, recompute=recompute)
-            if plan is None:
-                break
-            perf = view.evaluate(plan, job)
-            if perf.feasible:
-                if best is None or perf.iter_time < best[1].iter_time:
-                    best = (plan, perf)
-                break
-        if best is not None:
-            break
+        res = _plan_stages(ev, job, view.topo, chain, [g // tp for g in gpus], tp, schedule)
+        if res is not None and (best is None or res[1].iter_time < best[1].iter_time):
+            best = res
     return best
 
 
-def k_star(view: SimView, job: JobSpec, region: int, cache: dict | None = None) -> int:
-    """``K* = argmin_k t_iter(k)`` for pipeline-only plans in one region.
+def knee_point(points: Sequence[tuple[int, float]], threshold: float = KNEE_THRESHOLD) -> int:
+    """The knee of a scaling curve: ``points`` are ``(gpus, iteration time)`` in increasing gpus.
 
-    Plans come from :func:`pp_plan` in a region of ``region``'s GPU type, ignoring how many GPUs
-    are free, from the memory minimum up to ``min(8 L, max_gpus)`` GPUs (stages widen with
-    tensor parallelism when one GPU is too small).
+    Starting at the first point, move to the smallest larger ``k'`` whose marginal throughput
+    per added GPU, ``(1/T' - 1/T) / (k' - k)``, is at least ``threshold`` times the throughput
+    per GPU at the current point, ``1/(T k)``; stop when no larger point passes.
+
+    :raises ValueError: on an empty curve.
     """
-    gpu = view.topo.regions[region].gpu
-    key = (job.model, job.global_batch, job.min_gpus, job.max_gpus, gpu.name)
+    if not points:
+        raise ValueError("knee_point needs at least one (gpus, time) point")
+    k, t = points[0]
+    while True:
+        nxt = next(((k2, t2) for k2, t2 in points if k2 > k and (1 / t2 - 1 / t) / (k2 - k) >= threshold / (t * k)),
+                   None)
+        if nxt is None:
+            return k
+        k, t = nxt
+
+
+def _reference_chain(topo: Topology) -> tuple[int, int | None]:
+    """The ``K*`` probe's regions: the fastest region and its lowest-latency neighbour.
+
+    Ties among the fastest go to the most GPUs, then the lowest index; the neighbour is None in a
+    one-region world.
+    """
+    r = max(range(topo.num_regions), key=lambda i: (topo.gpu_flops[i], topo.regions[i].num_gpus, -i))
+    others = [i for i in range(topo.num_regions) if i != r]
+    if not others:
+        return r, None
+    n = min(others, key=lambda i: (topo.route_latency_s[r, i], -topo.route_bw_bps[r, i], i))
+    return r, n
+
+
+@dataclass(frozen=True)
+class KStar:
+    """A job's pipeline size and the reference plan it was measured on.
+
+    :param k: ``K*``, GPUs.
+    :param iter_time: modelled iteration time of the reference plan at ``K*``, s.
+    :param stage_compute: shortest stage compute time per micro-batch of that plan, s.
+    :param curve: ``(gpus, iteration time)`` of every feasible grid point.
+    """
+
+    k: int
+    iter_time: float
+    stage_compute: float
+    curve: tuple[tuple[int, float], ...]
+
+
+def k_star(
+    view: SimView, job: JobSpec, cache: dict | None = None, threshold: float = KNEE_THRESHOLD,
+    schedule: str = "1f1b",
+) -> KStar | None:
+    """``K*`` of ``job`` (see the module docstring): the knee of a pipeline across a WAN boundary.
+
+    :param cache: a dict to memoise results in (key: job shape, topology, threshold).
+    :return: None if no grid point fits in memory.
+    """
+    topo = view.topo
+    key = (job.model, job.global_batch, job.min_gpus, job.max_gpus, id(topo), threshold, schedule)
     if cache is not None and key in cache:
         return cache[key]
-    lo = max(job.min_gpus, min_stages(job, gpu.memory_bytes))
-    hi = max(lo, min(job.model.layers, job.max_gpus))
-    best_k, best_t = lo, math.inf
-    hi_gpus = max(lo, min(job.model.layers * 8, job.max_gpus))
-    for k in sorted({lo, hi, *[x for x in (2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256) if lo <= x <= hi_gpus]}):
-        res = pp_plan(view, job, [region], [k])
-        if res is not None and res[1].iter_time < best_t:
-            best_k, best_t = res[0].gpus, res[1].iter_time
+    r, n = _reference_chain(topo)
+
+    def nominal(plan: Plan, j: JobSpec) -> PlanPerf:
+        return evaluate_plan(plan, j, topo, view.params)
+
+    top = min(job.max_gpus, topo.total_gpus)
+    lo = max(job.min_gpus, min_stages(job, topo.regions[r].gpu.memory_bytes))
+    curve: list[tuple[int, float, float]] = []
+    for k in sorted({x for x in K_GRID if lo <= x <= top} | ({top} if top >= lo else set())):
+        best: tuple[Plan, PlanPerf] | None = None
+        for tp in _tp_options(view, job, [r] if n is None else [r, n]):
+            stages = k // tp
+            if k % tp or stages < 1:
+                continue
+            chain, split = ([r], [stages]) if stages == 1 or n is None else ([r, n], [stages - 1, 1])
+            res = _plan_stages(nominal, job, topo, chain, split, tp, schedule)
+            if res is not None and (best is None or res[1].iter_time < best[1].iter_time):
+                best = res
+        if best is not None:
+            curve.append((k, best[1].iter_time, min(best[1].compute_times)))
+    out = None
+    if curve:
+        kk = knee_point([(k, t) for k, t, _ in curve], threshold)
+        _, t, c = next(p for p in curve if p[0] == kk)
+        out = KStar(kk, t, c, tuple((k, t) for k, t, _ in curve))
     if cache is not None:
-        cache[key] = best_k
-    return best_k
+        cache[key] = out
+    return out
 
 
 class BACEPipeAgent(SchedulerAgent):
-    """BACE-Pipe (see the module docstring for what follows the source and what is ours)."""
+    """BACE-Pipe (see the module docstring for what follows the source and what is ours).
+
+    :param priority: use the dynamic priority (False: arrival order); ablation switch.
+    :param pathfinder: stall-free, bandwidth-ordered paths (False: one path per start region,
+        adding the region with the most free GPUs, no stall check); ablation switch.
+    :param cost_min: fill stages by ascending price (False: by descending free capacity), and
+        pick the cheapest path (False: the fastest); ablation switch.
+    :param schedule: pipeline schedule of the plans (``"1f1b"`` as in the source).
+    :param knee: ``K*`` knee threshold (see :func:`knee_point`).
+    :param max_paths: most candidate paths examined per job and decision.
+    """
 
     name = "bace-pipe"
 
-    def __init__(self, priority: bool = True, pathfinder: bool = True, cost_min: bool = True, schedule: str = "1f1b"):
+    def __init__(self, priority: bool = True, pathfinder: bool = True, cost_min: bool = True, schedule: str = "1f1b",
+                 knee: float = KNEE_THRESHOLD, max_paths: int = 32):
         self.priority = priority
         self.pathfinder = pathfinder
         self.cost_min = cost_min
         self.schedule = schedule
+        self.knee = knee
+        self.max_paths = max_paths
         self.evaluations = 0
         self._kstar: dict = {}
 
@@ -134,114 +306,144 @@ class BACEPipeAgent(SchedulerAgent):
         """Reset the evaluation counter."""
         self.evaluations = 0
 
+    def kstar(self, view: SimView, job: JobSpec) -> KStar | None:
+        """``K*`` of ``job`` (memoised)."""
+        return k_star(view, job, self._kstar, self.knee, self.schedule)
+
     # ---------------------------------------------------------------- priority
     def _demand(self, view: SimView, job: JobSpec) -> tuple[float, float]:
         """(compute intensity, bandwidth demand in bytes/s) of ``job``."""
-        r = int(np.argmax(view.topo.gpu_flops))
-        k = k_star(view, job, r, self._kstar)
-        stage_compute = 6.0 * job.model.params / k * job.model.seq_len / (view.topo.gpu_flops[r] * view.params.mfu)
-        act = 2.0 * job.model.seq_len * job.model.hidden
-        return job.total_flops, act / stage_compute
+        ks = self.kstar(view, job)
+        act = ACT_BYTES * job.model.seq_len * job.model.hidden
+        return job.total_flops, (act / ks.stage_compute if ks is not None else 0.0)
 
     def congestion(self, view: SimView) -> float:
         """``a``: the share of WAN links carrying at least one flow."""
         flows = view.link_flows
         return float((flows > 0).mean()) if len(flows) else 0.0
 
+    def priorities(self, view: SimView) -> dict[int, float]:
+        """``P_j`` of every waiting job, by job id."""
+        jobs = view.waiting
+        dem = [self._demand(view, j) for j in jobs]
+        imax = max((d[0] for d in dem), default=0.0) or 1.0
+        dmax = max((d[1] for d in dem), default=0.0) or 1.0
+        a = self.congestion(view)
+        return {j.job_id: (1 - a) * (1 - i / imax) + a * (1 - d / dmax) for j, (i, d) in zip(jobs, dem)}
+
     def order(self, view: SimView) -> list[JobSpec]:
         """Jobs by descending dynamic priority (arrival order when ``priority=False``)."""
         jobs = view.waiting
         if not self.priority or len(jobs) < 2:
             return jobs
-        dem = [self._demand(view, j) for j in jobs]
-        imax = max(d[0] for d in dem) or 1.0
-        dmax = max(d[1] for d in dem) or 1.0
-        a = self.congestion(view)
-        prio = [(1 - a) * (1 - i / imax) + a * (1 - d / dmax) for i, d in dem]
-        return [j for _, _, j in sorted(zip(prio, [-j.job_id for j in jobs], jobs), key=lambda x: (-x[0], -x[1]))]
+        prio = self.priorities(view)
+        return sorted(jobs, key=lambda j: (-prio[j.job_id], j.job_id))
 
-    # ---------------------------------------------------------------- path + allocation
-    def _hop_ok(self, view: SimView, job: JobSpec, a: int, b: int, k: int) -> bool:
-        """Stall-free check from the performance model.
-
-        A probe: a two-stage slice of the model (each stage with the layers one of ``k`` stages would
-        hold, no embedding) over the hop a->b, under current link shares; the hop is stall-free when
-        its per-micro-batch transfer time does not exceed the stage compute time.
-        """
-        from dataclasses import replace as _replace
-
-        from sfenv.perf import Stage
-
-        per = max(1, round(job.model.layers / max(1, k)))
-        probe_model = _replace(job.model, layers=2 * per, vocab=0)
-        probe_job = _replace(job, model=probe_model, min_gpus=1, max_gpus=max(2, job.max_gpus))
-        plan = Plan(job.job_id, (Stage.at(a, per), Stage.at(b, per)), schedule=self.schedule, recompute=True)
-        perf = view.evaluate(plan, probe_job)
-        self.evaluations += 1
-        if not perf.feasible or not perf.hop_times:
-            return False
-        return perf.hop_times[0] <= perf.compute_times[0]
-
-    def find_path(self, view: SimView, job: JobSpec, k: int) -> list[int] | None:
-        """Regions for a pipeline of ``k`` GPUs (see module docstring), or None."""
-        free = view.free_gpus
+    # ---------------------------------------------------------------- paths
+    def _share_bps(self, view: SimView, a: int, b: int) -> float:
+        """Fair bandwidth share one more flow would get on the route a->b."""
         topo = view.topo
-        need = max(job.min_gpus, min_stages(job, float(topo.gpu_memory.min())))
-        prices = view.prices_now()
-        if self.cost_min:  # regions that can each hold all k GPUs are equal; the cheaper one first
-            starts = sorted((r for r in range(topo.num_regions) if free[r] > 0),
-                            key=lambda r: (-min(int(free[r]), k), prices[r], r))
-        else:
-            starts = sorted((r for r in range(topo.num_regions) if free[r] > 0), key=lambda r: (-free[r], r))
-        for start in starts[:3]:
-            path, total = [start], int(free[start])
-            while total < k:
-                tail = path[-1]
-                options = [r for r in range(topo.num_regions) if free[r] > 0 and r not in path]
-                if not options:
-                    break
-                if self.pathfinder:
-                    options = [r for r in options if self._hop_ok(view, job, tail, r, k)]
-                    if not options:
-                        break
-                    nxt = max(options, key=lambda r: (topo.route_bw_bps[tail, r] / (1 + min(
-                        (view.link_flows[e] for e in topo.route(tail, r)), default=0)), free[r], -r))
-                else:
-                    nxt = max(options, key=lambda r: (free[r], -r))
-                path.append(nxt)
-                total += int(free[nxt])
-            if total >= min(k, need) and total >= job.min_gpus:
-                return path
-        return None
+        cap, flows = view.link_capacity_bps, view.link_flows
+        return min((float(cap[k]) / (float(flows[k]) + 1.0) for k in topo.route_links[a][b]),
+                   default=float(topo.intra_bw_bps[a]))
 
-    def allocate(self, view: SimView, job: JobSpec, path: list[int], k: int) -> list[int]:
-        """GPUs per path region: one each, then the rest by ascending price (or by capacity)."""
+    def _hop_ok(self, view: SimView, job: JobSpec, a: int, b: int, stage_compute: float) -> bool:
+        """Stall-free hop: transfer time of one micro-batch a->b (no latency) <= stage compute."""
+        bits = ACT_BYTES * job.model.seq_len * job.model.hidden * 8.0
+        return bits / self._share_bps(view, a, b) <= stage_compute
+
+    def find_paths(self, view: SimView, job: JobSpec, k: int, stage_compute: float) -> list[list[int]]:
+        """Candidate region paths that hold ``k`` free GPUs (see the module docstring)."""
         free = view.free_gpus
+        regions = [r for r in range(view.topo.num_regions) if free[r] > 0]
+        paths: list[list[int]] = []
+        if not self.pathfinder:  # ablation: one greedy path per start, by free GPUs, no stall check
+            for start in sorted(regions, key=lambda r: (-free[r], r)):
+                path, total = [start], int(free[start])
+                rest = sorted((r for r in regions if r != start), key=lambda r: (-free[r], r))
+                while total < k and rest:
+                    path.append(rest.pop(0))
+                    total += int(free[path[-1]])
+                if total >= k:
+                    paths.append(path)
+            return paths
+
+        def grow(path: list[int], total: int) -> None:
+            if len(paths) >= self.max_paths:
+                return
+            if total >= k:
+                paths.append(list(path))
+                return
+            tail = path[-1]
+            nxt = [r for r in regions if r not in path and self._hop_ok(view, job, tail, r, stage_compute)]
+            for r in sorted(nxt, key=lambda r: (-self._share_bps(view, tail, r), -free[r], r)):
+                path.append(r)
+                grow(path, total + int(free[r]))
+                path.pop()
+
+        for start in sorted(regions, key=lambda r: (-min(int(free[r]), k), r)):
+            grow([start], int(free[start]))
+        return paths
+
+    def allocate(self, view: SimView, path: list[int], stages: int, tp: int) -> list[int] | None:
+        """Stages per path region: one each, then the rest by ascending price (or by free GPUs)."""
+        free = view.free_gpus
+        cap = [int(free[r]) // tp for r in path]
+        if stages < len(path) or min(cap) < 1:
+            return None
         alloc = [1] * len(path)
-        left = k - len(path)
+        left = stages - len(path)
         prices = view.prices_now()
         key = (lambda i: (prices[path[i]], i)) if self.cost_min else (lambda i: (-free[path[i]], i))
         for i in sorted(range(len(path)), key=key):
-            if left <= 0:
-                break
-            take = min(left, int(free[path[i]]) - alloc[i])
+            take = min(left, cap[i] - alloc[i])
             alloc[i] += take
             left -= take
-        return alloc
+        return alloc if left == 0 else None
+
+    def path_plan(self, view: SimView, job: JobSpec, path: list[int], k: int) -> tuple[Plan, PlanPerf] | None:
+        """The fastest feasible, stall-free plan of exactly ``k`` GPUs on ``path`` (TP by the model)."""
+        best: tuple[Plan, PlanPerf] | None = None
+        for tp in _tp_options(view, job, path):
+            if k % tp:
+                continue
+            alloc = self.allocate(view, path, k // tp, tp)
+            if alloc is None:
+                continue
+            res = _plan_stages(view.evaluate, job, view.topo, path, alloc, tp, self.schedule)
+            self.evaluations += 1
+            if res is None or res[0].gpus != k:
+                continue
+            if self.pathfinder:
+                xfer = transfer_times(res[0], res[1], job, view.topo, view.link_capacity_bps, view.link_flows)
+                if not stall_free(res[1], xfer):
+                    continue
+            if best is None or res[1].iter_time < best[1].iter_time:
+                best = res
+        return best
+
+    def job_cost_usd(self, view: SimView, job: JobSpec, perf: PlanPerf) -> float:
+        """Electricity cost of the job's remaining iterations on a plan, at today's prices."""
+        prices = view.prices_now()  # USD/MWh
+        left = max(0.0, job.iterations - view.waiting_progress(job.job_id))
+        hours = perf.iter_time * left / 3600.0
+        return sum(w * float(prices[r]) for r, w in perf.power_by_region.items()) / 1e6 * hours
 
     def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
-        """The BACE-Pipe plan for ``job`` now, if its path is feasible."""
-        free = view.free_gpus
-        if int(free.sum()) < job.min_gpus:
+        """Up to ``k`` plans on ``job``'s ``K*`` GPUs, cheapest path first (empty: the job waits)."""
+        ks = self.kstar(view, job)
+        if ks is None or int(view.free_gpus.sum()) < ks.k:
             return []
-        fastest = max((r for r in range(view.topo.num_regions) if free[r] > 0), key=lambda r: view.topo.gpu_flops[r])
-        kk = k_star(view, job, fastest, self._kstar)
-        path = self.find_path(view, job, kk)
-        if path is None:
-            return []
-        alloc = self.allocate(view, job, path, min(kk, int(sum(free[r] for r in path))))
-        chain = [r for r, g in zip(path, alloc) if g > 0]
-        gpus = [g for g in alloc if g > 0]
-        res = pp_plan(view, job, chain, gpus, self.schedule)
-        self.evaluations += 1
-        return [] if res is None else [res[0]]
+        scored = []
+        for i, path in enumerate(self.find_paths(view, job, ks.k, ks.stage_compute)):
+            res = self.path_plan(view, job, path, ks.k)
+            if res is None:
+                continue
+            cost = self.job_cost_usd(view, job, res[1]) if self.cost_min else 0.0
+            scored.append((cost, res[1].iter_time, i, res[0]))
+        scored.sort(key=lambda x: x[:3])
+        out: list[Plan] = []
+        for *_, plan in scored:
+            if plan not in out:
+                out.append(plan)
+        return out[:k]

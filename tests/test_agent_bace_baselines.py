@@ -37,3 +37,18 @@ def test_baselines_block_the_queue():
     while len(sim.waiting) < 2:
         sim.wait()
     assert LCFAgent().decide(sim.view()) is None  # head-of-line blocking, by design
+
+
+def test_single_region_baselines_run_exactly_kstar():
+    from sfenv.agents.bace_pipe import k_star
+
+    j = job(0, model="gpt-13b", min_gpus=8, max_gpus=64)
+    sim = three_regions(j)
+    kk = k_star(sim.view(), j).k
+    for agent in (LCFAgent(), LDFAgent()):
+        plan = agent.decide(three_regions(j).view())
+        assert plan is not None and plan.gpus == kk
+    # CR baselines never exceed K*
+    for agent in (CRLCFAgent(), CRLDFAgent()):
+        plan = agent.decide(three_regions(j).view())
+        assert plan is not None and plan.gpus <= kk
