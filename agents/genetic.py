@@ -9,21 +9,33 @@ Follows the source [code, DS3Lab/DT-FM ``scheduler/heuristic_evolutionary_solver
 
 Our design
     - Granularity: clusters, not single GPUs (a stage's data-parallel replicas stay in a
-      cluster).  A chromosome is a permutation of the clusters with free GPUs; decoding walks it
-      and takes clusters (all their free GPUs, up to ``max_gpus`` in total) until the job's GPU
-      target is reached (the most one cluster can give, at least ``min_gpus``); the decoded
-      chain is the pipeline order, and :func:`sfenv.planning.fit_plan` builds its plan.
+      cluster).  A chromosome is a permutation of the clusters with free GPUs plus one *stop*
+      gene; decoding walks it and takes clusters (all their free GPUs, up to ``max_gpus`` in
+      total) until it has passed the stop gene and holds the job's ``min_gpus``, or holds
+      ``max_gpus``.  So the chromosome carries the number
+      of clusters, hence the GPU count: a job may run on one small fast cluster rather than the
+      largest one.  [An earlier decoder fixed the GPU target at the largest free cluster: on
+      spider-8 it had to take 64 A100 or more when 32 H100 model faster.]  The decoded chain is
+      the pipeline order, and :func:`sfenv.planning.fit_plan` builds its plan.
     - Fitness = the performance model's iteration time of that plan (compute included, unlike
-      DT-FM's communication-only cost).
+      DT-FM's communication-only cost).  An evaluation (trial) is one fitness call; decoded
+      chains are memoised, so repeated trials cost a dictionary look-up.
     - Machinery from pymoo: ``GA`` with ``PermutationRandomSampling``, ``OrderCrossover``,
       ``InversionMutation`` and duplicate elimination (pymoo keeps permutations valid, so no
       separate repair step is needed); then a first-improvement swap local search on the best
       chromosome (DT-FM uses a cyclic-partitioning local search).
+    - Budget.  ``budget="dtfm"`` is DT-FM's size [code]: population 100 and 4,900 trials
+      (48 generations of 100 = 4,800 GA evaluations, plus 100 local-search moves).  The default
+      (population 24, 10 generations, 30 local-search moves: 270 trials) is 5.5 % of it [our
+      choice: it keeps episodes with many decisions quick; its plans are close on small
+      platforms, see the tests].
     - Queue: arrival order with backfilling.
 
 Parameters
     population, generations: GA size.  local_search: swap moves after the GA (evaluation budget
-    ``local_search_evals``).  seed: default seed of the generator.
+    ``local_search_evals``).  seed: default seed of the generator.  budget: ``"dtfm"`` sets
+    population, generations and local-search moves to DT-FM's size (the explicit arguments are
+    then ignored); None keeps them.
 """
 
 from __future__ import annotations
@@ -39,29 +51,48 @@ from sfenv.planning import fit_plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
-__all__ = ["GeneticAgent", "ChainFitness", "random_search"]
+__all__ = ["GeneticAgent", "ChainFitness", "random_search", "BUDGETS"]
+
+#: named budgets: (population, generations, local-search moves)
+BUDGETS: dict[str, tuple[int, int, int]] = {
+    "default": (24, 10, 30),  # 270 trials
+    "dtfm": (100, 48, 100),  # DT-FM's population 100 and 4,900 trials
+}
 
 
 class ChainFitness:
-    """Decode permutations of ``regions`` into chains and score them (memoised, evaluations counted)."""
+    """Decode chromosomes over ``regions`` into chains and score them (memoised, evaluations counted).
+
+    A chromosome is a permutation of ``0..len(regions)``: indices into ``regions`` plus the stop
+    gene ``len(regions)`` (see the module docstring).
+    """
 
     def __init__(self, view: SimView, job: JobSpec, regions: list[int]):
         self.view, self.job, self.regions = view, job, regions
         free = view.free_gpus
         self.free = [int(free[r]) for r in regions]
-        self.target = max(job.min_gpus, min(job.max_gpus, max(self.free)))
+        self.stop = len(regions)
         self.cache: dict[tuple, tuple[float, tuple[Plan, PlanPerf] | None]] = {}
         self.evaluations = 0
         self.history: list[float] = []
 
+    @property
+    def genes(self) -> int:
+        """Chromosome length: the regions and the stop gene."""
+        return len(self.regions) + 1
+
     def decode(self, perm: np.ndarray) -> tuple[list[int], list[int]]:
-        """Chain (region ids) and GPU budgets for a permutation of indices into ``regions``."""
-        chain, budget, total = [], [], 0
+        """Chain (region ids) and GPU budgets for a chromosome."""
+        chain, budget, total, stopped = [], [], 0, False
         for i in perm:
-            if total >= self.target:
+            i = int(i)
+            if total >= self.job.max_gpus or (stopped and total >= self.job.min_gpus):
                 break
-            take = min(self.free[int(i)], self.job.max_gpus - total)
-            chain.append(self.regions[int(i)])
+            if i == self.stop:
+                stopped = True
+                continue
+            take = min(self.free[i], self.job.max_gpus - total)
+            chain.append(self.regions[i])
             budget.append(take)
             total += take
         return chain, budget
@@ -72,21 +103,22 @@ class ChainFitness:
         chain, budget = self.decode(perm)
         key = (tuple(chain), tuple(budget))
         if key not in self.cache:
-            res = fit_plan(self.job, self.view.topo, chain, budget, self.view.evaluate) if chain else None
+            ok = bool(chain) and sum(budget) >= self.job.min_gpus
+            res = fit_plan(self.job, self.view.topo, chain, budget, self.view.evaluate) if ok else None
             self.cache[key] = (res[1].iter_time if res else math.inf, res)
         value = self.cache[key][0]
         self.history.append(value)
         return value
 
     def plan(self, perm: np.ndarray) -> tuple[Plan, PlanPerf] | None:
-        """The plan of a permutation."""
+        """The plan of a chromosome."""
         self(perm)
         chain, budget = self.decode(perm)
         return self.cache[(tuple(chain), tuple(budget))][1]
 
 
 def random_search(fitness: Callable[[np.ndarray], float], n: int, evaluations: int, rng: np.random.Generator) -> float:
-    """Best fitness over ``evaluations`` random permutations (the baseline DT-FM compares with)."""
+    """Best fitness over ``evaluations`` random permutations of ``n`` genes (DT-FM's comparison baseline)."""
     return min(fitness(rng.permutation(n)) for _ in range(evaluations))
 
 
@@ -96,7 +128,11 @@ class GeneticAgent(SchedulerAgent):
     name = "genetic"
 
     def __init__(self, population: int = 24, generations: int = 10, local_search: bool = True,
-                 local_search_evals: int = 30, seed: int = 0):
+                 local_search_evals: int = 30, seed: int = 0, budget: str | None = None):
+        if budget is not None:
+            if budget not in BUDGETS:
+                raise ValueError(f"unknown budget {budget!r}; known: {', '.join(BUDGETS)}")
+            population, generations, local_search_evals = BUDGETS[budget]
         self.population = population
         self.generations = generations
         self.local_search = local_search
@@ -106,13 +142,18 @@ class GeneticAgent(SchedulerAgent):
         self.evaluations = 0
         self.last: ChainFitness | None = None
 
+    @property
+    def trials(self) -> int:
+        """Fitness evaluations per decision at this budget (pymoo's GA: population x generations)."""
+        return self.population * self.generations + (self.local_search_evals if self.local_search else 0)
+
     def reset(self, seed: int | None = None) -> None:
         """Re-seed the generator and reset the counter."""
         self.rng = np.random.default_rng(self.seed if seed is None else seed)
         self.evaluations = 0
 
     def optimise(self, fitness: ChainFitness, n: int) -> np.ndarray:
-        """Run the GA (pymoo) and the local search; returns the best permutation."""
+        """Run the GA (pymoo) and the local search over chromosomes of ``n`` genes; returns the best."""
         from pymoo.algorithms.soo.nonconvex.ga import GA
         from pymoo.core.problem import ElementwiseProblem
         from pymoo.operators.crossover.ox import OrderCrossover
@@ -120,8 +161,8 @@ class GeneticAgent(SchedulerAgent):
         from pymoo.operators.sampling.rnd import PermutationRandomSampling
         from pymoo.optimize import minimize
 
-        if n == 1:
-            best = np.zeros(1, dtype=int)
+        if n <= 2:  # one region (and the stop gene): nothing to search
+            best = np.arange(n, dtype=int)
             fitness(best)
             return best
 
@@ -155,7 +196,7 @@ class GeneticAgent(SchedulerAgent):
         if sum(int(free[r]) for r in regions) < job.min_gpus:
             return []
         fitness = ChainFitness(view, job, regions)
-        best = self.optimise(fitness, len(regions))
+        best = self.optimise(fitness, fitness.genes)
         self.evaluations += fitness.evaluations
         self.last = fitness
         res = fitness.plan(best)
