@@ -1,36 +1,49 @@
-"""ILP baseline: a PuLP MILP over job-to-region-chain placement, GPU counts and layer split.
+"""ILP baseline: a PuLP MILP over job-to-region-chain placement, GPU counts, tensor degree and layer split.
 
 SpiderFlow compares against "ILP-based" cross-cluster schedulers without naming them [paper]; the
 research notes point to Alpa/CrossPipe-style formulations [inferred].  This MILP is our design in
 that spirit: exact for its plan family, and its size grows with clusters x GPU options plus
 clusters^2 ordering arcs, which is what makes such schedulers slow on large platforms.
 
-Plan family (for each data-parallel degree d in ``dp_options``; t = 1, b = 1): an ordered chain of
-regions; region r holds ``g_r / d`` consecutive pipeline stages (``g_r`` GPUs from a menu of
-multiples of d) with ``l_r`` layers in total; stages are d-way data parallel inside the region.
+Plan family (one MILP per data-parallel degree d in ``dp_options`` and micro-batch size b in
+``micro_batches``; the same menus as the other agents: TP degrees of
+:func:`sfenv.planning.fit_plan`, micro-batch sizes of TPA): an ordered chain of regions; region r
+picks an option ``(g_r, t_r)`` (``g_r`` GPUs from a menu of multiples of ``d t_r``, ``t_r`` within
+a server and dividing the heads) and holds ``g_r / (d t_r)`` consecutive pipeline stages of
+``t_r``-way tensor parallelism with ``l_r`` layers in total; stages are d-way data parallel
+inside the region.
 
-Variables: ``x[r, g]`` (region r uses g GPUs), ``l[r, g]`` (its layers), ``s[r]`` (chain starts at
-r), ``e[r, r']`` (r' follows r), MTZ order ``u[r]``, beat ``tau``.  With ``alpha_r`` the compute
-time of one layer for one micro-batch on one GPU of r and ``a[r, r']`` the per-micro-batch hop
-time under current link shares, it minimises the 1F1B iteration time of the chain
+Variables: ``x[r, g, t]`` (region r uses option (g, t)), ``l[r, g, t]`` (its layers), ``s[r]``
+(chain starts at r), ``e[r, r']`` (r' follows r), MTZ order ``u[r]``, beat ``tau``, all-reduce
+``ar``, iteration time ``T``.  With ``alpha_r`` the compute time of one layer for one micro-batch
+of b sequences on one GPU of r and ``a[r, r']`` the per-micro-batch hop time under current link
+shares, the 1F1B pipeline time of the chain is
 
-    (m - 1) tau + sum alpha_r l_r + 2 sum a[r, r'] e[r, r']
+    t_pp = (m - 1) tau + sum alpha_r l_r / t_r + 2 sum a[r, r'] e[r, r']
 
-subject to ``tau >= alpha_r d l_r / g_r`` (stage compute), ``tau >= a[r, r'] e[r, r']`` (hops),
-one menu entry per used region, ``sum l = L``, at least one layer per stage, weights and optimizer
-state within each GPU's memory, GPUs within the job's bounds and free GPUs, and a single simple
-path through the used regions.  Gradient all-reduce and activation memory are left to the full
-performance model, which scores the solution (``recompute`` is tried if activations do not fit).
+with ``tau >= alpha_r d l_r / g_r`` (stage compute), ``tau >= a[r, r'] e[r, r']`` (hops); the
+data-parallel ring all-reduce of a stage's bf16 gradients inside region r,
+``ar >= 2 (d-1)/d x 2 P_layer d l_r / g_r x 8 / bw_r + 2 (d-1) lat_r``, overlapped by the
+model's ``dp_overlap`` w as in the performance model:
+``T >= t_pp + (1-w) ar`` and ``T >= (1-w) t_pp + ar``; minimise T.  Constraints: one option per
+used region, ``sum l = L``, at least one layer per stage, weights and optimizer state within each
+GPU's memory, GPUs within the job's bounds and free GPUs, and a single simple path through the
+used regions.  Left to the full performance model, which scores every MILP's solution (the best
+over ``(d, b)`` wins; ``recompute`` is tried if activations do not fit): activation memory,
+embeddings, and any cost the model charges beyond these terms (e.g. tensor-parallel
+communication).  [An earlier version had t = 1, b = 1 only and no all-reduce term.]
+
 Solver: HiGHS via PuLP (CBC fallback), always under ``time_limit``; a run stopped by the limit
 returns its incumbent with ``optimal=False``.  If no MILP yields an incumbent within the limit
-(the full 64-region model, about 5k variables, needs about 2.5 s on one core), the agent falls back
-to the first-fit plan of :class:`sfenv.agents.fifo.FIFOAgent` and counts it in ``fallbacks`` [our choice:
-a production scheduler would not leave GPUs idle because its solver timed out].  Queue: arrival
-order with backfilling.
+(the full 64-region model, several thousand variables, needs seconds on one core), the agent falls
+back to the first-fit plan of :class:`sfenv.agents.fifo.FIFOAgent` and counts it in ``fallbacks``
+[our choice: a production scheduler would not leave GPUs idle because its solver timed out].
+Queue: arrival order with backfilling.
 
 Parameters
-    time_limit: seconds per MILP.  dp_options: data-parallel degrees tried (one MILP each).
-    max_regions: consider only the regions with the most free compute (None = all).
+    time_limit: seconds per MILP.  dp_options: data-parallel degrees tried.  micro_batches:
+    micro-batch sizes tried (one MILP per (d, b)).  tp_options: tensor degrees offered to every
+    region.  max_regions: consider only the regions with the most free compute (None = all).
 """
 
 from __future__ import annotations
@@ -45,8 +58,10 @@ import pulp
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.fifo import FIFOAgent
 from sfenv.agents.milp import new_var, solve
+from sfenv.agents.tpa import MICRO_BATCHES
 
 from sfenv.perf import Plan, PlanPerf, Stage
+from sfenv.planning import TP_DEGREES
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
@@ -57,56 +72,95 @@ MENU = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 
 @dataclass
 class ILPInstance:
-    """Data of one MILP: regions (indices into the topology) and their coefficients."""
+    """Data of one MILP: regions (indices into the topology) and their coefficients.
+
+    :param menus: per region, its options ``(GPUs, tensor degree)``; GPUs a multiple of ``d t``.
+    :param alpha: s per layer per micro-batch on one GPU (t = 1).
+    :param mem_layers: max layers per GPU by weight and optimizer memory (t = 1).
+    :param hop: per-micro-batch hop time between listed regions (s).
+    :param ar_coef: all-reduce seconds per (layer x d / GPUs) in each region (0 when d = 1).
+    :param ar_const: all-reduce latency term per region (s).
+    :param overlap: fraction of the all-reduce hidden behind the pipeline (the model's ``dp_overlap``).
+    """
 
     regions: list[int]
-    menus: list[list[int]]  # GPU options per region (multiples of d)
-    alpha: list[float]  # s per layer per micro-batch on one GPU
-    mem_layers: list[float]  # max layers per GPU by weight memory
-    hop: np.ndarray  # per-micro-batch hop time between listed regions (s)
+    menus: list[list[tuple[int, int]]]
+    alpha: list[float]
+    mem_layers: list[float]
+    hop: np.ndarray
     layers: int
     m: int
     d: int
     min_gpus: int
     max_gpus: int
+    ar_coef: list[float] | None = None
+    ar_const: list[float] | None = None
+    overlap: float = 0.5
+    b: int = 1
     stats: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Default all-reduce terms: none."""
+        n = len(self.regions)
+        if self.ar_coef is None:
+            self.ar_coef = [0.0] * n
+        if self.ar_const is None:
+            self.ar_const = [0.0] * n
 
-def objective(inst: ILPInstance, order: Sequence[int], gpus: Sequence[int], layers: Sequence[int]) -> float:
-    """The MILP's objective for a chain (indices into ``inst.regions``)."""
-    tau = max(inst.alpha[i] * inst.d * li / g for i, g, li in zip(order, gpus, layers))
+
+def objective(inst: ILPInstance, order: Sequence[int], options: Sequence[tuple[int, int]],
+              layers: Sequence[int]) -> float:
+    """The MILP's objective (iteration time T) for a chain (indices into ``inst.regions``)."""
+    assert inst.ar_coef is not None and inst.ar_const is not None
+    d = inst.d
+    tau = max(inst.alpha[i] * d * li / g for i, (g, _), li in zip(order, options, layers))
     hops = [inst.hop[a, b] for a, b in zip(order, order[1:])]
     tau = max([tau, *hops])
-    return (inst.m - 1) * tau + sum(inst.alpha[i] * li for i, li in zip(order, layers)) + 2 * sum(hops)
+    fill = sum(inst.alpha[i] * li / t for i, (_, t), li in zip(order, options, layers))
+    t_pp = (inst.m - 1) * tau + fill + 2 * sum(hops)
+    ar = max(inst.ar_coef[i] * d * li / g + inst.ar_const[i] for i, (g, _), li in zip(order, options, layers))
+    w = inst.overlap
+    return max(t_pp + (1 - w) * ar, (1 - w) * t_pp + ar)
 
 
-def solve_instance(inst: ILPInstance, time_limit: float = 2.0) -> tuple[list[tuple[int, int, int]], float, bool] | None:
-    """Solve; returns ``([(region index, gpus, layers) in chain order], objective, proven optimal)``."""
+def solve_instance(inst: ILPInstance, time_limit: float = 2.0
+                   ) -> tuple[list[tuple[int, int, int, int]], float, bool] | None:
+    """Solve; returns ``([(region index, gpus, tp, layers) in chain order], objective, proven optimal)``."""
+    assert inst.ar_coef is not None and inst.ar_const is not None
     n = len(inst.regions)
-    L = inst.layers
+    L, d = inst.layers, inst.d
     prob = pulp.LpProblem("ilp_placement", pulp.LpMinimize)
     x, lv = {}, {}
     for i in range(n):
-        for g in inst.menus[i]:
-            x[i, g] = new_var(prob, f"x_{i}_{g}", cat="Binary")
-            lv[i, g] = new_var(prob, f"l_{i}_{g}", lowBound=0, upBound=L, cat="Integer")
+        for g, t in inst.menus[i]:
+            x[i, g, t] = new_var(prob, f"x_{i}_{g}_{t}", cat="Binary")
+            lv[i, g, t] = new_var(prob, f"l_{i}_{g}_{t}", lowBound=0, upBound=L, cat="Integer")
     s = {i: new_var(prob, f"s_{i}", cat="Binary") for i in range(n)}
     e = {(i, j): new_var(prob, f"e_{i}_{j}", cat="Binary") for i in range(n) for j in range(n) if i != j}
     u = {i: new_var(prob, f"u_{i}", lowBound=0, upBound=n) for i in range(n)}
     tau = new_var(prob, "tau", lowBound=0)
-    y = {i: pulp.lpSum(x[i, g] for g in inst.menus[i]) for i in range(n)}
-    prob += (inst.m - 1) * tau + pulp.lpSum(inst.alpha[i] * lv[i, g] for (i, g) in lv) + 2 * pulp.lpSum(
+    ar = new_var(prob, "allreduce", lowBound=0)
+    T = new_var(prob, "iteration", lowBound=0)
+    y = {i: pulp.lpSum(x[i, g, t] for g, t in inst.menus[i]) for i in range(n)}
+    t_pp = (inst.m - 1) * tau + pulp.lpSum(inst.alpha[i] / t * v for (i, _, t), v in lv.items()) + 2 * pulp.lpSum(
         inst.hop[i, j] * v for (i, j), v in e.items())
+    w = inst.overlap
+    prob += T
+    prob += T >= t_pp + (1 - w) * ar
+    prob += T >= (1 - w) * t_pp + ar
     for i in range(n):
         prob += y[i] <= 1
         prob += s[i] <= y[i]
         prob += pulp.lpSum(e[j, i] for j in range(n) if j != i) + s[i] == y[i]  # one predecessor or start
         prob += pulp.lpSum(e[i, j] for j in range(n) if j != i) <= y[i]
-        for g in inst.menus[i]:
-            prob += lv[i, g] <= L * x[i, g]
-            prob += lv[i, g] >= (g // inst.d) * x[i, g]  # at least one layer per stage
-            prob += lv[i, g] * inst.d <= inst.mem_layers[i] * g  # weights per GPU fit
-            prob += tau >= inst.alpha[i] * inst.d / g * lv[i, g]
+        for g, t in inst.menus[i]:
+            key = (i, g, t)
+            prob += lv[key] <= L * x[key]
+            prob += lv[key] >= (g // (d * t)) * x[key]  # at least one layer per stage
+            prob += lv[key] * d <= inst.mem_layers[i] * g  # weights per GPU fit
+            prob += tau >= inst.alpha[i] * d / g * lv[key]
+            if inst.ar_coef[i] > 0 or inst.ar_const[i] > 0:
+                prob += ar >= inst.ar_coef[i] * d / g * lv[key] + inst.ar_const[i] * x[key]
     prob += pulp.lpSum(s.values()) == 1
     prob += pulp.lpSum(e.values()) == pulp.lpSum(y.values()) - 1
     for (i, j), v in e.items():
@@ -114,7 +168,7 @@ def solve_instance(inst: ILPInstance, time_limit: float = 2.0) -> tuple[list[tup
         prob += tau >= inst.hop[i, j] * v
         prob += u[j] >= u[i] + 1 - (n + 1) * (1 - v)  # MTZ: no cycles
     prob += pulp.lpSum(lv.values()) == L
-    gpus = pulp.lpSum(g * x[i, g] for (i, g) in x)
+    gpus = pulp.lpSum(g * v for (_, g, _), v in x.items())
     prob += gpus >= inst.min_gpus
     prob += gpus <= inst.max_gpus
     res = solve(prob, time_limit)
@@ -122,7 +176,7 @@ def solve_instance(inst: ILPInstance, time_limit: float = 2.0) -> tuple[list[tup
     inst.stats["constraints"] = prob.numConstraints()
     if not res.has_solution:
         return None
-    used = {i: g for (i, g), v in x.items() if (v.value() or 0) > 0.5}
+    used = {i: (g, t) for (i, g, t), v in x.items() if (v.value() or 0) > 0.5}
     if not used:
         return None
     start = next(i for i in range(n) if (s[i].value() or 0) > 0.5)
@@ -134,33 +188,37 @@ def solve_instance(inst: ILPInstance, time_limit: float = 2.0) -> tuple[list[tup
         order.append(nxt[0])
     if set(order) != set(used):
         return None
-    chain = [(i, used[i], int(round(lv[i, used[i]].value() or 0))) for i in order]
+    chain = [(i, *used[i], int(round(lv[(i, *used[i])].value() or 0))) for i in order]
     return chain, float(pulp.value(prob.objective)), res.optimal
 
 
 def brute_force_instance(inst: ILPInstance) -> float | None:
     """Exhaustive optimum of the same problem (tiny instances only; for tests)."""
-    n, L = len(inst.regions), inst.layers
+    n, L, d = len(inst.regions), inst.layers, inst.d
     best = None
     for k in range(1, n + 1):
         for order in itertools.permutations(range(n), k):
-            for gpus in itertools.product(*[inst.menus[i] for i in order]):
-                if not inst.min_gpus <= sum(gpus) <= inst.max_gpus:
+            for opts in itertools.product(*[inst.menus[i] for i in order]):
+                if not inst.min_gpus <= sum(g for g, _ in opts) <= inst.max_gpus:
                     continue
-                mins = [g // inst.d for g in gpus]
+                mins = [g // (d * t) for g, t in opts]
                 for layers in itertools.product(*[range(mn, L + 1) for mn in mins]):
                     if sum(layers) != L:
                         continue
-                    if any(li * inst.d > inst.mem_layers[i] * g for i, g, li in zip(order, gpus, layers)):
+                    if any(li * d > inst.mem_layers[i] * g for i, (g, _), li in zip(order, opts, layers)):
                         continue
-                    obj = objective(inst, order, gpus, layers)
+                    obj = objective(inst, order, opts, layers)
                     if best is None or obj < best:
                         best = obj
     return best
 
 
-def build_instance(view: SimView, job: JobSpec, d: int, max_regions: int | None = None) -> ILPInstance | None:
-    """The MILP data for ``job`` with data-parallel degree ``d`` in the current state."""
+def build_instance(view: SimView, job: JobSpec, d: int, max_regions: int | None = None, b: int = 1,
+                   tp_options: Sequence[int] = (1,)) -> ILPInstance | None:
+    """The MILP data for ``job`` with data-parallel degree ``d`` and micro-batch ``b`` in the current state.
+
+    :param tp_options: tensor degrees offered (each region keeps those within a server that divide the heads).
+    """
     topo = view.topo
     free = view.free_gpus
     regs = [r for r in range(topo.num_regions) if free[r] >= d]
@@ -170,12 +228,19 @@ def build_instance(view: SimView, job: JobSpec, d: int, max_regions: int | None 
     if not regs:
         return None
     model = job.model
-    b, s = 1, model.seq_len
+    s = model.seq_len
     headroom = view.params.memory_headroom
-    menus = [[g for g in MENU if g % d == 0 and g <= min(int(free[r]), job.max_gpus) and g // d <= model.layers]
-             for r in regs]
+    menus = []
+    for r in regs:
+        tps = [t for t in tp_options if t <= topo.regions[r].gpus_per_server and model.heads % t == 0]
+        menus.append([(g, t) for t in tps for g in MENU
+                      if g % (d * t) == 0 and g <= min(int(free[r]), job.max_gpus) and g // (d * t) <= model.layers])
     alpha = [6.0 * model.layer_params * b * s / (topo.gpu_flops[r] * view.params.mfu) for r in regs]
     mem_layers = [topo.gpu_memory[r] * headroom / (16.0 * model.layer_params) for r in regs]
+    # ring all-reduce of the stage's bf16 gradients (2 bytes per parameter) on the intra-region network
+    grad_bits = 2.0 * model.layer_params * 8.0
+    ar_coef = [2.0 * (d - 1) / d * grad_bits / float(topo.intra_bw_bps[r]) for r in regs]
+    ar_const = [2.0 * (d - 1) * float(topo.intra_latency_s[r]) for r in regs]
     act_bits = 2.0 * b * s * model.hidden * 8.0
     cap, flows = view.link_capacity_bps, view.link_flows
     n = len(regs)
@@ -186,7 +251,8 @@ def build_instance(view: SimView, job: JobSpec, d: int, max_regions: int | None 
                 share = min(cap[k] / (flows[k] + d) for k in topo.route(a, c))
                 hop[i, j] = topo.route_latency_s[a, c] + act_bits / share
     m = max(1, math.ceil(job.global_batch / (d * b)))
-    return ILPInstance(regs, menus, alpha, mem_layers, hop, model.layers, m, d, job.min_gpus, job.max_gpus)
+    return ILPInstance(regs, menus, alpha, mem_layers, hop, model.layers, m, d, job.min_gpus, job.max_gpus,
+                       ar_coef, ar_const, view.params.dp_overlap, b)
 
 
 class ILPAgent(SchedulerAgent):
@@ -195,9 +261,12 @@ class ILPAgent(SchedulerAgent):
     name = "ilp"
 
     def __init__(self, time_limit: float = 2.0, dp_options: tuple[int, ...] = (1, 2, 4, 8),
-                 max_regions: int | None = None):
+                 max_regions: int | None = None, micro_batches: tuple[int, ...] = MICRO_BATCHES,
+                 tp_options: tuple[int, ...] = TP_DEGREES):
         self.time_limit = time_limit
         self.dp_options = dp_options
+        self.micro_batches = micro_batches
+        self.tp_options = tp_options
         self.max_regions = max_regions
         self.evaluations = 0
         self.solves = 0
@@ -210,37 +279,41 @@ class ILPAgent(SchedulerAgent):
         self.evaluations = self.solves = self.proven_optimal = self.fallbacks = 0
 
     def plan(self, view: SimView, job: JobSpec) -> tuple[Plan, PlanPerf, bool] | None:
-        """The best plan over ``dp_options`` and whether every MILP behind it was proven optimal."""
+        """The best plan over ``dp_options`` x ``micro_batches`` and whether every MILP behind it was proven optimal."""
         best = None
         all_optimal = True
         for d in self.dp_options:
-            inst = build_instance(view, job, d, self.max_regions)
-            if inst is None or not any(inst.menus):
-                continue
-            sol = solve_instance(inst, self.time_limit)
-            self.solves += 1
-            self.last_stats = inst.stats
-            if sol is None:
-                continue
-            chain, _, optimal = sol
-            all_optimal &= optimal
-            self.proven_optimal += int(optimal)
-            stages: list[Stage] = []
-            for i, g, layers in chain:
-                n = g // d
-                if n < 1 or layers < n:
-                    break
-                base, extra = divmod(layers, n)
-                stages.extend(Stage.at(inst.regions[i], base + (1 if k < extra else 0), dp=d) for k in range(n))
-            else:
-                for recompute in (False, True):
-                    plan = Plan(job.job_id, tuple(stages), recompute=recompute)
-                    perf = view.evaluate(plan, job)
-                    self.evaluations += 1
-                    if perf.feasible:
-                        if best is None or perf.iter_time < best[1].iter_time:
-                            best = (plan, perf)
+            for b in self.micro_batches:
+                if d * b > job.global_batch:
+                    continue
+                inst = build_instance(view, job, d, self.max_regions, b, self.tp_options)
+                if inst is None or not any(inst.menus):
+                    continue
+                sol = solve_instance(inst, self.time_limit)
+                self.solves += 1
+                self.last_stats = inst.stats
+                if sol is None:
+                    continue
+                chain, _, optimal = sol
+                all_optimal &= optimal
+                self.proven_optimal += int(optimal)
+                stages: list[Stage] = []
+                for i, g, t, layers in chain:
+                    n = g // (d * t)
+                    if n < 1 or layers < n:
                         break
+                    base, extra = divmod(layers, n)
+                    stages.extend(Stage.at(inst.regions[i], base + (1 if k < extra else 0), dp=d, tp=t)
+                                  for k in range(n))
+                else:
+                    for recompute in (False, True):
+                        plan = Plan(job.job_id, tuple(stages), micro_batch=b, recompute=recompute)
+                        perf = view.evaluate(plan, job)
+                        self.evaluations += 1
+                        if perf.feasible:
+                            if best is None or perf.iter_time < best[1].iter_time:
+                                best = (plan, perf)
+                            break
         return None if best is None else (best[0], best[1], all_optimal)
 
     def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:

@@ -70,6 +70,7 @@ class ClusterOption:
 
 
 GPU_PENALTY = 1e-6  # s per GPU: at equal modelled time, fewer GPUs
+MICRO_BATCHES = (1, 2, 4)  # micro-batch sizes TPA tries (the ILP baseline offers the same)
 
 
 def level2_objective(options: Sequence[Sequence[ClusterOption]], chosen: Sequence[int], microbatches: int = 1,
@@ -234,7 +235,7 @@ def _options(view: SimView, job: JobSpec, region: int, layers: int, budget: int,
 
 def tpa_plan(
     view: SimView, job: JobSpec, chain: Sequence[int], budget: Sequence[int], time_limit: float = 2.0,
-    dp_options: Sequence[int] = (1, 2, 4, 8, 16), micro_batches: Sequence[int] = (1, 2, 4),
+    dp_options: Sequence[int] = (1, 2, 4, 8, 16), micro_batches: Sequence[int] = MICRO_BATCHES,
     tp_options: Sequence[int] = (1, 2, 4, 8), schedule: str = "1f1b", stats: dict | None = None,
     solver: str = "enumerate",
 ) -> tuple[Plan, PlanPerf] | None:

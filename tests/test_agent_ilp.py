@@ -1,4 +1,6 @@
-"""The ILP baseline: optimal on brute-forceable instances; honours its time limit."""
+"""The ILP baseline: optimal on brute-forceable instances (with tensor degrees and the all-reduce
+term); its TP and micro-batch menu beats its old t = 1, b = 1 family where TP helps; honours its
+time limit and falls back to first fit."""
 
 from __future__ import annotations
 
@@ -6,11 +8,13 @@ import time
 
 import numpy as np
 import pytest
+from agent_worlds import job, region, world
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sfenv.agents.ilp import ILPAgent, ILPInstance, brute_force_instance, build_instance, objective, solve_instance
 
 from sfenv.scenario import load_scenario
+from sfenv.topology import Link
 
 
 @settings(max_examples=20, deadline=None)
@@ -23,11 +27,17 @@ from sfenv.scenario import load_scenario
 )
 def test_milp_is_optimal_on_small_instances(n, d, layers, m, seed):
     rng = np.random.default_rng(seed)
-    menus = [sorted({d * int(k) for k in rng.integers(1, 4, size=2)}) for _ in range(n)]
+    menus = []
+    for _ in range(n):
+        opts = {(d * t * int(k), t) for t in (1, 2) for k in rng.integers(1, 3, size=2)}
+        menus.append(sorted(opts))
     hop = rng.uniform(0.01, 2.0, size=(n, n))
     np.fill_diagonal(hop, 0.0)
+    ar_coef = list(rng.uniform(0.0, 2.0, n)) if d > 1 else None
+    ar_const = list(rng.uniform(0.0, 0.5, n)) if d > 1 else None
     inst = ILPInstance(list(range(n)), menus, list(rng.uniform(0.05, 1.0, n)), list(rng.uniform(1.0, 8.0, n)),
-                       hop, layers, m, d, min_gpus=d, max_gpus=64)
+                       hop, layers, m, d, min_gpus=d, max_gpus=64, ar_coef=ar_coef, ar_const=ar_const,
+                       overlap=float(rng.uniform(0.0, 1.0)))
     exact = brute_force_instance(inst)
     sol = solve_instance(inst, time_limit=10.0)
     if exact is None:
@@ -38,16 +48,63 @@ def test_milp_is_optimal_on_small_instances(n, d, layers, m, seed):
     assert optimal
     assert obj == pytest.approx(exact, rel=1e-6, abs=1e-9)
     # the returned chain really has that objective
-    order = [i for i, _, _ in chain]
-    assert objective(inst, order, [g for _, g, _ in chain], [li for _, _, li in chain]) == pytest.approx(obj, rel=1e-6)
+    order = [i for i, _, _, _ in chain]
+    opts = [(g, t) for _, g, t, _ in chain]
+    assert objective(inst, order, opts, [li for *_, li in chain]) == pytest.approx(obj, rel=1e-6)
+
+
+def test_allreduce_term_counts():
+    # one region, d = 2: the all-reduce term is in the objective (and equals the brute force)
+    base = dict(regions=[0], menus=[[(2, 1), (4, 1)]], alpha=[0.1], mem_layers=[10.0], hop=np.zeros((1, 1)),
+                layers=4, m=8, d=2, min_gpus=2, max_gpus=4)
+    without = ILPInstance(**base)
+    with_ar = ILPInstance(**base, ar_coef=[5.0], ar_const=[0.0], overlap=0.0)
+    o1, o2 = solve_instance(without), solve_instance(with_ar)
+    assert o1 is not None and o2 is not None
+    assert o2[1] > o1[1]
+    assert o2[1] == pytest.approx(brute_force_instance(with_ar))
+    assert o2[1] == pytest.approx(objective(with_ar, [0], [(4, 1)], [4]))  # 4 GPUs halve the all-reduce
+
+
+def _tp_world():
+    # gpt-6.7b does not fit on one GPU; a global batch of 8 leaves few micro-batches, so a t = 1
+    # pipeline pays a large bubble that 8-way tensor parallelism avoids
+    return world([region("a", 8, "z"), region("b", 8, "z")], [Link(0, 1, 10.0, 30.0)], {"z": 50.0},
+                 [job(0, model="gpt-6.7b", min_gpus=8, max_gpus=16, batch=8)])
+
+
+def test_tp_and_microbatch_menu_beats_the_old_family():
+    sim = _tp_world()
+    view = sim.view()
+    j = view.waiting[0]
+    old = ILPAgent(tp_options=(1,), micro_batches=(1,)).plan(view, j)
+    new = ILPAgent().plan(view, j)
+    assert old is not None and new is not None
+    assert all(s.tp == 1 for s in old[0].stages) and old[0].micro_batch == 1
+    assert new[1].iter_time < old[1].iter_time
+    assert any(s.tp > 1 for s in new[0].stages)
+    assert view.evaluate(new[0], j).feasible
+
+
+def test_menus_respect_the_server_and_the_heads():
+    sc = load_scenario("spider-8")
+    sim = sc.make_simulator(0)
+    view = sim.view()
+    j = view.waiting[0]
+    inst = build_instance(view, j, d=2, b=2, tp_options=(1, 2, 4, 8))
+    assert inst is not None and inst.b == 2
+    for r, menu in zip(inst.regions, inst.menus):
+        per_server = sim.topo.regions[r].gpus_per_server
+        assert menu and all(t <= per_server and j.model.heads % t == 0 and g % (2 * t) == 0 for g, t in menu)
+        assert {t for _, t in menu} == {t for t in (1, 2, 4, 8) if t <= per_server and j.model.heads % t == 0}
 
 
 def test_time_limit_is_honoured():
     sc = load_scenario("spider-64")
     sim = sc.make_simulator(0)
     view = sim.view()
-    job = view.waiting[0]
-    inst = build_instance(view, job, d=1)
+    job0 = view.waiting[0]
+    inst = build_instance(view, job0, d=1, tp_options=(1, 2, 4, 8))
     assert inst is not None and len(inst.regions) == 64
     t = time.perf_counter()
     sol = solve_instance(inst, time_limit=0.5)
@@ -61,7 +118,7 @@ def test_time_limit_is_honoured():
 def test_agent_plans_are_feasible_and_counted():
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 4})
     sim = sc.make_simulator(1)
-    agent = ILPAgent(time_limit=1.0)
+    agent = ILPAgent(time_limit=1.0, dp_options=(1, 2))
     plan = agent.decide(sim.view())
     assert plan is not None and sim.view().evaluate(plan).feasible
     assert agent.solves >= 1 and agent.evaluations >= 1
@@ -71,7 +128,7 @@ def test_solver_timeout_falls_back_to_first_fit_and_the_episode_ends():
     # 64 regions and a 0.05 s limit: HiGHS finds no incumbent, so without the fallback no job
     # would ever start and the episode would idle to its horizon
     sc = load_scenario("spider-64").with_overrides(workload={"num_jobs": 2})
-    agent = ILPAgent(time_limit=0.05, dp_options=(1,))
+    agent = ILPAgent(time_limit=0.05, dp_options=(1,), micro_batches=(1,))
     report = sc.make_simulator(0).run(agent.decide)
     assert agent.fallbacks >= 1
     assert report.finished == 2
