@@ -33,6 +33,9 @@ class SchedulerAgent:
 
     name = "base"
     blocking = False
+    #: True if :meth:`replan` proposes plan switches: the evaluator and :meth:`predict` then install
+    #: it as the simulator's re-planning hook (:meth:`sfenv.sim.Simulator.set_replanner`)
+    replans = False
     _bound: tuple[list[Any], bool] | None = None
 
     def bind(self, env: Any) -> SchedulerAgent:
@@ -87,6 +90,10 @@ class SchedulerAgent:
                 if plan not in out and view.can_start(plan):
                     out.append(plan)
         return out[:k]
+
+    def replan(self, view: SimView) -> list[Plan]:
+        """Plans to switch running jobs to, called after link capacity changes (default: none)."""
+        return []
 
     def decide(self, view: SimView) -> Plan | None:
         """A plan to start now, or None to wait."""

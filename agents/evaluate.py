@@ -53,7 +53,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[st
         times.append(time.perf_counter() - t)
         return plan
 
-    report = sim.run(timed)
+    report = sim.run(timed, replan=agent.replan if agent.replans else None)
     records = sim.records()
     row: dict[str, Any] = {"agent": agent.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
     row.update(_jct_fields(records, report.makespan_s))

@@ -44,6 +44,8 @@ def predict_actions(agent: Any, envs: list[Any], vectorised: bool, observation: 
         if env.sim is None or env.sim.done:
             actions.append(env.wait_action)
             continue
+        if agent.replans and env.sim.replanner is None:  # a new episode: install the re-planning hook
+            env.sim.set_replanner(agent.replan)
         plan = agent.decide(env.view)
         actions.append(env.action_for(plan))
     out = np.asarray(actions, dtype=np.int64)

@@ -23,6 +23,7 @@ AGENTS: dict[str, str] = {
     "ilp": "sfenv.agents.ilp:ILPAgent",
     "genetic": "sfenv.agents.genetic:GeneticAgent",
     "fifo": "sfenv.agents.fifo:FIFOAgent",
+    "ddp": "sfenv.agents.ddp:DataParallelAgent",
     "random": "sfenv.agents.simple:RandomAgent",
     "cheapest": "sfenv.agents.simple:CheapestRegionAgent",
 }

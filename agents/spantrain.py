@@ -31,17 +31,20 @@ Our design
     - Queue: arrival order with backfilling (a job that cannot start is skipped).
     - Adapter: :meth:`SpanTrainAgent.adapt` chooses micro-batch size and zero-bubble variant that
       maximise modelled throughput under the *current* link state; it is applied to every new
-      placement.  The simulator cannot yet change a running job's plan, so for running jobs
-      :meth:`SpanTrainAgent.retune_running` only reports the re-tuned plans (not applied).
-
-Parameters
-    lan_gbps, lan_latency_ms: what counts as a fast (same-group) connection.
-    micro_batches: micro-batch sizes the adapter may choose.
-    schedules: zero-bubble schedules to try, in order of preference.
+      placement.  At run time [summary: the adapter reacts to network fluctuation] the simulator
+      calls :meth:`SpanTrainAgent.replan` after every link capacity change; for each running job
+      it re-tunes micro-batch size and zero-bubble variant on the job's current stages (no
+      re-placement: the adapter adjusts instead of re-planning from scratch) and switches to the
+      re-tuned plan when its modelled gain over the remaining work,
+      ``remaining iterations x (current - new iteration time)``, exceeds ``replan_margin`` times
+      the switch pause the simulator charges (:meth:`sfenv.sim.Simulator.replan`: a modelled
+      re-partition pause; with the stages unchanged, only the restart constant).  Both times are
+      modelled under the link state at the change; later changes trigger new decisions.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import networkx as nx
@@ -50,16 +53,26 @@ from sfenv.agents.base import SchedulerAgent
 
 from sfenv.perf import Plan, PlanPerf
 from sfenv.planning import fit_plan
-from sfenv.sim import SimView
+from sfenv.sim import InvalidDecision, SimView
 from sfenv.workload import JobSpec
 
 __all__ = ["SpanTrainAgent"]
 
 
 class SpanTrainAgent(SchedulerAgent):
-    """SpanTrain (see the module docstring for what follows the source and what is ours)."""
+    """SpanTrain (see the module docstring for what follows the source and what is ours).
+
+    :param lan_gbps: route bandwidth (Gbit/s) at or above which two regions share a network group.
+    :param lan_latency_ms: route latency (ms) at or below which two regions share a network group.
+    :param micro_batches: micro-batch sizes the adapter may choose.
+    :param schedules: zero-bubble schedules to try, in order of preference.
+    :param replan_running: apply the adapter to running jobs when the network changes (False: new
+        placements only, the behaviour before run-time re-planning existed).
+    :param replan_margin: switch only when the modelled gain exceeds this multiple of the pause.
+    """
 
     name = "spantrain"
+    replans = True
 
     def __init__(
         self,
@@ -67,16 +80,22 @@ class SpanTrainAgent(SchedulerAgent):
         lan_latency_ms: float = 20.0,
         micro_batches: tuple[int, ...] = (1, 2, 4, 8),
         schedules: tuple[str, ...] = ("zb-h2", "zb-h1"),
+        replan_running: bool = True,
+        replan_margin: float = 1.0,
     ):
         self.lan_gbps = lan_gbps
         self.lan_latency_ms = lan_latency_ms
         self.micro_batches = micro_batches
         self.schedules = schedules
+        self.replans = replan_running
+        self.replan_margin = replan_margin
         self.evaluations = 0
+        self.switches = 0
 
     def reset(self, seed: int | None = None) -> None:
-        """Reset the evaluation counter."""
+        """Reset the evaluation and switch counters."""
         self.evaluations = 0
+        self.switches = 0
 
     # ---------------------------------------------------------------- profiling and grouping
     def profile(self, view: SimView, job: JobSpec) -> tuple[np.ndarray, np.ndarray]:
@@ -130,13 +149,42 @@ class SpanTrainAgent(SchedulerAgent):
         return best
 
     def retune_running(self, view: SimView) -> dict[int, Plan]:
-        """Re-tuned plans for running jobs whose throughput the adapter would raise (not applied)."""
+        """Re-tuned plans worth switching to, by running job id (see the module docstring).
+
+        Candidates keep the job's stages and vary micro-batch size and zero-bubble variant; each
+        is scored with :meth:`SimView.evaluate_replan` (its performance once switched, and the
+        pause).  A job in a re-plan pause is left alone.
+        """
         out = {}
         for info in view.running:
-            new = self.adapt(info.plan, info.job, view)
-            if new != info.plan:
-                out[info.job.job_id] = new
+            if not math.isnan(info.paused_until):
+                continue
+            remaining = max(0.0, info.job.iterations - info.progress)
+            best, best_gain = None, 0.0
+            for sched in self.schedules:
+                for b in self.micro_batches:
+                    cand = replace(info.plan, micro_batch=b, schedule=sched)
+                    if cand == info.plan:
+                        continue
+                    try:
+                        perf, pause = view.evaluate_replan(cand)
+                    except InvalidDecision:
+                        continue
+                    self.evaluations += 1
+                    gain = remaining * (info.iter_time - perf.iter_time) - self.replan_margin * pause
+                    if gain > best_gain:
+                        best, best_gain = cand, gain
+            if best is not None:
+                out[info.job.job_id] = best
         return out
+
+    def replan(self, view: SimView) -> list[Plan]:
+        """Re-tuned plans to switch running jobs to after a link change (the simulator's hook)."""
+        if not self.replans:
+            return []
+        plans = list(self.retune_running(view).values())
+        self.switches += len(plans)
+        return plans
 
     # ---------------------------------------------------------------- placement
     def _fit(self, view: SimView, job: JobSpec, chain: list[int], budget: list[int]) -> tuple[Plan, PlanPerf] | None:

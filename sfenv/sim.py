@@ -22,13 +22,34 @@ integral of each zone's hourly price over that time (:class:`sfenv.prices.PriceS
 **Outages.**  An outage preempts every job with GPUs in the region: the job loses the iterations
 done since its last checkpoint, frees its GPUs and returns to the queue; the region offers no
 GPUs until it recovers.  No job is lost.
+
+**Re-planning.**  :meth:`Simulator.replan` replaces a running job's plan with another plan for the
+same job that fits the GPUs it holds plus free ones (or a subset).  The switch is charged as a
+modelled *re-partition pause* (no work is lost):
+``pause = replan_restart_s + transfer``, where ``transfer`` moves the training state of every
+layer (``replan_state_bytes_per_param`` bytes per parameter: bf16 weights and fp32 Adam state and
+master weights; gradients are not needed between iterations) to each region that holds it under
+the new plan but did not under the old one, from the old holder with the widest route now.  Each
+(source, destination) pair sends its bytes over its route; a link carries the bytes of every pair
+crossing it at one fair share (its capacity over the flows of other jobs plus one), so
+``transfer = max over pairs (route latency + max over its links (bytes on the link / share))``.
+Re-sharding inside a region (another tensor or data-parallel degree) and rebuilding the pipeline
+are covered by the constant ``replan_restart_s``; a change of micro-batch size or schedule alone
+costs only that constant.  During the pause the job holds, in every region, the larger of its old
+and new GPU counts (old GPUs send, new ones receive), draws idle power on all of them (billed at
+the zones' prices) and makes no progress; it puts the new plan's flows on the WAN from the switch
+(standing for the state transfer) and resumes with the new plan at the end of the pause, when the
+GPUs only the old plan used are freed.  Agents re-plan through a hook: ``Simulator.replanner``
+(set with ``run(decide, replan=...)``) is called with the view after every link capacity change
+and returns plans to switch to (see :meth:`Simulator.set_replanner`); without a hook nothing is
+ever re-planned and the simulator costs nothing more.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -62,7 +83,7 @@ __all__ = [
 _MEMO_ENTRIES = 20_000  # bound on memoised plan evaluations per dict (about 1 kB each)
 
 # event kinds, in processing order at equal times
-EV_COMPLETE, EV_RECOVER, EV_OUTAGE, EV_BANDWIDTH, EV_ARRIVAL = range(5)
+EV_COMPLETE, EV_RECOVER, EV_OUTAGE, EV_BANDWIDTH, EV_ARRIVAL, EV_RESUME = range(6)
 
 
 class InvalidDecision(ValueError):
@@ -100,11 +121,19 @@ class SimConfig:
     :param checkpoint_interval_s: jobs checkpoint this often (simulated run time); an outage
         loses at most this much work.
     :param perf: performance model constants.
+    :param replan_restart_s: fixed part of a re-plan pause, s (stop at an iteration boundary,
+        rebuild communicators and the pipeline, re-shard inside regions; our assumption, of the
+        order of a framework restart from a checkpoint held in memory).
+    :param replan_state_bytes_per_param: training state moved per parameter when a re-plan moves
+        a layer to another region, bytes (2 bf16 weights + 12 fp32 master weights and Adam
+        moments; gradients are not needed between iterations).
     """
 
     horizon_s: float = 14 * 86400.0
     checkpoint_interval_s: float = 1800.0
     perf: PerfParams = field(default_factory=PerfParams)
+    replan_restart_s: float = 60.0
+    replan_state_bytes_per_param: float = 14.0
 
 
 @dataclass
@@ -132,11 +161,26 @@ class JobState:
     segments: list = field(default_factory=list)  # closed runs (start, end, ((region, gpus), ...))
     power_zone: np.ndarray | None = None  # watts per price zone
     f_last: np.ndarray | None = None  # price integral F(last_update) per zone
+    held: dict[int, int] = field(default_factory=dict)  # GPUs held per region (plan's, or more in a re-plan pause)
+    resume_at: float = math.nan  # end of a re-plan pause (NaN when not paused)
+    resume_perf: PlanPerf | None = None  # the new plan's predicted performance at the switch
+    replans: int = 0
+    replan_pause_s: float = 0.0  # total time spent in re-plan pauses
+
+    @property
+    def paused(self) -> bool:
+        """True during a re-plan pause."""
+        return not math.isnan(self.resume_at)
 
 
 @dataclass(frozen=True)
 class RunningInfo:
-    """Read-only summary of a running job for agents."""
+    """Read-only summary of a running job for agents.
+
+    During a re-plan pause ``plan`` is the new plan, ``iter_time`` its predicted iteration time,
+    ``throughput`` 0, ``remaining_s`` includes the rest of the pause and ``paused_until`` is the
+    pause's end (NaN otherwise).
+    """
 
     job: JobSpec
     plan: Plan
@@ -145,6 +189,7 @@ class RunningInfo:
     progress: float
     remaining_s: float
     power_w: float
+    paused_until: float = math.nan
 
 
 class EvaluationCache:
@@ -270,6 +315,9 @@ class Simulator:
         self._ended = False
         self.dynamics = dynamics
         self.rng = rng
+        self.replanner: Callable[[SimView], Iterable[Plan]] | None = None
+        self.replans = 0
+        self._links_changed = False
         for j in jobs:
             self._push(j.arrival, EV_ARRIVAL, j.job_id)
         for o in outages or []:
@@ -355,7 +403,7 @@ class Simulator:
             self._rate_w -= js.perf.power_w
             self._rate_tok -= js.spec.tokens_per_iteration / js.perf.iter_time
 
-    def _set_perf(self, js: JobState, perf: PlanPerf) -> None:
+    def _set_perf(self, js: JobState, perf: PlanPerf, complete: bool = True) -> None:
         self._fold()
         self._unrate(js)
         js.perf = perf
@@ -368,8 +416,9 @@ class Simulator:
         self._rate_w += perf.power_w
         self._rate_tok += js.spec.tokens_per_iteration / perf.iter_time
         js.version += 1
-        remaining = max(0.0, js.spec.iterations - js.progress) * perf.iter_time
-        self._push(self.time + remaining, EV_COMPLETE, (js.spec.job_id, js.version))
+        if complete:
+            remaining = max(0.0, js.spec.iterations - js.progress) * perf.iter_time
+            self._push(self.time + remaining, EV_COMPLETE, (js.spec.job_id, js.version))
 
     def _refresh(self, links: set[int] | None, known: tuple[int, PlanPerf] | None = None) -> None:
         """Recompute rates of running jobs that use any of ``links`` (all if None).
@@ -380,8 +429,8 @@ class Simulator:
         cap = self.link_capacity_bps
         for jid in sorted(self.running):
             js = self.jobs[jid]
-            if links is not None and not (links & js.flows.keys()):
-                continue
+            if (links is not None and not (links & js.flows.keys())) or js.paused:
+                continue  # a paused job's rates are set when it resumes
             self._accrue(js, self.time)
             assert js.plan is not None
             if known is not None and known[0] == jid:
@@ -453,6 +502,7 @@ class Simulator:
         for r, n in plan.gpus_by_region().items():
             self.free[r] -= n
             self._busy_gpus += n
+        js.held = plan.gpus_by_region()
         js.flows = plan_flows(plan, self.topo)
         for k, n in js.flows.items():
             self.link_flows[k] += n
@@ -477,6 +527,177 @@ class Simulator:
         assert js.perf is not None
         js.checkpoint_iters = max(1.0, self.config.checkpoint_interval_s / js.perf.iter_time)
         return js.perf
+
+    # ------------------------------------------------------------ re-planning
+    def set_replanner(self, replanner: Callable[[SimView], Iterable[Plan]] | None) -> None:
+        """Install (or remove, with None) the re-planning hook.
+
+        After every event time at which a link capacity changed (rates already recomputed), the
+        simulator calls ``replanner(view)`` and switches each running job named by a returned plan
+        to that plan with :meth:`replan` (in the order returned).  A plan that cannot be applied
+        raises :class:`InvalidDecision`, as a bad decision does.
+        """
+        self.replanner = replanner
+
+    def _transfer_s(self, js: JobState, plan: Plan) -> float:
+        """Time to move the training state the switch from ``js.plan`` to ``plan`` moves (see module docstring)."""
+        old = js.plan
+        assert old is not None
+        model = js.spec.model
+        topo = self.topo
+
+        def holders(p: Plan) -> tuple[list[frozenset[int]], frozenset[int]]:
+            per_layer: list[frozenset[int]] = []
+            for st in p.stages:
+                per_layer.extend([frozenset(st.regions)] * st.layers)
+            emb = frozenset(p.stages[0].regions) | frozenset(p.stages[-1].regions if len(p.stages) > 1 else ())
+            return per_layer, emb
+
+        old_l, old_e = holders(old)
+        new_l, new_e = holders(plan)
+        if len(old_l) != len(new_l):
+            return math.inf
+        bpp = self.config.replan_state_bytes_per_param
+        items = [(a, b, model.layer_params * bpp) for a, b in zip(old_l, new_l)]
+        items.append((old_e, new_e, model.embedding_params * bpp))
+        cap = self.link_capacity_bps
+        others = self.link_flows.copy()
+        for k, n in js.flows.items():
+            others[k] -= n
+        share = cap / (others + 1.0)
+
+        def route_bw(a: int, b: int) -> float:
+            links = topo.route_links[a][b]
+            return min(float(share[k]) for k in links) if links else 0.0
+
+        pair_bytes: dict[tuple[int, int], float] = {}
+        for src_set, dst_set, nbytes in items:
+            if nbytes <= 0.0:
+                continue
+            for d in sorted(dst_set - src_set):
+                src = max(sorted(src_set), key=lambda a: route_bw(a, d))
+                if route_bw(src, d) <= 0.0:
+                    return math.inf  # no route to the new region
+                pair_bytes[(src, d)] = pair_bytes.get((src, d), 0.0) + nbytes
+        link_bytes = np.zeros(topo.num_links)
+        for (a, b), nbytes in pair_bytes.items():
+            for k in topo.route_links[a][b]:
+                link_bytes[k] += nbytes
+        t = 0.0
+        for a, b in pair_bytes:
+            links = topo.route_links[a][b]
+            t = max(t, float(topo.route_latency_s[a, b]) + max(float(link_bytes[k] * 8.0 / share[k]) for k in links))
+        return t
+
+    def check_replan(self, plan: Plan) -> tuple[PlanPerf, float]:
+        """Validate switching running job ``plan.job_id`` to ``plan`` now.
+
+        :return: the new plan's predicted performance once running (the job's old flows replaced
+            by the new plan's) and the switch pause in seconds.
+        :raises InvalidDecision: naming what is wrong (the state is never changed).
+        """
+        if not 0 <= plan.job_id < len(self.jobs):
+            raise InvalidDecision(f"unknown job {plan.job_id}")
+        js = self.jobs[plan.job_id]
+        if js.status != "running":
+            raise InvalidDecision(f"job {plan.job_id} is {js.status}, not running")
+        if js.paused:
+            raise InvalidDecision(f"job {plan.job_id} is already switching plans (until t={js.resume_at:.0f} s)")
+        if plan == js.plan:
+            raise InvalidDecision(f"job {plan.job_id} already runs this plan")
+        for r, n in plan.gpus_by_region().items():
+            if not 0 <= r < self.topo.num_regions:
+                raise InvalidDecision(f"unknown region {r}")
+            if self.down[r]:
+                raise InvalidDecision(f"region {self.topo.regions[r].name} is down")
+            extra = n - js.held.get(r, 0)
+            if extra > self.free[r]:
+                raise InvalidDecision(f"plan needs {extra} more GPUs in {self.topo.regions[r].name}, "
+                                      f"{self.free[r]} free")
+        if len(plan.regions) > 1:
+            others = self.link_flows.copy()
+            for k, n in js.flows.items():
+                others[k] -= n
+            perf = evaluate_plan(plan, js.spec, self.topo, self.params, self.link_capacity_bps, others)
+        else:
+            perf = self.evaluate(plan, js.spec)
+        if not perf.feasible:
+            raise InvalidDecision(f"infeasible plan for job {plan.job_id}: {perf.reason}")
+        pause = self.config.replan_restart_s + self._transfer_s(js, plan)
+        if not math.isfinite(pause):
+            raise InvalidDecision(f"job {plan.job_id}: no route to move its state to the new plan's regions")
+        return perf, pause
+
+    def replan(self, plan: Plan) -> float:
+        """Switch a running job to ``plan`` now, charging the re-partition pause; returns the pause (s).
+
+        See the module docstring for the model.  The job holds the larger of its old and new GPU
+        counts per region, draws idle power and makes no progress until the pause ends.
+
+        :raises InvalidDecision: if the switch is not possible (the state is left unchanged).
+        """
+        perf, pause = self.check_replan(plan)
+        js = self.jobs[plan.job_id]
+        self._accrue(js, self.time)
+        self._accrue_busy(self.time)
+        assert js.plan is not None  # the run so far ends here; the pause and the new plan are runs too
+        js.segments.append((js.start, self.time, tuple(sorted(js.held.items()))))
+        js.start = self.time
+        new = plan.gpus_by_region()
+        held = {r: max(js.held.get(r, 0), new.get(r, 0)) for r in sorted(set(js.held) | set(new))}
+        for r, n in held.items():
+            delta = n - js.held.get(r, 0)
+            self.free[r] -= delta
+            self._busy_gpus += delta
+        js.held = held
+        changed = set(js.flows)
+        for k, n in js.flows.items():
+            self.link_flows[k] -= n
+        js.flows = plan_flows(plan, self.topo)
+        for k, n in js.flows.items():
+            self.link_flows[k] += n
+        changed |= set(js.flows)
+        js.plan = plan
+        js.replans += 1
+        js.replan_pause_s += pause
+        js.resume_at = self.time + pause
+        js.resume_perf = perf
+        js.max_gpus_used = max(js.max_gpus_used, plan.gpus)
+        js.max_regions_used = max(js.max_regions_used, len(plan.regions))
+        self.replans += 1
+        sc = self.topo.scalars
+        idle = {r: n * sc.idle_w[r] * sc.pue[r] for r, n in held.items() if n > 0}
+        self._set_perf(js, PlanPerf(feasible=True, iter_time=math.inf, power_by_region=idle), complete=False)
+        self._push(js.resume_at, EV_RESUME, (plan.job_id, js.version))
+        if changed:  # jobs sharing the old or new links get new shares (this job is skipped: paused)
+            self._refresh(changed)
+        return pause
+
+    def _resume(self, js: JobState) -> None:
+        """End a re-plan pause: free the GPUs only the old plan used, run the new plan."""
+        assert js.plan is not None
+        self._accrue(js, self.time)
+        self._accrue_busy(self.time)
+        js.segments.append((js.start, self.time, tuple(sorted(js.held.items()))))  # the pause
+        js.start = self.time
+        new = js.plan.gpus_by_region()
+        for r, n in js.held.items():
+            extra = n - new.get(r, 0)
+            self.free[r] += extra
+            self._busy_gpus -= extra
+        js.held = new
+        js.resume_at = math.nan
+        js.resume_perf = None
+        perf = evaluate_plan(js.plan, js.spec, self.topo, self.params, self.link_capacity_bps, self.link_flows,
+                             include_own_flows=False)
+        if not perf.feasible:  # pragma: no cover - checked at the switch; shares never change memory
+            raise RuntimeError(f"job {js.spec.job_id} cannot resume: {perf.reason}")
+        self._set_perf(js, perf)
+
+    def _call_replanner(self) -> None:
+        assert self.replanner is not None
+        for plan in list(self.replanner(self.view())):
+            self.replan(plan)
 
     def wait(self) -> None:
         """Let time pass: run at least one event, then continue to the next decision point."""
@@ -517,6 +738,9 @@ class Simulator:
             _, kind, _, data = heapq.heappop(self._events)
             self.events_processed += 1
             self._handle(kind, data)
+        if self._links_changed:
+            self._links_changed = False
+            self._call_replanner()
         if self.finished_count == len(self.jobs):
             self._end(self.time)
 
@@ -542,20 +766,29 @@ class Simulator:
             nxt = 1.0 if bad else dyn.low_factor
             self._push(self.time + self.rng.exponential(mean), EV_BANDWIDTH, (k, nxt))
             self._refresh({k})
+            self._links_changed = self.replanner is not None
         elif kind == EV_OUTAGE:
             o: Outage = data  # type: ignore[assignment]
             self._outage(o)
         elif kind == EV_RECOVER:
             r = int(data)  # type: ignore[arg-type]
             self.down[r] = False
+        elif kind == EV_RESUME:
+            jid, version = data  # type: ignore[misc]
+            js = self.jobs[jid]
+            if js.status == "running" and js.version == version:
+                self._resume(js)
 
     def _release(self, js: JobState) -> None:
         assert js.plan is not None
-        js.segments.append((js.start, self.time, tuple(sorted(js.plan.gpus_by_region().items()))))
+        js.segments.append((js.start, self.time, tuple(sorted(js.held.items()))))
         self._accrue_busy(self.time)
-        for r, n in js.plan.gpus_by_region().items():
+        for r, n in js.held.items():
             self.free[r] += n
             self._busy_gpus -= n
+        js.held = {}
+        js.resume_at = math.nan
+        js.resume_perf = None
         for k, n in js.flows.items():
             self.link_flows[k] -= n
         self.running.discard(js.spec.job_id)
@@ -584,8 +817,7 @@ class Simulator:
         self._push(self.time + o.duration, EV_RECOVER, r)
         for jid in sorted(self.running):
             js = self.jobs[jid]
-            assert js.plan is not None
-            if r not in js.plan.gpus_by_region():
+            if r not in js.held:
                 continue
             self._accrue(js, self.time)
             js.progress = math.floor(js.progress / js.checkpoint_iters) * js.checkpoint_iters
@@ -629,7 +861,7 @@ class Simulator:
         for js in self.jobs:
             segments = tuple(js.segments)
             if js.status == "running" and js.plan is not None:  # the open run, up to now
-                segments += ((js.start, self.time, tuple(sorted(js.plan.gpus_by_region().items()))),)
+                segments += ((js.start, self.time, tuple(sorted(js.held.items()))),)
             out.append(
                 JobRecord(
                     job_id=js.spec.job_id,
@@ -658,11 +890,20 @@ class Simulator:
         """A read-only view for agents."""
         return SimView(self)
 
-    def run(self, decide: Callable[[SimView], Plan | None], max_decisions: int = 10_000_000) -> EpisodeReport:
+    def run(
+        self,
+        decide: Callable[[SimView], Plan | None],
+        max_decisions: int = 10_000_000,
+        replan: Callable[[SimView], Iterable[Plan]] | None = None,
+    ) -> EpisodeReport:
         """Run to the end, asking ``decide(view)`` at every decision point (None = wait).
 
-        :raises InvalidDecision: if ``decide`` returns a plan that cannot start.
+        :param replan: optional re-planning hook, installed with :meth:`set_replanner`.
+        :raises InvalidDecision: if ``decide`` returns a plan that cannot start (or ``replan`` one
+            that cannot be switched to).
         """
+        if replan is not None:
+            self.set_replanner(replan)
         view = self.view()
         n = 0
         while not self.done and n < max_decisions:
@@ -739,10 +980,17 @@ class SimView:
     def running(self) -> list[RunningInfo]:
         """Running jobs, by id."""
         out = []
+        now = self._sim.time
         for jid in sorted(self._sim.running):
             js = self._sim.jobs[jid]
             assert js.perf is not None and js.plan is not None
-            prog = js.progress + (self._sim.time - js.last_update) / js.perf.iter_time
+            if js.paused:
+                assert js.resume_perf is not None
+                it = js.resume_perf.iter_time
+                left = max(0.0, js.spec.iterations - js.progress) * it + js.resume_at - now
+                out.append(RunningInfo(js.spec, js.plan, it, 0.0, js.progress, left, js.perf.power_w, js.resume_at))
+                continue
+            prog = js.progress + (now - js.last_update) / js.perf.iter_time
             out.append(
                 RunningInfo(js.spec, js.plan, js.perf.iter_time, js.perf.throughput, prog,
                             max(0.0, js.spec.iterations - prog) * js.perf.iter_time, js.perf.power_w)
@@ -760,6 +1008,17 @@ class SimView:
     def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
         """Predict a plan under the current link state (its own flows added)."""
         return self._sim.evaluate(plan, job)
+
+    def evaluate_replan(self, plan: Plan) -> tuple[PlanPerf, float]:
+        """Predicted performance of switching a running job to ``plan`` now, and the pause (s).
+
+        :raises InvalidDecision: if :meth:`Simulator.replan` would refuse the switch.
+        """
+        return self._sim.check_replan(plan)
+
+    def gpus_held(self, job_id: int) -> dict[int, int]:
+        """GPUs a running job holds per region (empty for jobs not running)."""
+        return dict(self._sim.jobs[job_id].held)
 
     def can_start(self, plan: Plan) -> bool:
         """True if :meth:`Simulator.schedule` would accept ``plan`` now."""

@@ -1,13 +1,17 @@
-"""SpanTrain: grouping, zero-bubble plans, and the adapter under a bandwidth drop."""
+"""SpanTrain: grouping, zero-bubble plans, the adapter under a bandwidth drop and its run-time re-plans."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from agent_worlds import job, region, world
 from sfenv.agents.spantrain import SpanTrainAgent
 
 from sfenv.perf import Plan, Stage
+from sfenv.prices import PriceSeries
 from sfenv.scenario import load_scenario
-from sfenv.topology import Link
+from sfenv.sim import LinkDynamics, SimConfig, Simulator
+from sfenv.topology import Link, Topology
 
 
 def test_network_groups_on_cee():
@@ -39,3 +43,50 @@ def test_adapter_recovers_throughput_after_bandwidth_drop():
     assert dropped.throughput < before.throughput
     assert adapted != plan and after.feasible
     assert after.throughput > dropped.throughput
+
+
+def _dropping_world(config: SimConfig | None = None) -> Simulator:
+    """Two 8-GPU regions over a 10 Gbit/s, 30 ms link that drops to 5 % (seeded two-state dynamics)."""
+    regions = [region("a", 8, "z"), region("b", 8, "z")]
+    prices = PriceSeries(["z"], np.array([[50.0] * 24]))
+    dyn = LinkDynamics((0,), low_factor=0.05, mean_good_s=600.0, mean_bad_s=3600.0)
+    return Simulator(Topology(regions, [Link(0, 1, 10, 30)]), prices,
+                     [job(0, min_gpus=16, max_gpus=16, batch=64, iterations=3000)], config or SimConfig(),
+                     dynamics=dyn, rng=np.random.default_rng(0))
+
+
+def _run(agent: SpanTrainAgent, config: SimConfig | None = None) -> tuple[Simulator, list[tuple[float, float]]]:
+    """Run the dropping world; returns the simulator and (time, link factor) at each re-plan."""
+    sim = _dropping_world(config)
+    seen: list[tuple[float, float]] = []
+
+    def hook(view):
+        plans = agent.replan(view)
+        seen.extend((view.time, float(view.link_capacity_bps[0] / 10e9)) for _ in plans)
+        return plans
+
+    sim.run(agent.decide, replan=hook)
+    return sim, seen
+
+
+def test_spantrain_replans_after_a_bandwidth_drop_and_pays_the_switch():
+    sim, seen = _run(SpanTrainAgent())
+    js = sim.jobs[0]
+    assert sim.replans == js.replans >= 1 and js.status == "done"
+    assert seen[0][1] == pytest.approx(0.05)  # the first switch follows the drop
+    assert js.replan_pause_s == pytest.approx(js.replans * sim.config.replan_restart_s)  # stages kept
+    # the same episode with a free switch finishes earlier by the pauses, and spends less energy
+    free, seen_free = _run(SpanTrainAgent(), SimConfig(replan_restart_s=0.0, replan_state_bytes_per_param=0.0))
+    assert [t for t, _ in seen_free] == [t for t, _ in seen]
+    assert free.jobs[0].finish == pytest.approx(js.finish - js.replan_pause_s, rel=1e-9)
+    assert free.jobs[0].energy_j < js.energy_j
+    # without re-planning the job keeps its pre-drop plan and finishes later than with it
+    static, none = _run(SpanTrainAgent(replan_running=False))
+    assert none == [] and static.replans == 0
+    assert static.jobs[0].finish > js.finish
+    assert static.jobs[0].plan != js.plan
+
+
+def test_spantrain_does_not_switch_when_the_gain_is_below_the_pause():
+    sim, seen = _run(SpanTrainAgent(replan_margin=1e6))
+    assert seen == [] and sim.replans == 0
