@@ -65,8 +65,8 @@ def test_run_resume_and_outputs(tmp_path, monkeypatch):
     argv = ["--only", "spantrain", "--seeds", "2", "--num-jobs", "4", "--out", str(out), "--quiet"]
     assert C.main(argv) == 0
     runs = json.loads((out / "runs-cee.json").read_text())
-    assert sorted((r["agent"], r["seed"]) for r in runs) == [("fifo", 0), ("fifo", 1), ("spantrain", 0),
-                                                             ("spantrain", 1)]
+    assert sorted((r["agent"], r["seed"]) for r in runs) == [("ddp", 0), ("ddp", 1), ("fifo", 0), ("fifo", 1),
+                                                             ("spantrain", 0), ("spantrain", 1)]
     by = {(r["agent"], r["seed"]): r["mean_throughput_tokens_s"] for r in runs}
     expected = math.exp(np.mean([math.log(by[("spantrain", s)] / by[("fifo", s)]) for s in (0, 1)]))
     result = json.loads((out / "claims.json").read_text())["results"]["spantrain-throughput"][0]
