@@ -243,9 +243,10 @@ def k_star(
     :return: None if no grid point fits in memory.
     """
     topo = view.topo
+    # keyed by the topology's id; the entry holds the topology itself, so the id cannot be reused
     key = (job.model, job.global_batch, job.min_gpus, job.max_gpus, id(topo), threshold, schedule)
     if cache is not None and key in cache:
-        return cache[key]
+        return cache[key][1]
     r, n = _reference_chain(topo)
 
     def nominal(plan: Plan, j: JobSpec) -> PlanPerf:
@@ -272,7 +273,7 @@ def k_star(
         _, t, c = next(p for p in curve if p[0] == kk)
         out = KStar(kk, t, c, tuple((k, t) for k, t, _ in curve))
     if cache is not None:
-        cache[key] = out
+        cache[key] = (topo, out)
     return out
 
 
