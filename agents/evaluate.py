@@ -15,6 +15,7 @@ over seeds with a 95 % Student-t confidence interval, :func:`format_table` print
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -26,13 +27,15 @@ from typing import Any
 
 import numpy as np
 from sfenv.agents.base import SchedulerAgent
+from sfenv.agents.learned import LearnedPolicy, make_env_fn
 from sfenv.agents.registry import make_agent
 
-from sfenv.metrics import JobRecord
+from sfenv.errors import InvalidInput
+from sfenv.metrics import EpisodeReport, JobRecord
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["MODEL_PREFIX", "run_episode", "run_policy_episode", "evaluate_agents", "summarise", "format_table",
-           "atomic_write_json", "mean_ci", "write_csv", "quiet_solver_banner", "CI_METRICS"]
+           "atomic_write_json", "evaluate_model", "mean_ci", "write_csv", "quiet_solver_banner", "CI_METRICS"]
 
 
 def _jct_fields(records: Sequence[JobRecord], end: float) -> dict[str, list]:
@@ -75,16 +78,14 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
     trained with.  A policy that never lets time pass (possible without action masks) is stopped
     after ``max(max_episode_steps, 100 x jobs)`` steps; its unfinished jobs count as such.
 
-    :raises ValueError: if the model's observation space does not match this scenario's.
+    :raises InvalidInput: (a ``ValueError``) if the model's observation space does not match this scenario's.
     """
-    from sfenv.agents.learned import make_env_fn
-
     if env_kwargs is None:  # the settings the model was trained with (its workload size aside)
         env_kwargs = {k: v for k, v in policy.meta.get("env_kwargs", {}).items() if k != "num_jobs"}
     env = make_env_fn(scenario, policy.spec.flatten, env_kwargs)()
     if env.observation_space != policy.model.observation_space:
         env.close()
-        raise ValueError(f"{policy.name} was trained on another observation space than scenario "
+        raise InvalidInput(f"{policy.name} was trained on another observation space than scenario "
                          f"{scenario.name!r} gives (trained on {policy.meta.get('scenario', '?')!r})")
     obs, _ = env.reset(seed=seed)
     base = env.unwrapped
@@ -110,6 +111,27 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
     row["stopped_early"] = not done
     env.close()
     return row
+
+
+def evaluate_model(
+    policy: LearnedPolicy, scenario: str | Path | dict | Scenario, seeds: Sequence[int], env_kwargs: dict | None = None
+) -> list[EpisodeReport]:
+    """Play one episode per seed through the env; returns the simulator's episode reports.
+
+    ``env_kwargs`` may set ``num_jobs`` (the workload size) and env settings; by default the env
+    takes the settings the model was trained with (see :func:`run_policy_episode`).
+    """
+    sc = load_scenario(scenario)
+    kwargs = dict(env_kwargs or {})
+    num_jobs = kwargs.pop("num_jobs", None)
+    if num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": num_jobs})
+    names = [f.name for f in dataclasses.fields(EpisodeReport)]
+    reports = []
+    for seed in seeds:
+        row = run_policy_episode(policy, sc, seed, env_kwargs=kwargs or None)
+        reports.append(EpisodeReport(**{name: row[name] for name in names}))
+    return reports
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -179,8 +201,6 @@ def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> 
     if isinstance(a, SchedulerAgent):
         return a
     if a.startswith(MODEL_PREFIX):
-        from sfenv.agents.learned import LearnedPolicy
-
         policy = LearnedPolicy(a[len(MODEL_PREFIX):])
         policy.name = a  # rows are keyed by the spec as given (resume finds them again)
         return policy

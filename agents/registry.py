@@ -7,7 +7,9 @@ from typing import Any
 
 from sfenv.agents.base import SchedulerAgent
 
-__all__ = ["AGENTS", "GROUPS", "make_agent", "available_agents", "resolve_names"]
+from sfenv.errors import UnknownName
+
+__all__ = ["AGENTS", "DESCRIPTIONS", "GROUPS", "make_agent", "available_agents", "resolve_names", "describe"]
 
 #: name -> "module:Class"
 AGENTS: dict[str, str] = {
@@ -28,6 +30,24 @@ AGENTS: dict[str, str] = {
     "cheapest": "sfenv.agents.simple:CheapestRegionAgent",
 }
 
+#: name -> one line for ``sfenv agents`` (an agent without one shows its class docstring's first line)
+DESCRIPTIONS: dict[str, str] = {
+    "spiderflow": "SpiderFlow: SpinSearch placement + TPA parallelisation (our design from the ACL 2026 abstract)",
+    "spinsearch": "SpinSearch: chains grown along the WAN graph from the clusters with most free compute",
+    "tpa": "TPA: layers split across a chain by compute, ILP for the parallel degrees inside each cluster",
+    "bace-pipe": "BACE-Pipe: pipeline-only, K* GPUs, bandwidth- and congestion-aware priority (arXiv 2605.25375)",
+    "lcf": "LCF: one region, the cheapest now; arrival order, head-of-line blocking (BACE-Pipe baseline)",
+    "ldf": "LDF: one region, the one with the most free GPUs; arrival order (BACE-Pipe baseline)",
+    "cr-lcf": "CR-LCF: cross-region, regions added by ascending price (BACE-Pipe baseline)",
+    "cr-ldf": "CR-LDF: cross-region, greedy on capacity and bandwidth (BACE-Pipe baseline)",
+    "spantrain": "SpanTrain/DeepCEE: devices grouped by network then compute, zero-bubble pipeline",
+    "ilp": "ILP: a PuLP MILP over region chain, GPU counts and layer split (slow on large platforms)",
+    "genetic": "Genetic: DT-FM-style evolutionary search over cluster orders (pymoo)",
+    "fifo": "FIFO first-fit: arrival order, first region that fits, else regions in index order",
+    "random": "Random: a uniform choice among the startable candidate plans",
+    "cheapest": "Cheapest: the cheapest region that fits now, arrival order with backfilling",
+}
+
 #: named groups accepted wherever a list of agents is
 GROUPS: dict[str, tuple[str, ...]] = {
     "default": ("fifo", "cheapest", "random", "bace-pipe", "lcf", "ldf", "cr-lcf", "cr-ldf", "spantrain",
@@ -38,7 +58,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 def _load(name: str) -> type[SchedulerAgent]:
     if name not in AGENTS:
-        raise KeyError(f"unknown agent {name!r}; known: {', '.join(sorted(AGENTS))}")
+        raise UnknownName(f"unknown agent {name!r}; known: {', '.join(sorted(AGENTS))}, "
+                          f"groups: {', '.join(sorted(GROUPS))}, or 'all'")
     module, cls = AGENTS[name].split(":")
     return getattr(importlib.import_module(module), cls)
 
@@ -75,6 +96,17 @@ def resolve_names(spec: str | list[str]) -> list[str]:
             names = [item]
         out.extend(n for n in names if n not in out)
     return out
+
+
+def describe(name: str) -> str:
+    """One line about agent ``name``: :data:`DESCRIPTIONS`, else its class docstring's first line.
+
+    :raises UnknownName: for a name that is not registered.
+    """
+    if name in DESCRIPTIONS:
+        return DESCRIPTIONS[name]
+    doc = (_load(name).__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else ""
 
 
 def make_agent(name: str, **kwargs: Any) -> SchedulerAgent:

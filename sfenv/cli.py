@@ -1,25 +1,89 @@
-"""The ``sfenv`` command line: benchmark, plot, run, evaluate, train, and list scenarios and agents."""
+"""The ``sfenv`` command line: benchmark, plot, run, evaluate, train, and list scenarios and agents.
+
+Paths on the command line (``--scenario FILE``, ``--out``, ``--csv``, ``--out-dir``) resolve
+against the current folder, and results are written there by default.  Every number is checked
+where it enters (argparse types below).  Bad input, i.e. any :class:`sfenv.errors.SfenvError`
+(scenario errors, unknown names, missing files, a missing ``rl`` extra) or an argparse error,
+exits with code 2 and a one-line ``sfenv: ...`` message on stderr, before anything is written;
+any other exception is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
-from sfenv.scenario import DEFAULT_SCENARIO, ScenarioError, bundled_scenarios, load_scenario
+from sfenv.agents.learned import ALGOS
+from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
+from sfenv.errors import MissingFile, SfenvError
+from sfenv.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser", "positive_int", "non_negative_int"]
+
+
+def positive_int(text: str) -> int:
+    """Argparse type: an integer > 0 (else argparse exits 2 naming the option)."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """Argparse type: an integer >= 0 (e.g. a seed)."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+    return value
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help unless the default is None/False or already shown."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "%(default)" in text or not action.option_strings or default is None or default is False \
+                or default == argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors read ``sfenv: <command>: <message>`` and point to ``--help``."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the error and a hint, exit with code 2 (argparse's convention)."""
+        where = self.prog.removeprefix("sfenv").strip()
+        self.exit(2, f"sfenv: {where + ': ' if where else ''}{message}\nsee `{self.prog} --help`\n")
+
+
+def _scenario_help() -> str:
+    return (f"a bundled scenario ({', '.join(bundled_scenarios())}) or a YAML file "
+            "(relative paths from the current folder)")
+
+
+def _agents_help() -> str:
+    return (f"comma list of agents ({', '.join(AGENTS)}), a group ({', '.join(GROUPS)}) or 'all'; "
+            "model:PATH adds a saved SB3 model; `sfenv agents` describes them")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from sfenv.agents.evaluate import quiet_solver_banner, run_episode
     from sfenv.agents.registry import make_agent
 
-    quiet_solver_banner()
     sc = load_scenario(args.scenario)
-    if args.num_jobs:
+    if args.num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": args.num_jobs})
-    row = run_episode(make_agent(args.agent), sc, args.seed)
+    agent = make_agent(args.agent)
+    quiet_solver_banner()  # after the input checks: an error message comes first on stderr
+    row = run_episode(agent, sc, args.seed)
     print(f"scenario {sc.name}  agent {args.agent}  seed {args.seed}")
     print(f"  jobs finished        {row['finished']}/{row['jobs']}")
     print(f"  mean JCT             {row['mean_jct_s'] / 3600:.2f} h   (p95 {row['p95_jct_s'] / 3600:.2f} h)")
@@ -36,11 +100,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from sfenv.agents.registry import resolve_names
 
     names = resolve_names(args.agents)
+    sc = load_scenario(args.scenario)
     quiet_solver_banner()
-    rows = evaluate_agents(names, args.scenario, list(range(args.seed, args.seed + args.seeds)),
+    rows = evaluate_agents(names, sc, list(range(args.seed, args.seed + args.seeds)),
                            num_jobs=args.num_jobs, out=args.out, resume=args.resume, progress=not args.quiet)
     summary = summarise([r for r in rows if r["agent"] in names])
-    print(f"scenario {load_scenario(args.scenario).name}, seeds {args.seed}..{args.seed + args.seeds - 1}")
+    print(f"scenario {sc.name}, seeds {args.seed}..{args.seed + args.seeds - 1}")
     print(format_table(summary))
     if args.out:
         print(f"results: {args.out}")
@@ -75,7 +140,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from sfenv.benchmark import write_plots
 
     if not args.file.is_file():
-        raise FileNotFoundError(f"no results file {args.file}")
+        raise MissingFile(f"no results file {args.file}")
     for f in write_plots(args.file, args.out_dir):
         print(f)
     return 0
@@ -85,7 +150,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from sfenv.agents.learned import train
 
     path = train(args.algo, args.scenario, args.steps, args.seed, args.n_envs, args.out,
-                 env_kwargs={"num_jobs": args.num_jobs} if args.num_jobs else None,
+                 env_kwargs={"num_jobs": args.num_jobs} if args.num_jobs is not None else None,
                  tensorboard=not args.no_tensorboard, progress_bar=not args.quiet)
     print(f"saved {path}")
     return 0
@@ -99,86 +164,107 @@ def _cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def _cmd_agents(args: argparse.Namespace) -> int:
-    from sfenv.agents.registry import AGENTS, GROUPS, available_agents
-
     avail = set(available_agents())
-    for name, path in AGENTS.items():
-        print(f"{name:<11} {path:<40} {'' if name in avail else '(not installed)'}")
+    for name in AGENTS:
+        print(f"{name:<11} {describe(name) if name in avail else '(not installed)'}")
     for g, names in GROUPS.items():
         print(f"group {g}: {', '.join(names)}")
+    print("model:PATH  a policy saved by `sfenv train` (evaluate and benchmark only)")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
-    p = argparse.ArgumentParser(prog="sfenv", description="Geo-distributed LLM training scheduling testbed")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("benchmark", help="the main job: score the default agents over seeds, save CSV/JSON and plots",
-                       description="Run agents on the same seeded episodes; print mean ± 95 %% CI over seeds; write "
-                                   "episodes.csv/.json, benchmark.json and PNGs to ./results/<scenario>/.")
-    b.add_argument("--agents", default="default",
-                   help="comma list, a group (default, bace) or 'all'; model:PATH adds a saved SB3 model "
-                        "(default: %(default)s)")
-    b.add_argument("--scenario", default=DEFAULT_SCENARIO, help="bundled name or YAML path (default: %(default)s)")
-    b.add_argument("--seeds", type=int, default=10, help="number of seeds (default: %(default)s)")
-    b.add_argument("--seed", type=int, default=0, help="first seed (default: %(default)s)")
-    b.add_argument("--num-jobs", type=int, help="override the scenario's number of jobs")
-    b.add_argument("--out-dir", type=Path,
-                   help="results folder (default: results/<scenario> under the current directory)")
+    p = _Parser(prog="sfenv", description="Geo-distributed LLM training scheduling testbed. "
+                "Paths are relative to the current folder; results are written there.",
+                formatter_class=_HelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=description or summary, formatter_class=_HelpFormatter)
+
+    b = command("benchmark", "the main job: score the default agents over seeds, save CSV/JSON and plots",
+                "Run agents on the same seeded episodes; print mean ± 95 %% CI over seeds; write "
+                "episodes.csv/.json, benchmark.json and PNGs to ./results/<scenario>/.")
+    b.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
+    b.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
+    b.add_argument("--seeds", type=positive_int, default=10, metavar="N", help="number of seeds (> 0)")
+    b.add_argument("--seed", type=non_negative_int, default=0, metavar="S", help="first seed (>= 0)")
+    b.add_argument("--num-jobs", type=positive_int, metavar="N",
+                   help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
+    b.add_argument("--out-dir", type=Path, metavar="DIR",
+                   help="results folder (default: results/<scenario> under the current folder)")
     b.add_argument("--resume", action="store_true", help="skip episodes already in the results folder")
     b.add_argument("--no-plots", action="store_true", help="write CSV/JSON only")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(fn=_cmd_benchmark)
-    pl = sub.add_parser("plot", help="redraw the PNGs from saved results (benchmark.json or evaluate --out JSON)")
+
+    pl = command("plot", "redraw the PNGs from saved results (benchmark.json or evaluate --out JSON)")
     pl.add_argument("file", type=Path, help="benchmark.json, or an evaluate --out results list (no timeline)")
-    pl.add_argument("--out-dir", type=Path, help="where the PNGs go (default: the file's folder)")
+    pl.add_argument("--out-dir", type=Path, metavar="DIR", help="where the PNGs go (default: the file's folder)")
     pl.set_defaults(fn=_cmd_plot)
-    r = sub.add_parser("run", help="simulate one episode with one agent and print its metrics")
-    r.add_argument("--scenario", default=DEFAULT_SCENARIO)
-    r.add_argument("--agent", default="fifo")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--num-jobs", type=int)
+
+    r = command("run", "simulate one episode with one agent and print its metrics")
+    r.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
+    r.add_argument("--agent", default="fifo", choices=list(AGENTS), metavar="NAME",
+                   help=f"the agent, one of: {', '.join(AGENTS)} (`sfenv agents` describes them)")
+    r.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
+                   help="episode seed (>= 0): the same seed gives the same jobs, prices and outages")
+    r.add_argument("--num-jobs", type=positive_int, metavar="N",
+                   help="jobs in the episode (> 0; default: the scenario's workload.num_jobs)")
     r.set_defaults(fn=_cmd_run)
-    e = sub.add_parser("evaluate", help="score agents on the same seeded episodes")
-    e.add_argument("--agents", default="default",
-                   help="comma list, a group (default, bace) or 'all'; model:PATH adds a saved SB3 model")
-    e.add_argument("--scenario", default=DEFAULT_SCENARIO)
-    e.add_argument("--seeds", type=int, default=3, help="number of seeds")
-    e.add_argument("--seed", type=int, default=0, help="first seed")
-    e.add_argument("--num-jobs", type=int)
-    e.add_argument("--out", type=Path, help="JSON results file (written atomically after each episode)")
+
+    e = command("evaluate", "score agents on the same seeded episodes and print a table")
+    e.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
+    e.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
+    e.add_argument("--seeds", type=positive_int, default=3, metavar="N", help="number of seeds (> 0)")
+    e.add_argument("--seed", type=non_negative_int, default=0, metavar="S", help="first seed (>= 0)")
+    e.add_argument("--num-jobs", type=positive_int, metavar="N",
+                   help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
+    e.add_argument("--out", type=Path, metavar="FILE",
+                   help="JSON results file, written atomically after each episode (default: none)")
     e.add_argument("--resume", action="store_true", help="skip episodes already in --out")
-    e.add_argument("--csv", type=Path, help="also write one CSV row per episode to this file")
-    e.add_argument("--quiet", action="store_true")
+    e.add_argument("--csv", type=Path, metavar="FILE", help="also write one CSV row per episode to this file")
+    e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(fn=_cmd_evaluate)
-    t = sub.add_parser("train", help="train an SB3 policy (needs the rl extra)")
-    t.add_argument("--algo", default="maskable-ppo")
-    t.add_argument("--scenario", default=DEFAULT_SCENARIO)
-    t.add_argument("--steps", type=int, default=50_000)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--n-envs", type=int, default=1)
-    t.add_argument("--num-jobs", type=int)
-    t.add_argument("--out", type=Path, default=Path("runs"))
-    t.add_argument("--no-tensorboard", action="store_true")
-    t.add_argument("--quiet", action="store_true")
+
+    t = command("train", "train an SB3 policy (needs the rl extra: pip install \"sfenv[rl]\")",
+                "Train an SB3 / sb3-contrib policy on the environment and save <out>/<algo>-<scenario>-s<seed>.zip "
+                "with a .json sidecar, TensorBoard logs in <out>/tb. Needs the rl extra: pip install \"sfenv[rl]\".")
+    t.add_argument("--algo", default="maskable-ppo", choices=list(ALGOS),
+                   help="algorithm: maskable-ppo (action masks, Dict observation) or ppo/a2c/dqn "
+                        "(flattened observation, no masks)")
+    t.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
+    t.add_argument("--steps", type=positive_int, default=50_000, metavar="N", help="environment steps (> 0)")
+    t.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
+                   help="seed of the algorithm and the envs (>= 0)")
+    t.add_argument("--n-envs", type=positive_int, default=1, metavar="N", help="parallel envs (> 0)")
+    t.add_argument("--num-jobs", type=positive_int, metavar="N",
+                   help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
+    t.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR",
+                   help="folder for the model, logs and checkpoints (relative to the current folder)")
+    t.add_argument("--no-tensorboard", action="store_true", help="do not write TensorBoard logs")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(fn=_cmd_train)
-    sub.add_parser("scenarios", help="list bundled scenarios").set_defaults(fn=_cmd_scenarios)
-    sub.add_parser("agents", help="list agents").set_defaults(fn=_cmd_agents)
+
+    command("scenarios", "list the bundled scenarios (name, topology, description)").set_defaults(fn=_cmd_scenarios)
+    command("agents", "list the agents with one line each, and the groups").set_defaults(fn=_cmd_agents)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (2 for invalid input, with a message and no traceback)."""
-    args = build_parser().parse_args(argv)
+    """Entry point; returns the exit code (2 for invalid input, with a message and no traceback).
+
+    Only sfenv's own errors (:class:`sfenv.errors.SfenvError`) and argparse's count as invalid
+    input; any other exception propagates with its traceback, since it is a bug.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2, message already printed)
+        return int(e.code or 0)
     try:
         return int(args.fn(args))
-    except ScenarioError as e:
-        print(f"sfenv: {e}", file=sys.stderr)
-        return 2
-    except KeyError as e:
-        print(f"sfenv: {e.args[0] if e.args else e}", file=sys.stderr)
-        return 2
-    except (ValueError, FileNotFoundError) as e:  # e.g. a model file that is missing or does not fit
+    except SfenvError as e:
         print(f"sfenv: {e}", file=sys.stderr)
         return 2
 

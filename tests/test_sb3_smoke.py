@@ -61,7 +61,8 @@ def test_evaluate_policy_scores_fifo(masking):
 
 
 def test_learned_policy_train_and_evaluate(tmp_path):
-    from sfenv.agents.learned import LearnedPolicy, evaluate_model, train
+    from sfenv.agents.evaluate import evaluate_model
+    from sfenv.agents.learned import LearnedPolicy, train
 
     path = train("maskable-ppo", "spider-8", total_timesteps=512, seed=0, out_dir=tmp_path, tensorboard=False,
                  env_kwargs={"num_jobs": 6}, algo_kwargs={"n_steps": 256, "batch_size": 64, "n_epochs": 1})
@@ -72,8 +73,8 @@ def test_learned_policy_train_and_evaluate(tmp_path):
 
 
 def test_evaluator_scores_a_saved_model_next_to_heuristics(tmp_path, capsys):
-    from sfenv.agents.evaluate import evaluate_agents
-    from sfenv.agents.learned import LearnedPolicy, evaluate_model, train
+    from sfenv.agents.evaluate import evaluate_agents, evaluate_model
+    from sfenv.agents.learned import LearnedPolicy, train
 
     from sfenv.cli import main
 
