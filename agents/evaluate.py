@@ -308,13 +308,13 @@ _BANNER_DONE = False
 
 
 def quiet_solver_banner() -> None:
-    """Send HiGHS's one-time start-up banner to stderr instead of stdout.
+    """Keep HiGHS's one-time start-up banner off stdout (and off stderr, where error messages go).
 
     HiGHS (used through PuLP by the ILP and TPA solvers) prints "Running HiGHS ... Copyright"
     from C++ when the process creates its first solver instance, before ``output_flag`` can be
     switched off, so PuLP's ``msg=False`` cannot stop it.  This creates that first instance with
-    file descriptor 1 pointed at stderr; later instances print nothing.  A no-op without highspy
-    or after the first call.
+    file descriptor 1 pointed at the null device; later instances print nothing.  A no-op without
+    highspy or after the first call.
     """
     global _BANNER_DONE
     if _BANNER_DONE:
@@ -326,9 +326,11 @@ def quiet_solver_banner() -> None:
         return
     sys.stdout.flush()
     saved = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(2, 1)
+        os.dup2(null, 1)
         highspy.Highs()
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+        os.close(null)

@@ -26,6 +26,7 @@ when it draws.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import math
 import sys
@@ -165,8 +166,13 @@ def run_benchmark(
     log(f"benchmark: {len(names)} agents x {seeds} seeds of {sc.name} ({meta['num_jobs']} jobs each) -> {out}")
     quiet_solver_banner()
     ran: list[dict] = []
+    on_row = ran.append
+    if progress and importlib.util.find_spec("tqdm") is None:  # no progress bar: one line per episode
+        def on_row(row: dict) -> None:
+            ran.append(row)
+            log(f"benchmark: episode {len(ran)}: {row['agent']} seed {row['seed']}")
     rows = evaluate_agents(names, sc, seed_list, out=paths["episodes_json"], resume=resume, progress=progress,
-                           on_row=ran.append)
+                           on_row=on_row)
     wanted = {(a, s) for a in names for s in seed_list}
     rows = sorted((r for r in rows if (r["agent"], r["seed"]) in wanted),
                   key=lambda r: (names.index(r["agent"]), r["seed"]))

@@ -1,0 +1,134 @@
+"""The benchmark's figures: valid PNGs of the expected size, agents in the legends, the Pareto front."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sfenv.agents.evaluate import evaluate_agents, summarise
+
+from sfenv import plots
+from sfenv.benchmark import episode_timeline
+from sfenv.scenario import load_scenario
+
+AGENTS = ["fifo", "cheapest", "random"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def summary():
+    return summarise(evaluate_agents(AGENTS, "spider-8", seeds=[0, 1], num_jobs=4, progress=False))
+
+
+@pytest.fixture(scope="module")
+def timeline():
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 6})
+    return episode_timeline("fifo", sc, 0)
+
+
+def _check_png(path, fig) -> None:
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    w, h = (fig.get_size_inches() * plots.DPI).round().astype(int)
+    img = matplotlib.image.imread(path)
+    assert img.shape[:2] == (h, w)
+    assert img.std() > 0.01  # something was drawn
+
+
+def _legend_texts(ax) -> list[str]:
+    leg = ax.get_legend()
+    assert leg is not None
+    return [t.get_text() for t in leg.get_texts()]
+
+
+@pytest.mark.parametrize("column", ["mean_jct_h", "cost_usd"])
+def test_metric_bars(summary, tmp_path, column):
+    path = tmp_path / f"{column}.png"
+    fig = plots.plot_metric(summary, column, "y", "title", path)
+    _check_png(path, fig)
+    assert tuple(fig.get_size_inches()) == plots.BAR_SIZE
+    ax = fig.axes[0]
+    assert _legend_texts(ax) == AGENTS
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == pytest.approx([s[column] for s in summary])
+    # error bars span mean ± CI half-width
+    segs = [c for c in ax.collections if c.get_segments()]
+    spans = sorted((s[1][1] - s[0][1]) / 2 for c in segs for s in c.get_segments())
+    assert spans == pytest.approx(sorted(s[column + "_ci"] for s in summary))
+
+
+def test_tradeoff_marks_the_pareto_front(tmp_path):
+    pts = {"a": (1.0, 10.0), "b": (2.0, 5.0), "c": (3.0, 3.0), "d": (4.0, 4.0), "e": (2.5, 6.0)}  # d, e dominated
+    summary = [{"agent": k, "seeds": 3, "mean_jct_h": x, "mean_jct_h_ci": 0.2, "cost_usd": y, "cost_usd_ci": 0.5}
+               for k, (x, y) in pts.items()]
+    path = tmp_path / "tradeoff.png"
+    fig = plots.plot_tradeoff(summary, path)
+    _check_png(path, fig)
+    texts = _legend_texts(fig.axes[0])
+    assert sorted(texts) == sorted([*pts, "Pareto front"])
+    front_line = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "Pareto front")
+    got = [(float(x), float(y)) for x, y in zip(front_line.get_xdata(), front_line.get_ydata())]
+    assert got == [pts["a"], pts["b"], pts["c"]]
+
+
+def test_pareto_front_equals_brute_force():
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 12):
+        for _ in range(20):
+            pts = [tuple(p) for p in rng.integers(0, 6, size=(n, 2)).astype(float)]  # ties on purpose
+            front = set(plots.pareto_front(pts))
+            for i, p in enumerate(pts):
+                dominated = any(q[0] <= p[0] and q[1] <= p[1] and q != p for q in pts)
+                assert (i in front) == (not dominated)
+    assert plots.pareto_front([(1.0, float("nan")), (2.0, 2.0)]) == [1]
+
+
+def test_timeline_shows_every_run_in_every_region(timeline, tmp_path):
+    path = tmp_path / "timeline.png"
+    fig = plots.plot_timeline(timeline, path)
+    _check_png(path, fig)
+    ax, pax = fig.axes[:2]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [f"{r} ({g})" for r, g in zip(timeline["regions"], timeline["gpus"])]
+    bars = [c for c in ax.collections]  # one broken_barh per (run, region)
+    runs = sum(len(pl) for j in timeline["jobs"] for _, _, pl in j["segments"])
+    assert runs >= len(timeline["jobs"]) and len(bars) == runs
+    assert set(_legend_texts(ax)) == {j["model"] for j in timeline["jobs"]}
+    assert "fifo" in ax.get_title()
+    # prices beneath: one stairs artist per price zone in use, on the shared time axis
+    assert len(pax.patches) == len(set(timeline["zones"]))
+    assert pax.get_shared_x_axes().joined(ax, pax)
+
+
+def test_price_curves(timeline, tmp_path):
+    path = tmp_path / "prices.png"
+    fig = plots.plot_prices(timeline, path)
+    _check_png(path, fig)
+    texts = _legend_texts(fig.axes[0])
+    assert len(texts) == len(set(timeline["zones"]))
+    for z in set(timeline["zones"]):
+        assert any(t.startswith(z) for t in texts)
+    hourly = [p for p in fig.axes[0].patches]
+    for k, series in enumerate(plots._price_groups(timeline)):
+        assert hourly[k].get_data().values == pytest.approx(series[1])
+
+
+def test_lanes_never_overlap():
+    rng = np.random.default_rng(5)
+    starts = rng.uniform(0, 10, 30)
+    iv = [(s, s + d) for s, d in zip(starts, rng.uniform(0.1, 4, 30))]
+    lane, lanes = plots._lanes(iv)
+    for i, j in itertools.combinations(range(len(iv)), 2):
+        if lane[i] == lane[j]:
+            assert iv[i][1] <= iv[j][0] or iv[j][1] <= iv[i][0]
+    assert lanes == max(lane) + 1
+
+
+def test_import_sfenv_does_not_import_matplotlib():
+    code = "import sys, sfenv, sfenv.plots, sfenv.benchmark, sfenv.cli; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
