@@ -43,6 +43,7 @@ from sfenv.agents.evaluate import (
     write_csv,
 )
 from sfenv.agents.registry import make_agent, resolve_names
+from sfenv.errors import InvalidInput
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, load_scenario
 
 __all__ = ["DEFAULT_AGENTS", "DEFAULT_SEEDS", "TIMELINE_AGENTS", "FILES", "run_benchmark", "episode_timeline",
@@ -103,7 +104,8 @@ def episode_timeline(agent: str, scenario: Scenario, seed: int) -> dict[str, Any
 def _timeline_agent(names: Sequence[str], wanted: str | None) -> str | None:
     if wanted is not None:
         if wanted not in names or wanted.startswith(MODEL_PREFIX):
-            raise ValueError(f"timeline agent {wanted!r} must be one of the registered agents run: {', '.join(names)}")
+            raise InvalidInput(f"timeline agent {wanted!r} must be one of the registered agents run: "
+                               f"{', '.join(names)}")
         return wanted
     plain = [n for n in names if not n.startswith(MODEL_PREFIX)]
     return next((n for n in TIMELINE_AGENTS if n in plain), plain[0] if plain else None)
@@ -137,14 +139,14 @@ def run_benchmark(
         :data:`TIMELINE_AGENTS` run, else the first agent).
     :param log: where progress messages go (stderr by default; never stdout).
     :return: the results dict, plus ``"ran"`` (episodes run now) and ``"files"`` (paths written).
-    :raises ValueError: for no seeds or agents, or on ``resume`` into a folder made with another
-        scenario or workload.
+    :raises InvalidInput: (a ``ValueError``) for no seeds or agents, or on ``resume`` into a folder
+        made with another scenario or workload.
     """
     if seeds < 1:
-        raise ValueError(f"seeds must be at least 1, got {seeds}")
+        raise InvalidInput(f"seeds must be at least 1, got {seeds}")
     names = resolve_names(agents)
     if not names:
-        raise ValueError(f"no agents to run for {agents!r}")
+        raise InvalidInput(f"no agents to run for {agents!r}")
     sc = load_scenario(scenario)
     if num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
@@ -158,9 +160,9 @@ def run_benchmark(
     if resume and paths["benchmark"].exists():
         old = json.loads(paths["benchmark"].read_text()).get("meta", {})
         if old.get("scenario_sha") != meta["scenario_sha"]:
-            raise ValueError(f"{out} holds results of another scenario or workload "
-                             f"({old.get('scenario')!r}, {old.get('num_jobs')} jobs); "
-                             "choose another --out-dir or run without --resume")
+            raise InvalidInput(f"{out} holds results of another scenario or workload "
+                               f"({old.get('scenario')!r}, {old.get('num_jobs')} jobs); "
+                               "choose another --out-dir or run without --resume")
     if not resume:  # a fresh run: nothing of an earlier one may be mixed in
         paths["episodes_json"].unlink(missing_ok=True)
     log(f"benchmark: {len(names)} agents x {seeds} seeds of {sc.name} ({meta['num_jobs']} jobs each) -> {out}")
@@ -202,9 +204,12 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
     A list comes back as ``{"meta": {...}, "summary": ..., "episodes": rows, "timeline": None}``.
 
-    :raises ValueError: if the file holds neither.
+    :raises InvalidInput: (a ``ValueError``) if the file is not JSON or holds neither.
     """
-    data = json.loads(Path(path).read_text())
+    try:
+        data = json.loads(Path(path).read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidInput(f"{path}: not a JSON results file ({e})") from None
     if isinstance(data, dict) and "episodes" in data:
         data.setdefault("summary", summarise(data["episodes"]))
         data.setdefault("timeline", None)
@@ -212,7 +217,7 @@ def load_results(path: str | Path) -> dict[str, Any]:
     if isinstance(data, list) and all(isinstance(r, dict) and "agent" in r and "seed" in r for r in data):
         scen = sorted({r.get("scenario", "?") for r in data})
         return {"meta": {"scenario": ",".join(scen)}, "summary": summarise(data), "episodes": data, "timeline": None}
-    raise ValueError(f"{path}: neither a benchmark.json nor a list of evaluated episodes")
+    raise InvalidInput(f"{path}: neither a benchmark.json nor a list of evaluated episodes")
 
 
 def write_plots(results: dict[str, Any] | str | Path, out_dir: str | Path | None = None) -> list[Path]:
@@ -230,7 +235,7 @@ def write_plots(results: dict[str, Any] | str | Path, out_dir: str | Path | None
         out_dir = Path(out_dir) if out_dir is not None else Path(results).parent
         results = load_results(results)
     if out_dir is None:
-        raise ValueError("out_dir is needed when the results are given as a dict")
+        raise InvalidInput("out_dir is needed when the results are given as a dict")
     out = Path(out_dir)
     summary = results["summary"]
     written = [

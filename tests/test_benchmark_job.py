@@ -14,6 +14,7 @@ from sfenv.agents.evaluate import format_table, mean_ci, summarise, write_csv
 
 from sfenv.benchmark import DEFAULT_SEEDS, FILES, run_benchmark
 from sfenv.cli import build_parser, main
+from sfenv.errors import InvalidInput
 
 # two-sided 95 % Student t quantiles t_{0.975, df} from printed tables (not from the code under test)
 T975 = {1: 12.706204736, 2: 4.302652730, 4: 2.776445105}
@@ -101,7 +102,7 @@ def test_benchmark_resume_runs_only_missing_episodes_and_refuses_other_settings(
     again = run_benchmark("fifo", seeds=3, num_jobs=4, out_dir=tmp_path, resume=True, progress=False, plots=False,
                           log=lambda m: None)
     assert again["ran"] == 0 and again["episodes"] == more["episodes"]
-    with pytest.raises(ValueError, match="another scenario or workload"):
+    with pytest.raises(InvalidInput, match="another scenario or workload"):
         run_benchmark("fifo", seeds=3, num_jobs=5, out_dir=tmp_path, resume=True, progress=False, plots=False,
                       log=lambda m: None)
 
@@ -146,6 +147,9 @@ def test_plot_from_an_evaluate_results_list_and_evaluate_csv(tmp_path, capsys):
     assert main(["plot", str(res), "--out-dir", str(tmp_path / "figs")]) == 0
     assert {p.name for p in (tmp_path / "figs").glob("*.png")} == {"jct.png", "cost.png", "tradeoff.png"}
     assert main(["plot", str(tmp_path / "missing.json")]) == 2
+    (tmp_path / "junk.json").write_text("{not json")
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    assert main(["plot", str(tmp_path / "junk.json")]) == 2 and main(["plot", str(tmp_path / "other.json")]) == 2
 
 
 def test_cli_defaults_match_the_module():
