@@ -157,14 +157,20 @@ def run_benchmark(
             "agents": names, "seeds": seed_list,
             "interval": "mean ± 95 % CI over seeds, Student t (t_{0.975, n-1} s / sqrt(n))",
             "jct_censoring": "unfinished jobs count with JCT = episode end - arrival"}
-    if resume and paths["benchmark"].exists():
-        old = json.loads(paths["benchmark"].read_text()).get("meta", {})
-        if old.get("scenario_sha") != meta["scenario_sha"]:
-            raise InvalidInput(f"{out} holds results of another scenario or workload "
-                               f"({old.get('scenario')!r}, {old.get('num_jobs')} jobs); "
-                               "choose another --out-dir or run without --resume")
+    old_bench = json.loads(paths["benchmark"].read_text()) if resume and paths["benchmark"].exists() else None
+    mixed = InvalidInput(f"{out} holds results of another scenario or workload; "
+                         "choose another --out-dir or run without --resume")
+    if old_bench is not None:
+        if old_bench.get("meta", {}).get("scenario_sha") != meta["scenario_sha"]:
+            raise mixed
+    elif resume and paths["episodes_json"].exists():  # episodes without settings: check what the rows say
+        saved = json.loads(paths["episodes_json"].read_text())
+        if any(r.get("scenario") != sc.name or r.get("jobs") != meta["num_jobs"] for r in saved):
+            raise mixed
     if not resume:  # a fresh run: nothing of an earlier one may be mixed in
         paths["episodes_json"].unlink(missing_ok=True)
+    if old_bench is None:  # the settings first, so an interrupted run can be resumed safely
+        atomic_write_json(paths["benchmark"], {"meta": meta, "summary": [], "episodes": [], "timeline": None})
     log(f"benchmark: {len(names)} agents x {seeds} seeds of {sc.name} ({meta['num_jobs']} jobs each) -> {out}")
     quiet_solver_banner()
     ran: list[dict] = []
@@ -183,9 +189,7 @@ def run_benchmark(
     bench: dict[str, Any] = {"meta": meta, "summary": summarise(rows), "episodes": rows, "timeline": None}
     tl_agent = _timeline_agent(names, timeline_agent)
     if tl_agent is not None:
-        old_tl = None
-        if resume and paths["benchmark"].exists():
-            old_tl = json.loads(paths["benchmark"].read_text()).get("timeline")
+        old_tl = old_bench.get("timeline") if old_bench else None
         if old_tl and old_tl.get("agent") == tl_agent and old_tl.get("seed") == first_seed:
             bench["timeline"] = old_tl
         else:

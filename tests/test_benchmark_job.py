@@ -107,6 +107,25 @@ def test_benchmark_resume_runs_only_missing_episodes_and_refuses_other_settings(
                       log=lambda m: None)
 
 
+def test_an_interrupted_benchmark_keeps_its_settings(tmp_path):
+    seen = []
+
+    def log(msg: str) -> None:  # the first message comes before any episode runs
+        if not seen:
+            seen.append(json.loads((tmp_path / "benchmark.json").read_text()))
+
+    run_benchmark("fifo", seeds=1, num_jobs=4, out_dir=tmp_path, progress=False, plots=False, log=log)
+    assert seen[0]["meta"]["num_jobs"] == 4 and seen[0]["episodes"] == []
+    # episodes saved without a benchmark.json (e.g. by sfenv evaluate --out) are checked row by row
+    (tmp_path / "benchmark.json").unlink()
+    with pytest.raises(InvalidInput, match="another scenario or workload"):
+        run_benchmark("fifo", seeds=2, num_jobs=5, out_dir=tmp_path, resume=True, progress=False, plots=False,
+                      log=lambda m: None)
+    res = run_benchmark("fifo", seeds=2, num_jobs=4, out_dir=tmp_path, resume=True, progress=False, plots=False,
+                        log=lambda m: None)
+    assert res["ran"] == 1
+
+
 def test_cli_benchmark_and_plot_from_a_temporary_folder(tmp_path):
     # tpa solves MILPs with HiGHS: its start-up banner must not reach stdout
     cmd = [sys.executable, "-m", "sfenv", "benchmark", "--agents", "fifo,tpa", "--seeds", "2", "--num-jobs", "3"]
