@@ -31,7 +31,11 @@ GPU's memory, GPUs within the job's bounds and free GPUs, and a single simple pa
 used regions.  Left to the full performance model, which scores every MILP's solution (the best
 over ``(d, b)`` wins; ``recompute`` is tried if activations do not fit): activation memory,
 embeddings, and any cost the model charges beyond these terms (e.g. tensor-parallel
-communication).  [An earlier version had t = 1, b = 1 only and no all-reduce term.]
+communication).  As the objective charges nothing for tensor parallelism, for each GPU count only
+the largest t is offered (it dominates; :func:`dominant_options`), and the agent scores the
+solution with the full model together with variants whose tensor degree is capped at each
+smaller menu degree (same GPUs and layers, more stages).  [An earlier version had t = 1, b = 1
+only and no all-reduce term.]
 
 Solver: HiGHS via PuLP (CBC fallback), always under ``time_limit``; a run stopped by the limit
 returns its incumbent with ``optimal=False``.  If no MILP yields an incumbent within the limit
@@ -65,7 +69,7 @@ from sfenv.planning import TP_DEGREES
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
-__all__ = ["ILPAgent", "ILPInstance", "solve_instance", "brute_force_instance", "build_instance"]
+__all__ = ["ILPAgent", "ILPInstance", "solve_instance", "brute_force_instance", "build_instance", "dominant_options"]
 
 MENU = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 
@@ -123,16 +127,34 @@ def objective(inst: ILPInstance, order: Sequence[int], options: Sequence[tuple[i
     return max(t_pp + (1 - w) * ar, (1 - w) * t_pp + ar)
 
 
+def dominant_options(menus: Sequence[Sequence[tuple[int, int]]]) -> list[list[tuple[int, int]]]:
+    """Per region, only the largest tensor degree for each GPU count.
+
+    For a fixed GPU count g and layers l, the objective's stage time ``alpha d l / g``, weight
+    memory and all-reduce do not depend on t, while a larger t lowers the fill ``alpha l / t`` and
+    the one-layer-per-stage minimum ``g / (d t)``: (g, t') with t' > t dominates (g, t), so the
+    MILP keeps only the former (exact; the brute force in the tests searches the full menus).
+    """
+    out = []
+    for menu in menus:
+        top: dict[int, int] = {}
+        for g, t in menu:
+            top[g] = max(t, top.get(g, 0))
+        out.append(sorted(top.items()))
+    return out
+
+
 def solve_instance(inst: ILPInstance, time_limit: float = 2.0
                    ) -> tuple[list[tuple[int, int, int, int]], float, bool] | None:
     """Solve; returns ``([(region index, gpus, tp, layers) in chain order], objective, proven optimal)``."""
     assert inst.ar_coef is not None and inst.ar_const is not None
     n = len(inst.regions)
     L, d = inst.layers, inst.d
+    menus = dominant_options(inst.menus)
     prob = pulp.LpProblem("ilp_placement", pulp.LpMinimize)
     x, lv = {}, {}
     for i in range(n):
-        for g, t in inst.menus[i]:
+        for g, t in menus[i]:
             x[i, g, t] = new_var(prob, f"x_{i}_{g}_{t}", cat="Binary")
             lv[i, g, t] = new_var(prob, f"l_{i}_{g}_{t}", lowBound=0, upBound=L, cat="Integer")
     s = {i: new_var(prob, f"s_{i}", cat="Binary") for i in range(n)}
@@ -141,7 +163,7 @@ def solve_instance(inst: ILPInstance, time_limit: float = 2.0
     tau = new_var(prob, "tau", lowBound=0)
     ar = new_var(prob, "allreduce", lowBound=0)
     T = new_var(prob, "iteration", lowBound=0)
-    y = {i: pulp.lpSum(x[i, g, t] for g, t in inst.menus[i]) for i in range(n)}
+    y = {i: pulp.lpSum(x[i, g, t] for g, t in menus[i]) for i in range(n)}
     t_pp = (inst.m - 1) * tau + pulp.lpSum(inst.alpha[i] / t * v for (i, _, t), v in lv.items()) + 2 * pulp.lpSum(
         inst.hop[i, j] * v for (i, j), v in e.items())
     w = inst.overlap
@@ -153,7 +175,7 @@ def solve_instance(inst: ILPInstance, time_limit: float = 2.0
         prob += s[i] <= y[i]
         prob += pulp.lpSum(e[j, i] for j in range(n) if j != i) + s[i] == y[i]  # one predecessor or start
         prob += pulp.lpSum(e[i, j] for j in range(n) if j != i) <= y[i]
-        for g, t in inst.menus[i]:
+        for g, t in menus[i]:
             key = (i, g, t)
             prob += lv[key] <= L * x[key]
             prob += lv[key] >= (g // (d * t)) * x[key]  # at least one layer per stage
@@ -297,17 +319,9 @@ class ILPAgent(SchedulerAgent):
                 chain, _, optimal = sol
                 all_optimal &= optimal
                 self.proven_optimal += int(optimal)
-                stages: list[Stage] = []
-                for i, g, t, layers in chain:
-                    n = g // (d * t)
-                    if n < 1 or layers < n:
-                        break
-                    base, extra = divmod(layers, n)
-                    stages.extend(Stage.at(inst.regions[i], base + (1 if k < extra else 0), dp=d, tp=t)
-                                  for k in range(n))
-                else:
+                for stages in self._variants(inst, chain):
                     for recompute in (False, True):
-                        plan = Plan(job.job_id, tuple(stages), micro_batch=b, recompute=recompute)
+                        plan = Plan(job.job_id, stages, micro_batch=b, recompute=recompute)
                         perf = view.evaluate(plan, job)
                         self.evaluations += 1
                         if perf.feasible:
@@ -315,6 +329,29 @@ class ILPAgent(SchedulerAgent):
                                 best = (plan, perf)
                             break
         return None if best is None else (best[0], best[1], all_optimal)
+
+    def _variants(self, inst: ILPInstance, chain: list[tuple[int, int, int, int]]) -> list[tuple[Stage, ...]]:
+        """The MILP's solution and its variants with the tensor degree capped (same GPUs and layers).
+
+        The MILP's objective charges nothing for tensor parallelism, so it takes the largest t;
+        the full model, which may charge TP communication, judges the capped variants too.
+        """
+        d = inst.d
+        menus = {i: {t for g2, t in inst.menus[i] if g2 == g} for i, g, _, _ in chain}
+        out: list[tuple[Stage, ...]] = []
+        for cap in sorted({t for _, _, t, _ in chain} | set(self.tp_options), reverse=True):
+            stages: list[Stage] = []
+            for i, g, t, layers in chain:
+                t = max((t2 for t2 in menus[i] if t2 <= min(t, cap) and layers >= g // (d * t2)), default=0)
+                if t == 0:
+                    break
+                n = g // (d * t)
+                base, extra = divmod(layers, n)
+                stages.extend(Stage.at(inst.regions[i], base + (1 if k < extra else 0), dp=d, tp=t) for k in range(n))
+            else:
+                if tuple(stages) not in [tuple(v) for v in out]:
+                    out.append(tuple(stages))
+        return out
 
     def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
         """The MILP's plan for ``job`` now, if any."""

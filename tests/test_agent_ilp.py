@@ -46,11 +46,11 @@ def test_milp_is_optimal_on_small_instances(n, d, layers, m, seed):
     assert sol is not None
     chain, obj, optimal = sol
     assert optimal
-    assert obj == pytest.approx(exact, rel=1e-6, abs=1e-9)
-    # the returned chain really has that objective
+    # the returned chain is optimal (recomputed exactly); the solver's own value within its tolerances
     order = [i for i, _, _, _ in chain]
     opts = [(g, t) for _, g, t, _ in chain]
-    assert objective(inst, order, opts, [li for *_, li in chain]) == pytest.approx(obj, rel=1e-6)
+    assert objective(inst, order, opts, [li for *_, li in chain]) == pytest.approx(exact, rel=1e-9, abs=1e-12)
+    assert obj == pytest.approx(exact, rel=1e-5, abs=1e-6)
 
 
 def test_allreduce_term_counts():

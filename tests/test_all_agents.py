@@ -16,7 +16,7 @@ from sfenv.scenario import bundled_scenarios, load_scenario
 AVAILABLE = available_agents()
 SEEDS = tuple(range(5))
 # small budgets keep the search-based agents quick in the default run
-FAST = {"ilp": {"time_limit": 0.5, "dp_options": (1, 2), "max_regions": 8},
+FAST = {"ilp": {"time_limit": 0.5, "dp_options": (1, 2), "micro_batches": (1,), "max_regions": 8},
         "genetic": {"population": 12, "generations": 4}}
 FULL_BUDGET = ("ilp", "genetic")
 
