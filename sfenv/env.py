@@ -111,7 +111,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
 
     ## Starting State
     ``reset(seed=s)`` draws an episode (jobs, price noise, outages, link dynamics) from
-    ``self.np_random``: exactly the episode of ``scenario.make_simulator(s)``. The state is the
+    ``self.np_random``: exactly the episode of ``Simulator.from_scenario(scenario, s)``. The state is the
     first decision point (the first job waits).
 
     ## Episode End
@@ -191,7 +191,10 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             list(proposers) if proposers is not None else default_proposers(self.cache, self.K)
         )
         self.action_space = spaces.Discrete(self.N + 1)
-        box = lambda n: spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)  # noqa: E731
+
+        def box(n: int) -> spaces.Box:
+            return spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)
+
         self.observation_space = spaces.Dict(
             {
                 "regions": box(self.C * (REGION_FEATURES + self.H)),
@@ -437,8 +440,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._link_key = b""
 
     def _obs(self) -> dict[str, np.ndarray]:
-        sim = self.sim
-        assert sim is not None
+        sim, view = self.sim, self._view
+        assert sim is not None and view is not None
         C, N, K, H = self.C, self.N, self.K, self.H
         # one fresh array per step (static features already in place), views per key, one clip
         buf = self._template.copy()
@@ -450,7 +453,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         hour_key = int(sim.time // 3600.0)
         fc = self._forecast.get(hour_key)
         if fc is None:
-            raw = self._view.price_forecast(H)  # type: ignore[union-attr]
+            raw = view.price_forecast(H)
             fc = self._forecast[hour_key] = (raw[:, 0].tolist(), np.hstack([raw[:, :1], raw]) / _PRICE_SCALE)
         reg[:, 6:] = fc[1]
         # links: capacity and flow share, recomputed only when the link state changed
@@ -504,7 +507,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             (math.cos(2 * math.pi * hour / 24) + 1) / 2,
             len(sim.running) / K,
             len(sim.waiting) / K,
-            (len(sim.jobs) - sim.finished_count - sim._in_system) / max(1, len(sim.jobs)),
+            view.pending_arrivals / max(1, len(sim.jobs)),
             1.0 if self._last_invalid else 0.0,
         )
         np.minimum(buf, 1.0, out=buf)
