@@ -25,7 +25,9 @@ Our design
       separate repair step is needed); then a first-improvement swap local search on the best
       chromosome (DT-FM uses a cyclic-partitioning local search).
     - Budget.  ``budget="dtfm"`` is DT-FM's size [code]: population 100 and 4,900 trials
-      (48 generations of 100 = 4,800 GA evaluations, plus 100 local-search moves).  The default
+      (48 generations of 100 = 4,800 GA evaluations, plus 100 local-search moves); one of our
+      trials is one fitness evaluation, while a DT-FM trial also runs a local search, so this is
+      less work than DT-FM's own budget.  The default
       (population 24, 10 generations, 30 local-search moves: 270 trials) is 5.5 % of it [our
       choice: it keeps episodes with many decisions quick; its plans are close on small
       platforms, see the tests].

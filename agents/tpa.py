@@ -5,7 +5,8 @@ with a heuristic across clusters and an ILP inside each cluster, which shrinks t
 while keeping throughput high.
 
 Follows the source
-    - [paper] Level 1, across clusters: a heuristic.  Level 2, inside each cluster: an ILP.
+    - [paper] Level 1, across clusters: a heuristic.  Level 2, inside each cluster: an ILP
+      (ours is solved exactly by enumeration by default, see below; the MILP form is kept).
 
 Our design (the abstract gives no detail)
     - Level 1: the chain's clusters get consecutive blocks of layers in proportion to their
@@ -56,7 +57,7 @@ from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
 __all__ = ["TPAAgent", "ClusterOption", "level2_enumerate", "level2_objective", "intra_cluster_ilp", "brute_force",
-           "level1_split", "tpa_plan"]
+           "level1_split", "tpa_plan", "MICRO_BATCHES"]
 
 
 @dataclass(frozen=True)
