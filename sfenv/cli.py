@@ -11,6 +11,7 @@ any other exception is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -267,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     except SfenvError as e:
         print(f"sfenv: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and the like, which stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
