@@ -9,17 +9,22 @@ With ``P_k = 12 h^2 l_k`` parameters on stage k (plus the V*h tied embedding: in
 first stage and, when p > 1, a copy on the last; in compute on the last stage, the LM head):
 
 - compute per micro-batch: ``c_k = 6 P_k b s / (t_k F MFU)``, x4/3 with activation recomputation
-  (F = peak FLOP/s of the slowest GPU holding the stage);
-- pipeline hop k->k+1, per micro-batch and direction: ``a_k = lat(route) + 2 b s h / bw``, where
-  ``bw`` is the flow's fair share of the bottleneck link of its route (intra-region bandwidth when
-  both stages share a region);
-- pipeline time: the first micro-batch fills the pipe (``fill = sum c_k + 2 sum a_k``), then one
-  micro-batch leaves per bottleneck slot (``beat = max(c_k, a_k)``):
-  ``T_1F1B = fill + (m-1) beat``.  The bubble ``fill - beat`` is kept whole for 1F1B and GPipe,
-  cut to a third for zero-bubble ZB-H1 and removed for ZB-H2 (Qi et al., ICLR 2024: with equal
-  F, B, W times the bubble rate is (p-1)/m, (p-1)/(3m) and ~0).  The model reproduces these rates
-  for equal stages (tested), and BACE-Pipe's stall-free rule (``a_k <= c_k``) falls out of it:
-  a hop slower than its stages becomes the beat;
+  (F = peak FLOP/s of the slowest GPU holding the stage), plus tensor parallelism's cost: Megatron's
+  two all-reduces of the ``2 b s h``-byte activation per layer forward and two backward (two more
+  with recomputation), each a ring over the t GPUs of a server on their NVLink/PCIe link
+  (``2 (t-1)/t * bytes / link``, :mod:`sfenv.hardware`), not overlapped;
+- pipeline hop k->k+1, per micro-batch and direction: latency ``l_k`` of the route the payload takes
+  (:meth:`sfenv.topology.Topology.route_for`: the widest or the lowest-latency path, whichever
+  delivers ``2 b s h`` bytes first) and transfer ``x_k = 2 b s h / bw``, where ``bw`` is the flow's
+  fair share of the route's bottleneck (intra-region bandwidth when both stages share a region);
+- pipeline time: per schedule (1F1B, GPipe, ZB-H1, ZB-H2) with each stage's in-flight window
+  ``w_k`` (1F1B p-k, plus ``extra_inflight`` per downstream WAN hop), by :mod:`sfenv.pipeline`:
+  exact for GPipe, and for the others an exact replay of the first micro-batches extended at the
+  schedule's steady period, tested against a full event-driven replay.  Under 1F1B every WAN
+  round trip is exposed once a window is full (the period is at least ``R_k / w_k``, R_k the round
+  trip from stage k to the last stage and back); zero-bubble schedules remove compute bubbles,
+  not WAN transfer or latency.  BACE-Pipe's stall-free rule (``x_k <= c_k``) is
+  :attr:`PlanPerf.stall_free`;
 - data-parallel gradient sync of stage k: a ring all-reduce of ``2 P_k`` bytes (bf16) over d
   replicas: ``2 (d-1)/d * bytes / bw + 2 (d-1) lat``, on the per-GPU intra-region bandwidth
   (``2 P_k / t_k`` bytes per ring) or, when replicas span regions, on the WAN share;
@@ -27,7 +32,8 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
 - memory per GPU: ``16 P_k / t_k`` bytes (bf16 weights and grads, fp32 Adam state and master
   weights) plus activations: ``34 s b h / t_k`` bytes per layer and micro-batch (Korthikanti et
   al. 2022, no recomputation) or ``2 s b h`` (full recomputation), times the micro-batches in
-  flight (1F1B/ZB-H1: p-k, GPipe: m, ZB-H2: 2(p-k)).  A plan that does not fit is infeasible;
+  flight ``w_k`` (1F1B/ZB-H1: p-k, GPipe: m, ZB-H2: 2(p-k)-1, each plus the plan's extra window).
+  A plan that does not fit is infeasible;
 - power per GPU: ``idle + (TDP - idle) * util`` with ``util = m c_k / T``, times PUE;
 - throughput ``B s / T`` tokens/s; energy per iteration = power x T.
 """
@@ -42,6 +48,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from sfenv.hashing import cached_hash, state_without_hash
+from sfenv.pipeline import SCHEDULES, default_windows, pipeline_time
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec
 
@@ -59,7 +66,6 @@ __all__ = [
     "stage_layer_split",
 ]
 
-SCHEDULES = ("1f1b", "gpipe", "zb-h1", "zb-h2")
 BUBBLE_FACTOR = {"1f1b": 1.0, "gpipe": 1.0, "zb-h1": 1.0 / 3.0, "zb-h2": 0.0}
 ACT_BYTES = 2.0  # bf16 activations
 ACT_PER_LAYER = 34.0  # bytes per (s*b*h) per layer without recomputation (Korthikanti et al.)
@@ -127,6 +133,9 @@ class Plan:
     :param micro_batch: sequences per micro-batch, b.
     :param schedule: pipeline schedule, one of :data:`SCHEDULES`.
     :param recompute: full activation recomputation (x4/3 compute, far less activation memory).
+    :param extra_inflight: extra micro-batches each stage keeps in flight per cross-region hop
+        downstream of it (0: the schedule's standard window).  More warm-up micro-batches hide a
+        WAN round trip at the price of activation memory (see :mod:`sfenv.pipeline`).
     """
 
     job_id: int
@@ -134,6 +143,7 @@ class Plan:
     micro_batch: int = 1
     schedule: str = "1f1b"
     recompute: bool = False
+    extra_inflight: int = 0
 
     __hash__ = cached_hash  # plans are set members and dictionary keys on every environment step
     __getstate__ = state_without_hash
@@ -203,6 +213,10 @@ class PlanPerf:
     pipeline_time: float = math.inf
     compute_times: list[float] = field(default_factory=list)
     hop_times: list[float] = field(default_factory=list)
+    transfer_times: list[float] = field(default_factory=list)
+    latency_times: list[float] = field(default_factory=list)
+    tp_comm_times: list[float] = field(default_factory=list)
+    windows: list[int] = field(default_factory=list)
     allreduce_times: list[float] = field(default_factory=list)
     bubble_time: float = math.inf
     microbatches: int = 0
@@ -226,40 +240,59 @@ class PlanPerf:
 
     @cached_property
     def stall_free(self) -> bool:
-        """True when every hop's transfer time is at most its neighbouring stages' compute time."""
+        """BACE-Pipe's rule: every hop's transfer time (latency excluded) is at most its stages' compute."""
         c = self.compute_times
-        return all(a <= min(c[k], c[k + 1]) + 1e-12 for k, a in enumerate(self.hop_times))
+        return all(x <= min(c[k], c[k + 1]) + 1e-12 for k, x in enumerate(self.transfer_times))
+
+
+def _crosses(src: Stage, dst: Stage) -> bool:
+    """True when the hop from ``src`` to ``dst`` sends some replica's activations across regions."""
+    if len(src.placement) == 1 and len(dst.placement) == 1:
+        return src.placement[0][0] != dst.placement[0][0]
+    return any(a != b for a, b in src.hop_pairs(dst))
 
 
 def _infeasible(reason: str) -> PlanPerf:
     return PlanPerf(feasible=False, reason=reason)
 
 
-def plan_flows(plan: Plan, topo: Topology) -> dict[int, int]:
+def plan_flows(plan: Plan, topo: Topology, job: JobSpec | None = None) -> dict[int, int]:
     """WAN flows a plan puts on each link: ``{link index: flows}``.
 
     Pipeline hops pair replica i of stage k with replica i of stage k+1; each pair in different
     regions is one flow on every link of its route.  A stage whose replicas span regions adds
-    one ring all-reduce flow per region boundary of its ring.
+    one ring all-reduce flow per region boundary of its ring.  With ``job`` the routes are the
+    ones :func:`evaluate_plan` uses (:meth:`Topology.route_for` of each transfer's payload);
+    without it, the widest routes.
     """
     flows: dict[int, int] = {}
     if len(plan.regions) < 2:  # a plan inside one region puts nothing on the WAN
         return flows
-
-    def add(a: int, b: int) -> None:
-        for k in topo.route_links[a][b]:
-            flows[k] = flows.get(k, 0) + 1
-
+    act, grad = _payloads(plan, job)
     stages = plan.stages
     for k in range(len(stages) - 1):
         for (a, b), n in stages[k].hop_pairs(stages[k + 1]).items():
             if a != b:
-                for link in topo.route_links[a][b]:
+                for link in _route(topo, a, b, act):
                     flows[link] = flows.get(link, 0) + n
     for st in stages:
         for a, b in _ring_edges(st.regions):
-            add(a, b)
+            for link in _route(topo, a, b, grad(st)):
+                flows[link] = flows.get(link, 0) + 1
     return flows
+
+
+def _payloads(plan: Plan, job: JobSpec | None):  # noqa: ANN202 - (bytes, stage -> bytes)
+    """Per-transfer payloads: one micro-batch's boundary activation, and a stage's gradients."""
+    if job is None:
+        return None, lambda st: None
+    model = job.model
+    act = ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden
+    return act, lambda st: 2.0 * model.layer_params * st.layers
+
+
+def _route(topo: Topology, a: int, b: int, nbytes: float | None) -> tuple[int, ...]:
+    return topo.route_links[a][b] if nbytes is None else topo.route_for(a, b, nbytes)[0]
 
 
 def _ring_edges(regs: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -274,11 +307,8 @@ def _ring_edges(regs: tuple[int, ...]) -> list[tuple[int, int]]:
     return edges[:1] if len(regs) == 2 else edges
 
 
-def _share_bps(a: int, b: int, topo: Topology, cap: np.ndarray, flows: np.ndarray) -> float:
-    """Fair share of one flow on the route a->b (``flows`` already counts this flow)."""
-    links = topo.route_links[a][b]
-    if not links:
-        return topo.scalars.intra_bw[a]
+def _share_bps(links: tuple[int, ...], cap: np.ndarray, flows: np.ndarray) -> float:
+    """Fair share of one flow on a WAN route (``flows`` already counts this flow)."""
     return float(min(cap[k] / max(flows[k], 1.0) for k in links))
 
 
@@ -323,6 +353,8 @@ def evaluate_plan(
         return _infeasible(f"unknown schedule {plan.schedule!r}; expected one of {SCHEDULES}")
     if plan.micro_batch < 1:
         return _infeasible("micro_batch must be >= 1")
+    if plan.extra_inflight < 0:
+        return _infeasible("extra_inflight must be >= 0")
     if sum([s.layers for s in stages]) != model.layers:
         return _infeasible(f"stages hold {sum(s.layers for s in stages)} layers, model has {model.layers}")
     sc = topo.scalars
@@ -352,7 +384,7 @@ def evaluate_plan(
     if len(plan.regions) > 1:
         flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
         if include_own_flows:
-            for k, n in plan_flows(plan, topo).items():
+            for k, n in plan_flows(plan, topo, job).items():
                 flows[k] += n
 
     b, s, h = plan.micro_batch, model.seq_len, model.hidden
@@ -362,11 +394,17 @@ def evaluate_plan(
     act_bytes = ACT_BYTES * b * s * h  # one micro-batch's boundary activation
     layer_params = model.layer_params
     emb = model.embedding_params
-    flops_of, memory_of = sc.flops, sc.memory
+    flops_of, memory_of, tp_bw = sc.flops, sc.memory, sc.tp_bw
     headroom = params.memory_headroom
     schedule = plan.schedule
     recompute = plan.recompute
+    cross = [_crosses(stages[k], stages[k + 1]) for k in range(p - 1)]
+    windows = default_windows(p, m, schedule, cross, plan.extra_inflight)
+    # Megatron tensor parallelism: 2 all-reduces of the activation per layer forward, 2 backward
+    # (one more forward pass, so 2 more, with recomputation), over the server's GPU-to-GPU link
+    tp_allreduces = 6.0 if recompute else 4.0
     compute: list[float] = []
+    tp_comm: list[float] = []
     mem: list[float] = []
     min_headroom = math.inf
     stage_params: list[float] = []
@@ -374,24 +412,24 @@ def evaluate_plan(
         pk = layer_params * st.layers
         # tied embedding: held by the first stage, and a copy on the last stage when p > 1 (Megatron)
         pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == p - 1 and p > 1 else 0.0)
-        pk_flops = pk + (emb if k == p - 1 else 0.0)
+        pk_flops = pk + (emb if k == p - 1 else 0.0)  # the LM head's matmul on the last stage
         stage_params.append(pk_mem)
         regs = st.regions
         if len(regs) == 1:
             flops = flops_of[regs[0]]
             mem_gpu = memory_of[regs[0]]
+            link = tp_bw[regs[0]]
         else:
             flops = min(flops_of[r] for r in regs)
             mem_gpu = min(memory_of[r] for r in regs)
-        compute.append(flop_mult * pk_flops * b * s / (st.tp * flops * mfu))
-        if schedule == "gpipe":
-            inflight = m
-        elif schedule == "zb-h2":
-            inflight = min(m, 2 * (p - k))
-        else:
-            inflight = min(m, p - k)
+            link = min(tp_bw[r] for r in regs)
+        t_tp = 0.0
+        if st.tp > 1:
+            t_tp = tp_allreduces * st.layers * 2.0 * (st.tp - 1) / st.tp * act_bytes * 8.0 / link
+        tp_comm.append(t_tp)
+        compute.append(flop_mult * pk_flops * b * s / (st.tp * flops * mfu) + t_tp)
         per_layer = (ACT_BYTES * s * b * h) if recompute else (ACT_PER_LAYER * s * b * h / st.tp)
-        need = 16.0 * pk_mem / st.tp + per_layer * st.layers * inflight
+        need = 16.0 * pk_mem / st.tp + per_layer * st.layers * windows[k]
         mem.append(need)
         avail = mem_gpu * headroom
         min_headroom = min(min_headroom, (avail - need) / avail)
@@ -404,10 +442,12 @@ def evaluate_plan(
             )
 
     hops: list[float] = []
+    lats: list[float] = []
+    xfers: list[float] = []
     bottleneck = math.inf
     wan_bytes = 0.0
-    lat_m = sc.route_latency
     intra_bw = sc.intra_bw
+    intra_lat = sc.intra_latency
     act_bits = act_bytes * 8.0
     for k in range(p - 1):
         src, dst = stages[k], stages[k + 1]
@@ -416,20 +456,24 @@ def evaluate_plan(
             pairs: Iterable[tuple[tuple[int, int], int]] = (((a, bb), src.dp),)
         else:
             pairs = src.hop_pairs(dst).items()
-        worst = 0.0
+        worst, w_lat, w_x = -1.0, 0.0, 0.0
         for (a, bb), n in pairs:
             if a == bb:
-                worst = max(worst, lat_m[a][a] + act_bits / intra_bw[a])
-                continue
-            assert flows is not None
-            bw = _share_bps(a, bb, topo, cap, flows)
-            worst = max(worst, lat_m[a][bb] + act_bits / bw)
-            bottleneck = min(bottleneck, bw)
-            wan_bytes += 2.0 * act_bytes * m * n
+                lat, x = intra_lat[a], act_bits / intra_bw[a]
+            else:
+                assert flows is not None
+                links, lat, _ = topo.route_for(a, bb, act_bytes)
+                bw = _share_bps(links, cap, flows)
+                x = act_bits / bw
+                bottleneck = min(bottleneck, bw)
+                wan_bytes += 2.0 * act_bytes * m * n
+            if lat + x > worst:
+                worst, w_lat, w_x = lat + x, lat, x
         hops.append(worst)
+        lats.append(w_lat)
+        xfers.append(w_x)
 
     allreduce: list[float] = []
-    intra_lat = sc.intra_latency
     for k, st in enumerate(stages):
         grad_bytes = 2.0 * stage_params[k]
         regs = st.regions
@@ -441,18 +485,17 @@ def evaluate_plan(
             bw = min(float(topo.intra_bw_bps[r]) * st.tp for r in regs)
             lat = 0.0
             for a, bb in _ring_edges(regs):
-                share = _share_bps(a, bb, topo, cap, flows)
+                links, r_lat, _ = topo.route_for(a, bb, grad_bytes)
+                share = _share_bps(links, cap, flows)
                 bottleneck = min(bottleneck, share)
                 bw = min(bw, share)
-                lat = max(lat, float(topo.route_latency_s[a, bb]))
+                lat = max(lat, r_lat)
             t_ar = allreduce_time(grad_bytes, d, bw, lat)
             wan_bytes += 2.0 * (d - 1) / d * grad_bytes * len(regs)
         allreduce.append(t_ar)
 
-    fill = sum(compute) + 2.0 * sum(hops)
-    beat = max(max(compute), max(hops) if hops else 0.0)
-    bubble = BUBBLE_FACTOR[schedule] * (fill - beat)
-    t_pp = m * beat + bubble
+    t_pp = pipeline_time(compute, lats, xfers, m, schedule, windows)
+    bubble = max(0.0, t_pp - m * max(compute))
     ar = max(allreduce)
     w = params.dp_overlap
     t_iter = t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
@@ -471,6 +514,10 @@ def evaluate_plan(
         pipeline_time=t_pp,
         compute_times=compute,
         hop_times=hops,
+        transfer_times=xfers,
+        latency_times=lats,
+        tp_comm_times=tp_comm,
+        windows=windows,
         allreduce_times=allreduce,
         bubble_time=bubble,
         microbatches=m,

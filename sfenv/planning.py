@@ -5,12 +5,15 @@ of a simple, standard shape: pipeline stages follow the chain, every stage keeps
 data-parallel replicas and ``t``-way tensor parallelism inside its region (so only pipeline
 boundaries cross the WAN, the placement rule DT-FM and BACE-Pipe agree on), and layers are split
 in proportion to each stage's compute speed.  It enumerates ``(t, d)`` and the stage count per
-region and keeps the feasible plan with the shortest modelled iteration time.
+region and keeps the feasible plan with the shortest modelled iteration time; on a chain that crosses
+regions it then widens the pipeline's in-flight window (``Plan.extra_inflight``) while that shortens
+the modelled iteration and fits in memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import lru_cache
 
 from sfenv.perf import Plan, PlanPerf, Stage, stage_layer_split
@@ -30,6 +33,31 @@ def _layer_split(layers: int, weights: tuple[float, ...]) -> tuple[int, ...]:
     return tuple(stage_layer_split(layers, weights))
 
 
+def _head_layers(job: JobSpec) -> int:
+    """The LM head's compute in transformer-layer equivalents (0 without a vocabulary)."""
+    model = job.model
+    return int(round(model.embedding_params / model.layer_params)) if model.embedding_params else 0
+
+
+@lru_cache(maxsize=1 << 14)
+def _head_aware_split(layers: int, head: int, weights: tuple[float, ...]) -> tuple[int, ...]:
+    if len(weights) == 1 or head == 0:
+        return _layer_split(layers, weights)
+    parts = list(_layer_split(layers + head, weights))
+    take = min(head, parts[-1] - 1)
+    parts[-1] -= take
+    rest = head - take  # a head heavier than the last stage's share: trim the largest others
+    while rest > 0:
+        i = max(range(len(parts) - 1), key=lambda j: (parts[j], -j))
+        if parts[i] <= 1:
+            break
+        parts[i] -= 1
+        rest -= 1
+    # hand back any layers the trimming could not place (only when every stage is down to 1)
+    parts[0] += layers - sum(parts)
+    return tuple(parts)
+
+
 def chain_plan(
     job: JobSpec,
     topo: Topology,
@@ -43,8 +71,10 @@ def chain_plan(
 ) -> Plan | None:
     """A plan with ``stages_per_region[i]`` stages in region ``chain[i]``, all with ``dp`` x ``tp``.
 
-    Layers are split in proportion to each stage's GPU speed.  Returns None if the chain holds
-    more stages than the model has layers.
+    Layers are split in proportion to each stage's GPU speed, counting the LM head on the last
+    stage as the layers its compute equals (``V h / 12 h^2``, rounded): the last stage gets that
+    many fewer layers (at least one).  Returns None if the chain holds more stages than the model
+    has layers.
     """
     regions: list[int] = []
     for r, n in zip(chain, stages_per_region):
@@ -52,7 +82,7 @@ def chain_plan(
     if not regions or len(regions) > job.model.layers:
         return None
     flops = topo.scalars.flops
-    split = _layer_split(job.model.layers, tuple([flops[r] for r in regions]))
+    split = _head_aware_split(job.model.layers, _head_layers(job), tuple([flops[r] for r in regions]))
     stages = tuple([Stage.at(r, layers, dp, tp) for r, layers in zip(regions, split)])
     return Plan(job.job_id, stages, micro_batch=micro_batch, schedule=schedule, recompute=recompute)
 
@@ -126,5 +156,25 @@ def fit_plan(
                     break
                 prev_time = perf.iter_time
             if evals >= max_evals:
-                return best
-    return best
+                return _widen_window(best, job, evaluate)
+    return _widen_window(best, job, evaluate)
+
+
+def _widen_window(
+    best: tuple[Plan, PlanPerf] | None, job: JobSpec, evaluate: Evaluator, options: Sequence[int] = (1, 2, 4, 8)
+) -> tuple[Plan, PlanPerf] | None:
+    """Try more warm-up micro-batches per WAN hop on a cross-region plan; keep the fastest that fits.
+
+    The in-flight window is a plan choice (:mod:`sfenv.pipeline`): it hides WAN round trips at the
+    price of activation memory.  Stops at the first option that does not help.
+    """
+    if best is None or len(best[0].regions) < 2 or best[0].schedule == "gpipe":
+        return best
+    plan, perf = best
+    for extra in options:
+        cand = replace(plan, extra_inflight=extra)
+        cp = evaluate(cand, job)
+        if not cp.feasible or cp.iter_time >= perf.iter_time * (1.0 - 1e-9):
+            break
+        plan, perf = cand, cp
+    return plan, perf

@@ -503,7 +503,7 @@ class Simulator:
             self.free[r] -= n
             self._busy_gpus += n
         js.held = plan.gpus_by_region()
-        js.flows = plan_flows(plan, self.topo)
+        js.flows = plan_flows(plan, self.topo, js.spec)
         for k, n in js.flows.items():
             self.link_flows[k] += n
         self.waiting.remove(plan.job_id)
@@ -653,7 +653,7 @@ class Simulator:
         changed = set(js.flows)
         for k, n in js.flows.items():
             self.link_flows[k] -= n
-        js.flows = plan_flows(plan, self.topo)
+        js.flows = plan_flows(plan, self.topo, js.spec)
         for k, n in js.flows.items():
             self.link_flows[k] += n
         changed |= set(js.flows)

@@ -1,10 +1,14 @@
 """Regions, WAN links and routes: the inter-cluster topology as a networkx graph.
 
 Regions (GPU clusters) are the nodes and WAN links the edges.  Routes between regions that are not
-adjacent follow graph paths: for every ordered pair the simulator uses one static route, the
-*widest* path (largest bottleneck bandwidth), ties broken by lowest latency (a lexicographic
-Dijkstra).  A pipeline hop's bandwidth is the bottleneck of its route, shared with other jobs'
-flows on the same links (see :mod:`sfenv.sim`).
+adjacent follow graph paths.  For every ordered pair two candidate routes are precomputed: the
+*widest* path (largest bottleneck bandwidth, ties broken by lowest latency; a lexicographic
+Dijkstra) and the *fastest* path (lowest latency).  A transfer of a given payload takes the
+candidate with the smaller ``latency + payload / bottleneck bandwidth`` at nominal capacities
+(:meth:`Topology.route_for`): a pipeline hop's small activation takes the direct 70 ms link rather
+than a 310 ms detour of wider links, a large gradient the wide detour.  A hop's bandwidth is the
+bottleneck of its route, shared with other jobs' flows on the same links (see :mod:`sfenv.sim`).
+``route_links`` / ``route_latency_s`` / ``route_bw_bps`` keep the widest routes.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class Scalars:
     intra_latency: list[float]
     route_latency: list[list[float]]
     gpus_per_server: list[int]
+    tp_bw: list[float]
     idle_w: list[float]
     tdp_w: list[float]
     pue: list[float]
@@ -117,6 +122,8 @@ class Topology:
         self.intra_bw_bps = np.array([r.intra_bw_gbps * 1e9 for r in self.regions], dtype=float)
         self.intra_latency_s = np.array([r.intra_latency_ms * 1e-3 for r in self.regions], dtype=float)
         self._compute_routes()
+        self._fast_links = self._fastest_routes()
+        self._route_memo: dict[tuple[int, int, float], tuple[tuple[int, ...], float, float]] = {}
         self.scalars = Scalars(
             flops=self.gpu_flops.tolist(),
             memory=self.gpu_memory.tolist(),
@@ -124,6 +131,7 @@ class Topology:
             intra_latency=self.intra_latency_s.tolist(),
             route_latency=self.route_latency_s.tolist(),
             gpus_per_server=[r.gpus_per_server for r in self.regions],
+            tp_bw=[r.gpu.link_bps for r in self.regions],
             idle_w=[r.gpu.idle_w for r in self.regions],
             tdp_w=[r.gpu.tdp_w for r in self.regions],
             pue=[r.pue for r in self.regions],
@@ -174,6 +182,71 @@ class Topology:
                 self.route_paths[src][dst] = tuple(reversed(path))
                 self.route_bw_bps[src, dst] = -best[dst][0]
                 self.route_latency_s[src, dst] = best[dst][1]
+
+    def _fastest_routes(self) -> list[list[tuple[int, ...]]]:
+        """Lowest-latency route (link indices) for every ordered pair (Dijkstra on latency)."""
+        c = self.num_regions
+        out: list[list[tuple[int, ...]]] = [[() for _ in range(c)] for _ in range(c)]
+        adj: list[list[tuple[int, int]]] = [[] for _ in range(c)]
+        for k, ln in enumerate(self.links):
+            adj[ln.a].append((ln.b, k))
+            adj[ln.b].append((ln.a, k))
+        lat = self.link_latency_s
+        for src in range(c):
+            dist = {src: 0.0}
+            prev: dict[int, tuple[int, int]] = {}
+            heap = [(0.0, src)]
+            done: set[int] = set()
+            while heap:
+                d, u = heapq.heappop(heap)
+                if u in done:
+                    continue
+                done.add(u)
+                for v, k in adj[u]:
+                    nd = d + float(lat[k])
+                    if v not in dist or nd < dist[v]:
+                        dist[v] = nd
+                        prev[v] = (u, k)
+                        heapq.heappush(heap, (nd, v))
+            for dst in range(c):
+                if dst == src:
+                    continue
+                links: list[int] = []
+                v = dst
+                while v != src:
+                    u, k = prev[v]
+                    links.append(k)
+                    v = u
+                out[src][dst] = tuple(reversed(links))
+        return out
+
+    def route_for(self, a: int, b: int, nbytes: float) -> tuple[tuple[int, ...], float, float]:
+        """The route a transfer of ``nbytes`` from ``a`` to ``b`` takes, with its latency and bandwidth.
+
+        Of the widest and the fastest (lowest-latency) route, the one with the smaller
+        ``latency + 8 nbytes / bottleneck bandwidth`` at nominal capacities; memoised per payload.
+
+        :return: ``(link indices, latency in s, bottleneck bandwidth in bit/s)``; no links when a == b.
+        """
+        key = (a, b, nbytes)
+        hit = self._route_memo.get(key)
+        if hit is not None:
+            return hit
+        if a == b:
+            res = ((), float(self.intra_latency_s[a]), float(self.intra_bw_bps[a]))
+        else:
+            best = None
+            for links in (self.route_links[a][b], self._fast_links[a][b]):
+                lat = float(sum(self.link_latency_s[k] for k in links))
+                bw = float(min(self.link_bw_bps[k] for k in links))
+                t = lat + 8.0 * nbytes / bw
+                if best is None or t < best[0] - 1e-12:
+                    best = (t, (links, lat, bw))
+            assert best is not None
+            res = best[1]
+        if len(self._route_memo) < 1 << 16:
+            self._route_memo[key] = res
+        return res
 
     def route(self, a: int, b: int) -> tuple[int, ...]:
         """Link indices on the static route from region ``a`` to region ``b`` (empty if a == b)."""
