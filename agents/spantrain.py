@@ -65,6 +65,8 @@ class SpanTrainAgent(SchedulerAgent):
     :param lan_gbps: route bandwidth (Gbit/s) at or above which two regions share a network group.
     :param lan_latency_ms: route latency (ms) at or below which two regions share a network group.
     :param micro_batches: micro-batch sizes the adapter may choose.
+    :param windows: extra in-flight micro-batches per WAN hop the adapter may choose
+        (``Plan.extra_inflight``; our addition: a wider window hides a longer round trip).
     :param schedules: zero-bubble schedules to try, in order of preference.
     :param replan_running: apply the adapter to running jobs when the network changes (False: new
         placements only, the behaviour before run-time re-planning existed).
@@ -79,6 +81,7 @@ class SpanTrainAgent(SchedulerAgent):
         lan_gbps: float = 1.0,
         lan_latency_ms: float = 20.0,
         micro_batches: tuple[int, ...] = (1, 2, 4, 8),
+        windows: tuple[int, ...] = (0, 2, 8),
         schedules: tuple[str, ...] = ("zb-h2", "zb-h1"),
         replan_running: bool = True,
         replan_margin: float = 1.0,
@@ -86,6 +89,7 @@ class SpanTrainAgent(SchedulerAgent):
         self.lan_gbps = lan_gbps
         self.lan_latency_ms = lan_latency_ms
         self.micro_batches = micro_batches
+        self.windows = windows
         self.schedules = schedules
         self.replans = replan_running
         self.replan_margin = replan_margin
@@ -137,21 +141,30 @@ class SpanTrainAgent(SchedulerAgent):
         self.evaluations += 1
         if base.feasible:
             best_tp = base.throughput
+        for cand in self._variants(plan):
+            perf = view.evaluate(cand, job)
+            self.evaluations += 1
+            if perf.feasible and perf.throughput > best_tp * (1 + 1e-9):
+                best, best_tp = cand, perf.throughput
+        return best
+
+    def _variants(self, plan: Plan) -> list[Plan]:
+        """The plan with every other micro-batch size, zero-bubble variant and (across regions) window."""
+        windows = self.windows if len(plan.regions) > 1 else (0,)
+        out = []
         for sched in self.schedules:
             for b in self.micro_batches:
-                cand = replace(plan, micro_batch=b, schedule=sched)
-                if cand == plan:
-                    continue
-                perf = view.evaluate(cand, job)
-                self.evaluations += 1
-                if perf.feasible and perf.throughput > best_tp * (1 + 1e-9):
-                    best, best_tp = cand, perf.throughput
-        return best
+                for w in windows:
+                    cand = replace(plan, micro_batch=b, schedule=sched, extra_inflight=w)
+                    if cand != plan:
+                        out.append(cand)
+        return out
 
     def retune_running(self, view: SimView) -> dict[int, Plan]:
         """Re-tuned plans worth switching to, by running job id (see the module docstring).
 
-        Candidates keep the job's stages and vary micro-batch size and zero-bubble variant; each
+        Candidates keep the job's stages and vary micro-batch size, zero-bubble variant and in-flight
+        window; each
         is scored with :meth:`SimView.evaluate_replan` (its performance once switched, and the
         pause).  A job in a re-plan pause is left alone.
         """
@@ -161,19 +174,15 @@ class SpanTrainAgent(SchedulerAgent):
                 continue
             remaining = max(0.0, info.job.iterations - info.progress)
             best, best_gain = None, 0.0
-            for sched in self.schedules:
-                for b in self.micro_batches:
-                    cand = replace(info.plan, micro_batch=b, schedule=sched)
-                    if cand == info.plan:
-                        continue
-                    try:
-                        perf, pause = view.evaluate_replan(cand)
-                    except InvalidDecision:
-                        continue
-                    self.evaluations += 1
-                    gain = remaining * (info.iter_time - perf.iter_time) - self.replan_margin * pause
-                    if gain > best_gain:
-                        best, best_gain = cand, gain
+            for cand in self._variants(info.plan):
+                try:
+                    perf, pause = view.evaluate_replan(cand)
+                except InvalidDecision:
+                    continue
+                self.evaluations += 1
+                gain = remaining * (info.iter_time - perf.iter_time) - self.replan_margin * pause
+                if gain > best_gain:
+                    best, best_gain = cand, gain
             if best is not None:
                 out[info.job.job_id] = best
         return out
