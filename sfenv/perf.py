@@ -48,7 +48,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from sfenv.hashing import cached_hash, state_without_hash
-from sfenv.pipeline import SCHEDULES, default_windows, pipeline_time
+from sfenv.pipeline import SCHEDULES, _pipeline_time_cached, default_windows
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec
 
@@ -398,8 +398,13 @@ def evaluate_plan(
     headroom = params.memory_headroom
     schedule = plan.schedule
     recompute = plan.recompute
-    cross = [_crosses(stages[k], stages[k + 1]) for k in range(p - 1)]
-    windows = default_windows(p, m, schedule, cross, plan.extra_inflight)
+    if p == 1:
+        windows: Sequence[int] = (m if schedule == "gpipe" else 1,)
+    elif len(plan.regions) == 1 or not plan.extra_inflight:  # no hop crosses regions, or no extra window
+        windows = default_windows(p, m, schedule)
+    else:
+        cross = tuple([_crosses(stages[k], stages[k + 1]) for k in range(p - 1)])
+        windows = default_windows(p, m, schedule, cross, plan.extra_inflight)
     # Megatron tensor parallelism: 2 all-reduces of the activation per layer forward, 2 backward
     # (one more forward pass, so 2 more, with recomputation), over the server's GPU-to-GPU link
     tp_allreduces = 6.0 if recompute else 4.0
@@ -494,7 +499,10 @@ def evaluate_plan(
             wan_bytes += 2.0 * (d - 1) / d * grad_bytes * len(regs)
         allreduce.append(t_ar)
 
-    t_pp = pipeline_time(compute, lats, xfers, m, schedule, windows)
+    if p == 1:
+        t_pp = m * compute[0]
+    else:
+        t_pp = _pipeline_time_cached(tuple(compute), tuple(lats), tuple(xfers), m, schedule, windows)
     bubble = max(0.0, t_pp - m * max(compute))
     ar = max(allreduce)
     w = params.dp_overlap
@@ -517,7 +525,7 @@ def evaluate_plan(
         transfer_times=xfers,
         latency_times=lats,
         tp_comm_times=tp_comm,
-        windows=windows,
+        windows=list(windows),
         allreduce_times=allreduce,
         bubble_time=bubble,
         microbatches=m,

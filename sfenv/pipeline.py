@@ -50,7 +50,7 @@ SCHEDULES = ("1f1b", "gpipe", "zb-h1", "zb-h2")
 
 def default_windows(
     p: int, m: int, schedule: str, cross: Sequence[bool] | None = None, extra: int = 0
-) -> list[int]:
+) -> tuple[int, ...]:
     """Micro-batches stage k may hold in flight: ``w_k``.
 
     :param p: pipeline depth.
@@ -58,10 +58,15 @@ def default_windows(
     :param schedule: one of :data:`SCHEDULES`.
     :param cross: ``cross[k]`` is True when hop k (stage k -> k+1) crosses regions.
     :param extra: extra in-flight micro-batches per cross-region hop downstream of a stage.
-    :return: ``[w_0, ..., w_{p-1}]``, non-increasing in k, each in ``1..m``.
+    :return: ``(w_0, ..., w_{p-1})``, non-increasing in k, each in ``1..m`` (memoised).
     """
+    return _windows(p, m, schedule, None if cross is None else tuple(bool(c) for c in cross), extra)
+
+
+@lru_cache(maxsize=1 << 14)
+def _windows(p: int, m: int, schedule: str, cross: tuple[bool, ...] | None, extra: int) -> tuple[int, ...]:
     if schedule == "gpipe":
-        return [m] * p
+        return (m,) * p
     hops_after = [0] * p
     if extra and cross is not None:
         acc = 0
@@ -72,7 +77,7 @@ def default_windows(
         base = [2 * (p - k) - 1 for k in range(p)]
     else:
         base = [p - k for k in range(p)]
-    return [max(1, min(m, base[k] + extra * hops_after[k])) for k in range(p)]
+    return tuple([max(1, min(m, base[k] + extra * hops_after[k])) for k in range(p)])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,16 +87,17 @@ def default_windows(
 _F, _B, _W = 0, 1, 2  # operation kinds (for 1F1B and GPipe, _B is the whole backward)
 
 
-def _fixed_order(schedule: str, m: int, w: int) -> list[tuple[int, int]]:
+@lru_cache(maxsize=1 << 12)
+def _fixed_order(schedule: str, m: int, w: int) -> tuple[tuple[int, int], ...]:
     """The operation order of one stage under GPipe or 1F1B: ``[(kind, micro-batch), ...]``."""
     if schedule == "gpipe":
-        return [(_F, i) for i in range(m)] + [(_B, i) for i in range(m)]
+        return tuple([(_F, i) for i in range(m)] + [(_B, i) for i in range(m)])
     order = [(_F, i) for i in range(w)]
     for i in range(m):
         order.append((_B, i))
         if i + w < m:
             order.append((_F, i + w))
-    return order
+    return tuple(order)
 
 
 def replay_pipeline(
@@ -118,7 +124,7 @@ def replay_pipeline(
         raise ValueError(f"{p} stages need {p - 1} hops, got {len(latency)} latencies, {len(transfer)} transfers")
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; expected one of {SCHEDULES}")
-    w = list(windows) if windows is not None else default_windows(p, m, schedule)
+    w = list(windows) if windows is not None else list(default_windows(p, m, schedule))
     zb = schedule.startswith("zb")
     dur = [
         (c / 3.0, c / 3.0, c / 3.0) if zb else (c / 3.0, 2.0 * c / 3.0, 0.0)
@@ -347,7 +353,7 @@ def pipeline_time(
     Results are memoised on the exact inputs.
     """
     p = len(compute)
-    w = tuple(windows) if windows is not None else tuple(default_windows(p, m, schedule))
+    w = tuple(windows) if windows is not None else default_windows(p, m, schedule)
     return _pipeline_time_cached(
         tuple(float(c) for c in compute), tuple(float(v) for v in latency), tuple(float(v) for v in transfer),
         int(m), schedule, w,

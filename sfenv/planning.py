@@ -12,13 +12,14 @@ the modelled iteration and fits in memory.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
 from sfenv.perf import Plan, PlanPerf, Stage, stage_layer_split
 from sfenv.topology import Topology
-from sfenv.workload import JobSpec
+from sfenv.workload import JobSpec, ModelSpec
 
 __all__ = ["fit_plan", "chain_plan", "Evaluator"]
 
@@ -35,7 +36,11 @@ def _layer_split(layers: int, weights: tuple[float, ...]) -> tuple[int, ...]:
 
 def _head_layers(job: JobSpec) -> int:
     """The LM head's compute in transformer-layer equivalents (0 without a vocabulary)."""
-    model = job.model
+    return _head_layers_of(job.model)
+
+
+@lru_cache(maxsize=256)
+def _head_layers_of(model: ModelSpec) -> int:
     return int(round(model.embedding_params / model.layer_params)) if model.embedding_params else 0
 
 
@@ -161,20 +166,49 @@ def fit_plan(
 
 
 def _widen_window(
-    best: tuple[Plan, PlanPerf] | None, job: JobSpec, evaluate: Evaluator, options: Sequence[int] = (1, 2, 4, 8)
+    best: tuple[Plan, PlanPerf] | None, job: JobSpec, evaluate: Evaluator
 ) -> tuple[Plan, PlanPerf] | None:
-    """Try more warm-up micro-batches per WAN hop on a cross-region plan; keep the fastest that fits.
+    """Widen a cross-region 1F1B/zero-bubble plan's in-flight window if that shortens its iteration.
 
     The in-flight window is a plan choice (:mod:`sfenv.pipeline`): it hides WAN round trips at the
-    price of activation memory.  Stops at the first option that does not help.
+    price of activation memory.  The extra micro-batches per WAN hop are computed, not searched:
+    the smallest ``e`` with which no window cycle is slower than the plan's slowest stage or
+    channel (:func:`window_to_hide_round_trips`); if that does not fit in memory, half of it.
     """
     if best is None or len(best[0].regions) < 2 or best[0].schedule == "gpipe":
         return best
     plan, perf = best
-    for extra in options:
+    need = window_to_hide_round_trips(plan, perf)
+    for extra in (need, need // 2):
+        if extra <= plan.extra_inflight:
+            break
         cand = replace(plan, extra_inflight=extra)
         cp = evaluate(cand, job)
-        if not cp.feasible or cp.iter_time >= perf.iter_time * (1.0 - 1e-9):
+        if cp.feasible:
+            if cp.iter_time < perf.iter_time * (1.0 - 1e-9):
+                return cand, cp
             break
-        plan, perf = cand, cp
     return plan, perf
+
+
+def window_to_hide_round_trips(plan: Plan, perf: PlanPerf, cap: int = 64) -> int:
+    """Extra in-flight micro-batches per WAN hop after which no 1F1B window cycle binds.
+
+    A cycle from stage k to stage j carries ``(j - k + 1) + e H`` micro-batches (H: WAN hops
+    between them) and takes ``R_kj`` (compute and hops both ways), so it stops binding once
+    ``R_kj / tokens <= max(c, x)``.  Returns the largest such ``e`` over all cycles (at most ``cap``).
+    """
+    c, lat, x = perf.compute_times, perf.latency_times, perf.transfer_times
+    p = len(c)
+    rho = max(max(c), max(x) if x else 0.0)
+    stages = plan.stages
+    cross = [any(a != b for a, b in stages[k].hop_pairs(stages[k + 1])) for k in range(p - 1)]
+    need = 0
+    for k in range(p - 1):
+        rt, wan = c[k], 0
+        for j in range(k + 1, p):
+            rt += c[j] + 2.0 * (lat[j - 1] + x[j - 1])
+            wan += 1 if cross[j - 1] else 0
+            if wan:
+                need = max(need, math.ceil((rt / rho - (j - k + 1)) / wan - 1e-9))
+    return int(min(max(need, 0), cap))
