@@ -23,6 +23,12 @@ LINK_FEATURES = 3
 JOB_FEATURES = 8
 CAND_FEATURES = 10
 GLOBAL_FEATURES = 6
+#: compact observation (``obs_mode="compact"``): per-candidate features, and the platform summary size is
+#: ``PLATFORM_FEATURES + H``; neither depends on the number of regions or links
+COMPACT_CAND_FEATURES = 15
+PLATFORM_FEATURES = 18
+OBS_MODES = ("full", "compact")
+_REGIONS_SCALE = 8.0  # regions a compact candidate uses, mapped to 1.0 at 8 (clipped)
 _PRICE_SCALE = 300.0  # USD/MWh mapped to 1.0
 _TFLOPS_SCALE = 1000.0
 _MEM_SCALE = 141e9
@@ -86,7 +92,10 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     the space (a float, a string, a bool, an out-of-range integer) raises ``ValueError``, as
     Gymnasium's own environments refuse it. An action in the space that is masked (an empty or
     unstartable slot, or any action after the episode ended) is a no-op with reward
-    ``-invalid_action_penalty`` and ``info["invalid_action"]`` set.
+    ``-invalid_action_penalty`` and ``info["invalid_action"]`` set. For learners without masks
+    (SB3's PPO/A2C/DQN, RL Zoo), ``invalid_action_limit=k`` makes the k-th masked action in a row,
+    and every one after it, act as wait (still penalised, ``info["forced_wait"]`` set), so an
+    unmasked policy cannot stall an episode: simulated time always moves on.
 
     ## Observation Space
     A ``Dict`` of 1-D ``Box(0, 1, float32)`` entries (SB3 ``MultiInputPolicy``; wrap with
@@ -100,6 +109,14 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     | ``queue`` | K x 8 | valid, log params, min GPUs, max GPUs (/1024), log iterations, global batch (/1024), waited (/24 h), progress done |
     | ``candidates`` | N x 10 | valid, queue slot (/K), log iteration time, log throughput, cost rate (USD/h /100), regions used (/C), GPUs (/1024), log bottleneck bandwidth, memory headroom, stall-free |
     | ``time`` | 6 | hour of day (sin, cos mapped to [0,1]), running jobs (/K), waiting jobs (/K), jobs still to arrive (fraction), invalid-action flag |
+
+    With ``obs_mode="compact"`` the observation's size does not depend on the topology (a policy
+    trained on 8 regions runs on 16): ``queue`` and ``time`` as above, and
+
+    | key | size | per item |
+    |---|---|---|
+    | ``candidates`` | N x 15 | the 10 features above, with regions used mapped to 1 at 8 regions (not /C), then: log remaining run time of the job under the plan (60 s .. 30 days), GPUs / free GPUs of the platform, the job's wait (/24 h), fastest run time of the same job among the candidates / this one's, shortest run time among all candidates' jobs / this job's fastest (1 = the shortest job, as shortest-work-first would pick) |
+    | ``platform`` | 18 + H | free GPU fraction of the platform, log total GPUs (1 .. 65,536), log regions (1 .. 256), share of regions down, per-region free fraction (min, quartiles, max), price now (min, mean, max; USD/MWh / 300), link capacity (mean, min; /100 Gbit/s), mean flow share, mean latency (/300 ms), log links (1 .. 4096), GPU-weighted mean peak TFLOP/s (/1000), then the GPU-weighted mean price forecast for each of the next H hours |
 
     ## Rewards
     ``r = -jct_weight * job_seconds / (3600 * K) - cost_weight * cost_usd
@@ -138,6 +155,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     | ``throughput_weight`` | float >= 0 | ``reward.throughput_weight`` (0) | weight per 1e9 tokens trained |
     | ``invalid_action_penalty`` | float >= 0 | ``reward.invalid_action_penalty`` (0.1) | penalty of a masked action |
     | ``num_jobs`` | int > 0 | ``workload.num_jobs`` (40) | jobs per episode |
+    | ``obs_mode`` | str | ``"full"`` | ``"full"`` (per-region and per-link features) or ``"compact"`` (topology-independent size, see Observation Space) |
+    | ``invalid_action_limit`` | int > 0 or None | None | masked actions in a row after which a masked action acts as wait (None: never) |
 
     >>> import gymnasium as gym, sfenv
     >>> env = gym.make("sfenv/GeoSched-v0", num_jobs=8, max_candidates=4)
@@ -163,9 +182,22 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         throughput_weight: float | None = None,
         invalid_action_penalty: float | None = None,
         num_jobs: int | None = None,
+        obs_mode: str = "full",
+        invalid_action_limit: int | None = None,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
+        if obs_mode not in OBS_MODES:
+            raise ValueError(f"GeoSchedEnv: invalid argument obs_mode={obs_mode!r}: expected one of {list(OBS_MODES)}")
+        if invalid_action_limit is not None and (
+            isinstance(invalid_action_limit, bool) or not isinstance(invalid_action_limit, (int, np.integer))
+            or invalid_action_limit < 1
+        ):
+            raise ValueError(f"GeoSchedEnv: invalid argument invalid_action_limit={invalid_action_limit!r}: "
+                             "expected an integer >= 1 or None")
+        self.obs_mode = obs_mode
+        self.invalid_action_limit = None if invalid_action_limit is None else int(invalid_action_limit)
+        self._invalid_run = 0
         sc = _with_arguments(
             load_scenario(scenario),
             workload={"num_jobs": num_jobs},
@@ -211,6 +243,15 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             self._obs_slices[key] = slice(start, start + size)
             start += size
         self._obs_size = start
+        if obs_mode == "compact":  # the policy sees these keys; the full buffer above is still built inside
+            self.observation_space = spaces.Dict(
+                {
+                    "candidates": box(self.N * COMPACT_CAND_FEATURES),
+                    "queue": box(self.K * JOB_FEATURES),
+                    "platform": box(PLATFORM_FEATURES + self.H),
+                    "time": box(GLOBAL_FEATURES),
+                }
+            )
         self._gpu_div = np.maximum(1, topo.gpu_counts)
         self._static_regions = np.array(
             [
@@ -235,6 +276,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._cand_perf: list[PlanPerf | None] = []
         self._mask = np.zeros(self.N + 1, dtype=bool)
         self._last_invalid = False
+        self._forced_wait = False
         self._renderer: Any = None
 
     # ------------------------------------------------------------------ gym API
@@ -254,6 +296,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._last_in_system = self._job_seconds()
         self._last_totals = self.sim.totals()
         self._last_invalid = False
+        self._invalid_run = 0
+        self._forced_wait = False
         self._build_candidates()
         return self._obs(), self._info(0.0, 0.0, 0.0)
 
@@ -263,7 +307,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         if sim is None:
             raise RuntimeError("call reset() before step()")
         a = self._action_index(action)
-        invalid = False
+        invalid = forced = False
         if sim.done:
             invalid = True
         elif a == self.N:
@@ -273,7 +317,13 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             sim.advance()
         else:
             invalid = True
+            limit = self.invalid_action_limit
+            if limit is not None and self._invalid_run + 1 >= limit:
+                sim.wait()  # the limit reached: time moves on as if the policy had waited
+                forced = True
+        self._invalid_run = self._invalid_run + 1 if invalid else 0
         self._last_invalid = invalid
+        self._forced_wait = forced
         in_sys = self._job_seconds()
         totals = sim.totals()
         d_job_s = in_sys - self._last_in_system
@@ -287,7 +337,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             - (self.invalid_action_penalty if invalid else 0.0)
         )
         terminated = sim.done
-        if not invalid:
+        if not invalid or forced:
             self._build_candidates()
         info = self._info(d_job_s, d_cost, d_tokens)
         if terminated:
@@ -512,7 +562,68 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         )
         np.minimum(buf, 1.0, out=buf)
         np.maximum(buf, 0.0, out=buf)
+        if self.obs_mode == "compact":
+            return self._compact_obs(buf, reg, fc[1])
         return {k: buf[v] for k, v in sl.items()}
+
+    def _compact_obs(self, buf: np.ndarray, reg: np.ndarray, forecast: np.ndarray) -> dict[str, np.ndarray]:
+        """The topology-independent observation (``obs_mode="compact"``) from the full buffer.
+
+        :param buf: the full observation buffer (clipped to [0, 1]).
+        :param reg: the regions block of ``buf`` as a ``C x (7 + H)`` view.
+        :param forecast: price now and the next ``H`` hours per region (USD/MWh / 300, unclipped), ``C x (1 + H)``.
+        """
+        sim = self.sim
+        assert sim is not None
+        sl, N, H = self._obs_slices, self.N, self.H
+        free = np.where(sim.down, 0, sim.free).astype(np.float64)
+        gpus = self.scenario.topology.gpu_counts.astype(np.float64)
+        total_free = float(free.sum())
+        cands = np.zeros((N, COMPACT_CAND_FEATURES), dtype=np.float32)
+        full_c = buf[sl["candidates"]].reshape(N, CAND_FEATURES)
+        cands[:, :CAND_FEATURES] = full_c
+        runtimes: dict[int, float] = {}
+        rows: list[tuple[int, int, float]] = []
+        for i, plan in enumerate(self._candidates):
+            perf = self._perf(i)
+            if not perf.feasible:
+                continue
+            js = sim.jobs[plan.job_id]
+            remaining = max(0.0, float(js.spec.iterations) - js.progress)
+            rt = remaining * perf.iter_time
+            rows.append((i, plan.job_id, rt))
+            runtimes[plan.job_id] = min(rt, runtimes.get(plan.job_id, math.inf))
+            cands[i, 5] = len(plan.regions) / _REGIONS_SCALE
+            cands[i, 10] = _log_scale(rt, 60.0, 30 * 86400.0)
+            cands[i, 11] = plan.gpus / total_free if total_free > 0 else 1.0
+            cands[i, 12] = (sim.time - self._job_arrival[plan.job_id]) / _WAIT_SCALE
+        if rows:
+            shortest = min(runtimes.values())
+            for i, job, rt in rows:
+                best = runtimes[job]
+                cands[i, 13] = best / rt if rt > 0 else 1.0
+                cands[i, 14] = shortest / best if best > 0 else 1.0
+        ranked = np.sort(reg[:, 0])  # quartiles by linear interpolation, as np.quantile (which is slower)
+        qs = np.interp((0.0, 0.25, 0.5, 0.75, 1.0), np.linspace(0.0, 1.0, self.C), ranked)
+        prices = forecast[:, 0]
+        weights = gpus / max(1.0, float(gpus.sum()))
+        links = buf[sl["links"]].reshape(-1, LINK_FEATURES)[: max(1, self.E)]
+        platform = np.empty(PLATFORM_FEATURES + H, dtype=np.float32)
+        platform[:PLATFORM_FEATURES] = (
+            total_free / max(1.0, float(gpus.sum())),
+            _log_scale(float(gpus.sum()), 1.0, 65536.0),
+            _log_scale(float(self.C), 1.0, 256.0),
+            float(np.mean(sim.down)) if self.C else 0.0,
+            *qs,
+            float(prices.min()), float(prices.mean()), float(prices.max()),
+            float(links[:, 0].mean()), float(links[:, 0].min()), float(links[:, 1].mean()), float(links[:, 2].mean()),
+            _log_scale(float(self.E), 1.0, 4096.0),
+            float(weights @ (self._static_regions[:, 1])),
+        )
+        platform[PLATFORM_FEATURES:] = weights @ forecast[:, 1:]
+        np.clip(cands, 0.0, 1.0, out=cands)
+        np.clip(platform, 0.0, 1.0, out=platform)
+        return {"candidates": cands.reshape(-1), "queue": buf[sl["queue"]], "platform": platform, "time": buf[sl["time"]]}
 
     def _info(self, d_job_s: float, d_cost: float, d_tokens: float) -> dict[str, Any]:
         sim = self.sim
@@ -533,5 +644,6 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             "finished": sim.finished_count,
             "candidates": len(self._candidates),
             "invalid_action": self._last_invalid,
+            "forced_wait": self._forced_wait,
             "action_mask": self._mask.copy(),
         }
