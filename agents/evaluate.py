@@ -6,6 +6,14 @@ never enters simulated results.  Results go to a JSON file written atomically af
 (temporary file + ``os.replace``); with ``resume=True`` pairs already in the file are skipped, so an
 interrupted sweep continues where it stopped.
 
+Backends: ``backend="serial"`` (the default) plays the pairs one after the other in this process;
+``backend="ray"`` plays each (agent, seed) episode as a Ray task (:mod:`sfenv.distributed`, the
+``ray`` extra) on a local Ray with ``workers`` CPUs or on the cluster at ``address``.  The rows are
+the serial ones (same episodes, same agents freshly reset with the seed; only the wall-clock
+decision times differ), saved as episodes finish and returned in the serial order; a worker that
+dies is retried.  Saved policies (``model:PATH``, ``rllib:PATH``) are loaded on each worker from
+the path, which must exist there (a shared folder on a cluster).
+
 Rows carry the :class:`sfenv.metrics.EpisodeReport` fields, whose JCT statistics count unfinished
 jobs with a censored JCT (episode end minus arrival); :func:`summarise` gives per agent the mean
 over seeds with a 95 % Student-t confidence interval, :func:`format_table` prints it and
@@ -34,8 +42,9 @@ from sfenv.errors import InvalidInput
 from sfenv.metrics import EpisodeReport, JobRecord
 from sfenv.scenario import Scenario, load_scenario
 
-__all__ = ["MODEL_PREFIX", "run_episode", "run_policy_episode", "evaluate_agents", "summarise", "format_table",
-           "atomic_write_json", "evaluate_model", "mean_ci", "write_csv", "quiet_solver_banner", "CI_METRICS"]
+__all__ = ["MODEL_PREFIX", "RLLIB_PREFIX", "run_episode", "run_policy_episode", "evaluate_agents", "summarise",
+           "format_table", "atomic_write_json", "evaluate_model", "mean_ci", "write_csv", "quiet_solver_banner",
+           "CI_METRICS"]
 
 
 def _jct_fields(records: Sequence[JobRecord], end: float) -> dict[str, list]:
@@ -68,6 +77,8 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[st
 
 #: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`sfenv.agents.learned`)
 MODEL_PREFIX = "model:"
+#: an ``agents`` entry ``"rllib:PATH"`` is an RLlib PPO checkpoint (see :mod:`sfenv.agents.rllib`)
+RLLIB_PREFIX = "rllib:"
 
 
 def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: dict | None = None) -> dict[str, Any]:
@@ -83,7 +94,8 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
     if env_kwargs is None:  # the settings the model was trained with (its workload size aside)
         env_kwargs = {k: v for k, v in policy.meta.get("env_kwargs", {}).items() if k != "num_jobs"}
     env = make_env_fn(scenario, policy.spec.flatten, env_kwargs)()
-    if env.observation_space != policy.model.observation_space:
+    if env.observation_space != getattr(policy, "observation_space", None) and \
+            env.observation_space != getattr(getattr(policy, "model", None), "observation_space", None):
         env.close()
         raise InvalidInput(f"{policy.name} was trained on another observation space than scenario "
                          f"{scenario.name!r} gives (trained on {policy.meta.get('scenario', '?')!r})")
@@ -152,18 +164,29 @@ def evaluate_agents(
     progress: bool = True,
     agent_kwargs: dict[str, dict] | None = None,
     on_row: Callable[[dict], None] | None = None,
+    backend: str = "serial",
+    address: str | None = None,
+    workers: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run every agent on every seed of ``scenario``; returns one row per (agent, seed).
 
-    ``agents`` holds registered names, agent instances, or ``"model:PATH"`` for a saved SB3 model
-    (played through the environment by :func:`run_policy_episode`; its rows are named by that
-    string).
+    ``agents`` holds registered names, agent instances, ``"model:PATH"`` for a saved SB3 model or
+    ``"rllib:PATH"`` for an RLlib checkpoint (played through the environment by
+    :func:`run_policy_episode`; their rows are named by that string).
 
     :param num_jobs: override the scenario's workload size.
     :param out: JSON file updated atomically after each pair.
     :param resume: skip pairs already in ``out``.
     :param agent_kwargs: constructor keyword arguments per agent name.
+    :param backend: ``"serial"`` (this process) or ``"ray"`` (one Ray task per episode).
+    :param address: with ``backend="ray"``: the Ray cluster to join (default: a local Ray, or the
+        one already initialised in this process).
+    :param workers: with ``backend="ray"``: episodes in flight (and CPUs of a local Ray).
+    :raises InvalidInput: for an unknown backend, or ``address``/``workers`` without ``backend="ray"``.
     """
+    from sfenv.distributed import check_backend
+
+    check_backend(backend, address, workers)
     sc = load_scenario(scenario)
     if num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
@@ -182,8 +205,19 @@ def evaluate_agents(
             bar = tqdm(total=len(todo), desc=f"evaluate {sc.name}", unit="episode")
         except ImportError:
             bar = None
-    for agent, seed in todo:
-        row = run_episode(agent, sc, seed) if isinstance(agent, SchedulerAgent) else run_policy_episode(agent, sc, seed)
+    if backend == "serial":
+        played = ((i, _play(agent, sc, seed)) for i, (agent, seed) in enumerate(todo))
+    else:
+        from sfenv.distributed import ray_imap_unordered
+
+        played = ray_imap_unordered(_episode_task, [(_payload(agent), seed) for agent, seed in todo], (sc,),
+                                    address=address, workers=workers)
+    first_new = len(rows)
+    order: dict[int, int] = {}  # todo index -> position in rows (completion order)
+    for i, row in played:
+        agent, seed = todo[i]
+        row["agent"] = agent.name  # a policy loaded on a worker from its resolved path keeps the name given
+        order[i] = len(rows)
         rows.append(row)
         if out_path:
             atomic_write_json(out_path, rows)
@@ -194,7 +228,45 @@ def evaluate_agents(
             bar.update()
     if bar is not None:
         bar.close()
+    if order != {i: first_new + i for i in order}:  # finished out of order (ray): save in the serial order
+        rows = rows[:first_new] + [rows[order[i]] for i in sorted(order)]
+        if out_path:
+            atomic_write_json(out_path, rows)
     return rows
+
+
+def _play(agent: Any, sc: Scenario, seed: int) -> dict[str, Any]:
+    """One episode: a scheduler agent through the simulator, a saved policy through the environment."""
+    if isinstance(agent, SchedulerAgent):
+        return run_episode(agent, sc, seed)
+    return run_policy_episode(agent, sc, seed)
+
+
+def _payload(agent: Any) -> Any:
+    """What a worker needs to rebuild ``agent``: the instance, or a saved policy's spec with an absolute path."""
+    if isinstance(agent, SchedulerAgent):
+        return agent
+    for prefix in (MODEL_PREFIX, RLLIB_PREFIX):
+        if agent.name.startswith(prefix):
+            return prefix + str(Path(agent.name[len(prefix):]).resolve())
+    raise InvalidInput(f"{agent.name}: neither a scheduler agent nor a saved policy spec; the ray backend "
+                       "cannot rebuild it on a worker")
+
+
+#: saved policies loaded on this (worker) process, by spec: each is loaded once, not per episode
+_LOADED: dict[str, Any] = {}
+
+
+def _episode_task(sc: Scenario, payload: Any, seed: int) -> dict[str, Any]:
+    """A Ray task: rebuild the agent from :func:`_payload`'s output and play one episode (:func:`_play`)."""
+    quiet_solver_banner()
+    if isinstance(payload, str):
+        if payload not in _LOADED:
+            _LOADED[payload] = _instance(payload, None)
+        agent = _LOADED[payload]
+    else:
+        agent = payload
+    return _play(agent, sc, seed)
 
 
 def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> Any:
@@ -204,6 +276,12 @@ def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> 
         policy = LearnedPolicy(a[len(MODEL_PREFIX):])
         policy.name = a  # rows are keyed by the spec as given (resume finds them again)
         return policy
+    if a.startswith(RLLIB_PREFIX):
+        from sfenv.agents.rllib import RLlibPolicy  # imports ray.rllib (the ray extra), so only when asked
+
+        rl_policy = RLlibPolicy(a[len(RLLIB_PREFIX):])
+        rl_policy.name = a
+        return rl_policy
     return make_agent(a, **(agent_kwargs or {}).get(a, {}))
 
 

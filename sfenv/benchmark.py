@@ -123,6 +123,9 @@ def run_benchmark(
     plots: bool = True,
     timeline_agent: str | None = None,
     log: Callable[[str], None] = _stderr,
+    backend: str = "serial",
+    address: str | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark, write its results folder and return the saved ``benchmark.json`` content.
 
@@ -138,12 +141,17 @@ def run_benchmark(
     :param timeline_agent: whose first-seed episode the timeline shows (default: the first of
         :data:`TIMELINE_AGENTS` run, else the first agent).
     :param log: where progress messages go (stderr by default; never stdout).
+    :param backend: ``"serial"`` or ``"ray"`` (one Ray task per episode; ``address`` and ``workers``
+        as in :func:`sfenv.agents.evaluate.evaluate_agents`).
     :return: the results dict, plus ``"ran"`` (episodes run now) and ``"files"`` (paths written).
     :raises InvalidInput: (a ``ValueError``) for no seeds or agents, or on ``resume`` into a folder
         made with another scenario or workload.
     """
     if seeds < 1:
         raise InvalidInput(f"seeds must be at least 1, got {seeds}")
+    from sfenv.distributed import check_backend
+
+    check_backend(backend, address, workers)
     names = resolve_names(agents)
     if not names:
         raise InvalidInput(f"no agents to run for {agents!r}")
@@ -180,7 +188,7 @@ def run_benchmark(
             ran.append(row)
             log(f"benchmark: episode {len(ran)}: {row['agent']} seed {row['seed']}")
     rows = evaluate_agents(names, sc, seed_list, out=paths["episodes_json"], resume=resume, progress=progress,
-                           on_row=on_row)
+                           on_row=on_row, backend=backend, address=address, workers=workers)
     wanted = {(a, s) for a in names for s in seed_list}
     rows = sorted((r for r in rows if (r["agent"], r["seed"]) in wanted),
                   key=lambda r: (names.index(r["agent"]), r["seed"]))
