@@ -25,6 +25,24 @@ class FIFOAgent(SchedulerAgent):
     name = "fifo"
     blocking = True
 
+    def decide(self, view: SimView) -> Plan | None:
+        """The head job's first-fit plan if it can start now, else None (wait).
+
+        The same decision as :meth:`SchedulerAgent.decide` with ``blocking``, but reads only the
+        head of the queue (:meth:`SimView.waiting_head`), not the whole queue, so a decision costs
+        O(1) in the queue length.  A subclass that does not block or orders the queue otherwise
+        gets the base class's decision.
+        """
+        if not self.blocking or type(self).order is not SchedulerAgent.order:
+            return super().decide(view)
+        head = view.waiting_head(1)
+        if not head:
+            return None
+        for plan in self.propose(view, head[0], k=1):
+            if view.can_start(plan):
+                return plan
+        return None
+
     def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
         """The first-fit plan for ``job``, if any."""
         free = view.free_gpus

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -290,7 +291,12 @@ class Simulator:
         self._memo_local = evaluation_cache.local
         self._memo_wan: dict[tuple, PlanPerf] = {}
         self._memo_wan_state = b""
+        # the queue: ids in ascending order (= arrival order), with their specs in step (so a view
+        # reads the queue without an O(queue) rebuild) and a count of waiting jobs per min_gpus
+        # (so a decision-point test costs O(distinct minimums), not O(queue))
         self.waiting: list[int] = []
+        self._waiting_specs: list[JobSpec] = []
+        self._waiting_min: dict[int, int] = {}
         self.running: set[int] = set()
         self.finished_count = 0
         self.busy_gpu_s = 0.0
@@ -506,7 +512,7 @@ class Simulator:
         js.flows = plan_flows(plan, self.topo, js.spec)
         for k, n in js.flows.items():
             self.link_flows[k] += n
-        self.waiting.remove(plan.job_id)
+        self._dequeue(plan.job_id)
         js.status = "running"
         js.plan = plan
         js.start = self.time
@@ -709,7 +715,28 @@ class Simulator:
         if not self.waiting:
             return False
         free = int(self.free[~self.down].sum())
-        return free >= min(self.jobs[j].spec.min_gpus for j in self.waiting)
+        return free >= min(self._waiting_min)
+
+    def _enqueue(self, jid: int) -> None:
+        """Put job ``jid`` in the queue at its place in id (= arrival) order."""
+        i = bisect_left(self.waiting, jid)
+        self.waiting.insert(i, jid)
+        spec = self.jobs[jid].spec
+        self._waiting_specs.insert(i, spec)
+        self._waiting_min[spec.min_gpus] = self._waiting_min.get(spec.min_gpus, 0) + 1
+
+    def _dequeue(self, jid: int) -> None:
+        """Take job ``jid`` out of the queue."""
+        i = bisect_left(self.waiting, jid)
+        if i == len(self.waiting) or self.waiting[i] != jid:
+            raise ValueError(f"job {jid} is not in the queue")
+        del self.waiting[i]
+        spec = self._waiting_specs.pop(i)
+        n = self._waiting_min[spec.min_gpus] - 1
+        if n:
+            self._waiting_min[spec.min_gpus] = n
+        else:
+            del self._waiting_min[spec.min_gpus]
 
     def advance(self) -> None:
         """Run events until a decision point or the end of the episode."""
@@ -749,8 +776,7 @@ class Simulator:
             jid = int(data)  # type: ignore[arg-type]
             self.jobs[jid].status = "waiting"
             self._in_system += 1
-            self.waiting.append(jid)
-            self.waiting.sort()
+            self._enqueue(jid)
         elif kind == EV_COMPLETE:
             jid, version = data  # type: ignore[misc]
             js = self.jobs[jid]
@@ -825,8 +851,7 @@ class Simulator:
             js.status = "waiting"
             self._release(js)
             js.plan = None
-            self.waiting.append(jid)
-        self.waiting.sort()
+            self._enqueue(jid)
 
     def _end(self, t: float) -> None:
         t = max(self.time, t)
@@ -969,8 +994,17 @@ class SimView:
 
     @property
     def waiting(self) -> list[JobSpec]:
-        """Waiting jobs in arrival order."""
-        return [self._sim.jobs[j].spec for j in self._sim.waiting]
+        """Waiting jobs in arrival order (a new list: O(queue) to copy; see :meth:`waiting_head`)."""
+        return list(self._sim._waiting_specs)
+
+    def waiting_head(self, n: int) -> list[JobSpec]:
+        """The first ``n`` waiting jobs in arrival order (``waiting[:n]`` without copying the whole queue)."""
+        return self._sim._waiting_specs[:n]
+
+    @property
+    def num_waiting(self) -> int:
+        """Number of waiting jobs."""
+        return len(self._sim.waiting)
 
     def waiting_progress(self, job_id: int) -> float:
         """Iterations already done by a waiting job (non-zero after a preemption)."""
