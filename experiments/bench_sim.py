@@ -1,24 +1,57 @@
-"""Simulator benchmark: 1,000-job Poisson workloads on spider-8 and spider-64 with the FIFO agent.
+"""Simulator benchmark: Poisson workloads with FIFO, and a job-trace replay at scale.
 
-Prints wall time, simulated events per second, decisions per second and peak resident memory of
-the process (ru_maxrss), plus a reference measured in the same run (raw heapq push/pop of the
-same number of events, and raw ``evaluate_plan`` calls per second) so ratios stay comparable
-across machines.
-Run: ``python -m sfenv.experiments.bench_sim [--jobs 1000]``.  Target: 1,000 jobs on 64 regions < 10 s.
+**Poisson.**  1,000-job Poisson workloads on spider-8 and spider-64 with the FIFO agent.  Prints
+wall time, simulated events per second, decisions and peak resident memory of the process
+(ru_maxrss), plus a reference measured in the same run (raw heapq push/pop of the same number of
+events, and raw ``evaluate_plan`` calls per second) so ratios stay comparable across machines.
+Target: 1,000 jobs on 64 regions < 10 s.
+
+**Trace replay.**  A job trace (by default the shared Philly week, 11,386 jobs:
+``../shared/data/traces/philly_jobs_2017-10-02_7d.csv``, see ``../shared/data/README.md``) replayed
+through the scenario machinery: spider-64 with ``workload.arrival = {process: trace, path: ...}``,
+so every row becomes a job by :func:`sfenv.workload.jobs_from_trace` (model size by GPU count,
+iterations by duration, capped at the scenario's largest iteration count; ``min_gpus`` 1,
+``max_gpus`` 8 x the row's GPUs).  Each agent (FIFO and SpinSearch by default) runs the whole
+episode in a fresh process, so its peak RSS is its own (the interpreter and imports included) and
+no process-wide cache carries over from another run.  Prints wall time (scenario build + run),
+events/s, jobs started, agent calls, peak RSS, the ratios to the targets (30 s and 500 MB per
+agent) and a digest of the episode's job records (equal digests = identical episodes).
+``--time-scale 0.1`` compresses the arrivals ten times (a stress test: long queues).
+
+Run: ``python -m sfenv.experiments.bench_sim [--jobs 1000] [--trace PATH] [--trace-only]``.
+The project does not depend on ``../shared`` at run time: without the default file and without
+``--trace`` the replay is skipped with a message.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import heapq
+import os
 import resource
+import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
 
 from sfenv.agents.fifo import FIFOAgent
+from sfenv.agents.registry import make_agent, resolve_names
 
 from sfenv.perf import evaluate_plan
 from sfenv.planning import fit_plan
 from sfenv.scenario import load_scenario
+
+#: the shared data folder next to the checkout (override with SFENV_SHARED_DATA)
+SHARED_DATA = Path(os.environ.get("SFENV_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+#: the Philly week (11,386 jobs) in the shared data folder, used when --trace is not given
+DEFAULT_TRACE = SHARED_DATA / "traces" / "philly_jobs_2017-10-02_7d.csv"
+#: targets per agent for the trace replay (issue 8, Benchmark)
+TARGET_WALL_S = 30.0
+TARGET_RSS_MB = 500.0
+TRACE_SCENARIO = "spider-64"
+TRACE_AGENTS = "fifo,spinsearch"
 
 
 def heap_reference(n: int) -> float:
@@ -32,15 +65,27 @@ def heap_reference(n: int) -> float:
     return time.perf_counter() - t
 
 
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, MB (ru_maxrss: KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
+
+
+def records_digest(sim) -> str:  # noqa: ANN001
+    """A short SHA-256 of the episode's job records and end time: equal digests = identical episodes."""
+    return hashlib.sha256(repr((sim.records(), sim.time)).encode()).hexdigest()[:12]
+
+
 def run(name: str, jobs: int, rate_scale: float) -> dict:
+    """The Poisson benchmark on scenario ``name``: ``jobs`` jobs at ``rate_scale`` x its rate, FIFO."""
     sc = load_scenario(name)
-    rate = sc.cfg.workload.arrival.rate_per_hour * rate_scale
-    sc = sc.with_overrides(workload={"num_jobs": jobs, "arrival": {"process": "poisson", "rate_per_hour": rate}})
+    base_rate = getattr(sc, "arrival_rate_per_hour", None) or sc.cfg.workload.arrival.rate_per_hour
+    sc = sc.with_overrides(
+        workload={"num_jobs": jobs, "arrival": {"process": "poisson", "rate_per_hour": base_rate * rate_scale}}
+    )
     t0 = time.perf_counter()
     sim = sc.make_simulator(0)
     report = sim.run(FIFOAgent().decide)
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB; process-wide peak
     job = sim.jobs[0].spec
     res = fit_plan(job, sim.topo, [0], [min(64, int(sim.topo.gpu_counts[0]))], sim.evaluate)
     assert res is not None
@@ -52,23 +97,145 @@ def run(name: str, jobs: int, rate_scale: float) -> dict:
     return {
         "scenario": name, "regions": sim.topo.num_regions, "jobs": jobs, "wall_s": wall,
         "events": sim.events_processed, "events_per_s": sim.events_processed / wall,
-        "decisions": sim.decisions, "peak_mb": peak / 1e6, "finished": report.finished,
+        "decisions": sim.decisions, "peak_mb": peak_rss_mb(), "finished": report.finished,
         "heap_ref_s": heap_reference(sim.events_processed), "evals_per_s": eval_rate,
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description="sfenv simulator benchmark")
-    ap.add_argument("--jobs", type=int, default=1000)
-    args = ap.parse_args()
-    rows = [run("spider-8", args.jobs, 1.0), run("spider-64", args.jobs, 1.0)]
-    print(f"{'scenario':<10}{'regions':>8}{'jobs':>6}{'wall s':>9}{'events':>8}{'events/s':>10}"
-          f"{'decisions':>10}{'RSS MB':>9}{'x heap ref':>11}{'evals/s':>9}{'done':>6}")
+def trace_rows(path: str | Path) -> int:
+    """Data rows (lines after the header) of a trace CSV."""
+    with open(path, "rb") as fh:
+        return max(0, sum(1 for line in fh if line.strip()) - 1)
+
+
+def trace_scenario(path: str | Path, jobs: int | None = None, time_scale: float = 1.0, scenario: str = TRACE_SCENARIO):
+    """``scenario`` with its workload replaced by the first ``jobs`` rows (all if None) of the trace at ``path``."""
+    n = trace_rows(path) if jobs is None else jobs
+    return load_scenario(scenario).with_overrides(
+        workload={"num_jobs": n, "arrival": {"process": "trace", "path": str(Path(path).resolve()),
+                                             "time_scale": time_scale}}
+    )
+
+
+def run_trace(
+    path: str | Path, agent: str, jobs: int | None = None, time_scale: float = 1.0, scenario: str = TRACE_SCENARIO
+) -> dict:
+    """Replay the trace at ``path`` on ``scenario`` with ``agent`` in this process; one result row.
+
+    ``wall_s`` covers building the episode (reading the CSV) and running it to the end;
+    ``events_per_s`` is over the run alone.  ``peak_mb`` is this process's peak RSS so far (run
+    each replay in a fresh process, as :func:`run_trace_isolated` does, for a per-run figure).
+    """
+    rss0 = peak_rss_mb()
+    t0 = time.perf_counter()
+    sc = trace_scenario(path, jobs, time_scale, scenario)
+    sim = sc.make_simulator(0)
+    t1 = time.perf_counter()
+    ag = make_agent(agent)
+    ag.reset(0)
+    calls = 0
+
+    def decide(view):  # noqa: ANN001, ANN202
+        nonlocal calls
+        calls += 1
+        return ag.decide(view)
+
+    report = sim.run(decide)
+    t2 = time.perf_counter()
+    return {
+        "scenario": scenario, "agent": agent, "jobs": len(sim.jobs), "time_scale": time_scale,
+        "build_s": t1 - t0, "run_s": t2 - t1, "wall_s": t2 - t0,
+        "events": sim.events_processed, "events_per_s": sim.events_processed / max(t2 - t1, 1e-9),
+        "decisions": sim.decisions, "agent_calls": calls, "finished": report.finished,
+        "unfinished": report.unfinished, "sim_end_h": sim.time / 3600.0, "mean_jct_h": report.mean_jct_s / 3600.0,
+        "rss_before_mb": rss0, "peak_mb": peak_rss_mb(), "digest": records_digest(sim),
+    }
+
+
+def run_trace_isolated(
+    path: str | Path, agent: str, jobs: int | None = None, time_scale: float = 1.0, scenario: str = TRACE_SCENARIO
+) -> dict:
+    """:func:`run_trace` in a freshly spawned process (its own peak RSS, no caches shared with other runs)."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(run_trace, str(path), agent, jobs, time_scale, scenario).result()
+
+
+def format_trace_rows(rows: list[dict]) -> str:
+    """The trace replay table, with each run's ratio to the wall-time and memory targets."""
+    lines = [
+        f"{'agent':<12}{'jobs':>7}{'wall s':>8}{'x 30 s':>8}{'events':>8}{'events/s':>10}{'started':>9}"
+        f"{'calls':>8}{'done':>7}{'peak MB':>9}{'x 500 MB':>9}{'sim h':>7}{'JCT h':>7}  digest"
+    ]
     for r in rows:
-        print(f"{r['scenario']:<10}{r['regions']:>8}{r['jobs']:>6}{r['wall_s']:>9.2f}{r['events']:>8}"
-              f"{r['events_per_s']:>10.0f}{r['decisions']:>10}{r['peak_mb']:>9.1f}"
-              f"{r['wall_s'] / r['heap_ref_s']:>11.0f}{r['evals_per_s']:>9.0f}{r['finished']:>6}")
-    print("x heap ref = wall time / time of a bare heapq loop over the same number of events")
+        lines.append(
+            f"{r['agent']:<12}{r['jobs']:>7}{r['wall_s']:>8.2f}{r['wall_s'] / TARGET_WALL_S:>8.2f}{r['events']:>8}"
+            f"{r['events_per_s']:>10.0f}{r['decisions']:>9}{r['agent_calls']:>8}{r['finished']:>7}"
+            f"{r['peak_mb']:>9.1f}{r['peak_mb'] / TARGET_RSS_MB:>9.2f}{r['sim_end_h']:>7.1f}{r['mean_jct_h']:>7.2f}"
+            f"  {r['digest']}"
+        )
+    return "\n".join(lines)
+
+
+def format_poisson_rows(rows: list[dict]) -> str:
+    """The Poisson benchmark table."""
+    lines = [f"{'scenario':<10}{'regions':>8}{'jobs':>6}{'wall s':>9}{'events':>8}{'events/s':>10}"
+             f"{'decisions':>10}{'RSS MB':>9}{'x heap ref':>11}{'evals/s':>9}{'done':>6}"]
+    for r in rows:
+        lines.append(f"{r['scenario']:<10}{r['regions']:>8}{r['jobs']:>6}{r['wall_s']:>9.2f}{r['events']:>8}"
+                     f"{r['events_per_s']:>10.0f}{r['decisions']:>10}{r['peak_mb']:>9.1f}"
+                     f"{r['wall_s'] / r['heap_ref_s']:>11.0f}{r['evals_per_s']:>9.0f}{r['finished']:>6}")
+    lines.append("x heap ref = wall time / time of a bare heapq loop over the same number of events")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    ap = argparse.ArgumentParser(description="sfenv simulator benchmark (Poisson workloads and a trace replay)")
+    ap.add_argument("--jobs", type=int, default=1000, help="jobs per Poisson workload (default: %(default)s)")
+    ap.add_argument("--trace", type=Path, default=None,
+                    help=f"job trace CSV to replay (default: the shared Philly week, {DEFAULT_TRACE}, if present)")
+    ap.add_argument("--trace-jobs", type=int, default=None, help="replay only the first N rows (default: all)")
+    ap.add_argument("--time-scale", type=float, default=1.0,
+                    help="multiply the trace's submit times (0.1 = ten times denser; default: %(default)s)")
+    ap.add_argument("--agents", default=TRACE_AGENTS, help="agents for the replay (default: %(default)s)")
+    ap.add_argument("--scenario", default=TRACE_SCENARIO, help="platform of the replay (default: %(default)s)")
+    part = ap.add_mutually_exclusive_group()
+    part.add_argument("--trace-only", action="store_true", help="skip the Poisson benchmark")
+    part.add_argument("--no-trace", action="store_true", help="skip the trace replay")
+    ap.add_argument("--in-process", action="store_true",
+                    help="replay in this process (peak RSS then accumulates over the runs)")
+    args = ap.parse_args(argv)
+    if args.jobs < 1 or (args.trace_jobs is not None and args.trace_jobs < 1):
+        ap.error("--jobs and --trace-jobs must be at least 1")
+    if not args.time_scale > 0:
+        ap.error("--time-scale must be positive")
+    if args.trace is not None and not args.trace.is_file():
+        ap.error(f"--trace {args.trace}: no such file")
+    try:
+        agents = resolve_names(args.agents)
+    except Exception as e:  # an unknown name: the registry's message lists the known ones
+        ap.error(f"--agents: {e}")
+    if any(n.startswith("model:") for n in agents):
+        ap.error("--agents: saved models are not supported here, only registered agents")
+    if not args.trace_only:
+        print(format_poisson_rows([run("spider-8", args.jobs, 1.0), run("spider-64", args.jobs, 1.0)]), flush=True)
+    if args.no_trace:
+        return
+    path = args.trace if args.trace is not None else DEFAULT_TRACE
+    if not path.is_file():
+        print(f"trace replay skipped: no trace at {path}; pass --trace PATH (e.g. the Philly week CSV of the "
+              f"shared data, ../shared/data/traces/philly_jobs_2017-10-02_7d.csv) or set SFENV_SHARED_DATA",
+              file=sys.stderr)
+        return
+    one = run_trace if args.in_process else run_trace_isolated
+    print(f"\ntrace replay: {path} ({args.trace_jobs or trace_rows(path)} jobs, time scale {args.time_scale}) "
+          f"on {args.scenario}; targets per agent: {TARGET_WALL_S:.0f} s, {TARGET_RSS_MB:.0f} MB peak RSS", flush=True)
+    rows = []
+    for name in agents:
+        rows.append(one(path, name, args.trace_jobs, args.time_scale, args.scenario))
+        print(format_trace_rows(rows).splitlines()[-1] if len(rows) > 1 else format_trace_rows(rows), flush=True)
+    print("wall s = build (read the trace) + run; peak MB = ru_maxrss of the process that ran the replay"
+          + ("" if args.in_process else " (a fresh one per agent, interpreter and imports included)"))
 
 
 if __name__ == "__main__":

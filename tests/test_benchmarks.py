@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from sfenv.experiments import bench_agents, bench_env, bench_sim
 
@@ -12,6 +13,78 @@ def test_bench_sim_runs_a_workload_to_the_end():
     row = bench_sim.run("spider-8", jobs=20, rate_scale=1.0)
     assert row["finished"] == 20 and row["events"] >= 40  # an arrival and a completion per job
     assert row["evals_per_s"] > 0 and row["heap_ref_s"] > 0
+
+
+TRACE = bench_sim.DEFAULT_TRACE
+needs_trace = pytest.mark.skipif(not TRACE.is_file(), reason=f"shared Philly trace not found at {TRACE}")
+
+
+def _write_trace(path, rows):
+    path.write_text("submit_offset_s,num_gpus,duration_s\n" + "".join(f"{t},{g},{d}\n" for t, g, d in rows))
+    return path
+
+
+@needs_trace
+def test_trace_replay_smoke_on_the_first_300_philly_jobs():
+    rows = {a: bench_sim.run_trace(TRACE, a, jobs=300) for a in ("fifo", "spinsearch")}
+    for agent, row in rows.items():
+        assert row["agent"] == agent and row["scenario"] == "spider-64" and row["jobs"] == 300
+        assert row["finished"] + row["unfinished"] == 300 and row["finished"] > 0
+        assert row["events"] >= 2 * row["finished"]  # an arrival and a completion per finished job
+        assert row["agent_calls"] >= row["decisions"] >= row["finished"]
+        assert row["wall_s"] >= row["run_s"] > 0 and row["events_per_s"] > 0
+        assert row["peak_mb"] >= row["rss_before_mb"] > 0
+    assert rows["fifo"]["digest"] != rows["spinsearch"]["digest"]  # the agent drove the episode
+    assert bench_sim.run_trace(TRACE, "fifo", jobs=300)["digest"] == rows["fifo"]["digest"]  # deterministic
+
+
+@needs_trace
+def test_trace_scenario_replays_the_csv_rows():
+    from sfenv.workload import read_trace_csv
+
+    sc = bench_sim.trace_scenario(TRACE, jobs=50, time_scale=0.5)
+    jobs = sc.make_jobs(np.random.default_rng(0))
+    rows = read_trace_csv(TRACE, limit=50)
+    assert [j.arrival for j in jobs] == [(r.submit_s - rows[0].submit_s) * 0.5 for r in rows]
+    assert [j.max_gpus for j in jobs] == [max(8, 8 * r.gpus) for r in rows]
+    assert bench_sim.trace_rows(TRACE) == 11386
+    assert len(bench_sim.trace_scenario(TRACE).make_jobs(np.random.default_rng(0))) == 11386  # whole file by default
+
+
+def test_trace_replay_in_a_fresh_process_is_the_same_episode(tmp_path):
+    csv = _write_trace(tmp_path / "t.csv", [(60 * i, [1, 1, 2, 8, 1, 4][i % 6], 600 + 97 * i) for i in range(40)])
+    here = bench_sim.run_trace(csv, "fifo")
+    there = bench_sim.run_trace_isolated(csv, "fifo")
+    assert here["jobs"] == there["jobs"] == 40 and here["finished"] == 40
+    assert there["digest"] == here["digest"]
+
+
+def test_bench_sim_main_replays_a_given_trace(tmp_path, capsys):
+    csv = _write_trace(tmp_path / "t.csv", [(120 * i, 1 + i % 3, 900) for i in range(30)])
+    bench_sim.main(["--trace-only", "--in-process", "--trace", str(csv)])
+    out = capsys.readouterr().out
+    lines = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("fifo", "spinsearch")]
+    assert [ln[0] for ln in lines] == ["fifo", "spinsearch"]
+    assert all(ln[1] == "30" for ln in lines) and "30 s, 500 MB" in out
+
+
+def test_bench_sim_without_the_shared_trace_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench_sim, "DEFAULT_TRACE", tmp_path / "absent.csv")
+    bench_sim.main(["--trace-only"])  # no --trace and no default file: a message, not a crash
+    captured = capsys.readouterr()
+    assert "trace replay skipped" in captured.err and "--trace PATH" in captured.err and captured.out == ""
+    with pytest.raises(SystemExit) as e:
+        bench_sim.main(["--trace-only", "--trace", str(tmp_path / "absent.csv")])
+    assert e.value.code == 2
+
+
+@pytest.mark.slow
+@needs_trace
+def test_trace_replay_of_the_philly_week_with_fifo_and_spinsearch():
+    for agent in ("fifo", "spinsearch"):
+        row = bench_sim.run_trace_isolated(TRACE, agent)
+        assert row["jobs"] == row["finished"] == 11386
+        assert row["peak_mb"] < bench_sim.TARGET_RSS_MB  # memory target (the wall-time target is not asserted)
 
 
 def test_bench_env_counts_steps():
