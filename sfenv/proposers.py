@@ -155,7 +155,7 @@ class SingleRegionProposer:
         ranked = [r for r in order if free[r] > 0]
         fit = self.cache.fit
         out: list[Plan] = []
-        for job in view.waiting[: self.jobs]:
+        for job in view.waiting_head(self.jobs):
             n = 0
             lo, hi = job.min_gpus, job.max_gpus
             for r in ranked:
@@ -204,7 +204,7 @@ class PathProposer:
         free = view.free_gpus
         biggest = int(free.max()) if len(free) else 0
         total_free = int(free.sum())
-        jobs = [j for j in view.waiting[: self.jobs] if biggest < j.min_gpus <= total_free]
+        jobs = [j for j in view.waiting_head(self.jobs) if biggest < j.min_gpus <= total_free]
         if not jobs:  # every waiting job fits in one region, or none fits anywhere
             return []
         order = np.argsort(-free, kind="stable")
