@@ -1,24 +1,45 @@
-"""Learned policies: train SB3 / sb3-contrib agents on GeoSchedEnv and score saved models.
+"""Learned policies: train SB3 / sb3-contrib agents on GeoSchedEnv (the ``sfenv train`` recipe) and score them.
 
 Algorithms (``ALGOS``):
 
 - ``maskable-ppo``: sb3-contrib MaskablePPO with ``MultiInputPolicy`` on the Dict observation and the
   env's action masks (the recommended learner: invalid actions are never sampled);
 - ``ppo``, ``a2c``, ``dqn``: SB3 with ``MlpPolicy`` on the flattened observation
-  (``FlattenObservation``); they can pick masked actions, which the env treats as a penalised no-op.
+  (``FlattenObservation``); they can pick masked actions, which the env treats as a penalised no-op,
+  so the recipe sets ``invalid_action_limit=3`` (the third masked action in a row acts as wait) and an
+  unmasked policy cannot stall an episode.
 
-Training uses ``DummyVecEnv`` (on two cores it beats ``SubprocVecEnv`` for an env this cheap, see
-the research notes), a ``Monitor`` per env, optional TensorBoard logs and periodic checkpoints, and
-saves ``<out>/<algo>-<scenario>-s<seed>.zip`` plus a ``.json`` with what is needed to reload it.
+The recipe (:func:`train`), our choices (not from a paper):
+
+- several envs in a ``DummyVecEnv`` (on two cores it beats ``SubprocVecEnv`` for an env this cheap,
+  see the research notes), a ``Monitor`` each, env ``i`` seeded ``seed + i``;
+- ``VecNormalize`` (``normalize``: ``"all"`` = observations and rewards, ``"reward"``, ``"none"``):
+  the reward is minus the job-time in the system, whose scale grows with load; its statistics are
+  saved next to every model (``*vecnormalize.pkl``) and :class:`LearnedPolicy` applies the
+  observation part at evaluation, so ``model:PATH`` in the evaluator plays what was trained;
+- tuned defaults (:data:`DEFAULT_HP`): ``gamma`` = 0.999 (episodes are hundreds of decisions and the
+  objective is the undiscounted sum of job-time), 512 steps per env and update, batches of 256,
+  entropy 0.01, two hidden layers of 128 for policy and value; any SB3 keyword from ``--hp key=value``
+  or a YAML file (:func:`load_config`, bundled files in ``sfenv/hyperparams``);
+- an evaluation callback on held-out seeds (:mod:`sfenv.agents.callbacks`) that logs mean censored
+  JCT, cost and unfinished jobs to TensorBoard and keeps ``best_model.zip``; checkpoints with their
+  statistics; ``resume`` continues a run folder's step count; a learning-curve PNG with reference
+  agents' levels as lines;
+- a run folder per run, ``<out>/<algo>-<scenario>-s<seed>`` (``-2``, ``-3`` ... when taken): a
+  model never overwrites another run's;
+- training over a distribution of scenarios (:func:`generated_scenarios`, :class:`ScenarioMix`)
+  with the topology-independent observation (``obs_mode="compact"``).
+
 :class:`LearnedPolicy` reloads a model as an SB3 ``PolicyPredictor``; the evaluator
 (:mod:`sfenv.agents.evaluate`, :func:`~sfenv.agents.evaluate.evaluate_model`) plays it.  This module
-does not import the evaluator.  torch / SB3 are imported lazily: importing this module is cheap,
-and without the ``rl`` extra :func:`train` and :class:`LearnedPolicy` raise
+does not import the evaluator at module level.  torch / SB3 are imported lazily: importing this
+module is cheap, and without the ``rl`` extra :func:`train` and :class:`LearnedPolicy` raise
 :class:`~sfenv.errors.DependencyNotInstalled` naming ``pip install "sfenv[rl]"``.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import os
@@ -35,7 +56,8 @@ from sfenv.env import GeoSchedEnv
 from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile
 from sfenv.scenario import Scenario, load_scenario
 
-__all__ = ["ALGOS", "AlgoSpec", "make_env_fn", "train", "LearnedPolicy", "ScenarioLike"]
+__all__ = ["ALGOS", "AlgoSpec", "DEFAULT_HP", "RECIPE_DEFAULTS", "make_env_fn", "train", "LearnedPolicy",
+           "ScenarioLike", "ScenarioMix", "generated_scenarios", "load_config", "parse_hp", "bundled_configs"]
 
 #: what every ``scenario`` argument accepts: a bundled name, a YAML path, a dict or a Scenario
 ScenarioLike = str | Path | dict | Scenario
@@ -77,11 +99,229 @@ def _rl_module(name: str) -> ModuleType:
         ) from e
 
 
-def make_env_fn(scenario: ScenarioLike, flatten: bool, env_kwargs: dict | None = None) -> Callable[[], gym.Env]:
-    """A factory for ``make_vec_env``: GeoSchedEnv on ``scenario`` (flattened if asked)."""
+#: tuned defaults per algorithm (SB3 keyword arguments); ``n_steps`` is per env
+DEFAULT_HP: dict[str, dict[str, Any]] = {
+    "maskable-ppo": {"n_steps": 512, "batch_size": 256, "n_epochs": 10, "gamma": 0.999, "gae_lambda": 0.95,
+                     "ent_coef": 0.01, "learning_rate": 3e-4, "clip_range": 0.2,
+                     "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [128, 128]}}},
+    "ppo": {"n_steps": 512, "batch_size": 256, "n_epochs": 10, "gamma": 0.999, "gae_lambda": 0.95,
+            "ent_coef": 0.01, "learning_rate": 3e-4, "clip_range": 0.2,
+            "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [128, 128]}}},
+    "a2c": {"n_steps": 32, "gamma": 0.999, "gae_lambda": 0.95, "ent_coef": 0.01,
+            "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [128, 128]}}},
+    "dqn": {"gamma": 0.999, "learning_starts": 1000, "buffer_size": 100_000, "exploration_fraction": 0.3,
+            "target_update_interval": 1000, "policy_kwargs": {"net_arch": [128, 128]}},
+}
+#: recipe settings (not SB3 keywords) and their defaults; a YAML config may set any of them and ``hp``
+RECIPE_DEFAULTS: dict[str, Any] = {
+    "algo": "maskable-ppo", "scenario": "spider-8", "eval_scenario": None, "steps": 200_000, "seed": 0,
+    "n_envs": 4, "normalize": "all", "env_kwargs": {}, "hp": {}, "eval_every": None,
+    "eval_seeds": [10_000, 10_001, 10_002, 10_003, 10_004], "baselines": ["fifo", "spinsearch"],
+    "checkpoint_every": 0,
+}
+NORMALIZE = ("all", "reward", "none")
+#: environment steps between evaluations when ``eval_every`` is None: a tenth of the run, at least this
+MIN_EVAL_EVERY = 2048
+
+
+def bundled_configs() -> list[str]:
+    """Names of the bundled ``sfenv train`` YAML configs (``sfenv/hyperparams/train-*.yml``)."""
+    from importlib import resources
+
+    folder = resources.files("sfenv").joinpath("hyperparams")
+    return sorted(f.name[len("train-"):-len(".yml")] for f in folder.iterdir()
+                  if f.name.startswith("train-") and f.name.endswith(".yml"))
+
+
+def load_config(spec: str | Path) -> dict[str, Any]:
+    """Read a ``sfenv train`` YAML config: a bundled name (``sfenv/hyperparams/train-NAME.yml``) or a path.
+
+    Keys: those of :data:`RECIPE_DEFAULTS` (``steps``, ``n_envs``, ``normalize``, ``env_kwargs``,
+    ``eval_seeds`` ...) and ``hp``, a mapping of SB3 keyword arguments; ``scenario`` may be a list, or
+    ``{generate: {...}}`` (the arguments of :func:`generated_scenarios`).
+
+    :raises MissingFile: no such file or bundled name.
+    :raises InvalidInput: not a mapping, or an unknown key.
+    """
+    from importlib import resources
+
+    import yaml
+
+    path = Path(spec)
+    if not path.is_file():
+        bundled = resources.files("sfenv").joinpath("hyperparams", f"train-{spec}.yml")
+        if not bundled.is_file():
+            raise MissingFile(f"no config file {spec} (bundled configs: {', '.join(bundled_configs())})")
+        text = bundled.read_text()
+    else:
+        text = path.read_text()
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise InvalidInput(f"config {spec}: expected a mapping, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(RECIPE_DEFAULTS))
+    if unknown:
+        raise InvalidInput(f"config {spec}: unknown keys {unknown}; expected some of {sorted(RECIPE_DEFAULTS)}")
+    return data
+
+
+def parse_hp(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``["key=value", ...]`` as SB3 keyword arguments; values are YAML (``0.99``, ``[64, 64]``, ``true``).
+
+    A dotted key sets a nested entry: ``policy_kwargs.net_arch=[64,64]``.
+
+    :raises InvalidInput: an item without ``=`` or with a value that is not valid YAML.
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInput(f"--hp {item!r}: expected key=value, e.g. gamma=0.999")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise InvalidInput(f"--hp {item!r}: the value is not valid YAML") from None
+        *parents, leaf = key.strip().split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise InvalidInput(f"--hp {item!r}: {part} is set twice, as a value and as a mapping")
+        node[leaf] = value
+    return out
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def generated_scenarios(
+    count: int,
+    seed: int = 0,
+    base: ScenarioLike = "spider-8",
+    num_regions: tuple[int, ...] = (6, 8, 10, 12, 16),
+    generators: tuple[str, ...] = ("spider", "waxman"),
+    load: tuple[float, float] = (0.5, 0.95),
+    price_noise: tuple[float, float] = (0.02, 0.15),
+    num_jobs: int | None = None,
+) -> list[Scenario]:
+    """A distribution of training scenarios: generated topologies, offered loads and price noise.
+
+    Scenario ``i`` is ``base`` with a ``generators[...]`` topology of ``num_regions[...]`` regions
+    (topology seed drawn), time-of-use prices with noise drawn in ``price_noise`` and a Poisson
+    workload at offered load ``workload.load`` drawn in ``load``; everything is drawn from
+    ``numpy.random.default_rng(seed)``, so the list is reproducible.
+
+    :param count: scenarios to make (> 0).
+    :param num_jobs: jobs per episode (None: the base scenario's).
+    """
+    if count < 1:
+        raise InvalidInput(f"generated_scenarios: count = {count!r}; expected an integer >= 1")
+    rng = np.random.default_rng(seed)
+    sc = load_scenario(base)
+    out = []
+    for i in range(count):
+        regions = int(num_regions[int(rng.integers(len(num_regions)))])
+        gen = str(generators[int(rng.integers(len(generators)))])
+        workload: dict[str, Any] = {"load": float(round(rng.uniform(*load), 3)),
+                                    "arrival": {"process": "poisson", "rate_per_hour": None}}
+        if num_jobs is not None:
+            workload["num_jobs"] = int(num_jobs)
+        data = sc.cfg.model_dump()
+        data["name"] = f"gen{i}-{gen}{regions}"
+        data["topology"] = {"generator": gen, "num_regions": regions, "seed": int(rng.integers(1, 2**31))}
+        data["prices"] = {"kind": "time_of_use", "days": int(data.get("prices", {}).get("days", 14) or 14),
+                          "noise": float(round(rng.uniform(*price_noise), 3))}
+        data["workload"] = _merge(data["workload"], workload)
+        out.append(Scenario.from_dict(data, source=f"generated_scenarios[{i}]", base_dir=sc.base_dir))
+    return out
+
+
+class ScenarioMix(gym.Env):
+    """One env over several scenarios: each ``reset`` draws a scenario, then plays its episode.
+
+    Every scenario gets its own :class:`~sfenv.env.GeoSchedEnv` with the same ``env_kwargs``; their
+    observation and action spaces must be equal (use ``obs_mode="compact"`` and fixed
+    ``max_candidates`` / ``queue_window`` / ``forecast_hours`` across topologies).  The scenario and
+    the episode seed are drawn from ``self.np_random``.  ``action_masks``, ``scenario``, ``sim`` and
+    ``view`` are the current scenario's.
+
+    :param scenarios: the scenarios (at least one).
+    :param env_kwargs: keyword arguments for every :class:`~sfenv.env.GeoSchedEnv`.
+    :raises InvalidInput: if two scenarios give different spaces.
+    """
+
+    metadata = GeoSchedEnv.metadata
+
+    def __init__(self, scenarios: list[ScenarioLike], env_kwargs: dict | None = None, render_mode: str | None = None):
+        if not scenarios:
+            raise InvalidInput("ScenarioMix needs at least one scenario")
+        self.envs = [GeoSchedEnv(s, render_mode=render_mode, **(env_kwargs or {})) for s in scenarios]
+        first = self.envs[0]
+        for e in self.envs[1:]:
+            if e.observation_space != first.observation_space or e.action_space != first.action_space:
+                raise InvalidInput(f"ScenarioMix: {e.scenario.name!r} gives other spaces than {first.scenario.name!r}; "
+                                   "use obs_mode='compact' and the same max_candidates/queue_window/forecast_hours")
+        self.observation_space = first.observation_space
+        self.action_space = first.action_space
+        self.render_mode = render_mode
+        self.current = first
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        """Draw a scenario and an episode seed, and reset that scenario's env."""
+        super().reset(seed=seed)
+        self.current = self.envs[int(self.np_random.integers(len(self.envs)))]
+        obs, info = self.current.reset(seed=int(self.np_random.integers(2**31)), options=options)
+        info["scenario"] = self.current.scenario.name
+        return obs, info
+
+    def step(self, action: int) -> tuple[Any, float, bool, bool, dict]:
+        """Step the current scenario's env."""
+        return self.current.step(action)
+
+    def action_masks(self) -> np.ndarray:
+        """The current scenario's valid actions."""
+        return self.current.action_masks()
+
+    @property
+    def scenario(self) -> Scenario:
+        """The current scenario."""
+        return self.current.scenario
+
+    @property
+    def sim(self) -> Any:
+        """The current scenario's simulator."""
+        return self.current.sim
+
+    @property
+    def view(self) -> Any:
+        """The current scenario's simulator view."""
+        return self.current.view
+
+    def render(self) -> Any:
+        """Render the current scenario's env."""
+        return self.current.render()
+
+    def close(self) -> None:
+        """Close every scenario's env."""
+        for e in self.envs:
+            e.close()
+
+
+def make_env_fn(
+    scenario: ScenarioLike | list[ScenarioLike], flatten: bool, env_kwargs: dict | None = None
+) -> Callable[[], gym.Env]:
+    """A ``make_vec_env`` factory: GeoSchedEnv on ``scenario`` (a list: :class:`ScenarioMix`), flattened if asked."""
 
     def _make() -> gym.Env:
-        env: gym.Env = GeoSchedEnv(scenario, **(env_kwargs or {}))
+        if isinstance(scenario, list):
+            env: gym.Env = ScenarioMix(scenario, env_kwargs)
+        else:
+            env = GeoSchedEnv(scenario, **(env_kwargs or {}))
         if flatten:
             env = gym.wrappers.FlattenObservation(env)
         return env
@@ -89,77 +329,241 @@ def make_env_fn(scenario: ScenarioLike, flatten: bool, env_kwargs: dict | None =
     return _make
 
 
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise InvalidInput(f"train: {name} = {value!r}; expected an integer >= {low}")
+
+
+def _new_run_dir(out: Path, name: str) -> Path:
+    """``out/name``, or ``out/name-2``, ``-3`` ... if taken; created here (exclusive, so two runs never share one)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for i in range(1, 10_000):
+        run = out / (name if i == 1 else f"{name}-{i}")
+        try:
+            run.mkdir()
+        except FileExistsError:
+            continue
+        return run
+    raise InvalidInput(f"{out}: too many runs named {name}")  # pragma: no cover
+
+
+def _save(model: Any, run: Path, prefix: str, meta: dict) -> Path:
+    """Save ``model`` as ``run/<prefix>.zip`` with its VecNormalize statistics and a ``.json`` sidecar, atomically."""
+    path = run / f"{prefix}.zip"
+    tmp = run / f".{prefix}.tmp.zip"
+    model.save(str(tmp))
+    os.replace(tmp, path)  # a crash never leaves a half-written model
+    vn = model.get_vec_normalize_env()
+    stats = None
+    if vn is not None:
+        stats = f"{prefix}_vecnormalize.pkl"
+        vn.save(str(run / f".{stats}.tmp"))
+        os.replace(run / f".{stats}.tmp", run / stats)
+    side = {**meta, "num_timesteps": int(model.num_timesteps), "vecnormalize": stats}
+    tmp_meta = run / f".{prefix}.json.tmp"
+    tmp_meta.write_text(json.dumps(side, indent=2))
+    os.replace(tmp_meta, run / f"{prefix}.json")
+    return path
+
+
+def _latest(run: Path) -> tuple[Path, Path | None, int]:
+    """The newest saved state of a run folder: (model, VecNormalize statistics or None, its step count)."""
+    found: list[tuple[int, Path, Path | None]] = []
+    final = run / "model.json"
+    if final.is_file():
+        meta = json.loads(final.read_text())
+        stats = run / meta["vecnormalize"] if meta.get("vecnormalize") else None
+        found.append((int(meta.get("num_timesteps", 0)), run / "model.zip", stats))
+    for ck in (run / "checkpoints").glob("model_*_steps.zip"):
+        steps = int(ck.stem.split("_")[1])
+        stats = ck.with_name(f"model_vecnormalize_{steps}_steps.pkl")
+        found.append((steps, ck, stats if stats.is_file() else None))
+    if not found:
+        raise MissingFile(f"{run}: nothing to resume (no model.zip and no checkpoints/model_*_steps.zip)")
+    steps, path, stats = max(found, key=lambda f: f[0])
+    return path, stats, steps
+
+
 def train(
     algo: str = "maskable-ppo",
-    scenario: ScenarioLike = "spider-8",
-    total_timesteps: int = 50_000,
+    scenario: ScenarioLike | list[ScenarioLike] = "spider-8",
+    total_timesteps: int = 200_000,
     seed: int = 0,
-    n_envs: int = 1,
+    n_envs: int = 4,
     out_dir: str | Path = "runs",
     env_kwargs: dict | None = None,
     algo_kwargs: dict | None = None,
     tensorboard: bool = True,
     checkpoint_every: int = 0,
     progress_bar: bool = False,
+    normalize: str = "all",
+    eval_every: int | None = None,
+    eval_seeds: list[int] | tuple[int, ...] | None = None,
+    eval_scenario: ScenarioLike | None = None,
+    baselines: list[str] | tuple[str, ...] = ("fifo", "spinsearch"),
+    resume: str | Path | None = None,
+    plot: bool = True,
 ) -> Path:
-    """Train ``algo`` on ``scenario`` and save the model; returns the ``.zip`` path.
+    """Train ``algo`` with the recipe of this module; returns the final model's path, ``<run>/model.zip``.
 
-    Every argument is checked before anything is written: a bad one raises
-    :class:`~sfenv.errors.InvalidInput` (or :class:`~sfenv.scenario.ScenarioError`) and leaves no folder.
+    A run folder ``<out_dir>/<algo>-<scenario>-s<seed>`` (``-2`` ... if taken) receives
+    ``model.zip`` / ``model.json`` / ``model_vecnormalize.pkl``, the best model by held-out
+    evaluation (``best_model.*``), ``config.yml`` (every setting), ``eval.json`` (the evaluation
+    history), ``levels.json`` (reference agents on the evaluation seeds), ``learning_curve.png``,
+    ``checkpoints/`` and ``tb/`` (TensorBoard).  Every argument is checked before anything is
+    written: a bad one raises :class:`~sfenv.errors.InvalidInput` (or
+    :class:`~sfenv.scenario.ScenarioError`) and leaves no folder.
 
     :param algo: one of :data:`ALGOS`.
-    :param scenario: the scenario to train on.
-    :param total_timesteps: environment steps to train for (> 0).
+    :param scenario: the scenario to train on, or a list of them (a :class:`ScenarioMix`; needs
+        ``env_kwargs={"obs_mode": "compact"}``).
+    :param total_timesteps: environment steps of the whole run (> 0); with ``resume`` the run
+        continues from its saved step count up to this total.
     :param seed: seeds the algorithm and the envs (>= 0; env ``i`` gets ``seed + i``).
     :param n_envs: parallel envs in a ``DummyVecEnv`` (> 0).
-    :param out_dir: folder for the model, its ``.json`` sidecar, TensorBoard logs and checkpoints
-        (relative paths resolve against the current folder).
-    :param env_kwargs: keyword overrides for :class:`sfenv.env.GeoSchedEnv`.
-    :param algo_kwargs: keyword arguments for the SB3 algorithm (e.g. ``n_steps``, ``learning_rate``).
-    :param tensorboard: write TensorBoard logs to ``<out_dir>/tb``.
-    :param checkpoint_every: save a checkpoint every this many steps (0 = only at the end).
+    :param out_dir: folder for run folders (relative paths resolve against the current folder).
+    :param env_kwargs: keyword overrides for :class:`sfenv.env.GeoSchedEnv` (unmasked algorithms get
+        ``invalid_action_limit=3`` unless set).
+    :param algo_kwargs: SB3 keyword arguments, merged over :data:`DEFAULT_HP` (nested dicts merged).
+    :param tensorboard: write TensorBoard logs to ``<run>/tb``.
+    :param checkpoint_every: save a checkpoint every this many steps (0 = none; the final model is always saved).
     :param progress_bar: show SB3's progress bar (needs ``tqdm`` and ``rich``).
-    :return: the path of the saved ``.zip``.
+    :param normalize: ``"all"`` (VecNormalize on observations and rewards), ``"reward"`` or ``"none"``.
+    :param eval_every: steps between evaluations on ``eval_seeds`` (None: a tenth of the run, at least
+        :data:`MIN_EVAL_EVERY`; 0: only at the end).
+    :param eval_seeds: held-out episode seeds (default: 10000..10004).
+    :param eval_scenario: the evaluation scenario (default: the training scenario, the first of a list).
+    :param baselines: reference agents whose levels on the evaluation seeds the learning curve shows.
+    :param resume: a run folder to continue (its ``config.yml`` gives the settings; the arguments
+        above except ``total_timesteps``, ``progress_bar`` and ``plot`` are ignored).
+    :param plot: write ``learning_curve.png`` (runs the baselines on the evaluation seeds once).
+    :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
     """
+    if resume is not None:
+        run = Path(resume)
+        if not (run / "config.yml").is_file():
+            raise MissingFile(f"{run}: not a run folder of sfenv train (no config.yml)")
+        import yaml
+
+        cfg = yaml.safe_load((run / "config.yml").read_text())
+        algo, seed, n_envs, normalize = cfg["algo"], cfg["seed"], cfg["n_envs"], cfg["normalize"]
+        scenario = cfg["scenario"]
+        env_kwargs, algo_kwargs = cfg["env_kwargs"], cfg["hp"]
+        eval_every, eval_seeds, eval_scenario = cfg["eval_every"], cfg["eval_seeds"], cfg["eval_scenario"]
+        baselines, checkpoint_every, tensorboard = cfg["baselines"], cfg["checkpoint_every"], cfg["tensorboard"]
     spec = _algo(algo)
     for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0), ("n_envs", n_envs, 1),
                              ("checkpoint_every", checkpoint_every, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise InvalidInput(f"train: {name} = {value!r}; expected an integer >= {low}")
-    sc = load_scenario(scenario)
+        _check_int(name, value, low)
+    if eval_every is not None:
+        _check_int("eval_every", eval_every, 0)
+    if normalize not in NORMALIZE:
+        raise InvalidInput(f"train: normalize = {normalize!r}; expected one of {list(NORMALIZE)}")
+    seeds = [10_000 + i for i in range(5)] if eval_seeds is None else [int(s) for s in eval_seeds]
+    if not seeds:
+        raise InvalidInput("train: eval_seeds is empty")
+    if isinstance(scenario, dict) and "generate" in scenario:
+        scenario = list(generated_scenarios(**scenario["generate"]))
+    train_sc: Scenario | list[Scenario] = (
+        [load_scenario(s) for s in scenario] if isinstance(scenario, list) else load_scenario(scenario)
+    )
+    first = train_sc[0] if isinstance(train_sc, list) else train_sc
+    eval_sc = load_scenario(eval_scenario) if eval_scenario is not None else first
+    kw_env = dict(env_kwargs or {})
+    if not spec.masked:
+        kw_env.setdefault("invalid_action_limit", 3)
+    for key, value in (("max_candidates", first.cfg.env.max_candidates), ("queue_window", first.cfg.env.queue_window),
+                       ("forecast_hours", first.cfg.env.forecast_hours)):
+        kw_env.setdefault(key, value)  # recorded, so the model is evaluated with the spaces it was trained on
+    hp = _merge(copy.deepcopy(DEFAULT_HP[algo]), copy.deepcopy(dict(algo_kwargs or {})))
+    if "batch_size" in hp and "n_steps" in hp:
+        hp["batch_size"] = min(int(hp["batch_size"]), int(hp["n_steps"]) * n_envs)
+    env_fn = make_env_fn(train_sc, spec.flatten, kw_env)
+    env_fn().close()  # checks env_kwargs (ScenarioError) and the mix's spaces before anything is written
+    eval_kw = {k: v for k, v in kw_env.items() if k != "num_jobs"}
+    eval_run_sc = eval_sc.with_overrides(workload={"num_jobs": kw_env["num_jobs"]}) if "num_jobs" in kw_env else eval_sc
+    eval_fn = make_env_fn(eval_run_sc, spec.flatten, eval_kw)
+    eval_fn().close()
     torch = _rl_module("torch")
     cls = getattr(_rl_module(spec.module), spec.cls)
     make_vec_env = _rl_module("stable_baselines3.common.env_util").make_vec_env
-    checkpoint_callback = _rl_module("stable_baselines3.common.callbacks").CheckpointCallback
+    vec_normalize = _rl_module("stable_baselines3.common.vec_env").VecNormalize
+    sb3_callbacks = _rl_module("stable_baselines3.common.callbacks")
+    from sfenv.agents.callbacks import heuristic_levels, make_eval_callback, plot_learning_curve
+
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    vec = make_vec_env(make_env_fn(sc, spec.flatten, env_kwargs), n_envs=n_envs, seed=seed)  # checks env_kwargs
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    kwargs = dict(algo_kwargs or {})
-    model = cls(spec.policy, vec, seed=seed, verbose=0, tensorboard_log=str(out / "tb") if tensorboard else None,
-                **kwargs)
-    name = f"{algo}-{sc.name}-s{seed}"
-    callbacks = []
+    sc_name = "mix" if isinstance(train_sc, list) else first.name
+    done = 0
+    if resume is not None:
+        model_path, stats_path, done = _latest(run)
+    vec = make_vec_env(env_fn, n_envs=n_envs, seed=seed + done)
+    if resume is not None and stats_path is not None:
+        vec = vec_normalize.load(str(stats_path), vec)
+    elif resume is None and normalize != "none":
+        vec = vec_normalize(vec, norm_obs=normalize == "all", norm_reward=True, gamma=float(hp.get("gamma", 0.99)))
+    if resume is None:
+        run = _new_run_dir(Path(out_dir), f"{algo}-{sc_name}-s{seed}")
+        cfg = {"algo": algo, "scenario": _describe_scenario(scenario, train_sc), "eval_scenario": eval_sc.name
+               if eval_scenario is None or isinstance(eval_scenario, str) else eval_sc.cfg.model_dump(),
+               "seed": seed, "n_envs": n_envs, "normalize": normalize, "env_kwargs": kw_env, "hp": hp,
+               "eval_every": eval_every, "eval_seeds": seeds, "baselines": list(baselines),
+               "checkpoint_every": checkpoint_every, "tensorboard": tensorboard}
+        import yaml
+
+        (run / "config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    tb = str(run / "tb") if tensorboard else None
+    if resume is not None:
+        model = cls.load(str(model_path), env=vec, device="cpu", tensorboard_log=tb)
+    else:
+        # a copy: SB3 writes into policy_kwargs (A2C adds its optimiser class), hp stays plain data
+        model = cls(spec.policy, vec, seed=seed, verbose=0, tensorboard_log=tb, device="cpu", **copy.deepcopy(hp))
+    meta = {"algo": algo, "scenario": sc_name, "eval_scenario": eval_sc.name, "seed": seed,
+            "total_timesteps": total_timesteps, "env_kwargs": kw_env, "algo_kwargs": hp, "normalize": normalize}
+    history = []
+    if resume is not None and (run / "eval.json").is_file():
+        history = [h for h in json.loads((run / "eval.json").read_text()) if h["timesteps"] <= done]
+    every = eval_every if eval_every is not None else max(MIN_EVAL_EVERY, total_timesteps // 10)
+    evaluator = make_eval_callback(eval_fn, seeds, every or 10**12, run, spec.masked,
+                                   lambda m, prefix: _save(m, run, prefix, meta), history)
+    callbacks = [evaluator]
     if checkpoint_every > 0:
-        callbacks.append(checkpoint_callback(max(1, checkpoint_every // n_envs), str(out / "checkpoints"), name))
-    model.learn(total_timesteps=total_timesteps, callback=callbacks or None, tb_log_name=name,
-                progress_bar=progress_bar)
-    path = out / f"{name}.zip"
-    tmp = out / f".{name}.tmp.zip"
-    model.save(str(tmp))
-    os.replace(tmp, path)  # atomic: a crash never leaves a half-written model
-    meta = {"algo": algo, "scenario": sc.name, "seed": seed, "total_timesteps": total_timesteps,
-            "env_kwargs": env_kwargs or {}, "algo_kwargs": kwargs}
-    tmp_meta = out / f".{name}.json.tmp"
-    tmp_meta.write_text(json.dumps(meta, indent=2))
-    os.replace(tmp_meta, out / f"{name}.json")
+        callbacks.append(sb3_callbacks.CheckpointCallback(max(1, checkpoint_every // n_envs), str(run / "checkpoints"),
+                                                          "model", save_vecnormalize=True))
+    remaining = total_timesteps - done
+    if remaining > 0:
+        model.learn(total_timesteps=remaining, callback=callbacks, tb_log_name="train",
+                    reset_num_timesteps=resume is None, progress_bar=progress_bar)
+    path = _save(model, run, "model", meta)
+    if plot:
+        levels_path = run / "levels.json"
+        if levels_path.is_file():
+            levels = json.loads(levels_path.read_text())
+        else:
+            levels = heuristic_levels(baselines, eval_run_sc, seeds)
+            levels_path.write_text(json.dumps(levels, indent=1))
+        plot_learning_curve(evaluator.history, levels, run / "learning_curve.png",
+                            f"{algo} on {sc_name}, evaluated on {eval_sc.name} seeds {seeds[0]}..{seeds[-1]}")
     vec.close()
+    evaluator.env.close()
     return path
+
+
+def _describe_scenario(given: Any, loaded: Scenario | list[Scenario]) -> Any:
+    """What ``config.yml`` records for the training scenario: a name, or the full data of each scenario."""
+    if isinstance(given, str) and not isinstance(loaded, list) and Path(given).suffix not in (".yaml", ".yml"):
+        return given
+    if isinstance(loaded, list):
+        return [s.cfg.model_dump() for s in loaded]
+    return loaded.cfg.model_dump()
 
 
 class LearnedPolicy:
     """A saved SB3 model as a PolicyPredictor (``predict`` with optional ``action_masks``).
+
+    If the model was trained under ``VecNormalize`` (its ``.json`` sidecar names the statistics
+    file), ``predict`` normalises observations with the saved statistics first, as training did;
+    :attr:`normalize_obs` is that function (None without observation statistics).
 
     :param path: the model ``.zip``; its ``.json`` sidecar (written by :func:`train`) gives the
         algorithm, otherwise pass ``algo``.
@@ -168,8 +572,7 @@ class LearnedPolicy:
     def __init__(self, path: str | Path, algo: str | None = None):
         path = Path(path)
         if not path.is_file():
-            raise MissingFile(
-                f"{path}: no such model file (sfenv train writes <out>/<algo>-<scenario>-s<seed>.zip)")
+            raise MissingFile(f"{path}: no such model file (sfenv train writes <out>/<run>/model.zip, best_model.zip)")
         meta_path = path.with_suffix(".json")
         self.meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         self.algo = algo or self.meta.get("algo")
@@ -179,6 +582,20 @@ class LearnedPolicy:
         cls = getattr(_rl_module(self.spec.module), self.spec.cls)
         self.model = cls.load(str(path), device="cpu")
         self.name = f"model:{path.name}"
+        self.vec_normalize: Any = None
+        self.normalize_obs: Callable[[Any], Any] | None = None
+        stats = self.meta.get("vecnormalize")
+        if stats:
+            import pickle
+
+            stats_path = path.parent / stats
+            if not stats_path.is_file():
+                raise MissingFile(f"{stats_path}: the VecNormalize statistics {meta_path.name} names are missing")
+            with open(stats_path, "rb") as f:
+                self.vec_normalize = pickle.load(f)  # VecNormalize without its venv: normalize_obs needs none
+            self.vec_normalize.training = False
+            if self.vec_normalize.norm_obs:
+                self.normalize_obs = self.vec_normalize.normalize_obs
 
     def predict(
         self,
@@ -188,8 +605,9 @@ class LearnedPolicy:
         deterministic: bool = True,
         action_masks: np.ndarray | None = None,
     ) -> tuple[np.ndarray, Any]:
-        """SB3 ``predict``; masks are passed to maskable models and ignored by the others."""
+        """SB3 ``predict`` on the normalised observation; masks go to maskable models, others ignore them."""
+        if self.normalize_obs is not None:
+            observation = self.normalize_obs(observation)
         if self.spec.masked:
             return self.model.predict(observation, state, episode_start, deterministic, action_masks=action_masks)
         return self.model.predict(observation, state, episode_start, deterministic)
-

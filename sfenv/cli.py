@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
-from sfenv.errors import MissingFile, SfenvError
+from sfenv.errors import InvalidInput, MissingFile, SfenvError
 from sfenv.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario
 
 __all__ = ["main", "build_parser", "positive_int", "non_negative_int"]
@@ -104,7 +104,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     sc = load_scenario(args.scenario)
     quiet_solver_banner()
     rows = evaluate_agents(names, sc, list(range(args.seed, args.seed + args.seeds)),
-                           num_jobs=args.num_jobs, out=args.out, resume=args.resume, progress=not args.quiet)
+                           num_jobs=args.num_jobs, out=args.out, resume=args.resume, progress=not args.quiet,
+                           **_backend(args))
     summary = summarise([r for r in rows if r["agent"] in names])
     print(f"scenario {sc.name}, seeds {args.seed}..{args.seed + args.seeds - 1}")
     print(format_table(summary))
@@ -124,7 +125,8 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     res = run_benchmark(args.agents, args.scenario, args.seeds, args.seed, num_jobs=args.num_jobs,
-                        out_dir=args.out_dir, resume=args.resume, progress=not args.quiet, plots=not args.no_plots)
+                        out_dir=args.out_dir, resume=args.resume, progress=not args.quiet, plots=not args.no_plots,
+                        **_backend(args))
     meta = res["meta"]
     seeds = meta["seeds"]
     print(f"benchmark: scenario {meta['scenario']}, {meta['num_jobs']} jobs, seeds {seeds[0]}..{seeds[-1]} "
@@ -147,13 +149,99 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
-    from sfenv.agents.learned import train
+def _backend(args: argparse.Namespace) -> dict:
+    """The ``--backend/--address/--workers`` options as evaluator keywords, checked (and Ray imported) first."""
+    from sfenv.distributed import check_backend, import_ray
 
-    path = train(args.algo, args.scenario, args.steps, args.seed, args.n_envs, args.out,
-                 env_kwargs={"num_jobs": args.num_jobs} if args.num_jobs is not None else None,
-                 tensorboard=not args.no_tensorboard, progress_bar=not args.quiet)
-    print(f"saved {path}")
+    check_backend(args.backend, args.address, args.workers)
+    if args.backend == "ray":
+        import_ray()  # a missing extra is reported before anything is written
+    return {"backend": args.backend, "address": args.address, "workers": args.workers}
+
+
+def _add_backend_options(p: argparse.ArgumentParser) -> None:
+    from sfenv.distributed import BACKENDS
+
+    p.add_argument("--backend", default="serial", choices=BACKENDS,
+                   help="serial: episodes one after the other here; ray: one Ray task per episode "
+                        "(needs the ray extra: pip install \"sfenv[ray]\")")
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --backend ray: join this Ray cluster (e.g. auto, or HEAD_IP:6379 of `ray start --head`) "
+                        "instead of starting a local Ray")
+    p.add_argument("--workers", type=positive_int, metavar="N",
+                   help="with --backend ray: episodes run at once, and CPUs of the local Ray (default: all CPUs)")
+
+
+def _cmd_train_rllib(args: argparse.Namespace) -> int:
+    """``sfenv train --algo rllib-ppo``: RLlib PPO with action masks (:func:`sfenv.agents.rllib.train_rllib`)."""
+    import json
+
+    from sfenv.agents.rllib import META_FILE, train_rllib
+    from sfenv.distributed import import_ray
+
+    workers = 0 if args.workers is None else args.workers
+    env_kwargs = {k: v for k, v in (("num_jobs", args.num_jobs), ("obs_mode", getattr(args, "obs_mode", None)))
+                  if v is not None}
+    common = {"workers": workers, "address": args.address, "progress": not args.quiet,
+              "checkpoint_every": getattr(args, "checkpoint_every", None) or 0}
+    if args.resume is not None:
+        meta_path = Path(args.resume) / META_FILE
+        if not meta_path.is_file():
+            raise MissingFile(f"{args.resume}: not an rllib-ppo run folder (no {META_FILE})")
+        meta = json.loads(meta_path.read_text())
+        import_ray()
+        path = train_rllib(meta["scenario_cfg"], args.steps or meta["total_timesteps"], meta["seed"],
+                           env_kwargs=meta["env_kwargs"], algo_kwargs=meta["algo_kwargs"], resume=True,
+                           run_dir=args.resume, **common)
+    else:
+        import_ray()
+        path = train_rllib(args.scenario or DEFAULT_SCENARIO, args.steps or 50_000, args.seed or 0,
+                           out_dir=args.out, env_kwargs=env_kwargs, **common)
+    print(f"saved {path} (evaluate it as rllib:{path})")
+    return 0
+
+
+def _is_rllib_run(args: argparse.Namespace) -> bool:
+    from sfenv.agents.rllib import ALGO, META_FILE
+
+    return args.algo == ALGO or (args.resume is not None and (Path(args.resume) / META_FILE).is_file())
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    if _is_rllib_run(args):
+        return _cmd_train_rllib(args)
+    if args.workers is not None or args.address is not None:
+        raise InvalidInput("--workers and --address apply to --algo rllib-ppo only (SB3 algorithms: --n-envs)")
+    from sfenv.agents.learned import RECIPE_DEFAULTS, load_config, parse_hp, train
+
+    if args.resume is not None:
+        path = train(total_timesteps=args.steps or RECIPE_DEFAULTS["steps"], resume=args.resume,
+                     progress_bar=not args.quiet, plot=not args.no_plot)
+        print(f"saved {path} (best: {path.with_name('best_model.zip')})")
+        return 0
+    cfg = dict(RECIPE_DEFAULTS)
+    if args.config is not None:
+        cfg.update(load_config(args.config))
+    cli = {"algo": args.algo, "scenario": args.scenario, "eval_scenario": args.eval_scenario, "steps": args.steps,
+           "seed": args.seed, "n_envs": args.n_envs, "normalize": args.normalize, "eval_every": args.eval_every,
+           "checkpoint_every": args.checkpoint_every}
+    cfg.update({k: v for k, v in cli.items() if v is not None})
+    if args.eval_seeds is not None:
+        cfg["eval_seeds"] = list(range(10_000, 10_000 + args.eval_seeds))
+    if args.baselines is not None:
+        cfg["baselines"] = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    env_kwargs = dict(cfg["env_kwargs"] or {})
+    if args.num_jobs is not None:
+        env_kwargs["num_jobs"] = args.num_jobs
+    if args.obs_mode is not None:
+        env_kwargs["obs_mode"] = args.obs_mode
+    hp = {**(cfg["hp"] or {}), **parse_hp(args.hp or [])}
+    path = train(cfg["algo"], cfg["scenario"], cfg["steps"], cfg["seed"], cfg["n_envs"], args.out,
+                 env_kwargs=env_kwargs, algo_kwargs=hp, tensorboard=not args.no_tensorboard,
+                 checkpoint_every=cfg["checkpoint_every"], progress_bar=not args.quiet, normalize=cfg["normalize"],
+                 eval_every=cfg["eval_every"], eval_seeds=cfg["eval_seeds"], eval_scenario=cfg["eval_scenario"],
+                 baselines=cfg["baselines"], plot=not args.no_plot)
+    print(f"saved {path} (best: {path.with_name('best_model.zip')})")
     return 0
 
 
@@ -198,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--resume", action="store_true", help="skip episodes already in the results folder")
     b.add_argument("--no-plots", action="store_true", help="write CSV/JSON only")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_backend_options(b)
     b.set_defaults(fn=_cmd_benchmark)
 
     pl = command("plot", "redraw the PNGs from saved results (benchmark.json or evaluate --out JSON)")
@@ -227,25 +316,63 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--resume", action="store_true", help="skip episodes already in --out")
     e.add_argument("--csv", type=Path, metavar="FILE", help="also write one CSV row per episode to this file")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_backend_options(e)
     e.set_defaults(fn=_cmd_evaluate)
 
     t = command("train", "train an SB3 policy (needs the rl extra: pip install \"sfenv[rl]\")",
-                "Train an SB3 / sb3-contrib policy on the environment and save <out>/<algo>-<scenario>-s<seed>.zip "
-                "with a .json sidecar, TensorBoard logs in <out>/tb. Needs the rl extra: pip install \"sfenv[rl]\".")
-    t.add_argument("--algo", default="maskable-ppo", choices=list(ALGOS),
-                   help="algorithm: maskable-ppo (action masks, Dict observation) or ppo/a2c/dqn "
-                        "(flattened observation, no masks)")
-    t.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
-    t.add_argument("--steps", type=positive_int, default=50_000, metavar="N", help="environment steps (> 0)")
-    t.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
-                   help="seed of the algorithm and the envs (>= 0)")
-    t.add_argument("--n-envs", type=positive_int, default=1, metavar="N", help="parallel envs (> 0)")
+                "Train an SB3 / sb3-contrib policy with sfenv's recipe (VecNormalize, tuned defaults, several envs, "
+                "evaluation on held-out seeds that keeps the best model). Each run gets its own folder "
+                "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars and "
+                "VecNormalize statistics), config.yml, eval.json, learning_curve.png, checkpoints/ and tb/ "
+                "(TensorBoard). Settings: built-in defaults < --config file < options given here. "
+                "Needs the rl extra: pip install \"sfenv[rl]\".")
+    t.add_argument("--config", metavar="NAME|FILE",
+                   help="YAML settings (keys: algo, scenario, steps, n_envs, normalize, env_kwargs, hp, eval_seeds, "
+                        "...): a file, or a bundled name under sfenv/hyperparams/train-NAME.yml")
+    t.add_argument("--algo", choices=[*ALGOS, "rllib-ppo"],
+                   help="algorithm (default: maskable-ppo): maskable-ppo (action masks, Dict observation) or "
+                        "ppo/a2c/dqn (flattened observation, no masks); rllib-ppo: RLlib PPO with action masks "
+                        "(ray extra; --workers env runners, --address, --resume RUN_DIR)")
+    t.add_argument("--scenario", metavar="NAME|FILE", help=_scenario_help() + f" (default: {DEFAULT_SCENARIO})")
+    t.add_argument("--steps", type=positive_int, metavar="N",
+                   help="environment steps of the run (> 0; default: 200000); with --resume the total to reach")
+    t.add_argument("--seed", type=non_negative_int, metavar="S",
+                   help="seed of the algorithm and the envs (>= 0; default: 0)")
+    t.add_argument("--n-envs", type=positive_int, metavar="N", help="parallel envs (> 0; default: 4)")
     t.add_argument("--num-jobs", type=positive_int, metavar="N",
                    help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
+    t.add_argument("--obs-mode", choices=["full", "compact"],
+                   help="observation: full (per region and link) or compact (size independent of the topology, "
+                        "so the policy runs on other platforms) (default: full)")
+    t.add_argument("--normalize", choices=["all", "reward", "none"],
+                   help="VecNormalize on observations and rewards, rewards only, or none (default: all); "
+                        "the statistics are saved with the model and applied at evaluation")
+    t.add_argument("--hp", action="append", metavar="KEY=VALUE",
+                   help="an SB3 hyperparameter, repeatable, YAML values (e.g. --hp gamma=0.999 "
+                        "--hp policy_kwargs.net_arch=[64,64]); over the config's hp and the tuned defaults")
+    t.add_argument("--eval-every", type=non_negative_int, metavar="N",
+                   help="steps between evaluations on held-out seeds (0: at the end only; default: a tenth of "
+                        "the run, at least 2048)")
+    t.add_argument("--eval-seeds", type=positive_int, metavar="N",
+                   help="held-out evaluation episodes, seeds 10000.. (> 0; default: 5)")
+    t.add_argument("--eval-scenario", metavar="NAME|FILE",
+                   help="scenario of the evaluations (default: the training scenario)")
+    t.add_argument("--baselines", metavar="LIST",
+                   help="comma list of agents drawn as levels on the learning curve (default: fifo,spinsearch)")
+    t.add_argument("--checkpoint-every", type=non_negative_int, metavar="N",
+                   help="save a checkpoint every N steps (0: none; default: 0)")
+    t.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                   help="continue a run folder from its newest model or checkpoint up to --steps in total "
+                        "(its config.yml gives every other setting)")
     t.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR",
-                   help="folder for the model, logs and checkpoints (relative to the current folder)")
+                   help="folder for the run folders (relative to the current folder)")
     t.add_argument("--no-tensorboard", action="store_true", help="do not write TensorBoard logs")
+    t.add_argument("--no-plot", action="store_true",
+                   help="no learning_curve.png (and no baseline episodes for its levels)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--workers", type=non_negative_int, metavar="N",
+                   help="rllib-ppo only: remote Ray env runners (0: sample in this process; default: 0)")
+    t.add_argument("--address", metavar="ADDR", help="rllib-ppo only: the Ray cluster to join (default: a local Ray)")
     t.set_defaults(fn=_cmd_train)
 
     command("scenarios", "list the bundled scenarios (name, topology, description)").set_defaults(fn=_cmd_scenarios)

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from sfenv.errors import InvalidInput
 from sfenv.perf import Plan, PlanPerf
 from sfenv.proposers import CandidateProposer, PlanCache, default_proposers
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, ScenarioError, load_scenario
@@ -188,12 +189,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
         if obs_mode not in OBS_MODES:
-            raise ValueError(f"GeoSchedEnv: invalid argument obs_mode={obs_mode!r}: expected one of {list(OBS_MODES)}")
+            raise InvalidInput(f"GeoSchedEnv: invalid argument obs_mode={obs_mode!r}: expected one of {list(OBS_MODES)}")
         if invalid_action_limit is not None and (
             isinstance(invalid_action_limit, bool) or not isinstance(invalid_action_limit, (int, np.integer))
             or invalid_action_limit < 1
         ):
-            raise ValueError(f"GeoSchedEnv: invalid argument invalid_action_limit={invalid_action_limit!r}: "
+            raise InvalidInput(f"GeoSchedEnv: invalid argument invalid_action_limit={invalid_action_limit!r}: "
                              "expected an integer >= 1 or None")
         self.obs_mode = obs_mode
         self.invalid_action_limit = None if invalid_action_limit is None else int(invalid_action_limit)

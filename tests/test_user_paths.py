@@ -73,11 +73,11 @@ def test_benchmark_writes_its_results_in_the_callers_folder(tmp_path):
 
 def test_train_writes_runs_in_the_callers_folder(tmp_path):
     pytest.importorskip("stable_baselines3")
-    proc = _sfenv(["train", "--algo", "a2c", "--steps", "10", "--num-jobs", "3", "--no-tensorboard", "--quiet"],
-                  tmp_path)
+    proc = _sfenv(["train", "--algo", "a2c", "--steps", "10", "--num-jobs", "3", "--n-envs", "1", "--eval-seeds", "1",
+                   "--no-tensorboard", "--no-plot", "--quiet"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "runs" / "a2c-spider-8-s0.zip").is_file()
-    assert (tmp_path / "runs" / "a2c-spider-8-s0.json").is_file()
+    assert (tmp_path / "runs" / "a2c-spider-8-s0" / "model.zip").is_file()  # a run folder per run
+    assert (tmp_path / "runs" / "a2c-spider-8-s0" / "model.json").is_file()
 
 
 def _installed_venv() -> Path | None:
@@ -129,7 +129,7 @@ def test_run_sh_set_up_says_what_it_does_and_runs_the_benchmark_by_default(tmp_p
     assert [s.split("]")[0] for s in steps] == ["run.sh: [1/3", "run.sh: [2/3", "run.sh: [3/3"]
     assert "set-up done" in proc.stderr
     calls = (tmp_path / "calls.log").read_text().splitlines()
-    assert any("pip install" in c and f"-e {REPO}[rl,dev]" in c for c in calls)
+    assert any("pip install" in c and f"-e {REPO}[rl,zoo,dev]" in c for c in calls)
     assert calls[-1] == f"sfenv {user} benchmark"  # the main job, in the caller's folder
     # set up once: the second call goes straight to the command, with the caller's relative paths
     proc = subprocess.run(["bash", str(REPO / "run.sh"), "run", "--scenario", "my.yaml"], cwd=user, env=env,

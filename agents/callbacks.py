@@ -1,0 +1,202 @@
+"""Training-time evaluation for ``sfenv train``: held-out seeds, TensorBoard scalars, the best model, a curve.
+
+:class:`EvalJCTCallback` (an SB3 callback) plays the current policy on fixed held-out seeds every
+``eval_every`` environment steps, deterministically and with action masks for masked algorithms,
+through the same VecNormalize statistics as training.  It logs to TensorBoard (``eval/mean_jct_h``:
+the censored mean JCT, unfinished jobs counted; ``eval/cost_usd``; ``eval/unfinished``;
+``eval/mean_return``: the raw, unnormalised episode return, i.e. the training objective), appends
+every point to ``eval.json`` and keeps the policy with the highest mean return as
+``best_model.zip`` (with its VecNormalize statistics and sidecar).  :func:`heuristic_levels`
+scores reference agents on the same seeds, and :func:`plot_learning_curve` draws the curve with
+their levels as horizontal lines.
+
+SB3 is only imported when the callback is built (this module is imported by
+:mod:`sfenv.agents.learned` lazily, inside ``train``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sfenv.scenario import Scenario
+
+__all__ = ["play_episode", "make_eval_callback", "heuristic_levels", "plot_learning_curve"]
+
+
+def play_episode(
+    predict: Callable[..., Any], env: Any, seed: int, masked: bool, normalize: Callable[[Any], Any] | None = None,
+) -> tuple[dict[str, Any], float]:
+    """Play one seeded episode with ``predict(obs, deterministic=True[, action_masks=...])``.
+
+    :param predict: an SB3 ``predict``-like function.
+    :param env: a GeoSchedEnv, possibly wrapped (e.g. ``FlattenObservation``).
+    :param seed: the episode seed (the episode of ``Simulator.from_scenario(scenario, seed)``).
+    :param masked: pass the env's action masks to ``predict``.
+    :param normalize: applied to every observation before ``predict`` (VecNormalize's ``normalize_obs``).
+    :return: the episode report (a dict) and the raw undiscounted return.  An episode that does not
+        end within ``max(max_episode_steps, 100 x jobs)`` steps is stopped; its unfinished jobs count.
+    """
+    base = env.unwrapped
+    obs, _ = env.reset(seed=seed)
+    limit = max(base.scenario.cfg.env.max_episode_steps, 100 * base.view.num_jobs)
+    ret, steps, done = 0.0, 0, False
+    while not done and steps < limit:
+        x = normalize(obs) if normalize is not None else obs
+        if masked:
+            action, _ = predict(x, deterministic=True, action_masks=base.action_masks())
+        else:
+            action, _ = predict(x, deterministic=True)
+        obs, reward, terminated, truncated, _ = env.step(int(np.asarray(action).item()))
+        ret += float(reward)
+        done = terminated or truncated
+        steps += 1
+    return base.sim.report().to_dict(), ret
+
+
+def make_eval_callback(
+    env_fn: Callable[[], Any],
+    seeds: Sequence[int],
+    eval_every: int,
+    run_dir: Path,
+    masked: bool,
+    save_best: Callable[[Any, str], None],
+    history: list[dict] | None = None,
+) -> Any:
+    """Build an :class:`EvalJCTCallback` (SB3's ``BaseCallback`` is imported here, lazily).
+
+    :param env_fn: makes the evaluation env (the training env's settings, no VecNormalize).
+    :param seeds: held-out episode seeds, played every evaluation.
+    :param eval_every: environment steps between evaluations (> 0).
+    :param run_dir: the run folder (``eval.json`` goes there).
+    :param masked: the algorithm takes action masks.
+    :param save_best: ``save_best(model, prefix)`` saves the model, its statistics and sidecar as ``<prefix>*``.
+    :param history: evaluation points of an earlier part of the run (``--resume``), kept and extended.
+    """
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class EvalJCTCallback(BaseCallback):
+        """Evaluate on held-out seeds every ``eval_every`` steps; log JCT, cost, unfinished; keep the best."""
+
+        def __init__(self) -> None:
+            super().__init__(verbose=0)
+            self.env = env_fn()
+            self.seeds = [int(s) for s in seeds]
+            self.eval_every = int(eval_every)
+            self.history: list[dict] = list(history or [])
+            self.best = max((h["mean_return"] for h in self.history), default=-math.inf)
+            self._next = 0
+
+        def _on_training_start(self) -> None:
+            done = self.history[-1]["timesteps"] if self.history else 0
+            self._next = max(self.num_timesteps, done) + self.eval_every
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self._next:
+                self._next += self.eval_every * max(1, (self.num_timesteps - self._next) // self.eval_every + 1)
+                self.evaluate()
+            return True
+
+        def _on_training_end(self) -> None:
+            if not self.history or self.history[-1]["timesteps"] < self.num_timesteps:
+                self.evaluate()
+
+        def evaluate(self) -> dict:
+            """Play every seed now; log, record, and save the model if it is the best so far."""
+            vn = self.model.get_vec_normalize_env()
+            normalize = vn.normalize_obs if vn is not None and vn.norm_obs else None
+            reports, returns = [], []
+            for s in self.seeds:
+                rep, ret = play_episode(self.model.predict, self.env, s, masked, normalize)
+                reports.append(rep)
+                returns.append(ret)
+            point = {
+                "timesteps": int(self.num_timesteps),
+                "mean_jct_h": float(np.mean([r["mean_jct_s"] for r in reports]) / 3600.0),
+                "cost_usd": float(np.mean([r["cost_usd"] for r in reports])),
+                "unfinished": float(np.mean([r["unfinished"] for r in reports])),
+                "mean_return": float(np.mean(returns)),
+            }
+            for key in ("mean_jct_h", "cost_usd", "unfinished", "mean_return"):
+                self.logger.record(f"eval/{key}", point[key])
+            point["best"] = point["mean_return"] > self.best
+            if point["best"]:
+                self.best = point["mean_return"]
+                save_best(self.model, "best_model")
+            self.logger.record("eval/best_mean_return", self.best)
+            self.logger.dump(self.num_timesteps)
+            self.history.append(point)
+            _atomic_json(run_dir / "eval.json", self.history)
+            return point
+
+    return EvalJCTCallback()
+
+
+def _atomic_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def heuristic_levels(agents: Sequence[str], scenario: Scenario, seeds: Sequence[int]) -> dict[str, dict[str, float]]:
+    """Mean censored JCT (h), cost and unfinished jobs of reference agents on ``seeds`` (the eval seeds).
+
+    :param agents: agent names; names the registry does not know are skipped.
+    :param scenario: the evaluation scenario (workload size already applied).
+    """
+    from sfenv.agents.evaluate import run_episode
+    from sfenv.agents.registry import make_agent
+
+    from sfenv.errors import UnknownName
+
+    out: dict[str, dict[str, float]] = {}
+    for name in agents:
+        try:
+            make_agent(name)
+        except UnknownName:
+            continue
+        rows = [run_episode(make_agent(name), scenario, int(s)) for s in seeds]
+        out[name] = {
+            "mean_jct_h": float(np.mean([r["mean_jct_s"] for r in rows]) / 3600.0),
+            "cost_usd": float(np.mean([r["cost_usd"] for r in rows])),
+            "unfinished": float(np.mean([r["unfinished"] for r in rows])),
+        }
+    return out
+
+
+def plot_learning_curve(history: Sequence[dict], levels: dict[str, dict[str, float]], path: Path, title: str) -> Path:
+    """Draw eval mean JCT (and cost) against training steps, heuristics as horizontal lines; save a PNG.
+
+    :param history: evaluation points (``timesteps``, ``mean_jct_h``, ``cost_usd``).
+    :param levels: :func:`heuristic_levels` on the same seeds.
+    :param path: the PNG to write.
+    :param title: the figure title.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    steps = [h["timesteps"] for h in history]
+    for ax, key, label in ((axes[0], "mean_jct_h", "mean JCT (h, censored)"), (axes[1], "cost_usd", "cost (USD)")):
+        ax.plot(steps, [h[key] for h in history], marker="o", color="black", label="learned policy")
+        for i, (name, lv) in enumerate(levels.items()):
+            ax.axhline(lv[key], linestyle="--", color=f"C{i}", label=name)
+        ax.set_xlabel("training steps")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
