@@ -192,3 +192,15 @@ def test_invalid_action_limit_keeps_an_unmasked_policy_moving():
     assert env.sim.time > t0
     with pytest.raises(ValueError, match="invalid_action_limit=0"):
         GeoSchedEnv("spider-8", invalid_action_limit=0)
+
+
+def test_paired_bootstrap_ratio_of_the_experiment():
+    from sfenv.experiments.learned_vs_heuristics import paired_bootstrap_ratio
+
+    b = np.array([2.0, 3.0, 4.0, 5.0, 6.0])
+    assert paired_bootstrap_ratio(b, b) == (1.0, 1.0, 1.0)  # paired: identical seeds give no spread
+    r, lo, hi = paired_bootstrap_ratio(0.9 * b, b)
+    assert r == pytest.approx(0.9) and lo == pytest.approx(0.9) and hi == pytest.approx(0.9)
+    a = b * np.array([0.7, 1.1, 0.8, 1.0, 0.9])
+    r, lo, hi = paired_bootstrap_ratio(a, b)
+    assert r == pytest.approx(a.sum() / b.sum()) and lo < r < hi and hi < 1.1 and lo > 0.7

@@ -1,0 +1,113 @@
+"""Learned policy vs the best heuristic (issue 11 targets): train with the sfenv recipe, test on unseen seeds.
+
+Trains MaskablePPO with ``sfenv train``'s recipe (default config ``contended``: compact observation,
+VecNormalize, 4 envs, evaluation on seeds 10000..10004 that keeps the best model) on the training
+scenario (``spider-8-contended`` when bundled, else ``spider-8``), then plays the best model and
+every reference agent on unseen seeds (100..119 by default) and reports per agent the censored mean
+JCT (unfinished jobs counted), cost and unfinished jobs, and the learned policy's ratio of mean JCT
+to the best heuristic's (lowest mean over the seeds, ordering baselines included) with a paired
+bootstrap 95 % CI over seeds.  Results go to ``<out>/learned_vs_heuristics.json``.
+
+Run (about 30 minutes at the default 150k steps on 2 cores)::
+
+    python -m sfenv.experiments.learned_vs_heuristics --out results/learned
+    python -m sfenv.experiments.learned_vs_heuristics --steps 20000 --seeds 5 --out /tmp/quick   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from sfenv.agents.evaluate import evaluate_agents
+from sfenv.agents.learned import load_config, train
+
+from sfenv.scenario import bundled_scenarios
+
+HEURISTICS = ("fifo", "random", "spinsearch", "bace-pipe", "cr-ldf", "fifo+swf", "spinsearch+swf", "spinsearch+fgf",
+              "spinsearch+bace")
+
+
+def default_scenario() -> str:
+    """``spider-8-contended`` when bundled, else ``spider-8``."""
+    return "spider-8-contended" if "spider-8-contended" in bundled_scenarios() else "spider-8"
+
+
+def paired_bootstrap_ratio(a: np.ndarray, b: np.ndarray, n: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """Ratio ``mean(a) / mean(b)`` and its paired bootstrap 95 % interval (seeds resampled together).
+
+    :param a: per-seed values of the learned policy.
+    :param b: per-seed values of the reference, same seeds in the same order.
+    """
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(a), size=(n, len(a)))
+    ratios = a[idx].mean(axis=1) / b[idx].mean(axis=1)
+    return float(a.mean() / b.mean()), float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Train, test and print the comparison; returns the results written to JSON."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="contended", help="sfenv train config (bundled name or YAML file)")
+    p.add_argument("--scenario", default=None,
+                   help="training and test scenario (default: spider-8-contended or spider-8)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: the config's)")
+    p.add_argument("--seeds", type=int, default=20, help="unseen test seeds, from --first-seed")
+    p.add_argument("--first-seed", type=int, default=100)
+    p.add_argument("--model", type=Path, default=None, help="skip training: test this model (a .zip)")
+    p.add_argument("--out", type=Path, default=Path("results/learned"))
+    args = p.parse_args(argv)
+    cfg = load_config(args.config)
+    scenario = args.scenario or default_scenario()
+    t0 = time.perf_counter()
+    if args.model is None:
+        final = train(cfg.get("algo", "maskable-ppo"), scenario, args.steps or cfg.get("steps", 150_000),
+                      cfg.get("seed", 0), cfg.get("n_envs", 4), args.out / "runs", env_kwargs=cfg.get("env_kwargs"),
+                      algo_kwargs=cfg.get("hp"), normalize=cfg.get("normalize", "all"),
+                      baselines=["fifo", "spinsearch"])
+        model = final.with_name("best_model.zip")
+    else:
+        model = args.model
+    train_s = time.perf_counter() - t0
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    spec = f"model:{model}"
+    from sfenv.agents.registry import make_agent
+
+    from sfenv.errors import UnknownName
+
+    heuristics = []
+    for h in HEURISTICS:
+        try:
+            make_agent(h)
+        except (UnknownName, ImportError):
+            continue
+        heuristics.append(h)
+    rows = evaluate_agents([spec, *heuristics], scenario, seeds, progress=True)
+    by: dict[str, dict[int, dict]] = {}
+    for r in rows:
+        by.setdefault(r["agent"], {})[r["seed"]] = r
+    jct = {a: np.array([by[a][s]["mean_jct_s"] / 3600 for s in seeds]) for a in by}
+    best = min(heuristics, key=lambda h: jct[h].mean())
+    ratio, lo, hi = paired_bootstrap_ratio(jct[spec], jct[best])
+    fifo_ratio = paired_bootstrap_ratio(jct[spec], jct["fifo"]) if "fifo" in jct else None
+    summary = {a: {"mean_jct_h": float(jct[a].mean()),
+                   "cost_usd": float(np.mean([by[a][s]["cost_usd"] for s in seeds])),
+                   "unfinished": float(np.mean([by[a][s]["unfinished"] for s in seeds]))} for a in by}
+    result = {"scenario": scenario, "seeds": seeds, "model": str(model), "train_wall_s": train_s,
+              "best_heuristic": best, "ratio_to_best": [ratio, lo, hi], "ratio_to_fifo": fifo_ratio,
+              "summary": summary}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "learned_vs_heuristics.json").write_text(json.dumps(result, indent=1))
+    print(f"scenario {scenario}, seeds {seeds[0]}..{seeds[-1]}, training {train_s / 60:.1f} min")
+    for a, s in sorted(summary.items(), key=lambda kv: kv[1]["mean_jct_h"]):
+        print(f"  {a:<40} mean JCT {s['mean_jct_h']:.3f} h  cost {s['cost_usd']:.1f} USD  "
+              f"unfinished {s['unfinished']:.2f}")
+    print(f"learned / best heuristic ({best}): {ratio:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
+    return result
+
+
+if __name__ == "__main__":
+    main()
