@@ -300,6 +300,8 @@ def train_rllib(
             .debugging(seed=seed)
             .reporting(metrics_num_episodes_for_smoothing=20)
         )
+        if strict_masks:  # a masked action must stop training, not be hidden by an env-runner restart
+            config = config.fault_tolerance(restart_failed_env_runners=False, ignore_env_runner_failures=False)
         algo = config.build_algo()
         try:
             if done:

@@ -29,6 +29,9 @@ and ``overhead.png`` (decision time against the number of clusters, log-log).
 
 Run: ``python -m sfenv.experiments.claims [--seeds 5] [--quick] [--only spiderflow,bace,spantrain]``;
 ``--report-only`` measures and plots the runs already in ``--out`` without running anything.
+``--backend ray [--workers N] [--address ADDR]`` runs every episode as a Ray task (the ``ray``
+extra; one Ray session for all scenarios, results identical to the serial run but the decision
+times, which are measured wherever the episode runs).
 ``--quick`` (at most 10 jobs per episode, small ILP and genetic budgets) takes minutes; the full run (the
 scenarios' workloads, default budgets) takes about an hour on two cores, mostly the ILP on 32 and
 64 clusters.
@@ -37,6 +40,7 @@ scenarios' workloads, default budgets) takes about an hour on two cores, mostly 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import textwrap
@@ -142,8 +146,13 @@ def run_claims(
     num_jobs: int | None = None,
     budgets: dict[str, dict[str, Any]] | None = None,
     progress: bool = True,
+    backend: str = "serial",
+    address: str | None = None,
+    workers: int | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Run (or resume) every episode the claims need; returns the rows per scenario.
+
+    ``backend``, ``address`` and ``workers`` are the evaluator's (:func:`evaluate_agents`).
 
     ``num_jobs`` caps each scenario's workload (a scenario with fewer jobs keeps its own).
 
@@ -165,7 +174,8 @@ def run_claims(
         jobs = None if num_jobs is None else min(num_jobs, load_scenario(scenario).cfg.workload.num_jobs)
         rows[scenario] = evaluate_agents(names, scenario, list(seeds), num_jobs=jobs,
                                          out=out / f"runs-{scenario}.json", resume=True, progress=progress,
-                                         agent_kwargs=budgets)
+                                         agent_kwargs=budgets, backend=backend, address=address,
+                                         workers=workers)
     return rows
 
 
@@ -339,6 +349,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--report-only", action="store_true",
                     help="run nothing: measure and plot from the runs already in --out")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--backend", choices=("serial", "ray"), default="serial",
+                    help="ray: one Ray task per episode (needs the ray extra)")
+    ap.add_argument("--address", default=None, help="with --backend ray: the Ray cluster to join (default: local)")
+    ap.add_argument("--workers", type=int, default=None, help="with --backend ray: episodes at once (default: CPUs)")
     args = ap.parse_args(argv)
     claims = _select([o.strip() for o in args.only.split(",") if o.strip()])
     num_jobs = args.num_jobs or (10 if args.quick else None)
@@ -346,7 +360,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_only:
         rows = load_runs(claims, args.out)
     else:
-        rows = run_claims(claims, range(args.seeds), args.out, num_jobs, budgets, progress=not args.quiet)
+        from sfenv.distributed import check_backend, ray_session
+
+        check_backend(args.backend, args.address, args.workers)
+        session = ray_session(args.address, args.workers) if args.backend == "ray" else contextlib.nullcontext()
+        with session:  # one Ray for every scenario
+            rows = run_claims(claims, range(args.seeds), args.out, num_jobs, budgets, progress=not args.quiet,
+                              backend=args.backend, address=args.address, workers=args.workers)
     results = {c.key: measure(c, rows) for c in claims}
     atomic_write_json(args.out / "claims.json", {"claims": [asdict(c) for c in claims], "results": results})
     table = format_markdown(claims, results)
