@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sfenv.agents.evaluate import atomic_write_json, evaluate_agents
+from sfenv.agents.evaluate import atomic_write_json, evaluate_agents, quiet_solver_banner
 
 from sfenv.scenario import load_scenario
 
@@ -206,7 +206,7 @@ def _verdict(claim: Claim, est: dict[str, float]) -> str:
     v = est["value"]
     if not math.isfinite(v):
         return "n/a"
-    if v < claim.low:
+    if v < claim.low or (math.isinf(claim.high) and v <= claim.low):  # "> 0": a tie is not inside
         return "below"
     if v > claim.high:
         return "above"
@@ -354,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--address", default=None, help="with --backend ray: the Ray cluster to join (default: local)")
     ap.add_argument("--workers", type=int, default=None, help="with --backend ray: episodes at once (default: CPUs)")
     args = ap.parse_args(argv)
+    quiet_solver_banner()  # HiGHS prints a start-up banner on stdout otherwise
     claims = _select([o.strip() for o in args.only.split(",") if o.strip()])
     num_jobs = args.num_jobs or (10 if args.quick else None)
     budgets = QUICK_BUDGETS if args.quick else None
