@@ -19,6 +19,9 @@ ENV_IDS: dict[str, str] = {
     "sfenv/CEE-v0": "cee",
     "sfenv/Geo8-v0": "geo-8",
     "sfenv/BACE6-v0": "bace-6",
+    "sfenv/Spider8Contended-v0": "spider-8-contended",
+    "sfenv/Geo8Contended-v0": "geo-8-contended",
+    "sfenv/Geo8ContendedCost-v0": "geo-8-contended-cost",
 }
 
 

@@ -31,8 +31,12 @@ from sfenv.workload import (
     JobSpec,
     ModelSpec,
     jobs_from_trace,
+    mean_iterations,
     mmpp_arrivals,
+    mmpp_mean_rate,
+    platform_job_rate,
     poisson_arrivals,
+    rate_for_load,
     read_trace_csv,
 )
 
@@ -176,11 +180,19 @@ class ModelMixCfg(_Strict):
         return ModelSpec(self.name, self.layers, self.hidden, self.heads, self.seq_len, self.vocab)
 
 
+#: arrival rate (per hour) when neither ``workload.arrival.rate_per_hour`` nor ``workload.load`` is given
+DEFAULT_RATE_PER_HOUR = 2.0
+
+
 class ArrivalCfg(_Strict):
-    """Arrival process: poisson, mmpp (bursty) or trace replay."""
+    """Arrival process: poisson, mmpp (bursty) or trace replay.
+
+    ``rate_per_hour`` is the Poisson rate (mmpp: the calm rate); leave it out to derive a Poisson
+    rate from ``workload.load``; with neither, 2 per hour.
+    """
 
     process: Literal["poisson", "mmpp", "trace"] = "poisson"
-    rate_per_hour: PosFloat = 2.0
+    rate_per_hour: PosFloat | None = None
     burst_rate_per_hour: PosFloat = 12.0
     mean_calm_h: PosFloat = 6.0
     mean_burst_h: PosFloat = 1.0
@@ -192,10 +204,13 @@ class WorkloadCfg(_Strict):
     """Job mix and arrivals.
 
     Iterations are log-uniform in ``iterations`` unless ``iterations_choices`` lists the values to
-    pick from uniformly (e.g. one per dataset size).
+    pick from uniformly (e.g. one per dataset size).  ``load`` (a fraction, 0.9 = 90 %) sets the
+    Poisson arrival rate to that offered utilisation of the platform's GPU time (see
+    :meth:`Scenario.job_capacity_per_hour`); give it or ``arrival.rate_per_hour``, not both.
     """
 
     num_jobs: PosInt = 40
+    load: Annotated[float, _NUM, Field(gt=0, le=10)] | None = None
     arrival: ArrivalCfg = Field(default_factory=ArrivalCfg)
     models: list[ModelMixCfg] = Field(default_factory=lambda: [ModelMixCfg(name="gpt-1.3b")])
     global_batch: list[PosInt] = Field(default_factory=lambda: [256])
@@ -212,6 +227,13 @@ class WorkloadCfg(_Strict):
             raise ValueError(f"min_gpus {self.min_gpus} exceeds max_gpus {self.max_gpus}")
         for m in self.models:
             m.spec()
+        if self.load is not None:
+            if self.arrival.rate_per_hour is not None:
+                raise ValueError(f"give either load ({self.load}) or arrival.rate_per_hour "
+                                 f"({self.arrival.rate_per_hour}), not both: load derives the rate")
+            if self.arrival.process != "poisson":
+                raise ValueError(f"load sets a Poisson rate; arrival.process is {self.arrival.process!r} "
+                                 f"(give its rates instead, or use process 'poisson')")
         return self
 
 
@@ -421,10 +443,10 @@ class Scenario:
             return jobs_from_trace(rows, table, w.global_batch[0], flops, self.cfg.sim.mfu, a.time_scale,
                                    max_iterations=w.iterations[1])
         if a.process == "poisson":
-            times = poisson_arrivals(rng, w.num_jobs, a.rate_per_hour)
+            times = poisson_arrivals(rng, w.num_jobs, self.arrival_rate_per_hour)
         else:
             times = mmpp_arrivals(
-                rng, w.num_jobs, a.rate_per_hour, a.burst_rate_per_hour, a.mean_calm_h, a.mean_burst_h
+                rng, w.num_jobs, self.arrival_rate_per_hour, a.burst_rate_per_hour, a.mean_calm_h, a.mean_burst_h
             )
         lo, hi = w.iterations
         jobs = []
@@ -437,6 +459,74 @@ class Scenario:
                 iters = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
             jobs.append(JobSpec(i, model, batch, iters, float(t), w.min_gpus, w.max_gpus))
         return jobs
+
+    # ------------------------------------------------------------ offered load
+    @cached_property
+    def job_capacity_per_hour(self) -> float:
+        """Jobs per hour the platform completes with every GPU busy, for this scenario's job mix.
+
+        A job's work in region ``r`` is its GPU-seconds on its fastest plan inside ``r`` alone:
+        :func:`sfenv.planning.fit_plan` on all the region's GPUs up to the job's ``max_gpus``
+        (the plan a job gets in an idle region), GPUs x modelled iteration time x mean
+        iterations (:func:`sfenv.workload.mean_iterations`), under the scenario's performance
+        settings; averaged over the model and batch mix.  The platform completes
+        :func:`sfenv.workload.platform_job_rate` of those jobs.  Regions where a shape does not
+        fit are left out for that shape.  Trace workloads have no job mix: NaN.
+
+        :raises ScenarioError: if some job shape fits in no single region.
+        """
+        from sfenv.perf import PerfParams, evaluate_plan
+        from sfenv.planning import fit_plan
+
+        w, s = self.cfg.workload, self.cfg.sim
+        if w.arrival.process == "trace":
+            return math.nan
+        topo = self.topology
+        params = PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom)
+        weights = np.array([m.weight for m in w.models], dtype=float)
+        weights /= weights.sum()
+        iters = mean_iterations(w.iterations[0], w.iterations[1], w.iterations_choices)
+        work = np.zeros(topo.num_regions)  # mean GPU-seconds of a job per region
+        share = np.zeros(topo.num_regions)  # the part of the mix that fits there
+        for m, q in zip(w.models, weights):
+            fits_somewhere = False
+            for batch in w.global_batch:
+                job = JobSpec(0, m.spec(), batch, 1, 0.0, w.min_gpus, w.max_gpus)
+                p = q / len(w.global_batch)
+                for r, region in enumerate(topo.regions):
+                    budget = min(region.num_gpus, w.max_gpus)
+                    res = None
+                    if budget >= w.min_gpus:
+                        res = fit_plan(job, topo, [r], [budget],
+                                       lambda plan, j: evaluate_plan(plan, j, topo, params), schedule=s.schedule)
+                    if res is not None:
+                        work[r] += p * res[0].gpus * res[1].iter_time * iters
+                        share[r] += p
+                        fits_somewhere = True
+            if not fits_somewhere:
+                raise self._err("workload.models", m.name, "job shapes that fit in one region (to derive a load)")
+        mean_work = np.where(share > 0, work / np.maximum(share, 1e-300), math.inf)
+        return platform_job_rate(topo.gpu_counts.tolist(), mean_work.tolist())
+
+    @cached_property
+    def arrival_rate_per_hour(self) -> float:
+        """The Poisson rate (mmpp: calm rate) in jobs per hour: from ``workload.load`` when it is set."""
+        w = self.cfg.workload
+        if w.load is not None:
+            return rate_for_load(w.load, self.job_capacity_per_hour)
+        rate = w.arrival.rate_per_hour
+        return DEFAULT_RATE_PER_HOUR if rate is None else rate
+
+    @property
+    def offered_load(self) -> float:
+        """Offered utilisation rho: mean arrival rate over :attr:`job_capacity_per_hour` (NaN for traces)."""
+        a = self.cfg.workload.arrival
+        if a.process == "trace":
+            return math.nan
+        rate = self.arrival_rate_per_hour
+        if a.process == "mmpp":
+            rate = mmpp_mean_rate(rate, a.burst_rate_per_hour, a.mean_calm_h, a.mean_burst_h)
+        return rate / self.job_capacity_per_hour
 
     @property
     def dynamic_links(self) -> tuple[int, ...]:
@@ -470,11 +560,20 @@ class Scenario:
 
         Nested mappings are deep-merged: ``workload={"arrival": {"rate_per_hour": 5}}`` changes
         the rate and keeps the arrival process and its other fields; lists and scalars replace the
-        old value.  Every value is validated as in a scenario file.
+        old value.  Every value is validated as in a scenario file.  ``workload.load`` and
+        ``workload.arrival.rate_per_hour`` replace each other: overriding one drops the other.
 
         :raises ScenarioError: naming the field path, the value and what was expected.
         """
-        data = _deep_merge(self.cfg.model_dump(), overrides)
+        base = self.cfg.model_dump()
+        wo = overrides.get("workload")
+        if isinstance(wo, dict):  # the rate comes from one of load and rate_per_hour: the new one wins
+            new_rate = isinstance(wo.get("arrival"), dict) and wo["arrival"].get("rate_per_hour") is not None
+            if wo.get("load") is not None and not new_rate:
+                base["workload"]["arrival"]["rate_per_hour"] = None
+            elif new_rate and "load" not in wo:
+                base["workload"]["load"] = None
+        data = _deep_merge(base, overrides)
         return Scenario.from_dict(data, source=f"{self.source} (with overrides)", base_dir=self.base_dir)
 
     @classmethod

@@ -7,6 +7,12 @@ Arrival processes (all draw from a caller-supplied :class:`numpy.random.Generato
   with exponential sojourn times in each state.
 - ``trace``: replay of (submit time, GPUs, duration) rows, each mapped to a model size by its
   GPU count and to an iteration count by its duration (see :func:`jobs_from_trace`).
+
+Offered load: :func:`platform_job_rate` is the rate (jobs per hour) at which a platform completes
+jobs when every GPU is busy, from each region's GPU count and the GPU-seconds a mean job takes
+there; :func:`rate_for_load` turns a target utilisation into a Poisson rate (the scenario's
+``workload.load``; :meth:`sfenv.scenario.Scenario.job_capacity_per_hour` says which plan the
+GPU-seconds come from).
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ __all__ = [
     "read_trace_csv",
     "TraceRow",
     "jobs_from_trace",
+    "mean_iterations",
+    "mmpp_mean_rate",
+    "platform_job_rate",
+    "rate_for_load",
 ]
 
 
@@ -158,6 +168,59 @@ def mmpp_arrivals(
             state = 1 - state
             end_state = t + rng.exponential(sojourn[state])
     return out
+
+
+def mmpp_mean_rate(
+    calm_rate_per_hour: float, burst_rate_per_hour: float, mean_calm_h: float, mean_burst_h: float
+) -> float:
+    """Long-run mean arrival rate (per hour) of :func:`mmpp_arrivals`: the rates weighted by time in each state."""
+    return (calm_rate_per_hour * mean_calm_h + burst_rate_per_hour * mean_burst_h) / (mean_calm_h + mean_burst_h)
+
+
+def mean_iterations(low: int, high: int, choices: Sequence[int] | None = None) -> float:
+    """Mean iteration count of a job as :meth:`sfenv.scenario.Scenario.make_jobs` draws it.
+
+    The mean of ``choices`` (picked uniformly) when given; otherwise the mean of a log-uniform
+    variable on ``[low, high]``, ``(high - low) / ln(high / low)`` (``low`` when they are equal;
+    the draw's rounding to an integer is ignored).
+    """
+    if choices:
+        return float(np.mean(choices))
+    if high <= low:
+        return float(low)
+    return (high - low) / math.log(high / low)
+
+
+def platform_job_rate(gpus: Sequence[float], job_gpu_seconds: Sequence[float]) -> float:
+    """Jobs per hour a platform completes when every GPU is busy.
+
+    Region ``r`` with ``gpus[r]`` GPUs, busy all the time with jobs that each take
+    ``job_gpu_seconds[r]`` GPU-seconds there (the mean over the job mix), completes
+    ``gpus[r] / job_gpu_seconds[r]`` jobs per second; the platform completes the sum.  A busy
+    platform shares its GPU time among the regions in proportion to their GPU counts, so this is
+    the GPU-count-weighted harmonic mean of the regions' job work turned into a rate.  A region
+    whose entry is ``inf`` (it holds none of the jobs) adds nothing.
+
+    :raises ValueError: on mismatched lengths, or if no region can hold the jobs.
+    """
+    if len(gpus) != len(job_gpu_seconds):
+        raise ValueError(f"{len(gpus)} regions but {len(job_gpu_seconds)} job work figures")
+    rate = sum(n / s for n, s in zip(gpus, job_gpu_seconds) if math.isfinite(s) and s > 0)
+    if rate <= 0:
+        raise ValueError("no region can hold the jobs: the platform's job rate is 0")
+    return 3600.0 * rate
+
+
+def rate_for_load(load: float, capacity_per_hour: float) -> float:
+    """Poisson arrival rate (per hour) that offers utilisation ``load`` to a platform of ``capacity_per_hour``.
+
+    :param load: target offered utilisation rho (0.9 = 90 % of the GPU time), > 0.
+    :param capacity_per_hour: :func:`platform_job_rate` of the platform and job mix.
+    :raises ValueError: on a non-positive argument.
+    """
+    if not load > 0 or not capacity_per_hour > 0:
+        raise ValueError(f"load ({load}) and capacity ({capacity_per_hour} jobs/h) must be > 0")
+    return load * capacity_per_hour
 
 
 @dataclass(frozen=True)
