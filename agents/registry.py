@@ -53,10 +53,17 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "default": ("fifo", "cheapest", "random", "bace-pipe", "lcf", "ldf", "cr-lcf", "cr-ldf", "spantrain",
                 "spiderflow", "spinsearch"),
     "bace": ("bace-pipe", "lcf", "ldf", "cr-lcf", "cr-ldf"),
+    # any PLACEMENT+ORDER is accepted (sfenv.agents.ordering); these are the ones compared by default
+    "ordering": ("fifo+swf", "fifo+fgf", "fifo+bace", "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace",
+                 "spantrain+swf"),
 }
 
 
 def _load(name: str) -> type[SchedulerAgent]:
+    if name not in AGENTS and "+" in name:  # PLACEMENT+ORDER, see sfenv.agents.ordering
+        from sfenv.agents.ordering import ordered_class
+
+        return ordered_class(name)
     if name not in AGENTS:
         raise UnknownName(f"unknown agent {name!r}; known: {', '.join(sorted(AGENTS))}, "
                           f"groups: {', '.join(sorted(GROUPS))}, or 'all'")
@@ -90,7 +97,7 @@ def resolve_names(spec: str | list[str]) -> list[str]:
         elif item.startswith("model:"):  # a saved SB3 model, see sfenv.agents.evaluate.MODEL_PREFIX
             names = [item]
         elif item in GROUPS:
-            names = [n for n in GROUPS[item] if n in avail]
+            names = [n for n in GROUPS[item] if n in avail or "+" in n]
         else:
             _load(item)  # raises with the list of known names
             names = [item]

@@ -1,0 +1,171 @@
+"""Ordering baselines: any placement agent's plans, served in a chosen queue order.
+
+Under load, mean JCT is won by the order in which waiting jobs are served as much as by where
+they run: a reference agent's placement combined with a queue order makes the baselines a learned
+policy must beat.  Registered as ``PLACEMENT+ORDER`` (``spinsearch+swf``, ``fifo+swf``,
+``bace-pipe+fgf``...): any registered agent as the placement, one of :data:`ORDERS` as the order.
+
+Orders (ties always go to the earlier arrival, then the lower job id)
+    - ``fifo``: arrival order.
+    - ``swf``: shortest work first: the job's remaining training FLOPs,
+      ``6 * params * tokens per iteration * (iterations - iterations done)`` (done > 0 after a
+      preemption).  A size-based order: the classic way to cut mean completion time
+      (shortest-remaining-processing-time is optimal for mean JCT on one server).
+    - ``fgf``: fewest GPUs first: the job's GPU demand, ``max(min_gpus, m)`` with ``m`` the fewest
+      GPUs whose memory holds its weights and optimizer state (16 bytes per parameter) on the
+      platform's largest-memory GPU at the scenario's memory headroom.  Where every job asks for
+      the same ``min_gpus`` and fits in it (spider-8, geo-8), this is arrival order.
+    - ``bace``: BACE-Pipe's dynamic priority ``P_j = (1 - a)(1 - I_j) + a (1 - D_j)``, highest
+      first, computed by :meth:`sfenv.agents.bace_pipe.BACEPipeAgent.priorities` (see that module
+      for what follows the source [summary] and what is ours).
+
+Our design
+    - The combined agent serves jobs in its order and starts the first plan the placement agent
+      proposes (:meth:`~sfenv.agents.base.SchedulerAgent.propose`) that can start now; a job it
+      cannot place is skipped (backfilling, ``blocking=False``), so ``spinsearch+fifo`` decides as
+      ``spinsearch`` does.  ``blocking=True`` waits instead whenever the first job in the order
+      cannot start (strict head-of-line blocking, as ``fifo`` does alone).
+    - The placement agent's own :meth:`~sfenv.agents.base.SchedulerAgent.decide` and ``order`` are
+      not used (a placement that orders the queue itself, such as BACE-Pipe, keeps only its plans);
+      its re-planning hook is kept.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from sfenv.agents.base import SchedulerAgent
+
+from sfenv.errors import UnknownName
+from sfenv.perf import Plan
+from sfenv.sim import SimView
+from sfenv.workload import JobSpec
+
+__all__ = ["ORDERS", "OrderedAgent", "ordered_class", "remaining_work", "gpu_demand", "order_jobs"]
+
+#: order name -> one line
+ORDERS: dict[str, str] = {
+    "fifo": "arrival order",
+    "swf": "shortest remaining work (training FLOPs) first",
+    "fgf": "fewest GPUs first (min GPUs, or the memory minimum on the largest-memory GPU)",
+    "bace": "BACE-Pipe's dynamic priority (compute intensity and bandwidth demand)",
+}
+
+
+def remaining_work(view: SimView, job: JobSpec) -> float:
+    """Training FLOPs ``job`` still needs: ``6 * params * tokens per iteration * iterations left``."""
+    left = max(0.0, job.iterations - view.waiting_progress(job.job_id))
+    return 6.0 * job.model.params * job.tokens_per_iteration * left
+
+
+def gpu_demand(view: SimView, job: JobSpec) -> int:
+    """GPUs ``job`` asks for: ``max(min_gpus, fewest GPUs of the largest memory that hold its state)``."""
+    mem = max(r.gpu.memory_bytes for r in view.topo.regions) * view.params.memory_headroom
+    return max(job.min_gpus, math.ceil(16.0 * job.model.params / mem))
+
+
+def _arrival(job: JobSpec) -> tuple[float, int]:
+    return (job.arrival, job.job_id)
+
+
+def order_jobs(view: SimView, order: str, bace: Any = None) -> list[JobSpec]:
+    """The waiting jobs of ``view`` in queue order ``order`` (one of :data:`ORDERS`).
+
+    :param bace: the :class:`~sfenv.agents.bace_pipe.BACEPipeAgent` whose priorities the ``bace``
+        order uses (its ``K*`` cache is kept across calls); a fresh one if None.
+    :raises UnknownName: for an unknown order.
+    """
+    jobs = sorted(view.waiting, key=_arrival)
+    if order == "fifo" or len(jobs) < 2:
+        if order not in ORDERS:
+            raise UnknownName(f"unknown queue order {order!r}; known: {', '.join(ORDERS)}")
+        return jobs
+    key: Callable[[JobSpec], Any]
+    if order == "swf":
+        key = lambda j: (remaining_work(view, j), *_arrival(j))  # noqa: E731
+    elif order == "fgf":
+        key = lambda j: (gpu_demand(view, j), *_arrival(j))  # noqa: E731
+    elif order == "bace":
+        if bace is None:
+            from sfenv.agents.bace_pipe import BACEPipeAgent
+
+            bace = BACEPipeAgent()
+        prio = bace.priorities(view)
+        key = lambda j: (-prio[j.job_id], *_arrival(j))  # noqa: E731
+    else:
+        raise UnknownName(f"unknown queue order {order!r}; known: {', '.join(ORDERS)}")
+    return sorted(jobs, key=key)
+
+
+class OrderedAgent(SchedulerAgent):
+    """A placement agent's plans served in a queue order (see the module docstring).
+
+    :param placement: the placement agent: a registered name or an instance.
+    :param order: the queue order, one of :data:`ORDERS`.
+    :param blocking: wait when the first job in the order cannot start (default: skip it).
+    :param placement_kwargs: constructor arguments of a placement given by name.
+    :raises UnknownName: for an unknown placement or order.
+    """
+
+    def __init__(
+        self, placement: str | SchedulerAgent = "spinsearch", order: str = "swf", blocking: bool = False,
+        **placement_kwargs: Any,
+    ):
+        if order not in ORDERS:
+            raise UnknownName(f"unknown queue order {order!r}; known: {', '.join(ORDERS)}")
+        if isinstance(placement, str):
+            from sfenv.agents.registry import make_agent
+
+            placement = make_agent(placement, **placement_kwargs)
+        self.placement = placement
+        self.order_name = order
+        self.blocking = blocking
+        self.replans = placement.replans
+        self.name = f"{placement.name}+{order}"
+        self._bace: Any = None
+        if order == "bace":
+            from sfenv.agents.bace_pipe import BACEPipeAgent
+
+            self._bace = placement if isinstance(placement, BACEPipeAgent) else BACEPipeAgent()
+
+    def reset(self, seed: int | None = None) -> None:
+        """Reset the placement agent."""
+        self.placement.reset(seed)
+
+    def order(self, view: SimView) -> list[JobSpec]:
+        """The waiting jobs in this agent's queue order."""
+        return order_jobs(view, self.order_name, self._bace)
+
+    def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
+        """The placement agent's plans for ``job``."""
+        return self.placement.propose(view, job, k)
+
+    def replan(self, view: SimView) -> list[Plan]:
+        """The placement agent's plan switches."""
+        return self.placement.replan(view)
+
+
+def ordered_class(name: str) -> type[SchedulerAgent]:
+    """The agent class behind a registry name ``PLACEMENT+ORDER``, its two parts bound as defaults.
+
+    :raises UnknownName: for a name without ``+``, an unknown placement or an unknown order.
+    """
+    placement, sep, order = name.rpartition("+")
+    if not sep or not placement:
+        raise UnknownName(f"{name!r} is not PLACEMENT+ORDER")
+    if order not in ORDERS:
+        raise UnknownName(f"unknown queue order {order!r} in {name!r}; known: {', '.join(ORDERS)}")
+    from sfenv.agents.registry import _load
+
+    _load(placement)  # raises for an unknown placement
+
+    class _Ordered(OrderedAgent):
+        __doc__ = f"{placement} placement, queue order {order}: {ORDERS[order]}"
+
+        def __init__(self, blocking: bool = False, **placement_kwargs: Any):
+            super().__init__(placement, order, blocking, **placement_kwargs)
+
+    _Ordered.__name__ = _Ordered.__qualname__ = f"Ordered_{placement}_{order}".replace("-", "_")
+    return _Ordered
