@@ -36,14 +36,15 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from sfenv.agents.base import SchedulerAgent
+from sfenv.agents.base import SchedulerAgent, fill_budget
 
 from sfenv.errors import UnknownName
 from sfenv.perf import Plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
-__all__ = ["ORDERS", "OrderedAgent", "ordered_class", "remaining_work", "gpu_demand", "order_jobs"]
+__all__ = ["ORDERS", "OrderedAgent", "ordered_class", "remaining_work", "gpu_demand", "order_jobs",
+           "SpinSearchProposer"]
 
 #: order name -> one line
 ORDERS: dict[str, str] = {
@@ -169,3 +170,74 @@ def ordered_class(name: str) -> type[SchedulerAgent]:
 
     _Ordered.__name__ = _Ordered.__qualname__ = f"Ordered_{placement}_{order}".replace("-", "_")
     return _Ordered
+
+
+class SpinSearchProposer:
+    """Candidate proposer: the plans ``spinsearch+ORDER`` would choose (see :mod:`sfenv.proposers`).
+
+    First the combined agent's decision (the first job in ``order`` whose SpinSearch plan can
+    start now), then SpinSearch's plan for each of the first ``jobs`` waiting jobs (the env's queue
+    window, arrival order).  The plans are SpinSearch's own: its chains
+    (:meth:`~sfenv.agents.spinsearch.SpinSearchAgent.chains`), each filled as it fills them and
+    ranked as it ranks them (modelled iteration time, then fewer clusters, then the earlier
+    chain), but every :func:`~sfenv.planning.fit_plan` goes through the environment's
+    :class:`~sfenv.proposers.PlanCache`, which makes it cheap enough to run at every step.
+    ``tests/test_proposers_best.py`` checks along rollouts that the agent's decision is always
+    among the candidates.
+
+    :param cache: the environment's plan cache.
+    :param order: queue order of the decision, one of :data:`ORDERS`.
+    :param jobs: waiting jobs (arrival order) that get a plan besides the decision.
+    :param k_seeds: SpinSearch's chain seeds.
+    :param max_chain: SpinSearch's longest chain.
+    """
+
+    def __init__(self, cache: Any, order: str = "swf", jobs: int = 8, k_seeds: int = 4, max_chain: int = 4):
+        from sfenv.agents.spinsearch import SpinSearchAgent
+
+        if order not in ORDERS:
+            raise UnknownName(f"unknown queue order {order!r}; known: {', '.join(ORDERS)}")
+        self.cache = cache
+        self.order = order
+        self.jobs = jobs
+        self.agent = SpinSearchAgent(k_seeds=k_seeds, max_chain=max_chain)
+        self._bace: Any = None
+        if order == "bace":
+            from sfenv.agents.bace_pipe import BACEPipeAgent
+
+            self._bace = BACEPipeAgent()
+
+    def reset(self) -> None:
+        """Nothing to forget between episodes (the plan cache is the environment's)."""
+
+    def plan(self, view: SimView, job: JobSpec) -> Plan | None:
+        """SpinSearch's plan for ``job`` now (:meth:`~sfenv.agents.spinsearch.SpinSearchAgent.propose`), or None."""
+        free = view.free_gpus
+        best: tuple[tuple[float, int, int], Plan] | None = None
+        for i, chain in enumerate(self.agent.chains(view, job)):
+            budget = fill_budget(free, chain, job.max_gpus)
+            if min(budget) < 1:
+                continue
+            res = self.cache.fit(view, job, chain, budget)
+            if res is not None:
+                key = (res[1].iter_time, len(chain), i)
+                if best is None or key < best[0]:
+                    best = (key, res[0])
+        return None if best is None else best[1]
+
+    def candidates(self, view: SimView, k: int) -> list[Plan]:
+        """The decision of ``spinsearch+ORDER``, then SpinSearch's plans for the queue window."""
+        out: list[Plan] = []
+        plans: dict[int, Plan | None] = {}
+        for job in order_jobs(view, self.order, self._bace):
+            p = plans[job.job_id] = self.plan(view, job)
+            if p is not None and view.can_start(p):
+                out.append(p)
+                break
+        for job in view.waiting[: self.jobs]:
+            if len(out) >= k:
+                break
+            p = plans[job.job_id] if job.job_id in plans else self.plan(view, job)
+            if p is not None and p not in out and view.can_start(p):
+                out.append(p)
+        return out[:k]

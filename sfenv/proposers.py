@@ -39,6 +39,7 @@ __all__ = [
     "SingleRegionProposer",
     "PathProposer",
     "default_proposers",
+    "best_heuristic_proposers",
 ]
 
 
@@ -233,3 +234,26 @@ class PathProposer:
 def default_proposers(cache: PlanCache, queue_window: int) -> list[CandidateProposer]:
     """The generic proposers the environment uses when none are given."""
     return [SingleRegionProposer(cache, jobs=queue_window), PathProposer(cache)]
+
+
+def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = None) -> list[CandidateProposer]:
+    """Proposers whose candidates always hold the decision of ``spinsearch+swf``, then the generic ones.
+
+    Pass them as ``GeoSchedEnv(proposers=...)`` (``gym.make(..., proposers=...)``) so that a policy
+    can always do what that heuristic, the strongest fast one on the contended scenarios, does:
+
+    1. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf`` order): the decision of
+       ``spinsearch+swf`` and SpinSearch's plan for every job in the queue window;
+    2. :class:`SingleRegionProposer` and 3. :class:`PathProposer`, as in :func:`default_proposers`.
+
+    Not the default: SpinSearch's multi-region plans are fitted per link state, which halves the
+    environment's steps per second on 8 regions and quarters it on 64.
+
+    :param queue_window: the env's ``queue_window`` (jobs that get a plan each).
+    :param cache: plan cache to share (default: a new one).
+    """
+    from sfenv.agents.ordering import SpinSearchProposer  # agents build on sfenv, not the other way round
+
+    cache = PlanCache() if cache is None else cache
+    return [SpinSearchProposer(cache, order="swf", jobs=queue_window), SingleRegionProposer(cache, jobs=queue_window),
+            PathProposer(cache)]

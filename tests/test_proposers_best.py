@@ -1,0 +1,63 @@
+"""The best fast heuristic's decisions are among the env's candidates with best_heuristic_proposers."""
+
+import pytest
+from sfenv.agents.registry import make_agent
+
+from sfenv.env import GeoSchedEnv
+from sfenv.proposers import best_heuristic_proposers
+from sfenv.scenario import load_scenario
+
+
+@pytest.mark.parametrize(("scenario", "seed"), [("spider-8-contended", 0), ("geo-8-contended", 1)])
+def test_rollout_of_spinsearch_swf_through_the_env_plays_its_own_episode(scenario, seed):
+    """At every decision point the agent's plan is a candidate (never injected), and the episode equals its own."""
+    sc = load_scenario(scenario).with_overrides(workload={"num_jobs": 40})
+    agent = make_agent("spinsearch+swf")
+    agent.reset(seed)
+    own = sc.make_simulator(seed).run(agent.decide)
+
+    env = GeoSchedEnv(sc, proposers=best_heuristic_proposers(8))
+    env.reset(seed=seed)
+    agent.reset(seed)
+    done, starts = False, 0
+    while not done:
+        plan = agent.decide(env.view)
+        if plan is None:
+            action = env.wait_action
+        else:
+            assert plan in env.candidates, "the heuristic's plan is not among the candidates"
+            action = env.candidates.index(plan)
+            assert env.action_masks()[action]
+            starts += 1
+        _, _, terminated, truncated, info = env.step(action)
+        assert not info["invalid_action"]
+        done = terminated or truncated
+    assert starts >= 40
+    assert env.sim.report().mean_jct_s == pytest.approx(own.mean_jct_s)
+
+
+def test_window_jobs_get_spinsearch_plans():
+    """Besides the decision, each window job SpinSearch can place has its plan among the candidates."""
+    sc = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 40})
+    spin = make_agent("spinsearch")
+    env = GeoSchedEnv(sc, proposers=best_heuristic_proposers(8))
+    _, info = env.reset(seed=0)
+    checked = 0
+    for _ in range(200):
+        view = env.view
+        for job in view.waiting[:8]:
+            plans = [p for p in spin.propose(view, job, 1) if view.can_start(p)]
+            if plans:
+                assert plans[0] in env.candidates
+                checked += 1
+        _, _, term, trunc, info = env.step(0 if info["action_mask"][0] else env.wait_action)
+        if term or trunc:
+            break
+    assert checked >= 20
+
+
+def test_default_proposers_unchanged_by_opt_in():
+    env = GeoSchedEnv("spider-8", num_jobs=4)
+    assert [type(p).__name__ for p in env.proposers] == ["SingleRegionProposer", "PathProposer"]
+    assert [type(p).__name__ for p in best_heuristic_proposers()] == [
+        "SpinSearchProposer", "SingleRegionProposer", "PathProposer"]
