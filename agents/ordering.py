@@ -103,23 +103,17 @@ def order_jobs(view: SimView, order: str, bace: Any = None) -> list[JobSpec]:
 class OrderedAgent(SchedulerAgent):
     """A placement agent's plans served in a queue order (see the module docstring).
 
-    :param placement: the placement agent: a registered name or an instance.
+    Build one by name with ``make_agent("spinsearch+swf")`` (:mod:`sfenv.agents.registry`).
+
+    :param placement: the placement agent.
     :param order: the queue order, one of :data:`ORDERS`.
     :param blocking: wait when the first job in the order cannot start (default: skip it).
-    :param placement_kwargs: constructor arguments of a placement given by name.
-    :raises UnknownName: for an unknown placement or order.
+    :raises UnknownName: for an unknown order.
     """
 
-    def __init__(
-        self, placement: str | SchedulerAgent = "spinsearch", order: str = "swf", blocking: bool = False,
-        **placement_kwargs: Any,
-    ):
+    def __init__(self, placement: SchedulerAgent, order: str = "swf", blocking: bool = False):
         if order not in ORDERS:
             raise UnknownName(f"unknown queue order {order!r}; known: {', '.join(ORDERS)}")
-        if isinstance(placement, str):
-            from sfenv.agents.registry import make_agent
-
-            placement = make_agent(placement, **placement_kwargs)
         self.placement = placement
         self.order_name = order
         self.blocking = blocking
@@ -148,25 +142,26 @@ class OrderedAgent(SchedulerAgent):
         return self.placement.replan(view)
 
 
-def ordered_class(name: str) -> type[SchedulerAgent]:
-    """The agent class behind a registry name ``PLACEMENT+ORDER``, its two parts bound as defaults.
+def ordered_class(placement_cls: type[SchedulerAgent], placement: str, order: str) -> type[SchedulerAgent]:
+    """The agent class of the registry name ``PLACEMENT+ORDER``: ``placement_cls`` served in ``order``.
 
-    :raises UnknownName: for a name without ``+``, an unknown placement or an unknown order.
+    Its constructor takes ``blocking`` and the placement's own keyword arguments.
+
+    :param placement_cls: the placement agent's class.
+    :param placement: its registry name.
+    :param order: one of :data:`ORDERS`.
+    :raises UnknownName: for an unknown order.
     """
-    placement, sep, order = name.rpartition("+")
-    if not sep or not placement:
-        raise UnknownName(f"{name!r} is not PLACEMENT+ORDER")
     if order not in ORDERS:
-        raise UnknownName(f"unknown queue order {order!r} in {name!r}; known: {', '.join(ORDERS)}")
-    from sfenv.agents.registry import _load
-
-    _load(placement)  # raises for an unknown placement
+        raise UnknownName(f"unknown queue order {order!r} in {placement}+{order}; known: {', '.join(ORDERS)}")
 
     class _Ordered(OrderedAgent):
         __doc__ = f"{placement} placement, queue order {order}: {ORDERS[order]}"
 
         def __init__(self, blocking: bool = False, **placement_kwargs: Any):
-            super().__init__(placement, order, blocking, **placement_kwargs)
+            agent = placement_cls(**placement_kwargs)
+            agent.name = placement
+            super().__init__(agent, order, blocking)
 
     _Ordered.__name__ = _Ordered.__qualname__ = f"Ordered_{placement}_{order}".replace("-", "_")
     return _Ordered

@@ -63,7 +63,8 @@ def _load(name: str) -> type[SchedulerAgent]:
     if name not in AGENTS and "+" in name:  # PLACEMENT+ORDER, see sfenv.agents.ordering
         from sfenv.agents.ordering import ordered_class
 
-        return ordered_class(name)
+        placement, _, order = name.rpartition("+")
+        return ordered_class(_load(placement), placement, order)
     if name not in AGENTS:
         raise UnknownName(f"unknown agent {name!r}; known: {', '.join(sorted(AGENTS))}, "
                           f"groups: {', '.join(sorted(GROUPS))}, or 'all'")

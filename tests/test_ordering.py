@@ -113,7 +113,7 @@ def test_names_and_errors():
     with pytest.raises(UnknownName, match="unknown agent"):
         make_agent("nope+swf")
     with pytest.raises(UnknownName):
-        OrderedAgent("fifo", "sjf")
+        OrderedAgent(make_agent("fifo"), "sjf")
 
 
 def test_blocking_waits_when_the_first_job_cannot_start():
@@ -129,7 +129,7 @@ def test_blocking_waits_when_the_first_job_cannot_start():
     placement = NoHead()
     free_agent, blocking = OrderedAgent(placement, "swf"), OrderedAgent(placement, "swf", blocking=True)
     checked = 0
-    for view, order, _ in _queues(OrderedAgent("fifo", "swf"), _burst("spider-8")):
+    for view, order, _ in _queues(make_agent("fifo+swf"), _burst("spider-8")):
         placement.head = order[0].job_id
         plan = free_agent.decide(view)
         assert blocking.decide(view) is None
