@@ -150,7 +150,6 @@ def heuristic_levels(agents: Sequence[str], scenario: Scenario, seeds: Sequence[
     :param agents: agent names; names the registry does not know are skipped.
     :param scenario: the evaluation scenario (workload size already applied).
     """
-    from sfenv.agents.evaluate import run_episode
     from sfenv.agents.registry import make_agent
 
     from sfenv.errors import UnknownName
@@ -161,11 +160,16 @@ def heuristic_levels(agents: Sequence[str], scenario: Scenario, seeds: Sequence[
             make_agent(name)
         except UnknownName:
             continue
-        rows = [run_episode(make_agent(name), scenario, int(s)) for s in seeds]
+        rows = []
+        for s in seeds:  # the evaluator's episode (run_episode), without importing the evaluator
+            agent = make_agent(name)
+            agent.reset(int(s))
+            sim = scenario.make_simulator(int(s))
+            rows.append(sim.run(agent.decide, replan=agent.replan if agent.replans else None))
         out[name] = {
-            "mean_jct_h": float(np.mean([r["mean_jct_s"] for r in rows]) / 3600.0),
-            "cost_usd": float(np.mean([r["cost_usd"] for r in rows])),
-            "unfinished": float(np.mean([r["unfinished"] for r in rows])),
+            "mean_jct_h": float(np.mean([r.mean_jct_s for r in rows]) / 3600.0),
+            "cost_usd": float(np.mean([r.cost_usd for r in rows])),
+            "unfinished": float(np.mean([r.unfinished for r in rows])),
         }
     return out
 
