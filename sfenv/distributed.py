@@ -65,7 +65,8 @@ def import_ray() -> ModuleType:
         import ray
     except ImportError as e:
         raise DependencyNotInstalled(
-            f"{e.name or 'ray'} is not installed; the ray backend needs the ray extra: pip install \"sfenv[ray]\""
+            f"{e.name or 'ray'} is not installed; the ray backend and rllib-ppo need the ray extra: "
+            "pip install \"sfenv[ray]\""
         ) from e
     return ray
 

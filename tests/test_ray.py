@@ -277,3 +277,36 @@ def test_rllib_ppo_trains_with_masks_resumes_and_its_checkpoint_is_evaluated(tmp
     assert all(r["decisions"] > 0 and not r["stopped_early"] for r in learned)
     ray_rows = evaluate_agents([spec], "spider-8", [100, 101], num_jobs=6, progress=False, backend="ray", workers=2)
     assert _strip(ray_rows) == _strip(learned)
+
+
+@pytest.mark.ray
+def test_cli_evaluate_on_ray_writes_the_serial_results(ray_local, tmp_path, capsys):
+    ray_out, serial_out = tmp_path / "ray.json", tmp_path / "serial.json"
+    base = ["evaluate", "--agents", "fifo,cheapest", "--seeds", "2", "--num-jobs", "4", "--quiet"]
+    assert cli_main([*base, "--out", str(serial_out)]) == 0
+    assert cli_main([*base, "--out", str(ray_out), "--backend", "ray", "--workers", "2"]) == 0
+    assert "cheapest" in capsys.readouterr().out
+    assert _strip(json.loads(ray_out.read_text())) == _strip(json.loads(serial_out.read_text()))
+
+
+@pytest.mark.ray
+def test_cli_trains_rllib_ppo_and_resumes_its_run_folder(tmp_path, capsys):
+    from sfenv.agents.rllib import META_FILE
+
+    assert cli_main(["train", "--algo", "rllib-ppo", "--steps", "1000", "--num-jobs", "4", "--out", str(tmp_path),
+                     "--quiet"]) == 0
+    run = tmp_path / "rllib-ppo-spider-8-s0"
+    assert f"rllib:{run}" in capsys.readouterr().out
+    meta = json.loads((run / META_FILE).read_text())
+    assert meta["steps"] == 2048 and meta["env_kwargs"] == {"num_jobs": 4}  # one rollout of SB3's default size
+    assert cli_main(["train", "--resume", str(run), "--steps", "4000", "--quiet"]) == 0
+    assert json.loads((run / META_FILE).read_text())["steps"] == 4096
+
+
+@pytest.mark.ray
+def test_bench_ray_claims_smoke(ray_local):
+    from sfenv.experiments.bench_ray import bench_claims
+
+    res = bench_claims(seeds=1, workers=2, num_jobs=4, only=["spantrain"])
+    assert res["episodes"] == 3 and res["differing"] == []  # fifo, ddp, spantrain: no wall-clock limit
+    assert res["serial_s"] > 0 and res["ray_s"] > 0 and res["speedup"] == res["serial_s"] / res["ray_s"]
