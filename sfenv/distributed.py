@@ -80,7 +80,11 @@ def ray_session(address: str | None = None, workers: int | None = None) -> Itera
     cluster started on this machine with ``ray start``) or, without an address, starts a local
     instance with ``workers`` CPUs (default: all of this machine's), and is shut down at the end.
 
-    :param address: a Ray cluster address, e.g. ``"auto"`` or ``"10.0.0.1:6379"``.
+    :param address: a Ray cluster address, e.g. ``"auto"`` or ``"10.0.0.1:6379"``.  Ray's token
+        authentication: a cluster started with ``ray start`` expects the token of its head's
+        ``~/.ray/auth_token`` (the same file on every node and on the driver's machine) and the
+        driver needs ``RAY_AUTH_MODE=token`` in its environment (Ray 2.60 does not switch it on
+        when it joins a cluster).
     :param workers: CPUs of the local instance (ignored when joining a cluster; use it in
         :func:`ray_imap_unordered` to cap the tasks in flight).
     """
@@ -91,7 +95,8 @@ def ray_session(address: str | None = None, workers: int | None = None) -> Itera
     if address is not None:
         ray.init(address=address, include_dashboard=False)
     else:
-        ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
+        # "local": always a new instance here, never a cluster that `ray start` left on this machine
+        ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
     try:
         yield ray
     finally:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,11 +120,49 @@ def test_masked_env_strict_mode_refuses_a_masked_action_and_lax_mode_counts_it()
 # ---------------------------------------------------------------- Ray (marker `ray`, loopback-only namespace)
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.ray
+def test_cli_joins_an_existing_cluster_by_address(tmp_path):
+    """``ray start --head`` (a one-node cluster on loopback), then ``sfenv evaluate --address`` in another process."""
+    pytest.importorskip("ray")
+    port = _free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    log = (tmp_path / "head.log").open("w")
+    head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", f"--port={port}",
+                             "--num-cpus=2", "--include-dashboard=false", "--block"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while "Ray runtime started" not in (tmp_path / "head.log").read_text():
+            assert head.poll() is None and time.monotonic() < deadline, (tmp_path / "head.log").read_text()
+            time.sleep(0.2)
+        out = tmp_path / "cluster.json"
+        args = ["evaluate", "--agents", "fifo,random", "--seeds", "2", "--num-jobs", "4", "--quiet", "--out", str(out)]
+        proc = subprocess.run([sys.executable, "-m", "sfenv", *args, "--backend", "ray", "--address",
+                               f"127.0.0.1:{port}"], env={**env, "RAY_AUTH_MODE": "token"}, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"Connecting to existing Ray cluster at address: 127.0.0.1:{port}" in proc.stderr
+    finally:
+        head.send_signal(signal.SIGTERM)  # the head and its processes only (not `ray stop`)
+        head.wait(timeout=120)
+        log.close()
+    serial = evaluate_agents(["fifo", "random"], "spider-8", [0, 1], num_jobs=4, progress=False)
+    assert _strip(json.loads(out.read_text())) == _strip(serial)
+
+
 @pytest.fixture(scope="module")
 def ray_local():
     """One local Ray (2 CPUs) for the module; the evaluator reuses an initialised Ray and leaves it running."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
     yield ray
     ray.shutdown()
 
