@@ -25,3 +25,19 @@ def test_quick_start_code_runs():
     namespace: dict = {}
     exec(compile(code.group(1), "README.md quick start", "exec"), namespace)  # noqa: S102
     assert namespace["report"].jobs > 0 and namespace["model"].num_timesteps >= 2048
+
+
+def test_every_python_block_runs_and_every_yaml_block_is_a_valid_scenario():
+    import yaml
+
+    from sfenv.scenario import load_scenario
+
+    quick = re.search(r"```python\n(.*?)```", README[README.index("## Quick start (Python)"):], re.S).group(1)
+    pythons = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if b != quick]  # quick start: above
+    yamls = re.findall(r"```yaml\n(.*?)```", README, re.S)
+    assert pythons and yamls
+    for i, code in enumerate(pythons):
+        exec(compile(code, f"README.md python block {i}", "exec"), {})  # noqa: S102
+    for block in yamls:
+        sc = load_scenario(yaml.safe_load(block))
+        assert sc.name and sc.cfg.workload.num_jobs > 0
