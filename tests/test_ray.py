@@ -84,6 +84,19 @@ def test_ray_backend_without_the_extra_names_the_install_command(tmp_path, capsy
     assert not out.exists()
 
 
+def test_train_refuses_ray_options_for_sb3_algorithms(tmp_path, capsys):
+    assert cli_main(["train", "--algo", "maskable-ppo", "--workers", "2", "--out", str(tmp_path / "runs")]) == 2
+    assert "rllib-ppo only" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.skipif(HAS_RAY, reason="checks the message shown when the ray extra is missing")
+def test_rllib_training_without_the_extra_names_the_install_command(tmp_path, capsys):
+    assert cli_main(["train", "--algo", "rllib-ppo", "--steps", "100", "--out", str(tmp_path / "runs")]) == 2
+    assert 'pip install "sfenv[ray]"' in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_masked_env_wraps_observation_and_mask():
     env = MaskedGeoSchedEnv({"scenario": "spider-8", "env_kwargs": {"num_jobs": 4}})
     obs, _ = env.reset(seed=3)
