@@ -22,12 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sfenv.agents.evaluate import atomic_write_json
 from sfenv.agents.registry import make_agent, resolve_names
 
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
@@ -49,13 +49,6 @@ def play(agent_name: str, scenario: Scenario, seed: int) -> dict[str, Any]:
     sim = scenario.make_simulator(seed)
     report = sim.run(agent.decide, replan=agent.replan if agent.replans else None)
     return {"scenario": scenario.name, "agent": agent_name, "seed": seed, **report.to_dict()}
-
-
-def _write(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(rows, indent=1, allow_nan=True))
-    os.replace(tmp, path)
 
 
 def run_spread(
@@ -90,7 +83,7 @@ def run_spread(
                 row["offered_load"] = sc.offered_load
                 rows.append(row)
                 if path:
-                    _write(path, rows)
+                    atomic_write_json(path, rows)
             if progress:
                 jct = np.mean([r["mean_jct_s"] for r in rows if r["scenario"] == sc.name and r["agent"] == name])
                 print(f"{sc.name:<22} {name:<18} mean JCT {jct / 3600:7.2f} h", flush=True)
