@@ -6,8 +6,8 @@ wall time, simulated events per second, decisions and peak resident memory of th
 events, and raw ``evaluate_plan`` calls per second) so ratios stay comparable across machines.
 Target: 1,000 jobs on 64 regions < 10 s.
 
-**Trace replay.**  A job trace (by default the shared Philly week, 11,386 jobs:
-``../shared/data/traces/philly_jobs_2017-10-02_7d.csv``, see ``../shared/data/README.md``) replayed
+**Trace replay.**  A job trace (``--trace PATH`` or the environment variable ``SFENV_TRACE``; the
+Philly week of the project's measured data has 11,386 jobs) replayed
 through the scenario machinery: spider-64 with ``workload.arrival = {process: trace, path: ...}``,
 so every row becomes a job by :func:`sfenv.workload.jobs_from_trace` (model size by GPU count,
 iterations by duration, capped at the scenario's largest iteration count; ``min_gpus`` 1,
@@ -19,8 +19,7 @@ agent) and a digest of the episode's job records (equal digests = identical epis
 ``--time-scale 0.1`` compresses the arrivals ten times (a stress test: long queues).
 
 Run: ``python -m sfenv.experiments.bench_sim [--jobs 1000] [--trace PATH] [--trace-only]``.
-The project does not depend on ``../shared`` at run time: without the default file and without
-``--trace`` the replay is skipped with a message.
+Without a trace (no ``--trace`` and no ``SFENV_TRACE``) the replay is skipped with a message.
 """
 
 from __future__ import annotations
@@ -43,10 +42,8 @@ from sfenv.perf import evaluate_plan
 from sfenv.planning import fit_plan
 from sfenv.scenario import load_scenario
 
-#: the shared data folder next to the checkout (override with SFENV_SHARED_DATA)
-SHARED_DATA = Path(os.environ.get("SFENV_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-#: the Philly week (11,386 jobs) in the shared data folder, used when --trace is not given
-DEFAULT_TRACE = SHARED_DATA / "traces" / "philly_jobs_2017-10-02_7d.csv"
+#: the trace replayed when --trace is not given: the file named by SFENV_TRACE, if set
+DEFAULT_TRACE: Path | None = Path(os.environ["SFENV_TRACE"]) if os.environ.get("SFENV_TRACE") else None
 #: targets per agent for the trace replay (issue 8, Benchmark)
 TARGET_WALL_S = 30.0
 TARGET_RSS_MB = 500.0
@@ -193,7 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="sfenv simulator benchmark (Poisson workloads and a trace replay)")
     ap.add_argument("--jobs", type=int, default=1000, help="jobs per Poisson workload (default: %(default)s)")
     ap.add_argument("--trace", type=Path, default=None,
-                    help=f"job trace CSV to replay (default: the shared Philly week, {DEFAULT_TRACE}, if present)")
+                    help="job trace CSV to replay, columns submit_offset_s,num_gpus,duration_s "
+                         "(default: $SFENV_TRACE if set, else no replay)")
     ap.add_argument("--trace-jobs", type=int, default=None, help="replay only the first N rows (default: all)")
     ap.add_argument("--time-scale", type=float, default=1.0,
                     help="multiply the trace's submit times (0.1 = ten times denser; default: %(default)s)")
@@ -222,10 +220,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.no_trace:
         return
     path = args.trace if args.trace is not None else DEFAULT_TRACE
-    if not path.is_file():
-        print(f"trace replay skipped: no trace at {path}; pass --trace PATH (e.g. the Philly week CSV of the "
-              f"shared data, ../shared/data/traces/philly_jobs_2017-10-02_7d.csv) or set SFENV_SHARED_DATA",
-              file=sys.stderr)
+    if path is None or not path.is_file():
+        where = "no trace given" if path is None else f"no trace at {path}"
+        print(f"trace replay skipped: {where}; pass --trace PATH (a CSV of submit_offset_s,num_gpus,duration_s, "
+              f"e.g. the Philly week of the project's measured data) or set SFENV_TRACE", file=sys.stderr)
         return
     one = run_trace if args.in_process else run_trace_isolated
     print(f"\ntrace replay: {path} ({args.trace_jobs or trace_rows(path)} jobs, time scale {args.time_scale}) "

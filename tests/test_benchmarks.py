@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +17,8 @@ def test_bench_sim_runs_a_workload_to_the_end():
     assert row["evals_per_s"] > 0 and row["heap_ref_s"] > 0
 
 
-TRACE = bench_sim.DEFAULT_TRACE
+SHARED = Path(os.environ.get("SFENV_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+TRACE = SHARED / "traces" / "philly_jobs_2017-10-02_7d.csv"  # tests may read ../shared and skip without it
 needs_trace = pytest.mark.skipif(not TRACE.is_file(), reason=f"shared Philly trace not found at {TRACE}")
 
 
@@ -69,7 +72,7 @@ def test_bench_sim_main_replays_a_given_trace(tmp_path, capsys):
 
 
 def test_bench_sim_without_the_shared_trace_says_so(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench_sim, "DEFAULT_TRACE", tmp_path / "absent.csv")
+    monkeypatch.setattr(bench_sim, "DEFAULT_TRACE", None)
     bench_sim.main(["--trace-only"])  # no --trace and no default file: a message, not a crash
     captured = capsys.readouterr()
     assert "trace replay skipped" in captured.err and "--trace PATH" in captured.err and captured.out == ""
