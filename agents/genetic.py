@@ -22,8 +22,12 @@ Our design
       chains are memoised, so repeated trials cost a dictionary look-up.
     - Machinery from pymoo: ``GA`` with ``PermutationRandomSampling``, ``OrderCrossover``,
       ``InversionMutation`` and duplicate elimination (pymoo keeps permutations valid, so no
-      separate repair step is needed); then a first-improvement swap local search on the best
-      chromosome (DT-FM uses a cyclic-partitioning local search).
+      separate repair step is needed).  Duplicates are eliminated by decoded chain, not by
+      permutation (:meth:`ChainFitness.phenotype`): permutations that share a chain prefix are one
+      plan, and without this the population collapsed onto one chain and lost to random search at
+      equal evaluations.  Then a first-improvement swap local search on the best chromosome (DT-FM
+      uses a cyclic-partitioning local search) that spends the rest of the budget when the GA
+      stops early for want of new chains.
     - Budget.  ``budget="dtfm"`` is DT-FM's size [code]: population 100 and 4,900 trials
       (48 generations of 100 = 4,800 GA evaluations, plus 100 local-search moves); one of our
       trials is one fitness evaluation, while a DT-FM trial also runs a local search, so this is
@@ -99,6 +103,21 @@ class ChainFitness:
             total += take
         return chain, budget
 
+    def phenotype(self, perm: np.ndarray) -> np.ndarray:
+        """A vector equal for two chromosomes exactly when they decode to the same chain.
+
+        Entry ``i`` is 1 + the position of gene ``i`` in the decoded chain, 0 when the chain does
+        not use it (budgets follow from the chain).  The GA eliminates duplicates on it: many
+        permutations share a chain prefix, and a population of distinct permutations can otherwise
+        hold a single chain many times over.
+        """
+        out = np.zeros(self.stop, dtype=float)
+        chain, _ = self.decode(perm)
+        index = {r: i for i, r in enumerate(self.regions)}
+        for pos, r in enumerate(chain):
+            out[index[r]] = pos + 1
+        return out
+
     def __call__(self, perm: np.ndarray) -> float:
         """Iteration time of the decoded chain's plan (inf if none fits)."""
         self.evaluations += 1
@@ -157,6 +176,7 @@ class GeneticAgent(SchedulerAgent):
     def optimise(self, fitness: ChainFitness, n: int) -> np.ndarray:
         """Run the GA (pymoo) and the local search over chromosomes of ``n`` genes; returns the best."""
         from pymoo.algorithms.soo.nonconvex.ga import GA
+        from pymoo.core.duplicate import DefaultDuplicateElimination
         from pymoo.core.problem import ElementwiseProblem
         from pymoo.operators.crossover.ox import OrderCrossover
         from pymoo.operators.mutation.inversion import InversionMutation
@@ -175,14 +195,21 @@ class GeneticAgent(SchedulerAgent):
             def _evaluate(self, x, out, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
                 out["F"] = fitness(np.asarray(x, dtype=int))
 
+        def phenotypes(pop) -> np.ndarray:  # noqa: ANN001 - a pymoo Population
+            return np.array([fitness.phenotype(np.asarray(x, dtype=int)) for x in pop.get("X")])
+
         algo = GA(pop_size=self.population, sampling=PermutationRandomSampling(), crossover=OrderCrossover(),
-                  mutation=InversionMutation(), eliminate_duplicates=True)
+                  mutation=InversionMutation(), eliminate_duplicates=DefaultDuplicateElimination(func=phenotypes))
         res = minimize(_Problem(), algo, ("n_gen", self.generations), seed=int(self.rng.integers(2**31 - 1)),
                        verbose=False)
         best = np.asarray(res.X, dtype=int)
         best_f = float(np.atleast_1d(res.F)[0])
         if self.local_search:
-            for _ in range(self.local_search_evals):
+            # the local search takes the rest of the budget: pymoo stops early when mating finds no
+            # offspring with a new chain (small platforms hold few distinct chains)
+            start = fitness.evaluations
+            moves = max(self.local_search_evals, self.trials - start)
+            for _ in range(moves):
                 i, j = self.rng.choice(n, size=2, replace=False)
                 cand = best.copy()
                 cand[i], cand[j] = cand[j], cand[i]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-__all__ = ["cached_hash", "state_without_hash"]
+__all__ = ["HashedKey", "cached_hash", "state_without_hash"]
 
 _GETTERS: dict[type, Callable[[Any], tuple]] = {}
 
@@ -43,3 +43,21 @@ def state_without_hash(self: Any) -> dict[str, Any]:
     state = dict(self.__dict__)
     state.pop("_hash", None)
     return state
+
+
+class HashedKey(tuple):
+    """A tuple that computes its hash once (a tuple rehashes every element on every lookup).
+
+    Dictionary keys built from many hashable parts (a plan's stages, a job's shape) are looked up
+    many times per environment step; the cached value is dropped from pickles (see the module
+    docstring).
+    """
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("h")
+        if h is None:
+            h = self.__dict__["h"] = tuple.__hash__(self)
+        return h
+
+    def __reduce__(self) -> tuple[type, tuple[tuple]]:
+        return HashedKey, (tuple(self),)

@@ -47,7 +47,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from sfenv.hashing import cached_hash, state_without_hash
+from sfenv.hashing import HashedKey, cached_hash, state_without_hash
 from sfenv.pipeline import SCHEDULES, _pipeline_time_cached, default_windows
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec
@@ -183,6 +183,26 @@ class Plan:
     def num_microbatches(self, job: JobSpec) -> int:
         """``m = ceil(B / (d b))``."""
         return max(1, math.ceil(job.global_batch / (self.dp * self.micro_batch)))
+
+    @cached_property
+    def shape_key(self) -> HashedKey:
+        """Everything but the job id (stages, micro-batch, schedule, recompute, window): a hashed key."""
+        return HashedKey((self.stages, self.micro_batch, self.schedule, self.recompute, self.extra_inflight))
+
+    def for_job(self, job_id: int) -> Plan:
+        """The same plan for job ``job_id`` (equal to ``replace(plan, job_id=...)``).
+
+        Derived values already computed (GPUs, regions, shape key) are carried over, not recomputed: plan
+        caches hand one fitted plan to every job of the same shape on every environment step.
+        """
+        if job_id == self.job_id:
+            return self
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        state["job_id"] = job_id
+        new = object.__new__(Plan)
+        new.__dict__.update(state)
+        return new
 
 
 @dataclass(frozen=True)
@@ -357,6 +377,28 @@ def evaluate_plan(
         return _infeasible("extra_inflight must be >= 0")
     if sum([s.layers for s in stages]) != model.layers:
         return _infeasible(f"stages hold {sum(s.layers for s in stages)} layers, model has {model.layers}")
+    fast = _evaluate_chain(plan, job, topo, params, link_capacity_bps, link_flows, include_own_flows)
+    if fast is not None:
+        return fast
+    return _evaluate_general(plan, job, topo, params, link_capacity_bps, link_flows, include_own_flows)
+
+
+def _evaluate_general(
+    plan: Plan,
+    job: JobSpec,
+    topo: Topology,
+    params: PerfParams,
+    link_capacity_bps: np.ndarray | None,
+    link_flows: np.ndarray | None,
+    include_own_flows: bool,
+) -> PlanPerf:
+    """:func:`evaluate_plan` for any placement (replicas of a stage may span regions).
+
+    The plan-wide checks (stages, schedule, micro-batch, window, layer count) are done by the caller.
+    """
+    model = job.model
+    stages = plan.stages
+    p = len(stages)
     sc = topo.scalars
     nreg = topo.num_regions
     per_server = sc.gpus_per_server
@@ -515,6 +557,177 @@ def evaluate_plan(
         for r, n in st.placement:
             watts = n * st.tp * (idle_w[r] + (tdp_w[r] - idle_w[r]) * util) * pue[r]
             power[r] = power.get(r, 0.0) + watts
+
+    return PlanPerf(
+        feasible=True,
+        iter_time=t_iter,
+        pipeline_time=t_pp,
+        compute_times=compute,
+        hop_times=hops,
+        transfer_times=xfers,
+        latency_times=lats,
+        tp_comm_times=tp_comm,
+        windows=list(windows),
+        allreduce_times=allreduce,
+        bubble_time=bubble,
+        microbatches=m,
+        throughput=job.tokens_per_iteration / t_iter,
+        memory_per_gpu=mem,
+        memory_headroom=min_headroom,
+        power_by_region=power,
+        bottleneck_bw_bps=bottleneck,
+        wan_bytes_per_iter=wan_bytes,
+    )
+
+
+def _evaluate_chain(
+    plan: Plan,
+    job: JobSpec,
+    topo: Topology,
+    params: PerfParams,
+    link_capacity_bps: np.ndarray | None,
+    link_flows: np.ndarray | None,
+    include_own_flows: bool,
+) -> PlanPerf | None:
+    """:func:`evaluate_plan` for plans whose every stage sits in one region (None for others).
+
+    The hot path of plan search (:func:`sfenv.planning.chain_plan` builds such plans): one pass
+    over the stages for compute, memory, hops and the all-reduce, with the same arithmetic, in the
+    same order, as :func:`_evaluate_general` (tests compare the two bit for bit).
+    """
+    stages = plan.stages
+    sc = topo.scalars
+    nreg = topo.num_regions
+    per_server = sc.gpus_per_server
+    model = job.model
+    heads = model.heads
+    d = stages[0].dp
+    chain: list[int] = []
+    for k, st in enumerate(stages):
+        pl = st.placement
+        if len(pl) != 1:
+            return None
+        r, n = pl[0]
+        if st.layers < 1:
+            return _infeasible(f"stage {k} has no layers")
+        if n != d or n < 1:
+            return _infeasible(f"stage {k} has {n} replicas, stage 0 has {d}")
+        tp = st.tp
+        if tp < 1 or heads % tp != 0:
+            return _infeasible(f"stage {k}: tp={tp} must divide {heads} heads")
+        if not 0 <= r < nreg:
+            return _infeasible(f"stage {k}: unknown region {r}")
+        if tp > per_server[r]:
+            return _infeasible(f"stage {k}: tp={tp} exceeds {per_server[r]} GPUs/server")
+        chain.append(r)
+    gpus = plan.gpus
+    if gpus < job.min_gpus or gpus > job.max_gpus:
+        return _infeasible(f"plan uses {gpus} GPUs, job accepts {job.min_gpus}..{job.max_gpus}")
+
+    p = len(stages)
+    cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
+    flows: np.ndarray | None = None
+    multi = len(plan.regions) > 1
+    if multi:
+        flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
+        if include_own_flows:
+            for k, n in plan_flows(plan, topo, job).items():
+                flows[k] += n
+
+    b, s, h = plan.micro_batch, model.seq_len, model.hidden
+    m = plan.num_microbatches(job)
+    mfu = params.mfu
+    recompute = plan.recompute
+    flop_mult = 8.0 if recompute else 6.0
+    act_bytes = ACT_BYTES * b * s * h
+    act_bits = act_bytes * 8.0
+    layer_params = model.layer_params
+    emb = model.embedding_params
+    flops_of, memory_of, tp_bw = sc.flops, sc.memory, sc.tp_bw
+    intra_bw, intra_lat = sc.intra_bw, sc.intra_latency
+    headroom = params.memory_headroom
+    schedule = plan.schedule
+    if p == 1:
+        windows: Sequence[int] = (m if schedule == "gpipe" else 1,)
+    elif not multi or not plan.extra_inflight:
+        windows = default_windows(p, m, schedule)
+    else:
+        cross = tuple([chain[k] != chain[k + 1] for k in range(p - 1)])
+        windows = default_windows(p, m, schedule, cross, plan.extra_inflight)
+    tp_allreduces = 6.0 if recompute else 4.0
+    act_layer = (ACT_BYTES * s * b * h) if recompute else ACT_PER_LAYER * s * b * h
+    last = p - 1
+    compute: list[float] = []
+    tp_comm: list[float] = []
+    mem: list[float] = []
+    allreduce: list[float] = []
+    hops: list[float] = []
+    lats: list[float] = []
+    xfers: list[float] = []
+    min_headroom = math.inf
+    bottleneck = math.inf
+    wan_bytes = 0.0
+    prev = -1
+    for k, st in enumerate(stages):
+        r = chain[k]
+        tp = st.tp
+        layers = st.layers
+        pk = layer_params * layers
+        pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == last and p > 1 else 0.0)
+        pk_flops = pk + (emb if k == last else 0.0)
+        t_tp = 0.0
+        if tp > 1:
+            t_tp = tp_allreduces * layers * 2.0 * (tp - 1) / tp * act_bytes * 8.0 / tp_bw[r]
+        tp_comm.append(t_tp)
+        compute.append(flop_mult * pk_flops * b * s / (tp * flops_of[r] * mfu) + t_tp)
+        per_layer = act_layer if recompute else act_layer / tp
+        need = 16.0 * pk_mem / tp + per_layer * layers * windows[k]
+        mem.append(need)
+        avail = memory_of[r] * headroom
+        min_headroom = min(min_headroom, (avail - need) / avail)
+        if need > avail:
+            return PlanPerf(
+                feasible=False,
+                reason=f"stage {k} needs {need / 1e9:.1f} GB per GPU, {avail / 1e9:.1f} GB usable",
+                memory_per_gpu=mem,
+                memory_headroom=min_headroom,
+            )
+        if d > 1:
+            nbytes = 2.0 * pk_mem / tp
+            allreduce.append(2.0 * (d - 1) / d * nbytes * 8.0 / intra_bw[r] + 2.0 * (d - 1) * intra_lat[r])
+        else:
+            allreduce.append(0.0)
+        if k:
+            if prev == r:
+                lat, x = intra_lat[r], act_bits / intra_bw[r]
+            else:
+                assert flows is not None
+                links, lat, _ = topo.route_for(prev, r, act_bytes)
+                bw = float(min([cap[i] / max(flows[i], 1.0) for i in links]))
+                x = act_bits / bw
+                bottleneck = min(bottleneck, bw)
+                wan_bytes += 2.0 * act_bytes * m * d
+            hops.append(lat + x)
+            lats.append(lat)
+            xfers.append(x)
+        prev = r
+
+    if p == 1:
+        t_pp = m * compute[0]
+    else:
+        t_pp = _pipeline_time_cached(tuple(compute), tuple(lats), tuple(xfers), m, schedule, windows)
+    bubble = max(0.0, t_pp - m * max(compute))
+    ar = max(allreduce)
+    w = params.dp_overlap
+    t_iter = t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
+
+    power: dict[int, float] = {}
+    idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
+    for k, st in enumerate(stages):
+        util = min(1.0, m * compute[k] / t_iter)
+        r = chain[k]
+        watts = d * st.tp * (idle_w[r] + (tdp_w[r] - idle_w[r]) * util) * pue[r]
+        power[r] = power.get(r, 0.0) + watts
 
     return PlanPerf(
         feasible=True,

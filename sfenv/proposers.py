@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import replace
 from itertools import islice
 from typing import Protocol, runtime_checkable
 
@@ -78,7 +77,7 @@ class PlanCache:
 
     def __init__(self, max_entries: int = 200_000) -> None:
         self._store: dict[tuple, tuple[Plan, PlanPerf] | None] = {}
-        # the same results rebound to the asking job (``replace`` is slow on a hot path)
+        # the same results rebound to the asking job (rebinding is not free on a hot path)
         self._bound: dict[tuple, tuple[JobSpec, tuple[Plan, PlanPerf] | None]] = {}
         #: perf of the plans returned since the last :meth:`new_step` (plans carry job ids)
         self.recent: dict[Plan, PlanPerf] = {}
@@ -115,7 +114,7 @@ class PlanCache:
             self.hits += 1
             res = hit[1]
         else:
-            key = (job.model, job.global_batch, job.min_gpus, job.max_gpus, chain, budget, link_key)
+            key = (job.shape_key, chain, budget, link_key)
             res = self._store.get(key, False)
             if res is False:
                 self.misses += 1
@@ -126,7 +125,7 @@ class PlanCache:
             else:
                 self.hits += 1
             if res is not None and res[0].job_id != job.job_id:
-                res = (replace(res[0], job_id=job.job_id), res[1])
+                res = (res[0].for_job(job.job_id), res[1])
             if len(self._bound) >= _BOUND_ENTRIES:
                 self._bound.clear()
             self._bound[bound_key] = (job, res)

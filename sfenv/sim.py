@@ -312,6 +312,8 @@ class Simulator:
         self._rate_w = 0.0
         self._rate_tok = 0.0
         self._n_rated = 0
+        #: bumped whenever a job's predicted performance is set or cleared (caches key on it)
+        self.perf_epoch = 0
         self._busy_gpus = 0
         self._last_busy_t = 0.0
         self._events: list[tuple[float, int, int, object]] = []
@@ -413,6 +415,7 @@ class Simulator:
         self._fold()
         self._unrate(js)
         js.perf = perf
+        self.perf_epoch += 1
         pz = np.zeros(len(self.prices.zones))
         for r, w in perf.power_by_region.items():
             pz[self.region_zone[r]] += w
@@ -457,8 +460,7 @@ class Simulator:
         changes; the returned object is shared, so treat it as read-only.
         """
         job = job or self.jobs[plan.job_id].spec
-        key = (plan.stages, plan.micro_batch, plan.schedule, plan.recompute,
-               job.model, job.global_batch, job.min_gpus, job.max_gpus)
+        key = (plan.shape_key, job.shape_key)  # the job's shape, never its id; the window included
         if len(plan.regions) > 1:
             state = self.link_flows.tobytes() + self.link_factor.tobytes()
             if state != self._memo_wan_state:  # compared, not tracked: callers may edit the arrays
@@ -823,6 +825,7 @@ class Simulator:
         self._fold()
         self._unrate(js)
         js.perf = None
+        self.perf_epoch += 1
         js.power_zone = None
         js.version += 1
         if freed:

@@ -21,11 +21,12 @@ import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from sfenv.hashing import cached_hash, state_without_hash
+from sfenv.hashing import HashedKey, cached_hash, state_without_hash
 
 __all__ = [
     "ModelSpec",
@@ -128,6 +129,11 @@ class JobSpec:
     def total_flops(self) -> float:
         """Training FLOPs of the whole job, 6 * params * tokens."""
         return 6.0 * self.model.params * self.tokens_per_iteration * self.iterations
+
+    @cached_property
+    def shape_key(self) -> HashedKey:
+        """What plans and their performance depend on (model, global batch, GPU bounds): a hashed key."""
+        return HashedKey((self.model, self.global_batch, self.min_gpus, self.max_gpus))
 
     def with_id(self, job_id: int) -> JobSpec:
         """A copy with another id."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -105,3 +107,28 @@ def test_shared_cache_does_not_change_episodes():
             sim = sc.make_simulator(seed, c)
             reports.append(sim.run(FIFOAgent().decide).to_dict())
         assert reports[0] == reports[1]
+
+
+def test_memo_tells_plans_apart_by_their_in_flight_window():
+    """Regression: the memo key once left out ``extra_inflight``, so a widened plan got the narrow plan's figures."""
+    sim = load_scenario("spider-8").make_simulator(0)
+    job = sim.jobs[sim.waiting[0]].spec
+    half = job.model.layers // 2
+    plan = Plan(job.job_id, (Stage.at(0, half, 1, 4), Stage.at(1, job.model.layers - half, 1, 4)))
+    narrow = sim.evaluate(plan)
+    wide = sim.evaluate(replace(plan, extra_inflight=3))
+    assert wide == _fresh(sim, replace(plan, extra_inflight=3))
+    assert wide.windows[0] == narrow.windows[0] + 3 and wide.iter_time < narrow.iter_time
+
+
+def test_hashed_keys_survive_pickling_into_a_fresh_interpreter():
+    sim = load_scenario("spider-8").make_simulator(0)
+    job = sim.jobs[0].spec
+    plan = Plan(job.job_id, (Stage.at(0, job.model.layers),))
+    blob = pickle.dumps((plan.shape_key, job.shape_key, plan, job))
+    code = ("import pickle, sys; a, b, p, j = pickle.loads(sys.stdin.buffer.read()); "
+            "assert hash(a) == hash(p.shape_key) == hash(tuple(a)) and hash(b) == hash(j.shape_key); "
+            "assert {a: 1}[p.shape_key] == 1 and {j.shape_key: 2}[b] == 2")
+    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
+                         env={**os.environ, "PYTHONHASHSEED": "123"})
+    assert out.returncode == 0, out.stderr.decode()
