@@ -196,6 +196,8 @@ class SpinSearchProposer:
         self.order = order
         self.jobs = jobs
         self.agent = SpinSearchAgent(k_seeds=k_seeds, max_chain=max_chain)
+        #: the combined agent's decision at the last :meth:`candidates` call (None: it would wait)
+        self.decision: Plan | None = None
         self._bace: Any = None
         if order == "bace":
             from sfenv.agents.bace_pipe import BACEPipeAgent
@@ -221,13 +223,19 @@ class SpinSearchProposer:
         return None if best is None else best[1]
 
     def candidates(self, view: SimView, k: int) -> list[Plan]:
-        """The decision of ``spinsearch+ORDER``, then SpinSearch's plans for the queue window."""
+        """The decision of ``spinsearch+ORDER``, then SpinSearch's plans for the queue window.
+
+        The decision is also kept as :attr:`decision` (None: the agent would wait), the expert
+        action of :mod:`sfenv.agents.imitation`.
+        """
         out: list[Plan] = []
         plans: dict[int, Plan | None] = {}
+        self.decision = None
         for job in order_jobs(view, self.order, self._bace):
             p = plans[job.job_id] = self.plan(view, job)
             if p is not None and view.can_start(p):
                 out.append(p)
+                self.decision = p
                 break
         for job in view.waiting[: self.jobs]:
             if len(out) >= k:

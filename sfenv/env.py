@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 from sfenv.errors import InvalidInput
 from sfenv.perf import Plan, PlanPerf
-from sfenv.proposers import CandidateProposer, PlanCache, default_proposers
+from sfenv.proposers import CandidateProposer, PlanCache, best_heuristic_proposers, default_proposers
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, ScenarioError, load_scenario
 from sfenv.sim import Simulator, SimView, evaluation_cache_for
 
@@ -29,6 +29,8 @@ GLOBAL_FEATURES = 6
 COMPACT_CAND_FEATURES = 15
 PLATFORM_FEATURES = 18
 OBS_MODES = ("full", "compact")
+#: named candidate-proposer sets for ``proposers=`` (YAML configs and ``gym.make`` can name them)
+PROPOSER_SETS = ("default", "best")
 _REGIONS_SCALE = 8.0  # regions a compact candidate uses, mapped to 1.0 at 8 (clipped)
 _PRICE_SCALE = 300.0  # USD/MWh mapped to 1.0
 _TFLOPS_SCALE = 1000.0
@@ -147,7 +149,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     |---|---|---|---|
     | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name, YAML path, dict or :class:`~sfenv.scenario.Scenario` |
     | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
-    | ``proposers`` | list of CandidateProposer | None | candidate sources; None: :func:`sfenv.proposers.default_proposers` |
+    | ``proposers`` | list of CandidateProposer, ``"default"``, ``"best"`` or None | None | candidate sources; None or ``"default"``: :func:`sfenv.proposers.default_proposers`; ``"best"``: :func:`sfenv.proposers.best_heuristic_proposers` (candidate 0 is ``spinsearch+swf``'s decision) |
     | ``max_candidates`` | int > 0 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
     | ``queue_window`` | int > 0 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
     | ``forecast_hours`` | int > 0 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |
@@ -174,7 +176,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self,
         scenario: str | dict | Scenario = DEFAULT_SCENARIO,
         render_mode: str | None = None,
-        proposers: Sequence[CandidateProposer] | None = None,
+        proposers: Sequence[CandidateProposer] | str | None = None,
         max_candidates: int | None = None,
         queue_window: int | None = None,
         forecast_hours: int | None = None,
@@ -220,9 +222,16 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self.C, self.E = topo.num_regions, topo.num_links
         self.cache = PlanCache()
         self._evaluations = evaluation_cache_for(sc)  # single-region plan evaluations, across episodes
-        self.proposers: list[CandidateProposer] = (
-            list(proposers) if proposers is not None else default_proposers(self.cache, self.K)
-        )
+        if isinstance(proposers, str):
+            if proposers not in PROPOSER_SETS:
+                raise InvalidInput(f"GeoSchedEnv: invalid argument proposers={proposers!r}: expected one of "
+                                   f"{list(PROPOSER_SETS)} or a list of proposers")
+            self.proposers: list[CandidateProposer] = (
+                best_heuristic_proposers(self.K, self.cache) if proposers == "best"
+                else default_proposers(self.cache, self.K)
+            )
+        else:
+            self.proposers = list(proposers) if proposers is not None else default_proposers(self.cache, self.K)
         self.action_space = spaces.Discrete(self.N + 1)
 
         def box(n: int) -> spaces.Box:
@@ -639,7 +648,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             "energy_kwh": energy / 3.6e6,
             "tokens": tokens,
             "step_tokens": d_tokens,
-            "throughput_tokens_s": sum(sim.jobs[j].perf.throughput for j in sorted(sim.running) if sim.jobs[j].perf),
+            "throughput_tokens_s": sim.throughput_tokens_s,
             "waiting": len(sim.waiting),
             "running": len(sim.running),
             "finished": sim.finished_count,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
+from operator import attrgetter
 from typing import Any
 
 __all__ = ["HashedKey", "cached_hash", "state_without_hash"]
@@ -32,7 +33,12 @@ def cached_hash(self: Any) -> int:
         get = _GETTERS.get(cls)
         if get is None:
             names = [f.name for f in fields(self) if f.compare]
-            get = _GETTERS[cls] = lambda obj, _n=tuple(names): tuple(getattr(obj, n) for n in _n)
+            # attrgetter builds the tuple in C (a single name would give the bare value: wrap it)
+            if len(names) > 1:
+                get = attrgetter(*names)
+            else:
+                get = lambda obj, _n=names[0]: (getattr(obj, _n),)  # noqa: E731
+            _GETTERS[cls] = get
         h = hash(get(self))
         object.__setattr__(self, "_hash", h)
     return h

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import islice
 from typing import Protocol, runtime_checkable
 
 import networkx as nx
 import numpy as np
 
-from sfenv.perf import Plan, PlanPerf
+from sfenv.perf import Plan, PlanPerf, Stage
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
@@ -117,10 +118,9 @@ class PlanCache:
             key = (job.shape_key, chain, budget, link_key)
             res = self._store.get(key, False)
             if res is False:
-                self.misses += 1
                 if len(self._store) >= self.max_entries:
                     self._store.clear()
-                res = fit_plan(job, view.topo, chain, budget, view.evaluate)
+                res = self._fit_new(view, job, chain, budget)
                 self._store[key] = res
             else:
                 self.hits += 1
@@ -133,6 +133,36 @@ class PlanCache:
             return None
         self.recent[res[0]] = res[1]
         return res
+
+
+    def _fit_new(
+        self, view: SimView, job: JobSpec, chain: tuple[int, ...], budget: tuple[int, ...]
+    ) -> tuple[Plan, PlanPerf] | None:
+        """A result not in the store: ``fit_plan``, or a single-region plan moved from an equal region.
+
+        Regions with equal GPU, server and intra-region figures (:attr:`Topology.plan_class`) get
+        the same plan on the same budget (fit_plan reads nothing else); the plan found for the
+        class's first region is moved to ``chain[0]`` and evaluated there (its power and price zone
+        are the region's own).
+        """
+        topo = view.topo
+        if len(chain) == 1:
+            rep = topo.plan_class[chain[0]]
+            if rep != chain[0]:
+                key = (job.shape_key, (rep,), budget, None)
+                res = self._store.get(key, False)
+                if res is False:
+                    self.misses += 1
+                    res = self._store[key] = fit_plan(job, topo, (rep,), budget, view.evaluate)
+                else:
+                    self.hits += 1
+                if res is None:
+                    return None
+                plan = res[0]
+                moved = replace(plan, stages=tuple([Stage.at(chain[0], s.layers, s.dp, s.tp) for s in plan.stages]))
+                return moved, view.evaluate(moved, job)
+        self.misses += 1
+        return fit_plan(job, topo, chain, budget, view.evaluate)
 
 
 class SingleRegionProposer:

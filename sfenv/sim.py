@@ -312,8 +312,6 @@ class Simulator:
         self._rate_w = 0.0
         self._rate_tok = 0.0
         self._n_rated = 0
-        #: bumped whenever a job's predicted performance is set or cleared (caches key on it)
-        self.perf_epoch = 0
         self._busy_gpus = 0
         self._last_busy_t = 0.0
         self._events: list[tuple[float, int, int, object]] = []
@@ -351,6 +349,11 @@ class Simulator:
     def done(self) -> bool:
         """True when every job finished, or the horizon or a dead end was reached."""
         return self._ended
+
+    @property
+    def throughput_tokens_s(self) -> float:
+        """Predicted tokens/s of the jobs with a plan (the platform-wide rate, kept up to date per change)."""
+        return self._rate_tok
 
     # ------------------------------------------------------------ accounting
     def _cumulative(self, t: float) -> np.ndarray:
@@ -415,7 +418,6 @@ class Simulator:
         self._fold()
         self._unrate(js)
         js.perf = perf
-        self.perf_epoch += 1
         pz = np.zeros(len(self.prices.zones))
         for r, w in perf.power_by_region.items():
             pz[self.region_zone[r]] += w
@@ -825,7 +827,6 @@ class Simulator:
         self._fold()
         self._unrate(js)
         js.perf = None
-        self.perf_epoch += 1
         js.power_zone = None
         js.version += 1
         if freed:

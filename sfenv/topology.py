@@ -124,6 +124,14 @@ class Topology:
         self._compute_routes()
         self._fast_links = self._fastest_routes()
         self._route_memo: dict[tuple[int, int, float], tuple[tuple[int, ...], float, float]] = {}
+        #: per region, the first region that plans alike (equal GPU, GPUs per server, GPU link and
+        #: intra-region bandwidth and latency): a single-region plan found for one fits the other
+        self.plan_class: list[int] = []
+        first: dict[tuple, int] = {}
+        for i, r in enumerate(self.regions):
+            figures = (r.gpu.flops, r.gpu.memory_bytes, r.gpu.link_bps, r.gpus_per_server, r.intra_bw_gbps,
+                       r.intra_latency_ms)
+            self.plan_class.append(first.setdefault(figures, i))
         self.scalars = Scalars(
             flops=self.gpu_flops.tolist(),
             memory=self.gpu_memory.tolist(),

@@ -132,3 +132,38 @@ def test_hashed_keys_survive_pickling_into_a_fresh_interpreter():
     out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
                          env={**os.environ, "PYTHONHASHSEED": "123"})
     assert out.returncode == 0, out.stderr.decode()
+
+
+def test_single_region_plans_move_between_regions_that_plan_alike():
+    """PlanCache.fit moves a plan found for one region to an equal one: the same plan as fit_plan's there."""
+    from sfenv.planning import fit_plan
+    from sfenv.proposers import PlanCache
+
+    sc = load_scenario("spider-64")
+    topo = sc.topology
+    classes = {}
+    for r, rep in enumerate(topo.plan_class):
+        classes.setdefault(rep, []).append(r)
+        a, b = topo.regions[r], topo.regions[rep]
+        assert (a.gpu, a.gpus_per_server, a.intra_bw_gbps, a.intra_latency_ms) == \
+            (b.gpu, b.gpus_per_server, b.intra_bw_gbps, b.intra_latency_ms)
+    assert len(classes) < topo.num_regions  # spider-64 repeats its cluster types
+    sim = sc.make_simulator(0)
+    view = sim.view()
+    cache = PlanCache()
+    moved = calls = 0
+    for job in [js.spec for js in sim.jobs[:6]]:
+        for members in classes.values():
+            budget = min([int(topo.regions[r].num_gpus) for r in members[:3]] + [job.max_gpus])
+            for r in members[:3]:
+                if budget < job.min_gpus:
+                    continue
+                got = cache.fit(view, job, (r,), (budget,))
+                calls += 1
+                direct = fit_plan(job, topo, (r,), (budget,), view.evaluate)
+                assert (got is None) == (direct is None)
+                if got is not None:
+                    assert got[0] == direct[0] and got[1] == direct[1]
+                    assert set(got[1].power_by_region) == {r}
+                    moved += r != topo.plan_class[r]
+    assert moved > 5 and cache.misses < calls / 2  # fit_plan ran for fewer than half of the asks

@@ -31,3 +31,20 @@ def _random_rollout(env_id: str, steps: int, masked: bool, seed: int = 0) -> int
 @pytest.mark.parametrize("env_id", REGISTERED)
 def test_random_rollout_20k(env_id, masked):
     assert _random_rollout(env_id, 20_000, masked) > 0
+
+
+def test_info_throughput_is_the_sum_over_running_jobs():
+    env = make("sfenv/Spider8-v0", num_jobs=30)
+    rng = np.random.default_rng(1)
+    _, info = env.reset(seed=1)
+    seen = 0
+    done = False
+    while not done:
+        sim = env.unwrapped.sim
+        expected = sum(sim.jobs[j].perf.throughput for j in sim.running if sim.jobs[j].perf)
+        assert info["throughput_tokens_s"] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        seen += expected > 0
+        a = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        _, _, term, trunc, info = env.step(a)
+        done = term or trunc
+    assert seen > 10 and info["throughput_tokens_s"] == 0.0  # exactly zero once every job is done
