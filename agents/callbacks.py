@@ -68,6 +68,7 @@ def make_eval_callback(
     masked: bool,
     save_best: Callable[[Any, str], None],
     history: list[dict] | None = None,
+    evaluate_first: bool = False,
 ) -> Any:
     """Build an :class:`EvalJCTCallback` (SB3's ``BaseCallback`` is imported here, lazily).
 
@@ -78,6 +79,8 @@ def make_eval_callback(
     :param masked: the algorithm takes action masks.
     :param save_best: ``save_best(model, prefix)`` saves the model, its statistics and sidecar as ``<prefix>*``.
     :param history: evaluation points of an earlier part of the run (``--resume``), kept and extended.
+    :param evaluate_first: also evaluate when training starts (a warm-started policy is then a
+        candidate for the best model).
     """
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -96,6 +99,8 @@ def make_eval_callback(
         def _on_training_start(self) -> None:
             done = self.history[-1]["timesteps"] if self.history else 0
             self._next = max(self.num_timesteps, done) + self.eval_every
+            if evaluate_first and not self.history:
+                self.evaluate()
 
         def _on_step(self) -> bool:
             if self.num_timesteps >= self._next:

@@ -117,7 +117,7 @@ RECIPE_DEFAULTS: dict[str, Any] = {
     "algo": "maskable-ppo", "scenario": "spider-8", "eval_scenario": None, "steps": 200_000, "seed": 0,
     "n_envs": 4, "normalize": "all", "env_kwargs": {}, "hp": {}, "eval_every": None,
     "eval_seeds": [10_000, 10_001, 10_002, 10_003, 10_004], "baselines": ["fifo", "spinsearch"],
-    "checkpoint_every": 0,
+    "checkpoint_every": 0, "pretrain": None,
 }
 NORMALIZE = ("all", "reward", "none")
 #: environment steps between evaluations when ``eval_every`` is None: a tenth of the run, at least this
@@ -366,6 +366,12 @@ def _save(model: Any, run: Path, prefix: str, meta: dict) -> Path:
     return path
 
 
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def _latest(run: Path) -> tuple[Path, Path | None, int]:
     """The newest saved state of a run folder: (model, VecNormalize statistics or None, its step count)."""
     found: list[tuple[int, Path, Path | None]] = []
@@ -403,6 +409,7 @@ def train(
     baselines: list[str] | tuple[str, ...] = ("fifo", "spinsearch"),
     resume: str | Path | None = None,
     plot: bool = True,
+    pretrain: dict | None = None,
 ) -> Path:
     """Train ``algo`` with the recipe of this module; returns the final model's path, ``<run>/model.zip``.
 
@@ -437,6 +444,10 @@ def train(
     :param resume: a run folder to continue (its ``config.yml`` gives the settings; the arguments
         above except ``total_timesteps``, ``progress_bar`` and ``plot`` are ignored).
     :param plot: write ``learning_curve.png`` (runs the baselines on the evaluation seeds once).
+    :param pretrain: a behaviour-cloning warm start before PPO (:mod:`sfenv.agents.imitation`):
+        None for none, else a mapping over :data:`~sfenv.agents.imitation.PRETRAIN_DEFAULTS`
+        (``{}`` takes them all).  Needs ``maskable-ppo`` and ``env_kwargs={"proposers": "best"}``;
+        its rounds go to ``<run>/pretrain.json`` and the cloned policy is evaluated first.
     :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
     """
@@ -452,7 +463,23 @@ def train(
         env_kwargs, algo_kwargs = cfg["env_kwargs"], cfg["hp"]
         eval_every, eval_seeds, eval_scenario = cfg["eval_every"], cfg["eval_seeds"], cfg["eval_scenario"]
         baselines, checkpoint_every, tensorboard = cfg["baselines"], cfg["checkpoint_every"], cfg["tensorboard"]
+        pretrain = None  # a resumed run continues PPO
     spec = _algo(algo)
+    pre_cfg: dict[str, Any] | None = None
+    if pretrain is not None:
+        from sfenv.agents.imitation import PRETRAIN_DEFAULTS
+
+        if not isinstance(pretrain, dict) or set(pretrain) - set(PRETRAIN_DEFAULTS):
+            raise InvalidInput(f"train: pretrain = {pretrain!r}; expected a mapping with keys among "
+                               f"{sorted(PRETRAIN_DEFAULTS)}")
+        if algo != "maskable-ppo":
+            raise InvalidInput(f"train: pretrain needs algo maskable-ppo, not {algo!r}")
+        if (env_kwargs or {}).get("proposers") != "best":
+            raise InvalidInput("train: pretrain imitates a heuristic whose decisions the env's candidates record; "
+                               "set env_kwargs proposers: best")
+        pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}
+        for name in ("steps", "rounds", "epochs", "batch_size"):
+            _check_int(f"pretrain.{name}", pre_cfg[name], 1)
     for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0), ("n_envs", n_envs, 1),
                              ("checkpoint_every", checkpoint_every, 0)):
         _check_int(name, value, low)
@@ -508,7 +535,7 @@ def train(
                if eval_scenario is None or isinstance(eval_scenario, str) else eval_sc.cfg.model_dump(),
                "seed": seed, "n_envs": n_envs, "normalize": normalize, "env_kwargs": kw_env, "hp": hp,
                "eval_every": eval_every, "eval_seeds": seeds, "baselines": list(baselines),
-               "checkpoint_every": checkpoint_every, "tensorboard": tensorboard}
+               "checkpoint_every": checkpoint_every, "tensorboard": tensorboard, "pretrain": pre_cfg}
         import yaml
 
         (run / "config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -524,8 +551,15 @@ def train(
     if resume is not None and (run / "eval.json").is_file():
         history = [h for h in json.loads((run / "eval.json").read_text()) if h["timesteps"] <= done]
     every = eval_every if eval_every is not None else max(MIN_EVAL_EVERY, total_timesteps // 10)
+    if pre_cfg is not None:
+        from sfenv.agents.imitation import pretrain as behaviour_clone
+
+        records = behaviour_clone(model, vec, seed=seed, **pre_cfg)
+        _atomic_write_text(run / "pretrain.json", json.dumps(records, indent=1))
+        meta["pretrain"] = records
     evaluator = make_eval_callback(eval_fn, seeds, every or 10**12, run, spec.masked,
-                                   lambda m, prefix: _save(m, run, prefix, meta), history)
+                                   lambda m, prefix: _save(m, run, prefix, meta), history,
+                                   evaluate_first=pre_cfg is not None)
     callbacks = [evaluator]
     if checkpoint_every > 0:
         callbacks.append(sb3_callbacks.CheckpointCallback(max(1, checkpoint_every // n_envs), str(run / "checkpoints"),

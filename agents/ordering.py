@@ -44,7 +44,7 @@ from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
 __all__ = ["ORDERS", "OrderedAgent", "ordered_class", "remaining_work", "gpu_demand", "order_jobs",
-           "SpinSearchProposer"]
+           "SpinSearchProposer", "FirstFitProposer"]
 
 #: order name -> one line
 ORDERS: dict[str, str] = {
@@ -192,6 +192,8 @@ class SpinSearchProposer:
 
         if order not in ORDERS:
             raise UnknownName(f"unknown queue order {order!r}; known: {', '.join(ORDERS)}")
+        #: the agent whose decision this proposer records (registry name)
+        self.name = f"spinsearch+{order}"
         self.cache = cache
         self.order = order
         self.jobs = jobs
@@ -244,3 +246,58 @@ class SpinSearchProposer:
             if p is not None and p not in out and view.can_start(p):
                 out.append(p)
         return out[:k]
+
+
+class FirstFitProposer:
+    """Candidate proposer: the decision of ``fifo+ORDER`` (FIFO's first-fit placement in a queue order).
+
+    The first job in ``order`` whose first-fit plan can start now, as
+    :meth:`sfenv.agents.fifo.FIFOAgent.propose` places it (the first region, in index order, with
+    the job's minimum free, up to ``max_gpus`` of it; else regions chained in index order), with
+    every :func:`~sfenv.planning.fit_plan` through the environment's plan cache.  It records the
+    decision as :attr:`decision` (None: the agent would wait) and proposes only that plan.
+
+    :param cache: the environment's plan cache.
+    :param order: queue order, one of :data:`ORDERS`.
+    """
+
+    def __init__(self, cache: Any, order: str = "swf"):
+        if order not in ORDERS:
+            raise UnknownName(f"unknown queue order {order!r}; known: {', '.join(ORDERS)}")
+        self.name = f"fifo+{order}"
+        self.cache = cache
+        self.order = order
+        self.decision: Plan | None = None
+        self._bace: Any = None
+
+    def reset(self) -> None:
+        """Nothing to forget between episodes (the plan cache is the environment's)."""
+
+    def plan(self, view: SimView, job: JobSpec) -> Plan | None:
+        """FIFO's first-fit plan for ``job`` now, or None."""
+        from sfenv.agents.base import index_order_chain
+
+        free = view.free_gpus
+        for r in range(view.topo.num_regions):
+            if free[r] >= job.min_gpus:
+                res = self.cache.fit(view, job, (r,), (min(int(free[r]), job.max_gpus),))
+                if res is not None:
+                    return res[0]
+        spread = index_order_chain(free, job)
+        if spread is not None:
+            res = self.cache.fit(view, job, spread[0], spread[1])
+            if res is not None:
+                return res[0]
+        return None
+
+    def candidates(self, view: SimView, k: int) -> list[Plan]:
+        """The decision of ``fifo+ORDER`` (at most one plan)."""
+        self.decision = None
+        if k < 1:
+            return []
+        for job in order_jobs(view, self.order, self._bace):
+            p = self.plan(view, job)
+            if p is not None and view.can_start(p):
+                self.decision = p
+                return [p]
+        return []

@@ -236,11 +236,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.obs_mode is not None:
         env_kwargs["obs_mode"] = args.obs_mode
     hp = {**(cfg["hp"] or {}), **parse_hp(args.hp or [])}
+    pretrain = cfg.get("pretrain")
+    if args.pretrain_steps is not None:
+        pretrain = None if args.pretrain_steps == 0 else {**(pretrain or {}), "steps": args.pretrain_steps}
+    if pretrain is not None:
+        env_kwargs.setdefault("proposers", "best")
     path = train(cfg["algo"], cfg["scenario"], cfg["steps"], cfg["seed"], cfg["n_envs"], args.out,
                  env_kwargs=env_kwargs, algo_kwargs=hp, tensorboard=not args.no_tensorboard,
                  checkpoint_every=cfg["checkpoint_every"], progress_bar=not args.quiet, normalize=cfg["normalize"],
                  eval_every=cfg["eval_every"], eval_seeds=cfg["eval_seeds"], eval_scenario=cfg["eval_scenario"],
-                 baselines=cfg["baselines"], plot=not args.no_plot)
+                 baselines=cfg["baselines"], plot=not args.no_plot, pretrain=pretrain)
     print(f"saved {path} (best: {path.with_name('best_model.zip')})")
     return 0
 
@@ -359,6 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scenario of the evaluations (default: the training scenario)")
     t.add_argument("--baselines", metavar="LIST",
                    help="comma list of agents drawn as levels on the learning curve (default: fifo,spinsearch)")
+    t.add_argument("--pretrain-steps", type=non_negative_int, metavar="N",
+                   help="behaviour-cloning warm start from fifo+swf before PPO: N expert steps per "
+                        "round (0: none; default: the config's pretrain, else none); needs maskable-ppo, and "
+                        "sets the env's proposers to best")
     t.add_argument("--checkpoint-every", type=non_negative_int, metavar="N",
                    help="save a checkpoint every N steps (0: none; default: 0)")
     t.add_argument("--resume", type=Path, metavar="RUN_DIR",

@@ -266,23 +266,28 @@ def default_proposers(cache: PlanCache, queue_window: int) -> list[CandidateProp
 
 
 def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = None) -> list[CandidateProposer]:
-    """Proposers whose candidates always hold the decision of ``spinsearch+swf``, then the generic ones.
+    """Proposers whose candidates always hold the decisions of ``fifo+swf`` and ``spinsearch+swf``.
 
-    Pass them as ``GeoSchedEnv(proposers=...)`` (``gym.make(..., proposers=...)``) so that a policy
-    can always do what that heuristic, the strongest fast one on the contended scenarios, does:
+    Pass them as ``GeoSchedEnv(proposers=...)`` or ``proposers="best"`` so that a policy can always
+    do what the strongest fast heuristics on the contended scenarios do (see
+    ``experiments/scenario_spread.py``), and choose between them:
 
-    1. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf`` order): the decision of
+    1. :class:`sfenv.agents.ordering.FirstFitProposer` (``swf``): the decision of ``fifo+swf``,
+       always candidate 0 when there is one;
+    2. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf``): the decision of
        ``spinsearch+swf`` and SpinSearch's plan for every job in the queue window;
-    2. :class:`SingleRegionProposer` and 3. :class:`PathProposer`, as in :func:`default_proposers`.
+    3. :class:`SingleRegionProposer` and 4. :class:`PathProposer`, as in :func:`default_proposers`.
 
-    Not the default: SpinSearch's multi-region plans are fitted per link state, which halves the
-    environment's steps per second on 8 regions and quarters it on 64.
+    Both decision proposers record their decision (``.decision``), the expert actions of the
+    behaviour-cloning warm start (:mod:`sfenv.agents.imitation`).  Not the default: SpinSearch's
+    multi-region plans are fitted per link state, which halves the environment's steps per second
+    on 8 regions.
 
     :param queue_window: the env's ``queue_window`` (jobs that get a plan each).
     :param cache: plan cache to share (default: a new one).
     """
-    from sfenv.agents.ordering import SpinSearchProposer  # agents build on sfenv, not the other way round
+    from sfenv.agents.ordering import FirstFitProposer, SpinSearchProposer  # agents build on sfenv
 
     cache = PlanCache() if cache is None else cache
-    return [SpinSearchProposer(cache, order="swf", jobs=queue_window), SingleRegionProposer(cache, jobs=queue_window),
-            PathProposer(cache)]
+    return [FirstFitProposer(cache, order="swf"), SpinSearchProposer(cache, order="swf", jobs=queue_window),
+            SingleRegionProposer(cache, jobs=queue_window), PathProposer(cache)]

@@ -152,15 +152,15 @@ def test_single_region_plans_move_between_regions_that_plan_alike():
     view = sim.view()
     cache = PlanCache()
     moved = calls = 0
-    for job in [js.spec for js in sim.jobs[:6]]:
+    for spec in [js.spec for js in sim.jobs[:6]]:
         for members in classes.values():
-            budget = min([int(topo.regions[r].num_gpus) for r in members[:3]] + [job.max_gpus])
+            budget = min([int(topo.regions[r].num_gpus) for r in members[:3]] + [spec.max_gpus])
             for r in members[:3]:
-                if budget < job.min_gpus:
+                if budget < spec.min_gpus:
                     continue
-                got = cache.fit(view, job, (r,), (budget,))
+                got = cache.fit(view, spec, (r,), (budget,))
                 calls += 1
-                direct = fit_plan(job, topo, (r,), (budget,), view.evaluate)
+                direct = fit_plan(spec, topo, (r,), (budget,), view.evaluate)
                 assert (got is None) == (direct is None)
                 if got is not None:
                     assert got[0] == direct[0] and got[1] == direct[1]

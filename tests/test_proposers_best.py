@@ -60,4 +60,38 @@ def test_default_proposers_unchanged_by_opt_in():
     env = GeoSchedEnv("spider-8", num_jobs=4)
     assert [type(p).__name__ for p in env.proposers] == ["SingleRegionProposer", "PathProposer"]
     assert [type(p).__name__ for p in best_heuristic_proposers()] == [
-        "SpinSearchProposer", "SingleRegionProposer", "PathProposer"]
+        "FirstFitProposer", "SpinSearchProposer", "SingleRegionProposer", "PathProposer"]
+    assert [type(p).__name__ for p in GeoSchedEnv("spider-8", num_jobs=4, proposers="best").proposers] == [
+        "FirstFitProposer", "SpinSearchProposer", "SingleRegionProposer", "PathProposer"]
+
+
+def test_unknown_proposer_set_is_refused():
+    from sfenv.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="proposers"):
+        GeoSchedEnv("spider-8", num_jobs=4, proposers="bestest")
+
+
+@pytest.mark.parametrize(("scenario", "seed"), [("spider-8-contended", 2), ("spider-64", 0)])
+def test_fifo_swf_decision_is_candidate_zero_and_its_rollout_is_its_own_episode(scenario, seed):
+    sc = load_scenario(scenario).with_overrides(workload={"num_jobs": 30})
+    agent = make_agent("fifo+swf")
+    agent.reset(seed)
+    own = sc.make_simulator(seed).run(agent.decide)
+    env = GeoSchedEnv(sc, proposers="best")
+    env.reset(seed=seed)
+    done, starts = False, 0
+    while not done:
+        plan = agent.decide(env.view)
+        recorded = env.proposers[0].decision
+        assert recorded == plan
+        if plan is None:
+            action = env.wait_action
+        else:
+            assert env.candidates[0] == plan and env.action_masks()[0]
+            action = 0
+            starts += 1
+        _, _, terminated, truncated, _ = env.step(action)
+        done = terminated or truncated
+    assert starts >= 30
+    assert env.sim.report().mean_jct_s == pytest.approx(own.mean_jct_s)

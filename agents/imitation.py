@@ -1,0 +1,208 @@
+"""Behaviour-cloning warm start for ``sfenv train``: imitate a heuristic, then let PPO improve on it.
+
+A policy trained from scratch must first discover what a good heuristic already does (serve short
+jobs first, place them well) before it can do better; under contention a random start also
+leaves jobs waiting to the horizon.  The warm start (our design, in the spirit of DQfD / "BC then
+RL" recipes; plain torch on SB3's policy, no extra dependency):
+
+1. **Expert.**  With ``proposers="best"`` (:func:`sfenv.proposers.best_heuristic_proposers`) the
+   decision proposers record the decisions of ``fifo+swf`` (candidate 0) and ``spinsearch+swf``
+   at every step: :func:`expert_action` maps the chosen expert's decision to its action (wait when
+   the heuristic would wait).  The expert costs nothing extra.  Default expert: ``fifo+swf``, the
+   best heuristic on ``spider-8-contended`` (``experiments/learned_vs_heuristics.py``).
+2. **Collection** (:func:`collect`): ``steps`` environment steps through the training
+   ``VecNormalize``, so its observation and reward statistics warm up as PPO's would; the
+   observations are stored raw and normalised with the final statistics.  Rounds after the first
+   are DAgger rounds (Ross et al., 2011): the current policy acts, the expert labels.
+3. **Fit** (:func:`fit_policy`): cross-entropy of the masked policy on the expert's actions, plus
+   (``vf_coef``) a regression of the value head on the discounted, normalised returns of the
+   collected episodes, so PPO starts with a critic that fits the policy it starts from.
+
+Then PPO runs as usual from the cloned policy (:func:`sfenv.agents.learned.train`,
+``pretrain=...``); its evaluation callback scores the cloned policy first, so the best model kept
+is never worse on the held-out seeds than the clone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["PRETRAIN_DEFAULTS", "expert_action", "collect", "fit_policy", "pretrain", "Demonstrations"]
+
+#: keys of the ``pretrain`` recipe setting and their defaults
+PRETRAIN_DEFAULTS: dict[str, Any] = {"expert": "fifo+swf", "steps": 20_000, "rounds": 2, "epochs": 8,
+                                     "batch_size": 256, "learning_rate": 1e-3, "vf_coef": 0.5}
+
+
+def expert_action(env: Any, expert: str | None = None) -> int:
+    """The action of the recorded decision of ``expert`` in ``env`` (a GeoSchedEnv, possibly wrapped).
+
+    :param expert: the agent whose decision to take (``"fifo+swf"``, ``"spinsearch+swf"``): the
+        proposer of that name; None: the first proposer that records a decision.
+    :raises ValueError: when no proposer of the env records that decision (use ``proposers="best"``).
+    """
+    base = env.unwrapped
+    proposer = next((p for p in base.proposers if hasattr(p, "decision")
+                     and (expert is None or getattr(p, "name", None) == expert)), None)
+    if proposer is None:
+        raise ValueError(f"no proposer records the decision of {expert or 'an expert'}; "
+                         "build the env with proposers=\"best\"")
+    if not base.candidates or proposer.decision is None:
+        return base.wait_action
+    return base.action_for(proposer.decision)
+
+
+@dataclass
+class Demonstrations:
+    """Collected steps: raw observations (dict of arrays), masks, expert actions, value targets.
+
+    ``returns`` holds the discounted sum of normalised rewards to the end of the episode, NaN for
+    steps whose episode did not end within the collection (they get no value target).
+    """
+
+    obs: dict[str, np.ndarray]
+    masks: np.ndarray
+    actions: np.ndarray
+    returns: np.ndarray
+    rewards: np.ndarray  # normalised rewards (what PPO sees)
+    dones: np.ndarray
+    agreement: float  # share of steps on which the acting policy took the expert's action
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+def _base_envs(vec: Any) -> list[Any]:
+    inner = vec
+    while hasattr(inner, "venv"):
+        inner = inner.venv
+    return [e.unwrapped for e in inner.envs]
+
+
+def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str | None = None) -> Demonstrations:
+    """Step ``vec`` (a DummyVecEnv, possibly in VecNormalize) ``steps`` times in all, labelling with the expert.
+
+    :param policy: if given, the acting policy (an SB3 policy with ``predict(obs, action_masks=...)``,
+        fed the normalised observation); None: the expert acts.
+    :param gamma: discount of the value targets.
+    :param expert: the agent whose decisions label the steps (see :func:`expert_action`).
+    """
+    bases = _base_envs(vec)
+    n = len(bases)
+    vn = vec if hasattr(vec, "get_original_obs") else None
+    obs = vec.reset()
+    raw = vn.get_original_obs() if vn is not None else obs
+    keys = list(raw)
+    store_obs: dict[str, list[np.ndarray]] = {k: [] for k in keys}
+    masks, actions, rewards, dones, agree = [], [], [], [], 0
+    for _ in range(max(1, steps // n)):
+        m = np.stack([b.action_masks() for b in bases])
+        labels = np.array([expert_action(b, expert) for b in bases])
+        if policy is None:
+            act = labels
+        else:
+            act, _ = policy.predict(obs, deterministic=True, action_masks=m)
+            act = np.asarray(act)
+        agree += int((act == labels).sum())
+        for k in keys:
+            store_obs[k].append(np.asarray(raw[k]).copy())
+        masks.append(m)
+        actions.append(labels)
+        obs, reward, done, _ = vec.step(act)
+        raw = vn.get_original_obs() if vn is not None else obs
+        if vn is not None:  # the reward PPO would see, scaled by the statistics so far
+            reward = vn.normalize_reward(vn.get_original_reward())
+        rewards.append(np.asarray(reward, dtype=np.float64))
+        dones.append(np.asarray(done, dtype=bool))
+    T = len(actions)
+    rew, dn = np.array(rewards), np.array(dones)
+    ret = np.full((T, n), np.nan)
+    for j in range(n):  # discounted returns to each episode's end; open episodes get none
+        acc, open_ = 0.0, True
+        for t in range(T - 1, -1, -1):
+            if dn[t, j]:
+                acc, open_ = 0.0, False
+            acc = rew[t, j] + gamma * acc
+            if not open_:
+                ret[t, j] = acc
+    flat = {k: np.concatenate(v) for k, v in ((k, store_obs[k]) for k in keys)}
+    return Demonstrations(flat, np.concatenate(masks), np.concatenate(actions), ret.reshape(-1),
+                          rew.reshape(-1), dn.reshape(-1), agree / (T * n))
+
+
+def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs: int = 8, batch_size: int = 256,
+               learning_rate: float = 1e-3, vf_coef: float = 0.5, seed: int = 0) -> dict[str, float]:
+    """Fit ``model.policy`` (MaskablePPO) to the demonstrations; returns the final loss and accuracy.
+
+    :param normalize: applied to the raw observations first (VecNormalize's ``normalize_obs``).
+    """
+    import torch
+    from stable_baselines3.common.utils import obs_as_tensor
+
+    policy = model.policy
+    device = policy.device
+    obs = normalize(demos.obs) if normalize is not None else demos.obs
+    obs_t = obs_as_tensor({k: np.asarray(v, dtype=np.float32) for k, v in obs.items()}, device)
+    act_t = torch.as_tensor(demos.actions, device=device)
+    mask_np = demos.masks
+    ret_t = torch.as_tensor(np.nan_to_num(demos.returns), dtype=torch.float32, device=device)
+    has_ret = torch.as_tensor(~np.isnan(demos.returns), device=device)
+    opt = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    rng = np.random.default_rng(seed)
+    n = len(demos)
+    policy.set_training_mode(True)
+    loss_v = 0.0
+    for _ in range(epochs):
+        for idx in np.array_split(rng.permutation(n), max(1, n // batch_size)):
+            ix = torch.as_tensor(idx, device=device)
+            batch = {k: v[ix] for k, v in obs_t.items()}
+            values, log_prob, _ = policy.evaluate_actions(batch, act_t[ix], action_masks=mask_np[idx])
+            loss = -log_prob.mean()
+            sel = has_ret[ix]
+            if vf_coef > 0 and bool(sel.any()):
+                loss = loss + vf_coef * ((values.flatten()[sel] - ret_t[ix][sel]) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
+            opt.step()
+            loss_v = float(loss.detach())
+    policy.set_training_mode(False)
+    with torch.no_grad():
+        correct = 0
+        for idx in np.array_split(np.arange(n), max(1, n // 4096)):
+            ix = torch.as_tensor(idx, device=device)
+            dist = policy.get_distribution({k: v[ix] for k, v in obs_t.items()}, action_masks=mask_np[idx])
+            correct += int((dist.distribution.probs.argmax(dim=1) == act_t[ix]).sum())
+    return {"loss": loss_v, "accuracy": correct / max(1, n)}
+
+
+def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs: int = 8, batch_size: int = 256,
+             learning_rate: float = 1e-3, vf_coef: float = 0.5, seed: int = 0, expert: str | None = "fifo+swf",
+             ) -> list[dict[str, float]]:
+    """Behaviour cloning with DAgger rounds (see the module docstring); returns one record per round.
+
+    Round 1 collects ``steps`` steps with the expert acting; every later round collects ``steps``
+    more with the current policy acting, adds them to the data and refits.  Records hold the
+    steps so far, the agreement of the acting policy with the expert, the loss and the accuracy.
+    """
+    gamma = float(getattr(model, "gamma", 0.99))
+    vn = vec if hasattr(vec, "normalize_obs") else None
+    data: Demonstrations | None = None
+    out: list[dict[str, float]] = []
+    for r in range(max(1, rounds)):
+        new = collect(vec, steps, gamma, policy=None if r == 0 else model.policy, expert=expert)
+        if data is None:
+            data = new
+        else:
+            data = Demonstrations({k: np.concatenate([data.obs[k], new.obs[k]]) for k in data.obs},
+                                  *(np.concatenate([getattr(data, f), getattr(new, f)])
+                                    for f in ("masks", "actions", "returns", "rewards", "dones")), new.agreement)
+        norm = None
+        if vn is not None and vn.norm_obs:
+            norm = vn.normalize_obs
+        stats = fit_policy(model, data, norm, epochs, batch_size, learning_rate, vf_coef, seed + r)
+        out.append({"round": r + 1, "steps": len(data), "agreement": new.agreement, **stats})
+    return out

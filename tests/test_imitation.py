@@ -1,0 +1,119 @@
+"""Behaviour-cloning warm start: the expert is spinsearch+swf, the clone acts like it, train() runs it first."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("sb3_contrib")
+
+import gymnasium as gym  # noqa: E402
+import torch  # noqa: E402
+from sfenv.agents.imitation import collect, expert_action, pretrain  # noqa: E402
+from sfenv.agents.learned import train  # noqa: E402
+from sfenv.agents.registry import make_agent  # noqa: E402
+
+from sfenv.errors import InvalidInput  # noqa: E402
+
+torch.set_num_threads(1)
+ENV_KW = {"num_jobs": 10, "proposers": "best", "obs_mode": "compact"}
+
+
+def _vec(n_envs: int = 2, seed: int = 0):
+    from sfenv.agents.learned import make_env_fn
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    vec = make_vec_env(make_env_fn("spider-8-contended", False, ENV_KW), n_envs=n_envs, seed=seed)
+    return VecNormalize(vec, gamma=0.999)
+
+
+@pytest.mark.parametrize("expert", ["fifo+swf", "spinsearch+swf"])
+def test_expert_action_is_the_decision_of_the_expert(expert):
+    env = gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", **ENV_KW)
+    base = env.unwrapped
+    agent = make_agent(expert)
+    env.reset(seed=3)
+    agent.reset(3)
+    starts = waits = 0
+    done = False
+    while not done:
+        a = expert_action(env, expert)
+        plan = agent.decide(base.view)
+        if plan is None:
+            assert a == base.wait_action
+            waits += 1
+        else:
+            assert a < base.wait_action and base.candidates[a] == plan
+            starts += 1
+        _, _, term, trunc, _ = env.step(a)
+        done = term or trunc
+    assert starts == 10  # every job started on the decision of the agent (steps where only wait is valid are skipped)
+
+
+def test_expert_action_needs_a_recording_proposer():
+    env = gym.make("sfenv/GeoSched-v0", scenario="spider-8", num_jobs=4)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="proposers"):
+        expert_action(env)
+    best = gym.make("sfenv/GeoSched-v0", scenario="spider-8", num_jobs=4, proposers="best")
+    best.reset(seed=0)
+    with pytest.raises(ValueError, match="ddp"):
+        expert_action(best, "ddp+swf")
+
+
+def test_returns_are_discounted_to_the_episode_end_and_open_episodes_get_none():
+    vec = _vec(n_envs=1)
+    demos = collect(vec, 65, gamma=0.5)
+    assert len(demos) == 65 and demos.agreement == 1.0  # the expert acted
+    assert demos.dones.sum() >= 2 and not demos.dones[-1]  # 10-job episodes end; the last one is open
+    last_end = int(np.flatnonzero(demos.dones)[-1])
+    assert np.isnan(demos.returns[last_end + 1:]).all() and not np.isnan(demos.returns[: last_end + 1]).any()
+    r, g = demos.rewards, demos.returns
+    assert g[last_end] == pytest.approx(r[last_end])
+    for t in range(last_end):
+        expected = r[t] + (0.0 if demos.dones[t] else 0.5 * g[t + 1])
+        assert g[t] == pytest.approx(expected)
+    vec.close()
+
+
+def test_cloned_policy_acts_like_the_expert():
+    from sb3_contrib import MaskablePPO
+
+    vec = _vec()
+    model = MaskablePPO("MultiInputPolicy", vec, seed=0, n_steps=64, batch_size=64, device="cpu",
+                        policy_kwargs={"net_arch": [64, 64]})
+    before = collect(vec, 400, 0.999, policy=model.policy).agreement
+    records = pretrain(model, vec, steps=1500, rounds=2, epochs=10, seed=0)
+    after = collect(vec, 400, 0.999, policy=model.policy).agreement
+    assert [r["round"] for r in records] == [1, 2] and records[1]["steps"] > records[0]["steps"]
+    assert records[-1]["accuracy"] > 0.9
+    assert after > 0.85 and after > before + 0.2, (before, after)
+    vec.close()
+
+
+def test_train_with_pretrain_evaluates_the_clone_first(tmp_path):
+    path = train("maskable-ppo", "spider-8-contended", total_timesteps=256, seed=0, n_envs=2, out_dir=tmp_path,
+                 env_kwargs=ENV_KW, algo_kwargs={"n_steps": 128, "batch_size": 128, "n_epochs": 1},
+                 eval_every=256, eval_seeds=[10_000], baselines=[], plot=False,
+                 pretrain={"steps": 300, "rounds": 1, "epochs": 2})
+    run = path.parent
+    records = json.loads((run / "pretrain.json").read_text())
+    assert len(records) == 1 and records[0]["steps"] == 300
+    history = json.loads((run / "eval.json").read_text())
+    assert history[0]["timesteps"] == 0 and history[0]["best"]  # the clone, scored before PPO
+    assert [h["timesteps"] for h in history] == [0, 256]
+
+
+def test_pretrain_settings_are_checked_before_anything_is_written(tmp_path):
+    with pytest.raises(InvalidInput, match="proposers"):
+        train("maskable-ppo", "spider-8", 256, out_dir=tmp_path, pretrain={})
+    with pytest.raises(InvalidInput, match="maskable-ppo"):
+        train("ppo", "spider-8", 256, out_dir=tmp_path, env_kwargs={"proposers": "best"}, pretrain={})
+    with pytest.raises(InvalidInput, match="pretrain"):
+        train("maskable-ppo", "spider-8", 256, out_dir=tmp_path, env_kwargs={"proposers": "best"},
+              pretrain={"stepz": 5})
+    assert not any(tmp_path.iterdir())
