@@ -45,7 +45,7 @@ import json
 import math
 import textwrap
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +125,19 @@ def _select(only: Sequence[str] | None) -> list[Claim]:
     if bad:
         raise ValueError(f"unknown claim or group {bad}; known: {sorted(known)}")
     return [c for c in CLAIMS if c.group in only or c.key in only]
+
+
+def restrict_scenarios(claims: Sequence[Claim], scenarios: Sequence[str]) -> list[Claim]:
+    """The claims on ``scenarios`` only (claims left with none are dropped).
+
+    :raises ValueError: for a scenario no selected claim uses.
+    """
+    used = {sc for c in claims for sc in c.scenarios}
+    bad = [s for s in scenarios if s not in used]
+    if bad:
+        raise ValueError(f"no selected claim runs on {bad}; they run on {sorted(used)}")
+    out = [replace(c, scenarios=tuple(s for s in c.scenarios if s in scenarios)) for c in claims]
+    return [c for c in out if c.scenarios]
 
 
 def _plan(claims: Sequence[Claim]) -> dict[str, list[str]]:
@@ -345,6 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="at most 10 jobs per episode, small ILP/genetic budgets")
     ap.add_argument("--num-jobs", type=int, default=None, help="cap on each scenario's workload size")
     ap.add_argument("--only", default="", help="comma list of claim groups or keys (spiderflow, bace, spantrain)")
+    ap.add_argument("--scenarios", default="",
+                    help="comma list: run only these of the claims' scenarios (e.g. split a long run over machines)")
     ap.add_argument("--out", type=Path, default=Path("results/claims"))
     ap.add_argument("--report-only", action="store_true",
                     help="run nothing: measure and plot from the runs already in --out")
@@ -356,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     quiet_solver_banner()  # HiGHS prints a start-up banner on stdout otherwise
     claims = _select([o.strip() for o in args.only.split(",") if o.strip()])
+    if args.scenarios:
+        claims = restrict_scenarios(claims, [s.strip() for s in args.scenarios.split(",") if s.strip()])
     num_jobs = args.num_jobs or (10 if args.quick else None)
     budgets = QUICK_BUDGETS if args.quick else None
     if args.report_only:

@@ -108,3 +108,12 @@ def test_quick_run_of_every_claim(tmp_path):
     assert set(results) == {c.key for c in C.CLAIMS}
     assert all(r["seeds"] >= 1 for rs in results.values() for r in rs)
     assert (tmp_path / "overhead.png").exists()
+
+
+def test_scenarios_restrict_a_run():
+    claims = C.restrict_scenarios(C._select(["spiderflow", "bace"]), ["spider-8"])
+    assert {c.group for c in claims} == {"spiderflow"}  # the bace claims run elsewhere: dropped
+    assert all(c.scenarios == ("spider-8",) for c in claims)
+    assert list(C._plan(claims)) == ["spider-8"]
+    with pytest.raises(ValueError, match="no selected claim runs on"):
+        C.restrict_scenarios(C._select(["bace"]), ["spider-8"])
