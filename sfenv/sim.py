@@ -347,7 +347,7 @@ class Simulator:
 
     @property
     def done(self) -> bool:
-        """True when every job finished, or the horizon or a dead end was reached."""
+        """True when every job finished, or the horizon or a dead end was reached (the clock is then at the horizon)."""
         return self._ended
 
     @property
@@ -761,7 +761,10 @@ class Simulator:
             return
         t = self._next_time()
         if t == math.inf or t >= self.config.horizon_s:
-            self._end(min(t, self.config.horizon_s) if t < math.inf else self.time)
+            # nothing left to happen (a dead end: jobs wait, nothing runs, nothing arrives) or the
+            # horizon: either way the unfinished jobs stay in the system to the horizon, so job-time
+            # and censored JCTs count them there (ending at the dead end would make starving cheap)
+            self._end(self.config.horizon_s)
             return
         self.job_seconds += self._in_system * (t - self.time)
         self.time = t

@@ -131,3 +131,23 @@ def test_all_finished_is_unchanged_and_no_jobs_is_nan():
     assert rep2.unfinished == 1 and rep2.censored == 0 and rep2.mean_jct_s == 100.0
     empty = EpisodeReport.from_records([late], 200.0, 0.0, 8)
     assert math.isnan(empty.mean_jct_s) and math.isnan(empty.p95_jct_s)
+
+
+def test_a_dead_end_charges_the_stuck_job_to_the_horizon(monkeypatch):
+    """Nothing left to happen while a job waits (it can never start): the episode ends at the horizon.
+
+    Ending at the dead end instead would stop the job-time (the reward) and censor the JCT early,
+    which made leaving a job stuck look cheap.
+    """
+    from agent_worlds import job, region, world
+    from sfenv.agents.fifo import FIFOAgent
+
+    sim = world([region("a", 8, "z")], [], {"z": 50.0},
+                [job(0, min_gpus=8, max_gpus=8, iterations=50), job(1, min_gpus=16, max_gpus=16, arrival=100.0)])
+    monkeypatch.setattr(type(sim.prices), "next_change", lambda self, t: float("inf"))  # no wake-ups
+    rep = sim.run(FIFOAgent().decide)
+    horizon = sim.config.horizon_s
+    assert sim.done and sim.time == horizon and rep.unfinished == 1
+    job0 = sim.jobs[0]
+    assert sim.job_seconds == pytest.approx((job0.finish - 0.0) + (horizon - 100.0))
+    assert rep.mean_jct_s == pytest.approx(((job0.finish - 0.0) + (horizon - 100.0)) / 2)
