@@ -14,7 +14,9 @@ RL" recipes; plain torch on SB3's policy, no extra dependency):
    ``VecNormalize``, so its observation and reward statistics warm up as PPO's would; the
    observations are stored raw and normalised with the final statistics.  Rounds after the first
    are DAgger rounds (Ross et al., 2011): the current policy acts, the expert labels.
-3. **Fit** (:func:`fit_policy`): cross-entropy of the masked policy on the expert's actions, plus
+3. **Fit** (:func:`fit_policy`): cross-entropy of the masked policy on the expert's actions (with
+   label smoothing over the valid actions: an exact clone puts probability 1 on the expert's
+   action, PPO then samples nothing else and cannot improve on it), plus
    (``vf_coef``) a regression of the value head on the discounted, normalised returns of the
    collected episodes, so PPO starts with a critic that fits the policy it starts from.
 
@@ -34,7 +36,8 @@ __all__ = ["PRETRAIN_DEFAULTS", "expert_action", "collect", "fit_policy", "pretr
 
 #: keys of the ``pretrain`` recipe setting and their defaults
 PRETRAIN_DEFAULTS: dict[str, Any] = {"expert": "fifo+swf", "steps": 20_000, "rounds": 2, "epochs": 8,
-                                     "batch_size": 256, "learning_rate": 1e-3, "vf_coef": 0.5}
+                                     "batch_size": 256, "learning_rate": 1e-3, "vf_coef": 0.5,
+                                     "label_smoothing": 0.1}
 
 
 def expert_action(env: Any, expert: str | None = None) -> int:
@@ -134,10 +137,15 @@ def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str 
 
 
 def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs: int = 8, batch_size: int = 256,
-               learning_rate: float = 1e-3, vf_coef: float = 0.5, seed: int = 0) -> dict[str, float]:
-    """Fit ``model.policy`` (MaskablePPO) to the demonstrations; returns the final loss and accuracy.
+               learning_rate: float = 1e-3, vf_coef: float = 0.5, seed: int = 0, label_smoothing: float = 0.0,
+               ) -> dict[str, float]:
+    """Fit ``model.policy`` (MaskablePPO) to the demonstrations; returns loss, accuracy, expert probability.
+
+    Accuracy: the argmax is the expert's action; ``expert_prob``: mean probability of that action.
 
     :param normalize: applied to the raw observations first (VecNormalize's ``normalize_obs``).
+    :param label_smoothing: share of the target spread evenly over the valid actions (0: plain
+        cross-entropy, which drives the expert's probability to 1 and leaves PPO nothing to sample).
     """
     import torch
     from stable_baselines3.common.utils import obs_as_tensor
@@ -161,6 +169,12 @@ def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs:
             batch = {k: v[ix] for k, v in obs_t.items()}
             values, log_prob, _ = policy.evaluate_actions(batch, act_t[ix], action_masks=mask_np[idx])
             loss = -log_prob.mean()
+            if label_smoothing > 0:  # keep some mass on the other valid actions, so PPO still explores
+                logp = torch.log_softmax(policy.get_distribution(batch, action_masks=mask_np[idx]).distribution.logits,
+                                         dim=1)
+                valid = torch.as_tensor(mask_np[idx], device=device)
+                spread = (logp * valid).sum(dim=1) / valid.sum(dim=1)
+                loss = (1.0 - label_smoothing) * loss - label_smoothing * spread.mean()
             sel = has_ret[ix]
             if vf_coef > 0 and bool(sel.any()):
                 loss = loss + vf_coef * ((values.flatten()[sel] - ret_t[ix][sel]) ** 2).mean()
@@ -171,17 +185,19 @@ def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs:
             loss_v = float(loss.detach())
     policy.set_training_mode(False)
     with torch.no_grad():
-        correct = 0
+        correct, prob = 0, 0.0
         for idx in np.array_split(np.arange(n), max(1, n // 4096)):
             ix = torch.as_tensor(idx, device=device)
             dist = policy.get_distribution({k: v[ix] for k, v in obs_t.items()}, action_masks=mask_np[idx])
-            correct += int((dist.distribution.probs.argmax(dim=1) == act_t[ix]).sum())
-    return {"loss": loss_v, "accuracy": correct / max(1, n)}
+            probs = dist.distribution.probs
+            correct += int((probs.argmax(dim=1) == act_t[ix]).sum())
+            prob += float(probs.gather(1, act_t[ix].long().unsqueeze(1)).sum())
+    return {"loss": loss_v, "accuracy": correct / max(1, n), "expert_prob": prob / max(1, n)}
 
 
 def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs: int = 8, batch_size: int = 256,
              learning_rate: float = 1e-3, vf_coef: float = 0.5, seed: int = 0, expert: str | None = "fifo+swf",
-             ) -> list[dict[str, float]]:
+             label_smoothing: float = 0.1) -> list[dict[str, float]]:
     """Behaviour cloning with DAgger rounds (see the module docstring); returns one record per round.
 
     Round 1 collects ``steps`` steps with the expert acting; every later round collects ``steps``
@@ -203,6 +219,6 @@ def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs:
         norm = None
         if vn is not None and vn.norm_obs:
             norm = vn.normalize_obs
-        stats = fit_policy(model, data, norm, epochs, batch_size, learning_rate, vf_coef, seed + r)
+        stats = fit_policy(model, data, norm, epochs, batch_size, learning_rate, vf_coef, seed + r, label_smoothing)
         out.append({"round": r + 1, "steps": len(data), "agreement": new.agreement, **stats})
     return out
