@@ -17,12 +17,11 @@ Run (about 30 minutes at the default 150k steps on 2 cores)::
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
-from sfenv.agents.evaluate import evaluate_agents
+from sfenv.agents.evaluate import atomic_write_json, evaluate_agents
 from sfenv.agents.learned import load_config, train
 
 from sfenv.scenario import bundled_scenarios
@@ -58,6 +57,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seeds", type=int, default=20, help="unseen test seeds, from --first-seed")
     p.add_argument("--first-seed", type=int, default=100)
     p.add_argument("--model", type=Path, default=None, help="skip training: test this model (a .zip)")
+    p.add_argument("--unseen", default="",
+                   help="comma list of scenarios the model never trained on, to test it there too (against FIFO "
+                        "and the best heuristic; needs a compact-observation model)")
+    p.add_argument("--heuristics", default=",".join(HEURISTICS), help="comma list of reference agents to compare with")
+    p.add_argument("--num-jobs", type=int, default=None, help="jobs per test episode (default: the scenario's)")
     p.add_argument("--out", type=Path, default=Path("results/learned"))
     args = p.parse_args(argv)
     cfg = load_config(args.config)
@@ -80,34 +84,61 @@ def main(argv: list[str] | None = None) -> dict:
     from sfenv.errors import UnknownName
 
     heuristics = []
-    for h in HEURISTICS:
+    for h in [h.strip() for h in args.heuristics.split(",") if h.strip()]:
         try:
             make_agent(h)
         except (UnknownName, ImportError):
             continue
         heuristics.append(h)
-    rows = evaluate_agents([spec, *heuristics], scenario, seeds, progress=True)
+    result = {"scenario": scenario, "seeds": seeds, "model": str(model), "train_wall_s": train_s,
+              **compare(spec, heuristics, scenario, seeds, args.num_jobs)}
+    print(f"scenario {scenario}, seeds {seeds[0]}..{seeds[-1]}, training {train_s / 60:.1f} min")
+    report(spec, result)
+    result["unseen"] = {}
+    for other in [s.strip() for s in args.unseen.split(",") if s.strip()]:
+        res = result["unseen"][other] = compare(spec, heuristics, other, seeds, args.num_jobs)
+        print(f"unseen scenario {other}, seeds {seeds[0]}..{seeds[-1]}")
+        report(spec, res)
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(args.out / "learned_vs_heuristics.json", result)
+    return result
+
+
+def compare(spec: str, heuristics: list[str], scenario: str, seeds: list[int], num_jobs: int | None = None) -> dict:
+    """Play ``spec`` (a ``model:PATH``) and ``heuristics`` on ``seeds``; per-agent means and the model's ratios.
+
+    Ratios of mean JCT (censored) to the best heuristic's and to FIFO's, and of cost to the
+    cheapest heuristic's, each with its paired bootstrap 95 % interval over seeds.
+    """
+    rows = evaluate_agents([spec, *heuristics], scenario, seeds, num_jobs=num_jobs, progress=True)
     by: dict[str, dict[int, dict]] = {}
     for r in rows:
         by.setdefault(r["agent"], {})[r["seed"]] = r
     jct = {a: np.array([by[a][s]["mean_jct_s"] / 3600 for s in seeds]) for a in by}
+    cost = {a: np.array([by[a][s]["cost_usd"] for s in seeds]) for a in by}
     best = min(heuristics, key=lambda h: jct[h].mean())
-    ratio, lo, hi = paired_bootstrap_ratio(jct[spec], jct[best])
-    fifo_ratio = paired_bootstrap_ratio(jct[spec], jct["fifo"]) if "fifo" in jct else None
-    summary = {a: {"mean_jct_h": float(jct[a].mean()),
-                   "cost_usd": float(np.mean([by[a][s]["cost_usd"] for s in seeds])),
+    cheapest = min(heuristics, key=lambda h: cost[h].mean())
+    summary = {a: {"mean_jct_h": float(jct[a].mean()), "cost_usd": float(cost[a].mean()),
                    "unfinished": float(np.mean([by[a][s]["unfinished"] for s in seeds]))} for a in by}
-    result = {"scenario": scenario, "seeds": seeds, "model": str(model), "train_wall_s": train_s,
-              "best_heuristic": best, "ratio_to_best": [ratio, lo, hi], "ratio_to_fifo": fifo_ratio,
-              "summary": summary}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "learned_vs_heuristics.json").write_text(json.dumps(result, indent=1))
-    print(f"scenario {scenario}, seeds {seeds[0]}..{seeds[-1]}, training {train_s / 60:.1f} min")
-    for a, s in sorted(summary.items(), key=lambda kv: kv[1]["mean_jct_h"]):
+    return {"best_heuristic": best, "ratio_to_best": list(paired_bootstrap_ratio(jct[spec], jct[best])),
+            "ratio_to_fifo": list(paired_bootstrap_ratio(jct[spec], jct["fifo"])) if "fifo" in jct else None,
+            "cheapest_heuristic": cheapest,
+            "cost_ratio_to_cheapest": list(paired_bootstrap_ratio(cost[spec], cost[cheapest])),
+            "cost_ratio_to_best": list(paired_bootstrap_ratio(cost[spec], cost[best])), "summary": summary}
+
+
+def report(spec: str, res: dict) -> None:
+    """Print one comparison of :func:`compare`."""
+    for a, s in sorted(res["summary"].items(), key=lambda kv: kv[1]["mean_jct_h"]):
         print(f"  {a:<40} mean JCT {s['mean_jct_h']:.3f} h  cost {s['cost_usd']:.1f} USD  "
               f"unfinished {s['unfinished']:.2f}")
-    print(f"learned / best heuristic ({best}): {ratio:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
-    return result
+    r, lo, hi = res["ratio_to_best"]
+    print(f"learned / best heuristic ({res['best_heuristic']}): JCT {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
+    if res["ratio_to_fifo"] is not None:
+        r, lo, hi = res["ratio_to_fifo"]
+        print(f"learned / fifo: JCT {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
+    r, lo, hi = res["cost_ratio_to_best"]
+    print(f"learned / {res['best_heuristic']}: cost {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
 
 
 if __name__ == "__main__":

@@ -107,6 +107,18 @@ def test_train_with_pretrain_evaluates_the_clone_first(tmp_path):
     history = json.loads((run / "eval.json").read_text())
     assert history[0]["timesteps"] == 0 and history[0]["best"]  # the clone, scored before PPO
     assert [h["timesteps"] for h in history] == [0, 256]
+    # smoke of experiments/learned_vs_heuristics.py on that model: its scenario and an unseen one
+    from sfenv.experiments.learned_vs_heuristics import main as compare_main
+
+    res = compare_main(["--model", str(run / "best_model.zip"), "--scenario", "spider-8-contended", "--seeds", "2",
+                        "--heuristics", "fifo,fifo+swf", "--num-jobs", "6", "--unseen", "spider-16",
+                        "--out", str(tmp_path / "cmp")])
+    saved = json.loads((tmp_path / "cmp" / "learned_vs_heuristics.json").read_text())
+    assert saved["best_heuristic"] == res["best_heuristic"] in ("fifo", "fifo+swf")
+    for part in (saved, saved["unseen"]["spider-16"]):
+        lo_hi = part["ratio_to_fifo"]
+        assert lo_hi[1] <= lo_hi[0] <= lo_hi[2] and set(part["summary"]) == {f"model:{run / 'best_model.zip'}",
+                                                                             "fifo", "fifo+swf"}
 
 
 def test_pretrain_settings_are_checked_before_anything_is_written(tmp_path):
