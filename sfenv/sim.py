@@ -47,6 +47,7 @@ ever re-planned and the simulator costs nothing more.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from bisect import bisect_left
@@ -921,6 +922,26 @@ class Simulator:
     def view(self) -> SimView:
         """A read-only view for agents."""
         return SimView(self)
+
+    def fork(self) -> Simulator:
+        """An independent copy of the current state, for look-ahead (what-if rollouts).
+
+        Stepping the copy never changes this simulator.  Immutable parts (topology, prices,
+        settings, job specs, plans and their predicted performance) and the single-region
+        evaluation memo (valid in any state) are shared, not copied; the WAN memo starts empty.
+        The copy draws from a copy of the random generator, so it sees the same link changes.
+        """
+        memo: dict[int, object] = {id(self.topo): self.topo, id(self.prices): self.prices, id(self.config): self.config,
+                                   id(self.params): self.params, id(self._memo_local): self._memo_local,
+                                   id(self._memo_wan): {}, id(self.replanner): self.replanner}
+        for js in self.jobs:
+            memo[id(js.spec)] = js.spec
+            for obj in (js.plan, js.perf, js.resume_perf):
+                if obj is not None:
+                    memo[id(obj)] = obj
+        twin = copy.deepcopy(self, memo)
+        twin._memo_wan_state = b""
+        return twin
 
     def run(
         self,

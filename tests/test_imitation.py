@@ -130,3 +130,42 @@ def test_pretrain_settings_are_checked_before_anything_is_written(tmp_path):
         train("maskable-ppo", "spider-8", 256, out_dir=tmp_path, env_kwargs={"proposers": "best"},
               pretrain={"stepz": 5})
     assert not any(tmp_path.iterdir())
+
+
+def test_fork_is_independent_and_plays_the_same_future():
+    from sfenv.scenario import load_scenario
+
+    sim = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 12}).make_simulator(4)
+    agent = make_agent("fifo+swf")
+    for _ in range(6):
+        plan = agent.decide(sim.view())
+        if plan is None:
+            sim.wait()
+        else:
+            sim.schedule(plan)
+            sim.advance()
+    before = sim.report().to_dict()
+    twin = sim.fork()
+    assert twin.topo is sim.topo and twin.jobs[0].spec is sim.jobs[0].spec and twin.jobs[0] is not sim.jobs[0]
+    ahead = twin.run(agent.decide).to_dict()
+    assert sim.report().to_dict() == before  # the fork's run left the original untouched
+    assert sim.run(agent.decide).to_dict() == ahead  # and saw the original's future
+
+
+def test_lookahead_expert_improves_on_its_rollout_policy():
+    env = gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", num_jobs=12, proposers="best",
+                   obs_mode="compact")
+    totals = {}
+    for expert in ("fifo+swf", "lookahead:fifo+swf"):
+        env.reset(seed=5)
+        done, deviations = False, 0
+        while not done:
+            a = expert_action(env, expert)
+            deviations += a != expert_action(env, "fifo+swf")
+            _, _, term, trunc, _ = env.step(a)
+            done = term or trunc
+        totals[expert] = (env.unwrapped.sim.job_seconds, deviations)
+    # rollout policy improvement on a deterministic episode: never worse than the base heuristic
+    assert totals["lookahead:fifo+swf"][0] <= totals["fifo+swf"][0] * (1 + 1e-9)
+    assert totals["fifo+swf"][1] == 0 and totals["lookahead:fifo+swf"][1] > 0
+    assert totals["lookahead:fifo+swf"][0] < 0.95 * totals["fifo+swf"][0]  # on this seed: 24.0 vs 29.3 job-hours
