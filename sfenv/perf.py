@@ -541,14 +541,7 @@ def _evaluate_general(
             wan_bytes += 2.0 * (d - 1) / d * grad_bytes * len(regs)
         allreduce.append(t_ar)
 
-    if p == 1:
-        t_pp = m * compute[0]
-    else:
-        t_pp = _pipeline_time_cached(tuple(compute), tuple(lats), tuple(xfers), m, schedule, windows)
-    bubble = max(0.0, t_pp - m * max(compute))
-    ar = max(allreduce)
-    w = params.dp_overlap
-    t_iter = t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
+    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, allreduce, m, schedule, windows, params)
 
     power: dict[int, float] = {}
     idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
@@ -578,6 +571,21 @@ def _evaluate_general(
         bottleneck_bw_bps=bottleneck,
         wan_bytes_per_iter=wan_bytes,
     )
+
+
+def _iteration_time(
+    compute: list[float], lats: list[float], xfers: list[float], allreduce: list[float], m: int, schedule: str,
+    windows: Sequence[int], params: PerfParams,
+) -> tuple[float, float, float]:
+    """Pipeline time, bubble and iteration time (the all-reduce overlapped by ``dp_overlap``)."""
+    if len(compute) == 1:
+        t_pp = m * compute[0]
+    else:
+        t_pp = _pipeline_time_cached(tuple(compute), tuple(lats), tuple(xfers), m, schedule, windows)
+    bubble = max(0.0, t_pp - m * max(compute))
+    ar = max(allreduce)
+    w = params.dp_overlap
+    return t_pp, bubble, t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
 
 
 def _evaluate_chain(
@@ -712,14 +720,7 @@ def _evaluate_chain(
             xfers.append(x)
         prev = r
 
-    if p == 1:
-        t_pp = m * compute[0]
-    else:
-        t_pp = _pipeline_time_cached(tuple(compute), tuple(lats), tuple(xfers), m, schedule, windows)
-    bubble = max(0.0, t_pp - m * max(compute))
-    ar = max(allreduce)
-    w = params.dp_overlap
-    t_iter = t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
+    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, allreduce, m, schedule, windows, params)
 
     power: dict[int, float] = {}
     idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
