@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from sfenv.agents.base import SchedulerAgent, fill_budget
+from sfenv.agents.base import SchedulerAgent, fill_budget, index_order_chain
 
 from sfenv.errors import UnknownName
 from sfenv.perf import Plan
@@ -275,8 +275,6 @@ class FirstFitProposer:
 
     def plan(self, view: SimView, job: JobSpec) -> Plan | None:
         """FIFO's first-fit plan for ``job`` now, or None."""
-        from sfenv.agents.base import index_order_chain
-
         free = view.free_gpus
         for r in range(view.topo.num_regions):
             if free[r] >= job.min_gpus:
