@@ -204,3 +204,17 @@ def test_paired_bootstrap_ratio_of_the_experiment():
     a = b * np.array([0.7, 1.1, 0.8, 1.0, 0.9])
     r, lo, hi = paired_bootstrap_ratio(a, b)
     assert r == pytest.approx(a.sum() / b.sum()) and lo < r < hi and hi < 1.1 and lo > 0.7
+
+
+def test_every_bundled_config_is_valid():
+    from sfenv.agents.imitation import PRETRAIN_DEFAULTS
+    from sfenv.agents.learned import bundled_configs
+
+    from sfenv.env import GeoSchedEnv
+
+    names = bundled_configs()
+    assert "contended-distill" in names
+    for name in names:
+        cfg = load_config(name)
+        GeoSchedEnv("spider-8", **(cfg.get("env_kwargs") or {})).close()  # the env takes its settings
+        assert set(cfg.get("pretrain") or {}) <= set(PRETRAIN_DEFAULTS), name
