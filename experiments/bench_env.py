@@ -3,14 +3,21 @@
 Steps/s with random (masked and unmasked) actions, next to CartPole measured in the same run;
 and the share of a MaskablePPO training run's wall time spent inside ``env.step``.
 
-Run: ``python -m sfenv.experiments.bench_env [--steps 5000] [--train-steps 16384]``.
+Run: ``python -m sfenv.experiments.bench_env [--steps 5000] [--train-steps 16384] [--against DIR]``
+(``--against``: the same masked-steps measurement for another checkout, alternately with this code).
 Targets: >= 5,000 steps/s on 8 regions, >= 1,000 on 64, <= 20 % of training time in env.step.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -80,11 +87,62 @@ def training_share(train_steps: int) -> tuple[float, float]:
     return StepTimer.total / wall, wall
 
 
+#: run in a fresh interpreter by :func:`compare_with_checkout`: masked steps/s of two envs and CartPole
+_PROBE = """
+import json, sys
+try:
+    from sfenv.experiments.bench_env import cartpole_steps_per_s, steps_per_s
+except ImportError:  # a checkout from before the packages were renamed
+    from experiments.bench_env import cartpole_steps_per_s, steps_per_s
+import sfenv
+steps, ids = int(sys.argv[1]), sys.argv[2].split(",")
+cp = cartpole_steps_per_s(4 * steps)
+print(json.dumps({"sfenv": sfenv.__file__, "cartpole": cp, **{i: steps_per_s(i, steps, True) for i in ids}}))
+"""
+
+
+def compare_with_checkout(
+    checkout: str | Path, steps: int = 3000, rounds: int = 3,
+    env_ids: tuple[str, ...] = ("sfenv/Spider8-v0", "sfenv/Spider64-v0"),
+) -> list[dict[str, dict]]:
+    """Masked steps/s of this code and of another checkout, alternately, each in a fresh interpreter.
+
+    The same-conditions comparison of two revisions (e.g. ``git worktree add /tmp/old REV``):
+    each round runs the checkout, then this code, each measuring CartPole too, so a ratio to
+    CartPole and a ratio between the two come from the same minutes of the same machine.
+
+    :param checkout: the other revision's source folder (it goes first on ``PYTHONPATH``).
+    :return: per round ``{"other": {...}, "this": {...}}``: steps/s per env id, ``cartpole`` and
+        the ``sfenv`` module file each used.
+    """
+    here = Path(__file__).resolve().parents[1]
+    out = []
+    for _ in range(rounds):
+        row = {}
+        for name, path in (("other", Path(checkout).resolve()), ("this", here)):
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
+            res = subprocess.run([sys.executable, "-c", _PROBE, str(steps), ",".join(env_ids)], env=env,
+                                 capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+            row[name] = json.loads(res.stdout.strip().splitlines()[-1])
+        out.append(row)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="sfenv environment benchmark")
     ap.add_argument("--steps", type=int, default=5000)
     ap.add_argument("--train-steps", type=int, default=16384)
+    ap.add_argument("--against", metavar="DIR", default=None,
+                    help="also compare masked steps/s with another checkout (e.g. `git worktree add /tmp/old REV`), "
+                         "alternately, 3 rounds")
     args = ap.parse_args()
+    if args.against:
+        for i, row in enumerate(compare_with_checkout(args.against, args.steps)):
+            for name in ("other", "this"):
+                m = row[name]
+                figures = "  ".join(f"{k[6:]} {m[k]:7.0f} ({m[k] / m['cartpole']:.4f}x CartPole)"
+                                    for k in m if k.startswith("sfenv/"))
+                print(f"round {i + 1} {name:<5}: {figures}   [{Path(m['sfenv']).parent}]")
     cp = cartpole_steps_per_s(args.steps * 4)
     print(f"CartPole-v1 (gym.make, random actions): {cp:10.0f} steps/s (reference)")
     for env_id, target in [("sfenv/Spider8-v0", 5000), ("sfenv/Spider64-v0", 1000)]:

@@ -111,3 +111,15 @@ def test_bench_agents_times_every_agent_on_the_same_points(tmp_path):
     out = tmp_path / "r.json"
     bench_agents.atomic_write_json(out, [row])
     assert json.loads(out.read_text())[0]["points"] == 2
+
+
+def test_bench_env_compares_with_another_checkout(tmp_path):
+    """Smoke: this code against itself (a stand-in for another revision), one round, few steps."""
+    from pathlib import Path
+
+    here = Path(bench_env.__file__).resolve().parents[1]
+    rows = bench_env.compare_with_checkout(here, steps=30, rounds=1, env_ids=("sfenv/Spider8-v0",))
+    assert len(rows) == 1 and set(rows[0]) == {"other", "this"}
+    for m in rows[0].values():
+        assert m["sfenv/Spider8-v0"] > 0 and m["cartpole"] > 0
+        assert Path(m["sfenv"]).resolve().parent.parent == here  # each run imported the folder it was given
