@@ -27,6 +27,7 @@ is never worse on the held-out seeds than the clone.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,12 +46,15 @@ def expert_action(env: Any, expert: str | None = None) -> int:
 
     :param expert: the agent whose decision to take (``"fifo+swf"``, ``"spinsearch+swf"``): the
         proposer of that name; None: the first proposer that records a decision;
-        ``"lookahead:AGENT"``: :func:`lookahead_action` with ``AGENT`` as the rollout policy.
+        ``"lookahead:AGENT"``: :func:`lookahead_action` with ``AGENT`` as the rollout policy
+        (privileged: the rollouts play the episode's own future); ``"lookahead:AGENT:K"``: the
+        same scored over ``K`` sampled futures (knows only the present).
     :raises ValueError: when no proposer of the env records that decision (use ``proposers="best"``).
     """
     base = env.unwrapped
     if expert is not None and expert.startswith("lookahead:"):
-        return lookahead_action(env, expert.split(":", 1)[1])
+        parts = expert.split(":")
+        return lookahead_action(env, parts[1], int(parts[2]) if len(parts) > 2 else 0)
     proposer = next((p for p in base.proposers if hasattr(p, "decision")
                      and (expert is None or getattr(p, "name", None) == expert)), None)
     if proposer is None:
@@ -64,17 +68,43 @@ def expert_action(env: Any, expert: str | None = None) -> int:
 _ROLLOUT_AGENTS: dict[str, Any] = {}
 
 
-def lookahead_action(env: Any, base: str = "fifo+swf") -> int:
-    """The valid action whose what-if rollout scores best: a privileged expert for distillation.
+def sample_future(scenario: Any, sim: Any, rng: np.random.Generator) -> list[Any]:
+    """One possible future of ``sim``'s episode: replacements for its jobs that have not arrived.
+
+    Draws a fresh workload from ``scenario`` and keeps its last ``m`` jobs (``m`` = jobs still to
+    arrive), shifted so that the gaps between arrivals are the draw's and the first comes one
+    drawn gap after now (exact for Poisson arrivals, which forget the past).
+    """
+    from dataclasses import replace
+
+    m = sum(1 for js in sim.jobs if js.status == "pending")
+    if m == 0:
+        return []
+    fresh = scenario.make_jobs(rng)
+    tail = fresh[-m:]
+    before = fresh[-m - 1].arrival if m < len(fresh) else 0.0
+    return [replace(j, arrival=sim.time + (j.arrival - before)) for j in tail]
+
+
+def lookahead_action(env: Any, base: str = "fifo+swf", futures: int = 0, seed: int = 0) -> int:
+    """The valid action whose what-if rollouts score best: an expert for distillation.
 
     For each valid action, a fork of the simulator (:meth:`sfenv.sim.Simulator.fork`) takes it and
     then plays the rest of the episode with the heuristic ``base``; the action with the best
     episode objective (the env's reward weights: job-time, cost, tokens) wins, ties going to the
-    heuristic's own action.  A rollout policy improvement step (Bertsekas' rollout algorithm), so
-    never worse than ``base`` on the episode it looks at; it is *privileged*: the fork knows the
-    episode's future arrivals and link changes, which no online scheduler does.  Only a student
-    that sees the observation alone (the policy cloned from it) is a fair scheduler.  Costs one
-    rollout per valid action (about 40 ms each on a 40-job spider-8 episode).
+    heuristic's own action (Bertsekas' rollout algorithm).
+
+    - ``futures=0``: the forks play the episode's own future (arrivals, link changes).  Never
+      worse than ``base`` on that episode, but *privileged*: no online scheduler knows the future,
+      and a student that sees only the observation cannot tell why the expert deviated.
+    - ``futures=K``: each action is scored by the mean over ``K`` sampled futures
+      (:func:`sample_future`, :meth:`sfenv.sim.Simulator.resample_future`), the same ``K`` for
+      every action (common random numbers).  The choice then depends on the present state only:
+      a fair online scheduler, and a function a student can learn.  The draws come from a
+      generator seeded by ``seed``, the decision count and the clock, so the expert is
+      deterministic.
+
+    Costs ``max(K, 1)`` rollouts per valid action (about 40 ms each on a 40-job spider-8 episode).
     """
     from sfenv.agents.registry import make_agent
 
@@ -84,18 +114,30 @@ def lookahead_action(env: Any, base: str = "fifo+swf") -> int:
         agent = _ROLLOUT_AGENTS[base] = make_agent(base)
     own = expert_action(env, base) if base in {getattr(p, "name", None) for p in e.proposers} else None
     mask = e.action_masks()
+    draws: list[tuple[list[Any], np.random.Generator | None]] = [([], None)]
+    if futures > 0:
+        root = np.random.default_rng([seed, e.sim.decisions, int(e.sim.time * 1000.0)])
+        draws = []
+        for g in root.spawn(futures):
+            jobs_rng, link_rng = g.spawn(2)
+            draws.append((sample_future(e.scenario, e.sim, jobs_rng), link_rng))
     best, best_v = e.wait_action, None
     for a in np.flatnonzero(mask).tolist():
-        sim = e.sim.fork()
-        if a == e.wait_action:
-            sim.wait()
-        else:
-            sim.schedule(e.candidates[a])
-            sim.advance()
-        sim.run(agent.decide)
-        cost, _, tokens = sim.totals()
-        v = (e.jct_weight * sim.job_seconds / (3600.0 * e.K) + e.cost_weight * cost
-             - e.throughput_weight * tokens / 1e9)
+        total = 0.0
+        for jobs, link_rng in draws:
+            sim = e.sim.fork()
+            if futures > 0:
+                sim.resample_future(jobs, copy.deepcopy(link_rng))
+            if a == e.wait_action:
+                sim.wait()
+            else:
+                sim.schedule(e.candidates[a])
+                sim.advance()
+            sim.run(agent.decide)
+            cost, _, tokens = sim.totals()
+            total += (e.jct_weight * sim.job_seconds / (3600.0 * e.K) + e.cost_weight * cost
+                      - e.throughput_weight * tokens / 1e9)
+        v = total / len(draws)
         if best_v is None or v < best_v - 1e-9 or (a == own and v <= best_v + 1e-9):
             best, best_v = a, v
     return int(best)

@@ -51,7 +51,7 @@ import copy
 import heapq
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -942,6 +942,30 @@ class Simulator:
         twin = copy.deepcopy(self, memo)
         twin._memo_wan_state = b""
         return twin
+
+    def resample_future(self, jobs: Sequence[JobSpec], rng: np.random.Generator | None = None) -> None:
+        """Replace what has not happened yet by a draw: for look-ahead that knows only the present.
+
+        The jobs that have not arrived become ``jobs`` (one per such job, in arrival order, none
+        arriving before now; their ids are reassigned); with ``rng``, link changes not yet drawn
+        come from it instead of the episode's generator.  Use it on a :meth:`fork`: the fork then
+        plays one possible future rather than the episode's own.  Scheduled outages are kept.
+
+        :raises ValueError: if ``jobs`` does not hold one spec per pending job, or one arrives in the past.
+        """
+        pending = [js.spec.job_id for js in self.jobs if js.status == "pending"]
+        if len(jobs) != len(pending):
+            raise ValueError(f"{len(pending)} jobs have not arrived; got {len(jobs)} to replace them")
+        if any(j.arrival < self.time for j in jobs):
+            raise ValueError(f"a replacement job arrives before now ({self.time:.1f} s)")
+        gone = set(pending)
+        self._events = [ev for ev in self._events if not (ev[1] == EV_ARRIVAL and ev[3] in gone)]
+        heapq.heapify(self._events)
+        for jid, spec in zip(pending, sorted(jobs, key=lambda j: j.arrival)):
+            self.jobs[jid].spec = spec.with_id(jid)
+            self._push(spec.arrival, EV_ARRIVAL, jid)
+        if rng is not None:
+            self.rng = rng
 
     def run(
         self,

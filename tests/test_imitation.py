@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -169,3 +170,75 @@ def test_lookahead_expert_improves_on_its_rollout_policy():
     assert totals["lookahead:fifo+swf"][0] <= totals["fifo+swf"][0] * (1 + 1e-9)
     assert totals["fifo+swf"][1] == 0 and totals["lookahead:fifo+swf"][1] > 0
     assert totals["lookahead:fifo+swf"][0] < 0.95 * totals["fifo+swf"][0]  # on this seed: 24.0 vs 29.3 job-hours
+
+
+def _sim_after(decisions: int, seed: int = 4):
+    from sfenv.scenario import load_scenario
+
+    scenario = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 12})
+    sim = scenario.make_simulator(seed)
+    agent = make_agent("fifo+swf")
+    for _ in range(decisions):
+        plan = agent.decide(sim.view())
+        if plan is None:
+            sim.wait()
+        else:
+            sim.schedule(plan)
+            sim.advance()
+    return scenario, sim
+
+
+def test_resample_future_replaces_only_the_jobs_still_to_arrive():
+    from sfenv.agents.imitation import sample_future
+
+    scenario, sim = _sim_after(4)
+    before = sim.report().to_dict()
+    pending = [js.spec.job_id for js in sim.jobs if js.status == "pending"]
+    assert 0 < len(pending) < 12
+    twin = sim.fork()
+    future = sample_future(scenario, twin, np.random.default_rng(7))
+    assert len(future) == len(pending) and min(j.arrival for j in future) >= sim.time
+    twin.resample_future(future, np.random.default_rng(8))
+    for js, old in zip(twin.jobs, sim.jobs):
+        if js.spec.job_id in pending:
+            assert js.spec.arrival >= sim.time
+        else:
+            assert js.spec is old.spec  # what has happened stays
+    assert sorted(js.spec.arrival for js in twin.jobs if js.spec.job_id in pending) == sorted(j.arrival for j in future)
+    assert [js.spec.model for js in twin.jobs if js.spec.job_id in pending] != \
+        [js.spec.model for js in sim.jobs if js.spec.job_id in pending] or \
+        [js.spec.iterations for js in twin.jobs] != [js.spec.iterations for js in sim.jobs]
+    report = twin.run(make_agent("fifo+swf").decide)
+    assert report.finished + report.unfinished == 12
+    assert sim.report().to_dict() == before  # the original is untouched
+    with pytest.raises(ValueError, match="have not arrived"):
+        sim.fork().resample_future(future[1:])
+    with pytest.raises(ValueError, match="before now"):
+        sim.fork().resample_future([replace(future[0], arrival=0.0)] + future[1:])
+
+
+def test_sampled_lookahead_knows_only_the_present():
+    """Two episodes with the same present and different futures get the same sampled look-ahead action."""
+    from sfenv.agents.imitation import lookahead_action, sample_future
+
+    env = gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", num_jobs=12, proposers="best",
+                   obs_mode="compact")
+    env.reset(seed=3)
+    checked = deviations = 0
+    for _ in range(8):
+        e = env.unwrapped
+        if e.sim.done:
+            break
+        if any(js.status == "pending" for js in e.sim.jobs) and e.action_masks().sum() > 1:
+            ahead = lookahead_action(env, "fifo+swf", futures=2)
+            deviations += ahead != expert_action(env, "fifo+swf")
+            real_future = [js.spec for js in e.sim.jobs if js.status == "pending"]
+            saved = e.sim
+            e.sim = saved.fork()
+            e.sim.resample_future(sample_future(e.scenario, e.sim, np.random.default_rng(checked)))
+            assert [js.spec for js in e.sim.jobs if js.status == "pending"] != real_future
+            assert lookahead_action(env, "fifo+swf", futures=2) == ahead
+            e.sim = saved
+            checked += 1
+        env.step(expert_action(env, "fifo+swf"))
+    assert checked >= 3 and deviations >= 1  # it does look ahead (not just the heuristic's action)
