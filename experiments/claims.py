@@ -32,9 +32,11 @@ Run: ``python -m sfenv.experiments.claims [--seeds 5] [--quick] [--only spiderfl
 ``--backend ray [--workers N] [--address ADDR]`` runs every episode as a Ray task (the ``ray``
 extra; one Ray session for all scenarios, results identical to the serial run but the decision
 times, which are measured wherever the episode runs).
-``--quick`` (at most 10 jobs per episode, small ILP and genetic budgets) takes minutes; the full run (the
-scenarios' workloads, default budgets) takes about an hour on two cores, mostly the ILP on 32 and
-64 clusters.
+``--quick`` (at most 10 jobs per episode, small ILP and genetic budgets) takes minutes.  At default
+budgets the ILP baseline dominates: 6-33 s per decision on 16-64 clusters (12 MILPs with a time
+limit each), so 3 seeds with each spider scenario capped at 12 jobs (``--num-jobs 12``) take about
+1.5 hours on two cores, and the uncapped workloads (80-320 jobs) about 11 CPU-hours: split them
+with ``--scenarios`` or run them with ``--backend ray`` on a cluster.
 """
 
 from __future__ import annotations

@@ -133,18 +133,25 @@ def test_pretrain_settings_are_checked_before_anything_is_written(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_fork_is_independent_and_plays_the_same_future():
+def _sim_after(decisions: int, seed: int = 4):
     from sfenv.scenario import load_scenario
 
-    sim = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 12}).make_simulator(4)
+    scenario = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 12})
+    sim = scenario.make_simulator(seed)
     agent = make_agent("fifo+swf")
-    for _ in range(6):
+    for _ in range(decisions):
         plan = agent.decide(sim.view())
         if plan is None:
             sim.wait()
         else:
             sim.schedule(plan)
             sim.advance()
+    return scenario, sim
+
+
+def test_fork_is_independent_and_plays_the_same_future():
+    _, sim = _sim_after(6)
+    agent = make_agent("fifo+swf")
     before = sim.report().to_dict()
     twin = sim.fork()
     assert twin.topo is sim.topo and twin.jobs[0].spec is sim.jobs[0].spec and twin.jobs[0] is not sim.jobs[0]
@@ -170,22 +177,6 @@ def test_lookahead_expert_improves_on_its_rollout_policy():
     assert totals["lookahead:fifo+swf"][0] <= totals["fifo+swf"][0] * (1 + 1e-9)
     assert totals["fifo+swf"][1] == 0 and totals["lookahead:fifo+swf"][1] > 0
     assert totals["lookahead:fifo+swf"][0] < 0.95 * totals["fifo+swf"][0]  # on this seed: 24.0 vs 29.3 job-hours
-
-
-def _sim_after(decisions: int, seed: int = 4):
-    from sfenv.scenario import load_scenario
-
-    scenario = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 12})
-    sim = scenario.make_simulator(seed)
-    agent = make_agent("fifo+swf")
-    for _ in range(decisions):
-        plan = agent.decide(sim.view())
-        if plan is None:
-            sim.wait()
-        else:
-            sim.schedule(plan)
-            sim.advance()
-    return scenario, sim
 
 
 def test_resample_future_replaces_only_the_jobs_still_to_arrive():
