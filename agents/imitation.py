@@ -6,10 +6,11 @@ leaves jobs waiting to the horizon.  The warm start (our design, in the spirit o
 RL" recipes; plain torch on SB3's policy, no extra dependency):
 
 1. **Expert.**  With ``proposers="best"`` (:func:`sfenv.proposers.best_heuristic_proposers`) the
-   decision proposers record the decisions of ``fifo+swf`` (candidate 0) and ``spinsearch+swf``
-   at every step: :func:`expert_action` maps the chosen expert's decision to its action (wait when
-   the heuristic would wait).  The expert costs nothing extra.  Default expert: ``fifo+swf``, the
-   best heuristic on ``spider-8-contended`` (``experiments/learned_vs_heuristics.py``).
+   decision proposers record the decisions of ``fastest+swf`` (candidate 0), ``fifo+swf`` and
+   ``spinsearch+swf`` at every step: :func:`expert_action` maps the chosen expert's decision to its
+   action (wait when the heuristic would wait).  The expert costs nothing extra.  Default expert:
+   ``fastest+swf``, the best heuristic on ``spider-8-contended``
+   (``experiments/learned_vs_heuristics.py``).
 2. **Collection** (:func:`collect`): ``steps`` environment steps through the training
    ``VecNormalize``, so its observation and reward statistics warm up as PPO's would; the
    observations are stored raw and normalised with the final statistics.  Rounds after the first
@@ -36,7 +37,7 @@ import numpy as np
 __all__ = ["PRETRAIN_DEFAULTS", "expert_action", "collect", "fit_policy", "pretrain", "Demonstrations"]
 
 #: keys of the ``pretrain`` recipe setting and their defaults
-PRETRAIN_DEFAULTS: dict[str, Any] = {"expert": "fifo+swf", "steps": 20_000, "rounds": 2, "epochs": 8,
+PRETRAIN_DEFAULTS: dict[str, Any] = {"expert": "fastest+swf", "steps": 20_000, "rounds": 2, "epochs": 8,
                                      "batch_size": 256, "learning_rate": 1e-3, "vf_coef": 0.5,
                                      "label_smoothing": 0.1}
 
@@ -44,7 +45,7 @@ PRETRAIN_DEFAULTS: dict[str, Any] = {"expert": "fifo+swf", "steps": 20_000, "rou
 def expert_action(env: Any, expert: str | None = None) -> int:
     """The action of the recorded decision of ``expert`` in ``env`` (a GeoSchedEnv, possibly wrapped).
 
-    :param expert: the agent whose decision to take (``"fifo+swf"``, ``"spinsearch+swf"``): the
+    :param expert: the agent whose decision to take (``"fastest+swf"``, ``"fifo+swf"``, ``"spinsearch+swf"``): the
         proposer of that name; None: the first proposer that records a decision;
         ``"lookahead:AGENT"``: :func:`lookahead_action` with ``AGENT`` as the rollout policy
         (privileged: the rollouts play the episode's own future); ``"lookahead:AGENT:K"``: the
@@ -86,7 +87,7 @@ def sample_future(scenario: Any, sim: Any, rng: np.random.Generator) -> list[Any
     return [replace(j, arrival=sim.time + (j.arrival - before)) for j in tail]
 
 
-def lookahead_action(env: Any, base: str = "fifo+swf", futures: int = 0, seed: int = 0) -> int:
+def lookahead_action(env: Any, base: str = "fastest+swf", futures: int = 0, seed: int = 0) -> int:
     """The valid action whose what-if rollouts score best: an expert for distillation.
 
     For each valid action, a fork of the simulator (:meth:`sfenv.sim.Simulator.fork`) takes it and
@@ -281,7 +282,7 @@ def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs:
 
 
 def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs: int = 8, batch_size: int = 256,
-             learning_rate: float = 1e-3, vf_coef: float = 0.5, seed: int = 0, expert: str | None = "fifo+swf",
+             learning_rate: float = 1e-3, vf_coef: float = 0.5, seed: int = 0, expert: str | None = "fastest+swf",
              label_smoothing: float = 0.1) -> list[dict[str, float]]:
     """Behaviour cloning with DAgger rounds (see the module docstring); returns one record per round.
 

@@ -249,24 +249,32 @@ class SpinSearchProposer:
 
 
 class FirstFitProposer:
-    """Candidate proposer: the decision of ``fifo+ORDER`` (FIFO's first-fit placement in a queue order).
+    """Candidate proposer: the decision of ``PLACEMENT+ORDER`` for FIFO's or Fastest's single-region fit.
 
-    The first job in ``order`` whose first-fit plan can start now, as
-    :meth:`sfenv.agents.fifo.FIFOAgent.propose` places it (the first region, in index order, with
-    the job's minimum free, up to ``max_gpus`` of it; else regions chained in index order), with
-    every :func:`~sfenv.planning.fit_plan` through the environment's plan cache.  It records the
+    The first job in ``order`` whose plan can start now, placed as
+    :meth:`sfenv.agents.fifo.FIFOAgent.propose` (``placement="fifo"``: the first region, in index
+    order, with the job's minimum free) or :meth:`sfenv.agents.simple.FastestRegionAgent.propose`
+    (``"fastest"``: the region where the job's plan has the shortest iteration time) places it,
+    using up to ``max_gpus`` of the region's free GPUs, else regions chained in index order; every
+    :func:`~sfenv.planning.fit_plan` goes through the environment's plan cache.  It records the
     decision as :attr:`decision` (None: the agent would wait) and proposes only that plan.
 
     :param cache: the environment's plan cache.
     :param order: queue order, one of :data:`ORDERS`.
+    :param placement: ``"fifo"`` or ``"fastest"``.
     """
 
-    def __init__(self, cache: Any, order: str = "swf"):
+    PLACEMENTS = ("fifo", "fastest")
+
+    def __init__(self, cache: Any, order: str = "swf", placement: str = "fifo"):
         if order not in ORDERS:
             raise UnknownName(f"unknown queue order {order!r}; known: {', '.join(ORDERS)}")
-        self.name = f"fifo+{order}"
+        if placement not in self.PLACEMENTS:
+            raise UnknownName(f"unknown placement {placement!r}; known: {', '.join(self.PLACEMENTS)}")
+        self.name = f"{placement}+{order}"
         self.cache = cache
         self.order = order
+        self.fastest = placement == "fastest"
         self.decision: Plan | None = None
         self._bace: Any = None
 
@@ -274,13 +282,19 @@ class FirstFitProposer:
         """Nothing to forget between episodes (the plan cache is the environment's)."""
 
     def plan(self, view: SimView, job: JobSpec) -> Plan | None:
-        """FIFO's first-fit plan for ``job`` now, or None."""
+        """The placement's plan for ``job`` now, or None."""
         free = view.free_gpus
+        best: tuple[float, Plan] | None = None
         for r in range(view.topo.num_regions):
             if free[r] >= job.min_gpus:
                 res = self.cache.fit(view, job, (r,), (min(int(free[r]), job.max_gpus),))
                 if res is not None:
-                    return res[0]
+                    if not self.fastest:
+                        return res[0]
+                    if best is None or res[1].iter_time < best[0]:
+                        best = (res[1].iter_time, res[0])
+        if best is not None:
+            return best[1]
         spread = index_order_chain(free, job)
         if spread is not None:
             res = self.cache.fit(view, job, spread[0], spread[1])
@@ -289,7 +303,7 @@ class FirstFitProposer:
         return None
 
     def candidates(self, view: SimView, k: int) -> list[Plan]:
-        """The decision of ``fifo+ORDER`` (at most one plan)."""
+        """The decision of ``PLACEMENT+ORDER`` (at most one plan)."""
         self.decision = None
         if k < 1:
             return []

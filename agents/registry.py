@@ -28,6 +28,7 @@ AGENTS: dict[str, str] = {
     "ddp": "sfenv.agents.ddp:DataParallelAgent",
     "random": "sfenv.agents.simple:RandomAgent",
     "cheapest": "sfenv.agents.simple:CheapestRegionAgent",
+    "fastest": "sfenv.agents.simple:FastestRegionAgent",
 }
 
 #: name -> one line for ``sfenv agents`` (an agent without one shows its class docstring's first line)
@@ -46,6 +47,7 @@ DESCRIPTIONS: dict[str, str] = {
     "fifo": "FIFO first-fit: arrival order, first region that fits, else regions in index order",
     "random": "Random: a uniform choice among the startable candidate plans",
     "cheapest": "Cheapest: the cheapest region that fits now, arrival order with backfilling",
+    "fastest": "Fastest: the region where the job runs fastest now, arrival order with backfilling",
 }
 
 #: named groups accepted wherever a list of agents is
@@ -55,7 +57,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "bace": ("bace-pipe", "lcf", "ldf", "cr-lcf", "cr-ldf"),
     # any PLACEMENT+ORDER is accepted (sfenv.agents.ordering); these are the ones compared by default
     "ordering": ("fifo+swf", "fifo+fgf", "fifo+bace", "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace",
-                 "spantrain+swf"),
+                 "spantrain+swf", "fastest+swf"),
 }
 
 

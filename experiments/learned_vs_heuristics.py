@@ -26,8 +26,8 @@ from sfenv.agents.learned import load_config, train
 
 from sfenv.scenario import bundled_scenarios
 
-HEURISTICS = ("fifo", "random", "spinsearch", "bace-pipe", "cr-ldf", "fifo+swf", "spinsearch+swf", "spinsearch+fgf",
-              "spinsearch+bace")
+HEURISTICS = ("fifo", "random", "spinsearch", "bace-pipe", "cr-ldf", "fastest", "fifo+swf", "fastest+swf",
+              "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace", "spantrain+swf")
 
 
 def default_scenario() -> str:

@@ -39,6 +39,7 @@ __all__ = ["SPREAD_AGENTS", "play", "run_spread", "spread_table", "format_markdo
 SPREAD_AGENTS: tuple[str, ...] = (
     "random", "fifo", "cheapest", "lcf", "ldf", "cr-lcf", "cr-ldf", "bace-pipe", "spantrain", "ddp", "spinsearch",
     "fifo+swf", "fifo+fgf", "fifo+bace", "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace", "spantrain+swf",
+    "fastest", "fastest+swf",
 )
 
 

@@ -365,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--baselines", metavar="LIST",
                    help="comma list of agents drawn as levels on the learning curve (default: fifo,spinsearch)")
     t.add_argument("--pretrain-steps", type=non_negative_int, metavar="N",
-                   help="behaviour-cloning warm start from fifo+swf before PPO: N expert steps per "
+                   help="behaviour-cloning warm start from fastest+swf before PPO: N expert steps per "
                         "round (0: none; default: the config's pretrain, else none); needs maskable-ppo, and "
                         "sets the env's proposers to best")
     t.add_argument("--checkpoint-every", type=non_negative_int, metavar="N",

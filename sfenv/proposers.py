@@ -266,19 +266,20 @@ def default_proposers(cache: PlanCache, queue_window: int) -> list[CandidateProp
 
 
 def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = None) -> list[CandidateProposer]:
-    """Proposers whose candidates always hold the decisions of ``fifo+swf`` and ``spinsearch+swf``.
+    """Proposers whose candidates always hold the decisions of ``fastest+swf``, ``fifo+swf`` and ``spinsearch+swf``.
 
     Pass them as ``GeoSchedEnv(proposers=...)`` or ``proposers="best"`` so that a policy can always
     do what the strongest fast heuristics on the contended scenarios do (see
     ``experiments/scenario_spread.py``), and choose between them:
 
-    1. :class:`sfenv.agents.ordering.FirstFitProposer` (``swf``): the decision of ``fifo+swf``,
-       always candidate 0 when there is one;
-    2. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf``): the decision of
+    1. :class:`sfenv.agents.ordering.FirstFitProposer` (``fastest``, ``swf``): the decision of
+       ``fastest+swf``, always candidate 0 when there is one;
+    2. the same with ``fifo`` placement: the decision of ``fifo+swf``;
+    3. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf``): the decision of
        ``spinsearch+swf`` and SpinSearch's plan for every job in the queue window;
-    3. :class:`SingleRegionProposer` and 4. :class:`PathProposer`, as in :func:`default_proposers`.
+    4. :class:`SingleRegionProposer` and 5. :class:`PathProposer`, as in :func:`default_proposers`.
 
-    Both decision proposers record their decision (``.decision``), the expert actions of the
+    The decision proposers record their decision (``.decision``), the expert actions of the
     behaviour-cloning warm start (:mod:`sfenv.agents.imitation`).  Not the default: SpinSearch's
     multi-region plans are fitted per link state, which leaves the environment about 40 % of its
     steps per second on 8 regions and a quarter on 64.
@@ -289,5 +290,6 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
     from sfenv.agents.ordering import FirstFitProposer, SpinSearchProposer  # agents build on sfenv
 
     cache = PlanCache() if cache is None else cache
-    return [FirstFitProposer(cache, order="swf"), SpinSearchProposer(cache, order="swf", jobs=queue_window),
+    return [FirstFitProposer(cache, order="swf", placement="fastest"), FirstFitProposer(cache, order="swf"),
+            SpinSearchProposer(cache, order="swf", jobs=queue_window),
             SingleRegionProposer(cache, jobs=queue_window), PathProposer(cache)]

@@ -1,4 +1,4 @@
-"""Behaviour-cloning warm start: the expert is spinsearch+swf, the clone acts like it, train() runs it first."""
+"""Behaviour-cloning warm start: the experts are the recorded heuristics and a look-ahead, the clone acts like it, train() runs it first."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _vec(n_envs: int = 2, seed: int = 0):
     return VecNormalize(vec, gamma=0.999)
 
 
-@pytest.mark.parametrize("expert", ["fifo+swf", "spinsearch+swf"])
+@pytest.mark.parametrize("expert", ["fastest+swf", "fifo+swf", "spinsearch+swf"])
 def test_expert_action_is_the_decision_of_the_expert(expert):
     env = gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", **ENV_KW)
     base = env.unwrapped

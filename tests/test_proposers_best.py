@@ -60,9 +60,9 @@ def test_default_proposers_unchanged_by_opt_in():
     env = GeoSchedEnv("spider-8", num_jobs=4)
     assert [type(p).__name__ for p in env.proposers] == ["SingleRegionProposer", "PathProposer"]
     assert [type(p).__name__ for p in best_heuristic_proposers()] == [
-        "FirstFitProposer", "SpinSearchProposer", "SingleRegionProposer", "PathProposer"]
-    assert [type(p).__name__ for p in GeoSchedEnv("spider-8", num_jobs=4, proposers="best").proposers] == [
-        "FirstFitProposer", "SpinSearchProposer", "SingleRegionProposer", "PathProposer"]
+        "FirstFitProposer", "FirstFitProposer", "SpinSearchProposer", "SingleRegionProposer", "PathProposer"]
+    assert [getattr(p, "name", None) for p in GeoSchedEnv("spider-8", num_jobs=4, proposers="best").proposers] == [
+        "fastest+swf", "fifo+swf", "spinsearch+swf", None, None]
 
 
 def test_unknown_proposer_set_is_refused():
@@ -72,10 +72,12 @@ def test_unknown_proposer_set_is_refused():
         GeoSchedEnv("spider-8", num_jobs=4, proposers="bestest")
 
 
+@pytest.mark.parametrize(("name", "index"), [("fastest+swf", 0), ("fifo+swf", 1)])
 @pytest.mark.parametrize(("scenario", "seed"), [("spider-8-contended", 2), ("spider-64", 0)])
-def test_fifo_swf_decision_is_candidate_zero_and_its_rollout_is_its_own_episode(scenario, seed):
+def test_first_fit_decisions_are_candidates_and_their_rollout_is_their_own_episode(scenario, seed, name, index):
+    """fastest+swf's decision is candidate 0; fifo+swf's is a candidate; playing either gives its own episode."""
     sc = load_scenario(scenario).with_overrides(workload={"num_jobs": 30})
-    agent = make_agent("fifo+swf")
+    agent = make_agent(name)
     agent.reset(seed)
     own = sc.make_simulator(seed).run(agent.decide)
     env = GeoSchedEnv(sc, proposers="best")
@@ -83,13 +85,13 @@ def test_fifo_swf_decision_is_candidate_zero_and_its_rollout_is_its_own_episode(
     done, starts = False, 0
     while not done:
         plan = agent.decide(env.view)
-        recorded = env.proposers[0].decision
+        recorded = env.proposers[index].decision
         assert recorded == plan
         if plan is None:
             action = env.wait_action
         else:
-            assert env.candidates[0] == plan and env.action_masks()[0]
-            action = 0
+            action = env.candidates.index(plan)
+            assert env.action_masks()[action] and (index > 0 or action == 0)
             starts += 1
         _, _, terminated, truncated, _ = env.step(action)
         done = terminated or truncated
