@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> dict:
         final = train(cfg.get("algo", "maskable-ppo"), scenario, args.steps or cfg.get("steps", 150_000),
                       cfg.get("seed", 0), cfg.get("n_envs", 4), args.out / "runs", env_kwargs=cfg.get("env_kwargs"),
                       algo_kwargs=cfg.get("hp"), normalize=cfg.get("normalize", "all"),
-                      baselines=["fifo", "spinsearch"], pretrain=cfg.get("pretrain"),
+                      baselines=cfg.get("baselines", ["fifo", "spinsearch"]), pretrain=cfg.get("pretrain"),
                       eval_seeds=cfg.get("eval_seeds"), eval_every=cfg.get("eval_every"))
         model = final.with_name("best_model.zip")
     else:
