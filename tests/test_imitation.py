@@ -1,4 +1,4 @@
-"""Behaviour-cloning warm start: the experts are the recorded heuristics and a look-ahead, the clone acts like it, train() runs it first."""
+"""Behaviour-cloning warm start: recorded and look-ahead experts, the clone acts like them, train() runs it first."""
 
 from __future__ import annotations
 
