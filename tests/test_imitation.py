@@ -222,6 +222,7 @@ def test_sampled_lookahead_knows_only_the_present():
             break
         if any(js.status == "pending" for js in e.sim.jobs) and e.action_masks().sum() > 1:
             ahead = lookahead_action(env, "fifo+swf", futures=2)
+            assert expert_action(env, "lookahead:fifo+swf:2") == ahead
             deviations += ahead != expert_action(env, "fifo+swf")
             real_future = [js.spec for js in e.sim.jobs if js.status == "pending"]
             saved = e.sim
