@@ -3,15 +3,25 @@
 Every solve has a time limit; a solve that stops at the limit returns its best incumbent with
 ``optimal=False`` (PuLP reports such runs as "Not Solved" or "Optimal" depending on the solver, so
 the status is read from the solver where possible).
+
+The limit is enforced from outside too.  HiGHS does not check its ``time_limit`` everywhere
+(ERGO-Code/HiGHS#2226, open; #885, #1501): on one of the ILP baseline's instances (spider-16,
+seed 1, 12 jobs) a 2 s solve ran for over an hour, in-process, where nothing can stop it.  So where
+the OS can fork, each solve runs in a forked child that sends the solution back through a pipe;
+a child still running ``HARD_LIMIT_GRACE_S`` after the time limit is killed and the solve returns
+"Not Solved" without a solution (the ILP agent then falls back, and counts it).  Forking costs a
+few milliseconds against a limit of seconds.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import dataclass
+from typing import Any
 
 import pulp
 
-__all__ = ["SolveResult", "solve", "new_var"]
+__all__ = ["SolveResult", "solve", "new_var", "HARD_LIMIT_GRACE_S"]
 
 
 def new_var(problem: pulp.LpProblem, name: str, **kwargs: object) -> pulp.LpVariable:
@@ -48,12 +58,67 @@ def _solver(time_limit: float) -> tuple[pulp.LpSolver, str]:
     return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=GAP_REL, gapAbs=GAP_ABS), "CBC"
 
 
-def solve(problem: pulp.LpProblem, time_limit: float = 2.0) -> SolveResult:
-    """Solve ``problem`` in place under ``time_limit`` seconds, to the gaps ``GAP_REL``/``GAP_ABS``."""
-    solver, name = _solver(time_limit)
-    problem.solve(solver)
+#: seconds a solve may overrun its time limit before its child process is killed
+HARD_LIMIT_GRACE_S = 5.0
+
+
+def _fork_context() -> Any:
+    try:
+        return multiprocessing.get_context("fork")
+    except ValueError:  # no fork on this platform: solve in-process
+        return None
+
+
+def _solve_in_child(problem: pulp.LpProblem, solver: pulp.LpSolver, conn: Any) -> None:
+    try:
+        problem.solve(solver)
+        values = {v.name: v.varValue for v in problem.variables()}
+        conn.send((problem.status, getattr(problem, "sol_status", None), values))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        conn.send(exc)
+    finally:
+        conn.close()
+
+
+def _result(problem: pulp.LpProblem, name: str) -> SolveResult:
     status = pulp.LpStatus[problem.status]
     sol_status = getattr(problem, "sol_status", None)
     has = status == "Optimal" or sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
     optimal = status == "Optimal" and sol_status in (None, pulp.LpSolutionOptimal)
     return SolveResult(status, bool(optimal), bool(has), name)
+
+
+def solve(problem: pulp.LpProblem, time_limit: float = 2.0, grace_s: float = HARD_LIMIT_GRACE_S) -> SolveResult:
+    """Solve ``problem`` in place under ``time_limit`` seconds, to the gaps ``GAP_REL``/``GAP_ABS``.
+
+    Where the OS can fork, the solve runs in a child process that is killed ``grace_s`` after the
+    time limit (see the module docstring); a killed solve has status "Not Solved", no solution and
+    solver name ``"<solver> (killed)"``.
+    """
+    solver, name = _solver(time_limit)
+    ctx = _fork_context()
+    if ctx is None:
+        problem.solve(solver)
+        return _result(problem, name)
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_solve_in_child, args=(problem, solver, send), daemon=True)
+    child.start()
+    send.close()
+    try:
+        payload = recv.recv() if recv.poll(time_limit + grace_s) else None
+    except EOFError:  # the child died without a word
+        payload = None
+    finally:
+        recv.close()
+        if payload is None and child.is_alive():
+            child.kill()
+        child.join()
+    if isinstance(payload, BaseException):
+        raise payload
+    if payload is None:
+        return SolveResult("Not Solved", False, False, f"{name} (killed)")
+    status, sol_status, values = payload
+    problem.status = status
+    problem.sol_status = sol_status
+    problem.assignVarsVals(values)
+    return _result(problem, name)

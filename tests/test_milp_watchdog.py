@@ -1,0 +1,46 @@
+"""The MILP helper enforces its time limit from outside the solver (HiGHS does not always stop)."""
+
+import time
+
+import pulp
+import pytest
+from sfenv.agents import milp
+
+
+def _knapsack() -> tuple[pulp.LpProblem, list[pulp.LpVariable]]:
+    prob = pulp.LpProblem("knap", pulp.LpMaximize)
+    xs = [milp.new_var(prob, f"x{i}", cat="Binary") for i in range(4)]
+    prob += pulp.lpSum(v * x for v, x in zip((5, 4, 3, 2), xs))
+    prob += pulp.lpSum(w * x for w, x in zip((4, 3, 2, 1), xs)) <= 6
+    return prob, xs
+
+
+def test_solution_comes_back_from_the_child():
+    prob, xs = _knapsack()
+    res = milp.solve(prob, time_limit=5.0)
+    assert res.optimal and res.has_solution and res.status == "Optimal"
+    assert [round(x.value()) for x in xs] == [0, 1, 1, 1]  # 4 + 3 + 2 = 9 with weight 6
+    assert pulp.value(prob.objective) == pytest.approx(9.0)
+
+
+@pytest.mark.skipif(milp._fork_context() is None, reason="the watchdog needs fork")
+def test_a_solver_that_ignores_its_time_limit_is_killed(monkeypatch):
+    prob, xs = _knapsack()
+    monkeypatch.setattr(pulp.LpProblem, "solve", lambda self, solver=None: time.sleep(60))  # a hung solver
+    t0 = time.monotonic()
+    res = milp.solve(prob, time_limit=0.2, grace_s=0.3)
+    assert time.monotonic() - t0 < 10.0
+    assert not res.has_solution and not res.optimal and res.status == "Not Solved"
+    assert res.solver.endswith("(killed)")
+    assert all(x.value() is None for x in xs)
+
+
+def test_an_error_in_the_child_is_raised_in_the_caller(monkeypatch):
+    prob, _ = _knapsack()
+
+    def broken(self, solver=None):
+        raise RuntimeError("solver exploded")
+
+    monkeypatch.setattr(pulp.LpProblem, "solve", broken)
+    with pytest.raises(RuntimeError, match="solver exploded"):
+        milp.solve(prob, time_limit=1.0)
