@@ -9,8 +9,9 @@ RL" recipes; plain torch on SB3's policy, no extra dependency):
    decision proposers record the decisions of ``fastest+swf`` (candidate 0), ``fifo+swf`` and
    ``spinsearch+swf`` at every step: :func:`expert_action` maps the chosen expert's decision to its
    action (wait when the heuristic would wait).  The expert costs nothing extra.  Default expert:
-   ``fastest+swf``, the best heuristic on ``spider-8-contended``
-   (``experiments/learned_vs_heuristics.py``).
+   ``fastest+swf``, the best of the recorded heuristics on ``spider-8-contended`` and ``spider-16``
+   (``experiments/learned_vs_heuristics.py``; ``spantrain+swf``, whose decisions are not recorded,
+   is better on the contended scenarios).
 2. **Collection** (:func:`collect`): ``steps`` environment steps through the training
    ``VecNormalize``, so its observation and reward statistics warm up as PPO's would; the
    observations are stored raw and normalised with the final statistics.  Rounds after the first

@@ -474,7 +474,7 @@ def train(
                                f"{sorted(PRETRAIN_DEFAULTS)}")
         if algo != "maskable-ppo":
             raise InvalidInput(f"train: pretrain needs algo maskable-ppo, not {algo!r}")
-        if (env_kwargs or {}).get("proposers") != "best":
+        if (env_kwargs or {}).get("proposers") not in ("best", "best+spantrain"):
             raise InvalidInput("train: pretrain imitates a heuristic whose decisions the env's candidates record; "
                                "set env_kwargs proposers: best")
         pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}

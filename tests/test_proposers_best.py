@@ -63,6 +63,9 @@ def test_default_proposers_unchanged_by_opt_in():
         "FirstFitProposer", "FirstFitProposer", "SpinSearchProposer", "SingleRegionProposer", "PathProposer"]
     assert [getattr(p, "name", None) for p in GeoSchedEnv("spider-8", num_jobs=4, proposers="best").proposers] == [
         "fastest+swf", "fifo+swf", "spinsearch+swf", None, None]
+    with_spantrain = GeoSchedEnv("spider-8", num_jobs=4, proposers="best+spantrain").proposers
+    assert [getattr(p, "name", None) for p in with_spantrain] == [
+        "fastest+swf", "fifo+swf", "spantrain+swf", "spinsearch+swf", None, None]
 
 
 def test_unknown_proposer_set_is_refused():
@@ -72,15 +75,15 @@ def test_unknown_proposer_set_is_refused():
         GeoSchedEnv("spider-8", num_jobs=4, proposers="bestest")
 
 
-@pytest.mark.parametrize(("name", "index"), [("fastest+swf", 0), ("fifo+swf", 1)])
+@pytest.mark.parametrize(("name", "index"), [("fastest+swf", 0), ("fifo+swf", 1), ("spantrain+swf", 2)])
 @pytest.mark.parametrize(("scenario", "seed"), [("spider-8-contended", 2), ("spider-64", 0)])
 def test_first_fit_decisions_are_candidates_and_their_rollout_is_their_own_episode(scenario, seed, name, index):
-    """fastest+swf's decision is candidate 0; fifo+swf's is a candidate; playing either gives its own episode."""
+    """fastest+swf's decision is candidate 0; the others' are candidates; playing one gives its own episode."""
     sc = load_scenario(scenario).with_overrides(workload={"num_jobs": 30})
     agent = make_agent(name)
     agent.reset(seed)
     own = sc.make_simulator(seed).run(agent.decide)
-    env = GeoSchedEnv(sc, proposers="best")
+    env = GeoSchedEnv(sc, proposers="best+spantrain" if name == "spantrain+swf" else "best")
     env.reset(seed=seed)
     done, starts = False, 0
     while not done:
