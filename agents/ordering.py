@@ -323,14 +323,12 @@ class DecisionProposer:
     agent that also re-plans running jobs (SpanTrain's adapter) does not re-plan through the env,
     so a policy that always picks this candidate plays the agent without its re-plans.
 
-    :param agent: registry name of the agent.
+    :param agent: the agent (e.g. ``make_agent("spantrain+swf")``); the proposer takes its name.
     """
 
-    def __init__(self, agent: str):
-        from sfenv.agents.registry import make_agent
-
-        self.name = agent
-        self.agent = make_agent(agent)
+    def __init__(self, agent: SchedulerAgent):
+        self.name = agent.name
+        self.agent = agent
         self.decision: Plan | None = None
 
     def reset(self) -> None:

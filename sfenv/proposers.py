@@ -294,10 +294,16 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
     :param cache: plan cache to share (default: a new one).
     :param spantrain: add ``spantrain+swf``'s decision (3. above).
     """
-    from sfenv.agents.ordering import DecisionProposer, FirstFitProposer, SpinSearchProposer  # agents build on sfenv
+    from sfenv.agents.ordering import (  # agents build on sfenv
+        DecisionProposer,
+        FirstFitProposer,
+        SpinSearchProposer,
+        ordered_class,
+    )
+    from sfenv.agents.spantrain import SpanTrainAgent
 
     cache = PlanCache() if cache is None else cache
     return [FirstFitProposer(cache, order="swf", placement="fastest"), FirstFitProposer(cache, order="swf"),
-            *([DecisionProposer("spantrain+swf")] if spantrain else []),
+            *([DecisionProposer(ordered_class(SpanTrainAgent, "spantrain", "swf")())] if spantrain else []),
             SpinSearchProposer(cache, order="swf", jobs=queue_window),
             SingleRegionProposer(cache, jobs=queue_window), PathProposer(cache)]
