@@ -33,10 +33,11 @@ Run: ``python -m sfenv.experiments.claims [--seeds 5] [--quick] [--only spiderfl
 extra; one Ray session for all scenarios, results identical to the serial run but the decision
 times, which are measured wherever the episode runs).
 ``--quick`` (at most 10 jobs per episode, small ILP and genetic budgets) takes minutes.  At default
-budgets the ILP baseline dominates: 6-33 s per decision on 16-64 clusters (12 MILPs with a time
-limit each), so 3 seeds with each spider scenario capped at 12 jobs (``--num-jobs 12``) take about
-1.5 hours on two cores, and the uncapped workloads (80-320 jobs) about 11 CPU-hours: split them
-with ``--scenarios`` or run them with ``--backend ray`` on a cluster.
+budgets the ILP baseline dominates: 20-40 s per decision on 16-64 clusters (12 MILPs with a 2 s
+limit each), so 3 seeds of spider-16/32/64 capped at 12 jobs (``--num-jobs 12``) take about an
+hour on two cores (one ``--scenarios`` run per scenario, side by side), and the uncapped workloads
+(80-320 jobs) an estimated 16 CPU-hours: split them with ``--scenarios`` or run them with
+``--backend ray`` on a cluster.
 """
 
 from __future__ import annotations
