@@ -19,7 +19,7 @@ from sfenv.planning import fit_plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
-__all__ = ["SchedulerAgent", "best_single_region_plan", "fill_budget", "index_order_chain"]
+__all__ = ["SchedulerAgent", "best_single_region_plan", "fill_budget", "index_order_chain", "index_order_plan"]
 
 
 class SchedulerAgent:
@@ -123,6 +123,15 @@ def fill_budget(free: Sequence[int] | np.ndarray, chain: Sequence[int], max_gpus
         budget.append(take)
         total += take
     return budget
+
+
+def index_order_plan(view: SimView, job: JobSpec) -> Plan | None:
+    """FIFO's fallback when no region alone can hold ``job``: :func:`index_order_chain`, then ``fit_plan``."""
+    spread = index_order_chain(view.free_gpus, job)
+    if spread is None:
+        return None
+    res = fit_plan(job, view.topo, spread[0], spread[1], view.evaluate)
+    return None if res is None else res[0]
 
 
 def index_order_chain(free: Sequence[int] | np.ndarray, job: JobSpec) -> tuple[list[int], list[int]] | None:

@@ -9,7 +9,7 @@ from :func:`sfenv.planning.fit_plan`.
 
 from __future__ import annotations
 
-from sfenv.agents.base import SchedulerAgent, index_order_chain
+from sfenv.agents.base import SchedulerAgent, index_order_plan
 
 from sfenv.perf import Plan
 from sfenv.planning import fit_plan
@@ -51,9 +51,5 @@ class FIFOAgent(SchedulerAgent):
                 res = fit_plan(job, view.topo, [r], [min(int(free[r]), job.max_gpus)], view.evaluate)
                 if res is not None:
                     return [res[0]]
-        spread = index_order_chain(free, job)
-        if spread is not None:
-            res = fit_plan(job, view.topo, spread[0], spread[1], view.evaluate)
-            if res is not None:
-                return [res[0]]
-        return []
+        plan = index_order_plan(view, job)
+        return [] if plan is None else [plan]

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import numpy as np
-from sfenv.agents.base import SchedulerAgent, index_order_chain
+from sfenv.agents.base import SchedulerAgent, index_order_plan
 
 from sfenv.perf import Plan
 from sfenv.planning import fit_plan
@@ -108,9 +108,5 @@ class FastestRegionAgent(SchedulerAgent):
         if ranked:
             ranked.sort(key=lambda x: (x[0], x[1]))
             return [plan for _, _, plan in ranked[:k]]
-        spread = index_order_chain(free, job)
-        if spread is not None:
-            res = fit_plan(job, view.topo, spread[0], spread[1], view.evaluate)
-            if res is not None:
-                return [res[0]]
-        return []
+        plan = index_order_plan(view, job)
+        return [] if plan is None else [plan]

@@ -138,14 +138,7 @@ def _sim_after(decisions: int, seed: int = 4):
 
     scenario = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 12})
     sim = scenario.make_simulator(seed)
-    agent = make_agent("fifo+swf")
-    for _ in range(decisions):
-        plan = agent.decide(sim.view())
-        if plan is None:
-            sim.wait()
-        else:
-            sim.schedule(plan)
-            sim.advance()
+    sim.run(make_agent("fifo+swf").decide, max_decisions=decisions)
     return scenario, sim
 
 
