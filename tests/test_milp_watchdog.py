@@ -44,3 +44,23 @@ def test_an_error_in_the_child_is_raised_in_the_caller(monkeypatch):
     monkeypatch.setattr(pulp.LpProblem, "solve", broken)
     with pytest.raises(RuntimeError, match="solver exploded"):
         milp.solve(prob, time_limit=1.0)
+
+
+@pytest.mark.skipif(milp._fork_context() is None, reason="the watchdog needs fork")
+def test_a_forked_solve_after_an_in_process_one_does_not_hang(monkeypatch):
+    """HiGHS worker threads left in the parent by an in-process solve must not hang the forked child."""
+    from sfenv.agents.ilp import MICRO_BATCHES, TP_DEGREES, build_instance, solve_instance
+
+    from sfenv.scenario import load_scenario
+
+    view = load_scenario("spider-8").make_simulator(0).view()
+    job = view.waiting[0]
+    instances = [build_instance(view, job, d, None, MICRO_BATCHES[0], TP_DEGREES) for d in (1, 2)]
+    with monkeypatch.context() as m:
+        m.setattr(milp, "_fork_context", lambda: None)
+        assert solve_instance(instances[0], 2.0) is not None  # in-process: HiGHS starts its threads here
+    calls = []
+    real = milp.solve
+    monkeypatch.setattr("sfenv.agents.ilp.solve", lambda p, t: calls.append(real(p, t, grace_s=3.0)) or calls[-1])
+    assert solve_instance(instances[1], 2.0) is not None
+    assert not calls[0].solver.endswith("(killed)")
