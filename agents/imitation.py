@@ -10,8 +10,14 @@ RL" recipes; plain torch on SB3's policy, no extra dependency):
    ``spinsearch+swf`` at every step: :func:`expert_action` maps the chosen expert's decision to its
    action (wait when the heuristic would wait).  The expert costs nothing extra.  Default expert:
    ``fastest+swf``, the best of the recorded heuristics on ``spider-8-contended`` and ``spider-16``
-   (``experiments/learned_vs_heuristics.py``; ``spantrain+swf``, whose decisions are not recorded,
-   is better on the contended scenarios).
+   (``experiments/learned_vs_heuristics.py``; ``spantrain+swf``, recorded only with
+   ``proposers="best+spantrain"``, is better on the contended scenarios).
+   Look-ahead experts (:func:`lookahead_action`) improve on a heuristic by what-if rollouts on
+   forks of the simulator.  ``"lookahead:spantrain+swf:present:proposed"`` (config
+   ``contended-rollout``) is the one a student can beat the heuristics with: at each step it
+   follows whichever heuristic's decision (or waiting) gives the jobs now in the system the least
+   job-time when the rest is played by ``spantrain+swf``.  It sees only the present, so its
+   choices are a function of the state, and it decides in about 35 ms.
 2. **Collection** (:func:`collect`): ``steps`` environment steps through the training
    ``VecNormalize``, so its observation and reward statistics warm up as PPO's would; the
    observations are stored raw and normalised with the final statistics.  Rounds after the first
@@ -30,12 +36,13 @@ is never worse on the held-out seeds than the clone.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-__all__ = ["PRETRAIN_DEFAULTS", "expert_action", "collect", "fit_policy", "pretrain", "Demonstrations"]
+__all__ = ["PRETRAIN_DEFAULTS", "expert_action", "parse_lookahead", "lookahead_action", "collect", "fit_policy",
+           "pretrain", "Demonstrations"]
 
 #: keys of the ``pretrain`` recipe setting and their defaults
 PRETRAIN_DEFAULTS: dict[str, Any] = {"expert": "fastest+swf", "steps": 20_000, "rounds": 2, "epochs": 8,
@@ -48,15 +55,13 @@ def expert_action(env: Any, expert: str | None = None) -> int:
 
     :param expert: the agent whose decision to take (``"fastest+swf"``, ``"fifo+swf"``, ``"spinsearch+swf"``): the
         proposer of that name; None: the first proposer that records a decision;
-        ``"lookahead:AGENT"``: :func:`lookahead_action` with ``AGENT`` as the rollout policy
-        (privileged: the rollouts play the episode's own future); ``"lookahead:AGENT:K"``: the
-        same scored over ``K`` sampled futures (knows only the present).
+        ``"lookahead:AGENT[:FUTURE][:proposed]"``: :func:`lookahead_action` with ``AGENT`` as the
+        rollout policy (see :func:`parse_lookahead`).
     :raises ValueError: when no proposer of the env records that decision (use ``proposers="best"``).
     """
     base = env.unwrapped
     if expert is not None and expert.startswith("lookahead:"):
-        parts = expert.split(":")
-        return lookahead_action(env, parts[1], int(parts[2]) if len(parts) > 2 else 0)
+        return lookahead_action(env, **parse_lookahead(expert))
     proposer = next((p for p in base.proposers if hasattr(p, "decision")
                      and (expert is None or getattr(p, "name", None) == expert)), None)
     if proposer is None:
@@ -70,6 +75,31 @@ def expert_action(env: Any, expert: str | None = None) -> int:
 _ROLLOUT_AGENTS: dict[str, Any] = {}
 
 
+def parse_lookahead(spec: str) -> dict[str, Any]:
+    """The :func:`lookahead_action` arguments of an expert spec ``"lookahead:AGENT[:FUTURE][:proposed]"``.
+
+    ``FUTURE``: absent or ``0``, the episode's own future (privileged); ``K`` > 0, ``K`` sampled
+    futures; ``present``, no future (the jobs in the system only).  ``proposed``: score only the
+    decisions the env's proposers record (and waiting) instead of every valid action.
+
+    :raises ValueError: on a malformed spec, naming the part and what was expected.
+    """
+    parts = spec.split(":")
+    if len(parts) < 2 or parts[0] != "lookahead" or not parts[1]:
+        raise ValueError(f"expert {spec!r}: expected 'lookahead:AGENT[:FUTURE][:proposed]'")
+    args: dict[str, Any] = {"base": parts[1], "futures": 0, "among": "valid"}
+    for part in parts[2:]:
+        if part == "present":
+            args["futures"] = "present"
+        elif part == "proposed":
+            args["among"] = "proposed"
+        elif part.isdigit():
+            args["futures"] = int(part)
+        else:
+            raise ValueError(f"expert {spec!r}: part {part!r} is not a number of futures, 'present' or 'proposed'")
+    return args
+
+
 def sample_future(scenario: Any, sim: Any, rng: np.random.Generator) -> list[Any]:
     """One possible future of ``sim``'s episode: replacements for its jobs that have not arrived.
 
@@ -77,8 +107,6 @@ def sample_future(scenario: Any, sim: Any, rng: np.random.Generator) -> list[Any
     arrive), shifted so that the gaps between arrivals are the draw's and the first comes one
     drawn gap after now (exact for Poisson arrivals, which forget the past).
     """
-    from dataclasses import replace
-
     m = sum(1 for js in sim.jobs if js.status == "pending")
     if m == 0:
         return []
@@ -88,7 +116,8 @@ def sample_future(scenario: Any, sim: Any, rng: np.random.Generator) -> list[Any
     return [replace(j, arrival=sim.time + (j.arrival - before)) for j in tail]
 
 
-def lookahead_action(env: Any, base: str = "fastest+swf", futures: int = 0, seed: int = 0) -> int:
+def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | str = 0, seed: int = 0,
+                     among: str = "valid") -> int:
     """The valid action whose what-if rollouts score best: an expert for distillation.
 
     For each valid action, a fork of the simulator (:meth:`sfenv.sim.Simulator.fork`) takes it and
@@ -105,8 +134,16 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int = 0, seed
       a fair online scheduler, and a function a student can learn.  The draws come from a
       generator seeded by ``seed``, the decision count and the clock, so the expert is
       deterministic.
+    - ``futures="present"``: the forks play the jobs now in the system only (no more arrivals;
+      link changes from a generator seeded as above) and the score is their job-time, as in
+      Bertsekas' rollout for scheduling.  Deterministic and state-only like ``K`` futures, at the
+      cost of one rollout per action and without their sampling noise.
 
-    Costs ``max(K, 1)`` rollouts per valid action (about 40 ms each on a 40-job spider-8 episode).
+    ``among="proposed"`` scores only the heuristics' recorded decisions (the env's decision
+    proposers, e.g. ``proposers="best+spantrain"``), the base's own action and waiting: the
+    expert then picks, state by state, which heuristic to follow.
+
+    Costs ``max(K, 1)`` rollouts per scored action (about 40 ms each on a 40-job spider-8 episode).
     """
     from sfenv.agents.registry import make_agent
 
@@ -116,19 +153,35 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int = 0, seed
         agent = _ROLLOUT_AGENTS[base] = make_agent(base)
     own = expert_action(env, base) if base in {getattr(p, "name", None) for p in e.proposers} else None
     mask = e.action_masks()
+    if among == "proposed":
+        actions = {e.action_for(p.decision) for p in e.proposers
+                   if getattr(p, "decision", None) is not None} | {e.wait_action}
+        if own is not None:
+            actions.add(own)
+        valid = sorted(a for a in actions if mask[a])
+    elif among == "valid":
+        valid = np.flatnonzero(mask).tolist()
+    else:
+        raise ValueError(f"among={among!r}: expected 'valid' or 'proposed'")
     draws: list[tuple[list[Any], np.random.Generator | None]] = [([], None)]
-    if futures > 0:
+    resample = futures == "present" or futures > 0
+    if resample:
         root = np.random.default_rng([seed, e.sim.decisions, int(e.sim.time * 1000.0)])
-        draws = []
-        for g in root.spawn(futures):
-            jobs_rng, link_rng = g.spawn(2)
-            draws.append((sample_future(e.scenario, e.sim, jobs_rng), link_rng))
+        if futures == "present":
+            never = 2.0 * e.sim.config.horizon_s  # after the horizon: these jobs never arrive
+            pending = [js.spec for js in e.sim.jobs if js.status == "pending"]
+            draws = [([replace(j, arrival=never) for j in pending], root)]
+        else:
+            draws = []
+            for g in root.spawn(futures):
+                jobs_rng, link_rng = g.spawn(2)
+                draws.append((sample_future(e.scenario, e.sim, jobs_rng), link_rng))
     best, best_v = e.wait_action, None
-    for a in np.flatnonzero(mask).tolist():
+    for a in valid:
         total = 0.0
         for jobs, link_rng in draws:
             sim = e.sim.fork()
-            if futures > 0:
+            if resample:
                 sim.resample_future(jobs, copy.deepcopy(link_rng))
             if a == e.wait_action:
                 sim.wait()

@@ -480,6 +480,13 @@ def train(
         pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}
         for name in ("steps", "rounds", "epochs", "batch_size"):
             _check_int(f"pretrain.{name}", pre_cfg[name], 1)
+        if str(pre_cfg["expert"]).startswith("lookahead:"):
+            from sfenv.agents.imitation import parse_lookahead
+
+            try:
+                parse_lookahead(str(pre_cfg["expert"]))
+            except ValueError as exc:
+                raise InvalidInput(f"train: pretrain.{exc}") from None
     for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0), ("n_envs", n_envs, 1),
                              ("checkpoint_every", checkpoint_every, 0)):
         _check_int(name, value, low)

@@ -207,14 +207,17 @@ def test_paired_bootstrap_ratio_of_the_experiment():
 
 
 def test_every_bundled_config_is_valid():
-    from sfenv.agents.imitation import PRETRAIN_DEFAULTS
+    from sfenv.agents.imitation import PRETRAIN_DEFAULTS, parse_lookahead
     from sfenv.agents.learned import bundled_configs
 
     from sfenv.env import GeoSchedEnv
 
     names = bundled_configs()
-    assert "contended-distill" in names
+    assert {"contended-distill", "contended-rollout"} <= set(names)
     for name in names:
         cfg = load_config(name)
         GeoSchedEnv("spider-8", **(cfg.get("env_kwargs") or {})).close()  # the env takes its settings
         assert set(cfg.get("pretrain") or {}) <= set(PRETRAIN_DEFAULTS), name
+        expert = str((cfg.get("pretrain") or {}).get("expert", ""))
+        if expert.startswith("lookahead:"):
+            parse_lookahead(expert)  # raises on a malformed spec
