@@ -24,7 +24,7 @@ import numpy as np
 from sfenv.agents.evaluate import atomic_write_json, evaluate_agents
 from sfenv.agents.learned import load_config, train
 
-from sfenv.scenario import bundled_scenarios
+from sfenv.scenario import bundled_scenarios, load_scenario
 
 HEURISTICS = ("fifo", "random", "spinsearch", "bace-pipe", "cr-ldf", "fastest", "fifo+swf", "fastest+swf",
               "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace", "spantrain+swf")
@@ -107,8 +107,9 @@ def main(argv: list[str] | None = None) -> dict:
 def compare(spec: str, heuristics: list[str], scenario: str, seeds: list[int], num_jobs: int | None = None) -> dict:
     """Play ``spec`` (a ``model:PATH``) and ``heuristics`` on ``seeds``; per-agent means and the model's ratios.
 
-    Ratios of mean JCT (censored) to the best heuristic's and to FIFO's, and of cost to the
-    cheapest heuristic's, each with its paired bootstrap 95 % interval over seeds.
+    Ratios of mean JCT (censored) to the best heuristic's and to FIFO's, of cost to the cheapest
+    heuristic's and to the best one's, and of the reward's objective (:func:`episode_objective`)
+    to the heuristic best by that objective, each with its paired bootstrap 95 % interval over seeds.
     """
     rows = evaluate_agents([spec, *heuristics], scenario, seeds, num_jobs=num_jobs, progress=True)
     by: dict[str, dict[int, dict]] = {}
@@ -116,15 +117,37 @@ def compare(spec: str, heuristics: list[str], scenario: str, seeds: list[int], n
         by.setdefault(r["agent"], {})[r["seed"]] = r
     jct = {a: np.array([by[a][s]["mean_jct_s"] / 3600 for s in seeds]) for a in by}
     cost = {a: np.array([by[a][s]["cost_usd"] for s in seeds]) for a in by}
+    objective = {a: np.array([episode_objective(by[a][s], scenario, num_jobs) for s in seeds]) for a in by}
     best = min(heuristics, key=lambda h: jct[h].mean())
     cheapest = min(heuristics, key=lambda h: cost[h].mean())
+    best_obj = min(heuristics, key=lambda h: objective[h].mean())
     summary = {a: {"mean_jct_h": float(jct[a].mean()), "cost_usd": float(cost[a].mean()),
                    "unfinished": float(np.mean([by[a][s]["unfinished"] for s in seeds]))} for a in by}
     return {"best_heuristic": best, "ratio_to_best": list(paired_bootstrap_ratio(jct[spec], jct[best])),
             "ratio_to_fifo": list(paired_bootstrap_ratio(jct[spec], jct["fifo"])) if "fifo" in jct else None,
             "cheapest_heuristic": cheapest,
             "cost_ratio_to_cheapest": list(paired_bootstrap_ratio(cost[spec], cost[cheapest])),
-            "cost_ratio_to_best": list(paired_bootstrap_ratio(cost[spec], cost[best])), "summary": summary}
+            "cost_ratio_to_best": list(paired_bootstrap_ratio(cost[spec], cost[best])),
+            "best_objective_heuristic": best_obj,
+            "objective_ratio_to_best": list(paired_bootstrap_ratio(objective[spec], objective[best_obj])),
+            "summary": summary}
+
+
+def episode_objective(row: dict, scenario: str, num_jobs: int | None = None) -> float:
+    """What the scenario's reward minimises over an episode: minus its undiscounted return, penalties aside.
+
+    ``jct_weight * sum(JCT) / (3600 K) + cost_weight * cost - throughput_weight * tokens / 1e9``
+    (:class:`sfenv.env.GeoSchedEnv`'s reward; the sum of censored JCTs is the episode's job-time).
+    With a cost weight this is the fair single figure: JCT and cost ratios alone can each favour a
+    policy that trades one for the other.
+    """
+    sc = load_scenario(scenario)
+    if num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": num_jobs})
+    w = sc.cfg.reward
+    job_h = float(np.sum(row["jcts_s"])) / 3600.0
+    return (w.jct_weight * job_h / sc.cfg.env.queue_window + w.cost_weight * row["cost_usd"]
+            - w.throughput_weight * row["total_tokens"] / 1e9)
 
 
 def report(spec: str, res: dict) -> None:
@@ -139,6 +162,9 @@ def report(spec: str, res: dict) -> None:
         print(f"learned / fifo: JCT {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
     r, lo, hi = res["cost_ratio_to_best"]
     print(f"learned / {res['best_heuristic']}: cost {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
+    r, lo, hi = res["objective_ratio_to_best"]
+    print(f"learned / best heuristic by the reward's objective ({res['best_objective_heuristic']}): "
+          f"{r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
 
 
 if __name__ == "__main__":

@@ -221,3 +221,27 @@ def test_every_bundled_config_is_valid():
         expert = str((cfg.get("pretrain") or {}).get("expert", ""))
         if expert.startswith("lookahead:"):
             parse_lookahead(expert)  # raises on a malformed spec
+
+
+def test_episode_objective_is_minus_the_env_return_under_a_cost_weight():
+    """The experiment's objective of an episode equals minus the env's undiscounted return on it."""
+    import gymnasium as gym
+    from sfenv.agents.evaluate import run_episode
+    from sfenv.agents.imitation import expert_action
+    from sfenv.agents.registry import make_agent
+    from sfenv.experiments.learned_vs_heuristics import episode_objective
+
+    from sfenv.scenario import load_scenario
+
+    env = gym.make("sfenv/GeoSched-v0", scenario="geo-8-contended-cost", num_jobs=10, proposers="best")
+    env.reset(seed=2)
+    ret, done = 0.0, False
+    while not done:
+        _, r, term, trunc, _ = env.step(expert_action(env, "fifo+swf"))
+        ret += r
+        done = term or trunc
+    sc = load_scenario("geo-8-contended-cost").with_overrides(workload={"num_jobs": 10})
+    row = run_episode(make_agent("fifo+swf"), sc, 2)
+    objective = episode_objective(row, "geo-8-contended-cost", num_jobs=10)
+    assert sc.cfg.reward.cost_weight > 0 and row["cost_usd"] > 0
+    assert objective == pytest.approx(-ret, rel=1e-6)
