@@ -14,10 +14,11 @@ RL" recipes; plain torch on SB3's policy, no extra dependency):
    ``proposers="best+spantrain"``, is better on the contended scenarios).
    Look-ahead experts (:func:`lookahead_action`) improve on a heuristic by what-if rollouts on
    forks of the simulator.  ``"lookahead:spantrain+swf:present:proposed"`` (config
-   ``contended-rollout``) is the one a student can beat the heuristics with: at each step it
-   follows whichever heuristic's decision (or waiting) gives the jobs now in the system the least
+   ``contended-rollout``) is the best state-only expert we measured: at each step it follows
+   whichever heuristic's decision (or waiting) gives the jobs now in the system the least
    job-time when the rest is played by ``spantrain+swf``.  It sees only the present, so its
-   choices are a function of the state, and it decides in about 35 ms.
+   choices are a function of the state; it decides in about 25 ms and reaches 0.979x (95 % CI
+   0.958-1.002) the mean JCT of ``spantrain+swf`` on spider-8-contended, seeds 100-119.
 2. **Collection** (:func:`collect`): ``steps`` environment steps through the training
    ``VecNormalize``, so its observation and reward statistics warm up as PPO's would; the
    observations are stored raw and normalised with the final statistics.  Rounds after the first

@@ -290,3 +290,16 @@ def test_present_rollout_over_the_heuristics_beats_the_best_heuristic_on_a_conte
         jct[expert] = report.mean_jct_s
     # 1.90 h vs 2.07 h on this seed (20 seeds: README, experiments/learned_vs_heuristics.py)
     assert jct["lookahead:spantrain+swf:present:proposed"] < 0.95 * jct["spantrain+swf"]
+
+
+def test_expert_vs_heuristic_experiment_compares_on_paired_seeds(tmp_path):
+    """The expert experiment: the recorded expert spantrain+swf played through the env equals the heuristic."""
+    from sfenv.experiments.expert_vs_heuristic import main as expert_main
+
+    res = expert_main(["--expert", "spantrain+swf", "--heuristic", "spantrain+swf", "--seeds", "2",
+                       "--num-jobs", "12", "--out", str(tmp_path)])
+    assert res["ratio"] == pytest.approx([1.0, 1.0, 1.0])
+    assert json.loads((tmp_path / "expert_vs_heuristic.json").read_text())["seeds"] == [100, 101]
+    res = expert_main(["--expert", "fifo+swf", "--heuristic", "spantrain+swf", "--seeds", "2",
+                       "--num-jobs", "12", "--out", str(tmp_path)])
+    assert res["ratio"][0] != pytest.approx(1.0)  # a different expert plays different episodes
