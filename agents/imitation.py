@@ -60,7 +60,7 @@ def expert_action(env: Any, expert: str | None = None) -> int:
         rollout policy (see :func:`parse_lookahead`).
     :raises ValueError: when no proposer of the env records that decision (use ``proposers="best"``).
     """
-    base = env.unwrapped
+    base = _scenario_env(env)
     if expert is not None and expert.startswith("lookahead:"):
         return lookahead_action(env, **parse_lookahead(expert))
     proposer = next((p for p in base.proposers if hasattr(p, "decision")
@@ -74,6 +74,12 @@ def expert_action(env: Any, expert: str | None = None) -> int:
 
 
 _ROLLOUT_AGENTS: dict[str, Any] = {}
+
+
+def _scenario_env(env: Any) -> Any:
+    """The GeoSchedEnv under ``env``'s wrappers; for a :class:`sfenv.agents.learned.ScenarioMix`, its current one."""
+    base = env.unwrapped
+    return getattr(base, "current", base)
 
 
 def parse_lookahead(spec: str) -> dict[str, Any]:
@@ -148,7 +154,7 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | str = 0
     """
     from sfenv.agents.registry import make_agent
 
-    e = env.unwrapped
+    e = _scenario_env(env)
     agent = _ROLLOUT_AGENTS.get(base)
     if agent is None:
         agent = _ROLLOUT_AGENTS[base] = make_agent(base)

@@ -303,3 +303,18 @@ def test_expert_vs_heuristic_experiment_compares_on_paired_seeds(tmp_path):
     res = expert_main(["--expert", "fifo+swf", "--heuristic", "spantrain+swf", "--seeds", "2",
                        "--num-jobs", "12", "--out", str(tmp_path)])
     assert res["ratio"][0] != pytest.approx(1.0)  # a different expert plays different episodes
+
+
+def test_experts_label_a_scenario_mix_by_its_current_scenario():
+    """Cloning over several scenarios: the expert answers for the scenario the mix is playing."""
+    from sfenv.agents.learned import ScenarioMix
+
+    mix = ScenarioMix(["spider-8-contended", "geo-8-contended"], {**ENV_KW, "num_jobs": 8})
+    seen = set()
+    for seed in range(6):
+        mix.reset(seed=seed)
+        seen.add(mix.scenario.name)
+        for expert in ("fastest+swf", "lookahead:fifo+swf:present:proposed"):
+            assert expert_action(mix, expert) == expert_action(mix.current, expert)
+        assert expert_action(mix, "fastest+swf") == mix.current.action_for(mix.current.proposers[0].decision)
+    assert seen == {"spider-8-contended", "geo-8-contended"}
