@@ -216,38 +216,13 @@ def test_resample_future_replaces_only_the_jobs_still_to_arrive():
         sim.fork().resample_future([replace(future[0], arrival=0.0)] + future[1:])
 
 
-def test_sampled_lookahead_knows_only_the_present():
-    """Two episodes with the same present and different futures get the same sampled look-ahead action."""
-    from sfenv.agents.imitation import lookahead_action, sample_future
+@pytest.mark.parametrize("spec", ["lookahead:fifo+swf:2", "lookahead:fifo+swf:present:proposed"])
+def test_state_only_lookahead_knows_only_the_present(spec):
+    """Two episodes with the same present and different futures get the same action (sampled or present-only
+    look-ahead); with ``proposed`` the action is a heuristic's recorded decision or waiting."""
+    from sfenv.agents.imitation import lookahead_action, parse_lookahead, sample_future
 
-    env = gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", num_jobs=12, proposers="best",
-                   obs_mode="compact")
-    env.reset(seed=3)
-    checked = deviations = 0
-    for _ in range(8):
-        e = env.unwrapped
-        if e.sim.done:
-            break
-        if any(js.status == "pending" for js in e.sim.jobs) and e.action_masks().sum() > 1:
-            ahead = lookahead_action(env, "fifo+swf", futures=2)
-            assert expert_action(env, "lookahead:fifo+swf:2") == ahead
-            deviations += ahead != expert_action(env, "fifo+swf")
-            real_future = [js.spec for js in e.sim.jobs if js.status == "pending"]
-            saved = e.sim
-            e.sim = saved.fork()
-            e.sim.resample_future(sample_future(e.scenario, e.sim, np.random.default_rng(checked)))
-            assert [js.spec for js in e.sim.jobs if js.status == "pending"] != real_future
-            assert lookahead_action(env, "fifo+swf", futures=2) == ahead
-            e.sim = saved
-            checked += 1
-        env.step(expert_action(env, "fifo+swf"))
-    assert checked >= 3 and deviations >= 1  # it does look ahead (not just the heuristic's action)
-
-
-def test_present_lookahead_ignores_the_future_and_picks_among_the_proposed_decisions():
-    """``present``: the same action whatever the jobs still to arrive; ``proposed``: a heuristic's decision or wait."""
-    from sfenv.agents.imitation import lookahead_action, sample_future
-
+    args = parse_lookahead(spec)
     env = gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", num_jobs=12, proposers="best",
                    obs_mode="compact")
     env.reset(seed=3)
@@ -257,19 +232,22 @@ def test_present_lookahead_ignores_the_future_and_picks_among_the_proposed_decis
         if e.sim.done:
             break
         if any(js.status == "pending" for js in e.sim.jobs) and e.action_masks().sum() > 1:
-            ahead = lookahead_action(env, "fifo+swf", futures="present", among="proposed")
-            assert expert_action(env, "lookahead:fifo+swf:present:proposed") == ahead
-            proposed = {e.action_for(p.decision) for p in e.proposers if getattr(p, "decision", None) is not None}
-            assert ahead in proposed | {e.wait_action}
+            ahead = lookahead_action(env, **args)
+            assert expert_action(env, spec) == ahead
+            if args["among"] == "proposed":
+                proposed = {e.action_for(p.decision) for p in e.proposers if getattr(p, "decision", None) is not None}
+                assert ahead in proposed | {e.wait_action}
             deviations += ahead != expert_action(env, "fifo+swf")
+            real_future = [js.spec for js in e.sim.jobs if js.status == "pending"]
             saved = e.sim
             e.sim = saved.fork()
             e.sim.resample_future(sample_future(e.scenario, e.sim, np.random.default_rng(checked)))
-            assert lookahead_action(env, "fifo+swf", futures="present", among="proposed") == ahead
+            assert [js.spec for js in e.sim.jobs if js.status == "pending"] != real_future
+            assert lookahead_action(env, **args) == ahead
             e.sim = saved
             checked += 1
         env.step(expert_action(env, "fifo+swf"))
-    assert checked >= 3 and deviations >= 1
+    assert checked >= 3 and deviations >= 1  # it does look ahead (not just the heuristic's action)
     with pytest.raises(ValueError, match="among"):
         lookahead_action(env, "fifo+swf", futures="present", among="all")
 
