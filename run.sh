@@ -3,6 +3,7 @@
 #   ./run.sh            the main job: `sfenv benchmark` (default agents on the default scenario,
 #                       results and plots in ./results/<scenario>/ of the folder you run it from)
 #   ./run.sh test       the default test suite (what CI runs; runs inside the repository)
+#   ./run.sh --OPT...   the main job with options, e.g. ./run.sh --seeds 3 --out-dir my-results
 #   ./run.sh ARGS...    any `sfenv` sub-command, e.g. ./run.sh evaluate --agents all --scenario spider-16
 # Paths you give (--scenario my.yaml, --out r.json) resolve against the folder you run it from, and
 # outputs go there; only the virtual environment and the project files come from this script's folder.
@@ -36,6 +37,8 @@ fi
 # sys.path, where a folder named sfenv (e.g. this clone, seen from its parent) shadows the package.
 if [ "$#" -eq 0 ]; then
   exec "$VENV/bin/sfenv" benchmark
+elif [[ "$1" == -* && "$1" != "-h" && "$1" != "--help" ]]; then
+  exec "$VENV/bin/sfenv" benchmark "$@"  # options alone: the main job with them (./run.sh --seeds 3)
 elif [ "$1" = "test" ]; then
   shift
   cd "$here"  # the suite and its pytest settings live in the repository

@@ -136,3 +136,9 @@ def test_run_sh_set_up_says_what_it_does_and_runs_the_benchmark_by_default(tmp_p
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "[1/3" not in proc.stderr
     assert (tmp_path / "calls.log").read_text().splitlines()[-1] == f"sfenv {user} run --scenario my.yaml"
+    # options alone are the main job's; --help stays sfenv's own
+    for args, called in ((["--seeds", "3"], "benchmark --seeds 3"), (["--help"], "--help")):
+        proc = subprocess.run(["bash", str(REPO / "run.sh"), *args], cwd=user, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / "calls.log").read_text().splitlines()[-1] == f"sfenv {user} {called}"
