@@ -18,7 +18,7 @@ RL" recipes; plain torch on SB3's policy, no extra dependency):
    whichever heuristic's decision (or waiting) gives the jobs now in the system the least
    job-time when the rest is played by ``spantrain+swf``.  It sees only the present, so its
    choices are a function of the state; it decides in about 25 ms and reaches 0.979x (95 % CI
-   0.958-1.002) the mean JCT of ``spantrain+swf`` on spider-8-contended, seeds 100-119.
+   0.957-1.002) the mean JCT of ``spantrain+swf`` on spider-8-contended, seeds 100-119.
 2. **Collection** (:func:`collect`): ``steps`` environment steps through the training
    ``VecNormalize``, so its observation and reward statistics warm up as PPO's would; the
    observations are stored raw and normalised with the final statistics.  Rounds after the first
