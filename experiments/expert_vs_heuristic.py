@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--num-jobs", type=int, default=None)
     p.add_argument("--out", type=Path, default=Path("results/expert"))
     args = p.parse_args(argv)
+    if args.seeds < 1:
+        p.error(f"argument --seeds: expected an integer >= 1, got {args.seeds}")
+    if args.num_jobs is not None and args.num_jobs < 1:
+        p.error(f"argument --num-jobs: expected an integer >= 1, got {args.num_jobs}")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     sc = load_scenario(args.scenario)
     if args.num_jobs is not None:

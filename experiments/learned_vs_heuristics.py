@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--num-jobs", type=int, default=None, help="jobs per test episode (default: the scenario's)")
     p.add_argument("--out", type=Path, default=Path("results/learned"))
     args = p.parse_args(argv)
+    if args.seeds < 1:
+        p.error(f"argument --seeds: expected an integer >= 1, got {args.seeds}")
+    if args.model is not None and not args.model.is_file():
+        p.error(f"argument --model: no such model file {args.model} (sfenv train writes <out>/<run>/best_model.zip)")
     cfg = load_config(args.config)
     scenario = args.scenario or default_scenario()
     t0 = time.perf_counter()

@@ -281,6 +281,18 @@ def test_expert_vs_heuristic_experiment_compares_on_paired_seeds(tmp_path):
     res = expert_main(["--expert", "fifo+swf", "--heuristic", "spantrain+swf", "--seeds", "2",
                        "--num-jobs", "12", "--out", str(tmp_path)])
     assert res["ratio"][0] != pytest.approx(1.0)  # a different expert plays different episodes
+    for bad in (["--seeds", "0"], ["--num-jobs", "-1"]):
+        with pytest.raises(SystemExit) as exc:
+            expert_main([*bad, "--out", str(tmp_path / "bad")])
+        assert exc.value.code == 2
+    assert not (tmp_path / "bad").exists()
+    from sfenv.experiments.learned_vs_heuristics import main as compare_main
+
+    for bad in (["--seeds", "0"], ["--model", str(tmp_path / "missing.zip")]):
+        with pytest.raises(SystemExit) as exc:
+            compare_main([*bad, "--out", str(tmp_path / "bad")])
+        assert exc.value.code == 2
+    assert not (tmp_path / "bad").exists()
 
 
 def test_experts_label_a_scenario_mix_by_its_current_scenario():
