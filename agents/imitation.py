@@ -13,12 +13,13 @@ RL" recipes; plain torch on SB3's policy, no extra dependency):
    (``experiments/learned_vs_heuristics.py``; ``spantrain+swf``, recorded only with
    ``proposers="best+spantrain"``, is better on the contended scenarios).
    Look-ahead experts (:func:`lookahead_action`) improve on a heuristic by what-if rollouts on
-   forks of the simulator.  ``"lookahead:spantrain+swf:present:proposed"`` (config
-   ``contended-rollout``) is the best state-only expert we measured: at each step it follows
-   whichever heuristic's decision (or waiting) gives the jobs now in the system the least
-   job-time when the rest is played by ``spantrain+swf``.  It sees only the present, so its
-   choices are a function of the state; it decides in about 25 ms and reaches 0.979x (95 % CI
-   0.957-1.002) the mean JCT of ``spantrain+swf`` on spider-8-contended, seeds 100-119.
+   forks of the simulator.  ``"lookahead:spantrain+swf:present:proposed:queue1"`` (config
+   ``contended-rollout``) is the best state-only expert we measured: while two or more jobs wait it
+   follows ``spantrain+swf``; with one waiting job it takes whichever heuristic's decision (or
+   waiting) gives the jobs now in the system the least job-time when the rest is played by
+   ``spantrain+swf``.  It sees only the present, so its choices are a function of the state; it
+   reaches 0.951x (95 % CI 0.933-0.969) the mean JCT of ``spantrain+swf`` on spider-8-contended,
+   seeds 100-119 (looking ahead at every step instead: 0.979x, 0.957-1.002).
 2. **Collection** (:func:`collect`): ``steps`` environment steps through the training
    ``VecNormalize``, so its observation and reward statistics warm up as PPO's would; the
    observations are stored raw and normalised with the final statistics.  Rounds after the first
@@ -159,7 +160,7 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | str = 0
     decision (``base`` must then be one of the env's decision proposers).  The forks know no future
     arrivals, which misleads them most when the queue is long: on spider-8-contended's tuning seeds
     200-239 the present, proposed expert reaches 0.985x ``spantrain+swf``'s mean JCT looking
-    ahead at every step and 0.958x with ``N=1`` (0.977x with ``N=4``, 0.978x with ``N=8``); on
+    ahead at every step and 0.958x with ``N=1`` (0.976x with ``N=4``, 0.978x with ``N=8``); on
     geo-8-contended 1.003x and 0.963x.
 
     Costs ``max(K, 1)`` rollouts per scored action (about 40 ms each on a 40-job spider-8 episode).
