@@ -484,9 +484,21 @@ def train(
             from sfenv.agents.imitation import parse_lookahead
 
             try:
-                parse_lookahead(str(pre_cfg["expert"]))
+                spec = parse_lookahead(str(pre_cfg["expert"]))
             except ValueError as exc:
                 raise InvalidInput(f"train: pretrain.{exc}") from None
+            needs = spec["base"] if spec["max_waiting"] is not None else None
+        else:
+            needs = None if pre_cfg["expert"] is None else str(pre_cfg["expert"])
+        if needs is not None:  # the expert answers with this heuristic's recorded decision
+            from sfenv.proposers import best_heuristic_proposers
+
+            sets = env_kwargs["proposers"]
+            recorded = {getattr(q, "name", None) for q in best_heuristic_proposers(spantrain=sets == "best+spantrain")
+                        if hasattr(q, "decision")}
+            if needs not in recorded:
+                raise InvalidInput(f"train: pretrain.expert {pre_cfg['expert']!r} needs the decision of {needs!r}, "
+                                   f"which proposers {sets!r} do not record (they record {sorted(recorded)})")
     for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0), ("n_envs", n_envs, 1),
                              ("checkpoint_every", checkpoint_every, 0)):
         _check_int(name, value, low)

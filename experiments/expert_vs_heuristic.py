@@ -58,6 +58,13 @@ def main(argv: list[str] | None = None) -> dict:
     if args.num_jobs is not None and args.num_jobs < 1:
         p.error(f"argument --num-jobs: expected an integer >= 1, got {args.num_jobs}")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    try:  # a malformed expert, or one the proposers do not record, fails here rather than mid-run
+        probe = GeoSchedEnv(args.scenario, num_jobs=args.num_jobs, proposers=args.proposers)
+        probe.reset(seed=seeds[0])
+        expert_action(probe, args.expert)
+        probe.close()
+    except ValueError as exc:
+        p.error(f"argument --expert: {exc}")
     sc = load_scenario(args.scenario)
     if args.num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": args.num_jobs})

@@ -133,6 +133,10 @@ def test_pretrain_settings_are_checked_before_anything_is_written(tmp_path):
     with pytest.raises(InvalidInput, match="'future'"):
         train("maskable-ppo", "spider-8", 256, out_dir=tmp_path, env_kwargs={"proposers": "best"},
               pretrain={"expert": "lookahead:fifo+swf:future"})
+    for expert in ("spantrain+swf", "lookahead:spantrain+swf:present:proposed:queue1"):
+        with pytest.raises(InvalidInput, match="do not record"):  # "best" does not record spantrain+swf
+            train("maskable-ppo", "spider-8", 256, out_dir=tmp_path, env_kwargs={"proposers": "best"},
+                  pretrain={"expert": expert})
     assert not any(tmp_path.iterdir())
 
 
@@ -315,7 +319,8 @@ def test_expert_vs_heuristic_experiment_compares_on_paired_seeds(tmp_path):
     res = expert_main(["--expert", "fifo+swf", "--heuristic", "spantrain+swf", "--seeds", "2",
                        "--num-jobs", "12", "--out", str(tmp_path)])
     assert res["ratio"][0] != pytest.approx(1.0)  # a different expert plays different episodes
-    for bad in (["--seeds", "0"], ["--num-jobs", "-1"]):
+    for bad in (["--seeds", "0"], ["--num-jobs", "-1"], ["--expert", "lookahead:fifo+swf:queuex", "--num-jobs", "6"],
+                ["--expert", "lookahead:spantrain+swf:present:queue1", "--proposers", "best", "--num-jobs", "6"]):
         with pytest.raises(SystemExit) as exc:
             expert_main([*bad, "--out", str(tmp_path / "bad")])
         assert exc.value.code == 2
