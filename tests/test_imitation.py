@@ -155,6 +155,12 @@ def test_lookahead_specs_parse_and_malformed_ones_name_the_part():
             parse_lookahead(bad)
 
 
+def _contended_env(num_jobs: int | None = None, proposers: str = "best") -> gym.Env:
+    """spider-8-contended with the heuristics' decisions among the candidates, compact observation."""
+    return gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", num_jobs=num_jobs, proposers=proposers,
+                    obs_mode="compact")
+
+
 def _sim_after(decisions: int, seed: int = 4):
     from sfenv.scenario import load_scenario
 
@@ -176,8 +182,7 @@ def test_fork_is_independent_and_plays_the_same_future():
 
 
 def test_lookahead_expert_improves_on_its_rollout_policy():
-    env = gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", num_jobs=12, proposers="best",
-                   obs_mode="compact")
+    env = _contended_env(12)
     totals = {}
     for expert in ("fifo+swf", "lookahead:fifo+swf"):
         env.reset(seed=5)
@@ -230,8 +235,7 @@ def test_state_only_lookahead_knows_only_the_present(spec):
     from sfenv.agents.imitation import lookahead_action, parse_lookahead, sample_future
 
     args = parse_lookahead(spec)
-    env = gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", num_jobs=12, proposers="best",
-                   obs_mode="compact")
+    env = _contended_env(12)
     env.reset(seed=3)
     checked = deviations = 0
     for _ in range(10):
@@ -264,8 +268,7 @@ def test_max_waiting_looks_ahead_only_when_few_jobs_wait():
     ahead (and sometimes deviates); without the base's decision recorded it refuses."""
     from sfenv.agents.imitation import lookahead_action
 
-    env = gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", num_jobs=40, proposers="best",
-                   obs_mode="compact")
+    env = _contended_env(40)
     env.reset(seed=6)
     crowded = calm_deviations = 0
     for _ in range(60):
@@ -290,8 +293,7 @@ def test_max_waiting_looks_ahead_only_when_few_jobs_wait():
 
 def test_present_rollout_over_the_heuristics_beats_the_best_heuristic_on_a_contended_episode():
     """State-only rollout over spantrain+swf, choosing among the heuristics' decisions, on a full 120-job episode."""
-    env = gym.make("sfenv/GeoSched-v0", scenario="spider-8-contended", proposers="best+spantrain",
-                   obs_mode="compact")
+    env = _contended_env(proposers="best+spantrain")
     jct = {}
     for expert in ("spantrain+swf", "lookahead:spantrain+swf:present:proposed",
                    "lookahead:spantrain+swf:present:proposed:queue1"):
