@@ -484,10 +484,10 @@ def train(
             from sfenv.agents.imitation import parse_lookahead
 
             try:
-                spec = parse_lookahead(str(pre_cfg["expert"]))
+                lookahead = parse_lookahead(str(pre_cfg["expert"]))
             except ValueError as exc:
                 raise InvalidInput(f"train: pretrain.{exc}") from None
-            needs = spec["base"] if spec["max_waiting"] is not None else None
+            needs = lookahead["base"] if lookahead["max_waiting"] is not None else None
         else:
             needs = None if pre_cfg["expert"] is None else str(pre_cfg["expert"])
         if needs is not None:  # the expert answers with this heuristic's recorded decision
