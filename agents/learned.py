@@ -52,6 +52,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from sfenv import protocol
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile
 from sfenv.scenario import Scenario, load_scenario
@@ -438,7 +439,8 @@ def train(
     :param normalize: ``"all"`` (VecNormalize on observations and rewards), ``"reward"`` or ``"none"``.
     :param eval_every: steps between evaluations on ``eval_seeds`` (None: a tenth of the run, at least
         :data:`MIN_EVAL_EVERY`; 0: only at the end).
-    :param eval_seeds: held-out episode seeds (default: 10000..10004).
+    :param eval_seeds: held-out episode seeds (default: the first 5 of the protocol's validation
+        split, 10000..10004, :mod:`sfenv.protocol`); test seeds are refused (a model is selected on them).
     :param eval_scenario: the evaluation scenario (default: the training scenario, the first of a list).
     :param baselines: reference agents whose levels on the evaluation seeds the learning curve shows.
     :param resume: a run folder to continue (its ``config.yml`` gives the settings; the arguments
@@ -450,6 +452,7 @@ def train(
         its rounds go to ``<run>/pretrain.json`` and the cloned policy is evaluated first.
     :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
+    :raises InvalidInput: (among others) for evaluation seeds in the protocol's test split.
     """
     if resume is not None:
         run = Path(resume)
@@ -506,9 +509,10 @@ def train(
         _check_int("eval_every", eval_every, 0)
     if normalize not in NORMALIZE:
         raise InvalidInput(f"train: normalize = {normalize!r}; expected one of {list(NORMALIZE)}")
-    seeds = [10_000 + i for i in range(5)] if eval_seeds is None else [int(s) for s in eval_seeds]
+    seeds = protocol.seeds("validation", 5) if eval_seeds is None else [int(s) for s in eval_seeds]
     if not seeds:
         raise InvalidInput("train: eval_seeds is empty")
+    protocol.check_training_config({"eval_seeds": seeds}, "train")
     if isinstance(scenario, dict) and "generate" in scenario:
         scenario = list(generated_scenarios(**scenario["generate"]))
     train_sc: Scenario | list[Scenario] = (

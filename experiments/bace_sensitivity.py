@@ -15,7 +15,9 @@ resumes where it stopped; ``config.json`` holds the settings and a resumed run m
 ``summary.json`` and ``summary.md`` (the table).
 
 Run: ``python -m sfenv.experiments.bace_sensitivity [--perms 20] [--seeds 3] [--quick]``;
-``--quick`` (2 permutations, 1 seed, 4 jobs) is a smoke run of a few seconds.
+``--quick`` (2 permutations, 1 seed, 4 jobs) is a smoke run of a few seconds.  The episode seeds are the
+first ``--seeds`` of the protocol split ``--split`` (default test, :mod:`sfenv.protocol`), or explicit
+seeds ``--first-seed S`` .. ``S+N-1``, labelled "explicit seeds".
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 from sfenv.agents.evaluate import atomic_write_json, run_episode
 from sfenv.agents.registry import make_agent
 
+from sfenv import protocol
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["SYSTEM", "BASELINES", "permuted", "permutations", "run_sensitivity", "summarise", "format_markdown",
@@ -144,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--perms", type=int, default=20, help="price/capacity permutations (the first is the scenario)")
-    ap.add_argument("--seeds", type=int, default=3, help="episode seeds per permutation")
+    protocol.add_seed_arguments(ap, default_n=3, default_split="test")
     ap.add_argument("--scenario", default="bace-6")
     ap.add_argument("--num-jobs", type=int, default=None, help="override the workload size")
     ap.add_argument("--perm-seed", type=int, default=0, help="seed of the permutation draws")
@@ -152,9 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2 permutations, 1 seed, 4 jobs (smoke run)")
     ap.add_argument("--no-resume", action="store_true", help="start over instead of resuming")
     args = ap.parse_args(argv)
-    perms, seeds, num_jobs = args.perms, list(range(args.seeds)), args.num_jobs
     if args.quick:
-        perms, seeds, num_jobs = 2, [0], 4
+        args.seeds = 1
+    choice = protocol.seed_choice_from_args(args, args.scenario, parser=ap)
+    perms, seeds, num_jobs = args.perms, list(choice.seeds), args.num_jobs
+    if args.quick:
+        perms, num_jobs = 2, 4
+    print(choice.describe())
     if args.no_resume:
         for f in ("runs.json", "config.json"):
             (args.out / f).unlink(missing_ok=True)

@@ -78,7 +78,7 @@ def training_share(train_steps: int) -> tuple[float, float]:
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(1)
-    vec = make_vec_env("sfenv/GeoSched-v0", n_envs=1, seed=0, wrapper_class=StepTimer)
+    vec = make_vec_env("sfenv/GeoSched-v1", n_envs=1, seed=0, wrapper_class=StepTimer)
     model = MaskablePPO("MultiInputPolicy", vec, seed=0, verbose=0, n_steps=1024)
     StepTimer.total = 0.0
     t = time.perf_counter()
@@ -110,6 +110,9 @@ def compare_with_checkout(
     The same-conditions comparison of two revisions (e.g. ``git worktree add /tmp/old REV``):
     each round runs the checkout, then this code, each measuring CartPole too, so a ratio to
     CartPole and a ratio between the two come from the same minutes of the same machine.
+
+    The default ids are the ``-v0`` ones, which both old and new checkouts register (with the same
+    observation: v0 keeps the privileged entry).
 
     :param checkout: the other revision's source folder (it goes first on ``PYTHONPATH``).
     :return: per round ``{"other": {...}, "this": {...}}``: steps/s per env id, ``cartpole`` and
@@ -145,7 +148,7 @@ def main() -> None:
                 print(f"round {i + 1} {name:<5}: {figures}   [{Path(m['sfenv']).parent}]")
     cp = cartpole_steps_per_s(args.steps * 4)
     print(f"CartPole-v1 (gym.make, random actions): {cp:10.0f} steps/s (reference)")
-    for env_id, target in [("sfenv/Spider8-v0", 5000), ("sfenv/Spider64-v0", 1000)]:
+    for env_id, target in [("sfenv/Spider8-v1", 5000), ("sfenv/Spider64-v1", 1000)]:
         for masked in (True, False):
             sps = steps_per_s(env_id, args.steps, masked)
             print(f"{env_id:<18} {'masked' if masked else 'unmasked':<9}: {sps:10.0f} steps/s "

@@ -2,7 +2,8 @@
 
 Plays an expert of :func:`sfenv.agents.imitation.expert_action` (default: the state-only rollout
 ``lookahead:spantrain+swf:present:proposed:queue1`` of config ``contended-rollout``) through the
-env on unseen seeds, and the heuristic on the same seeds, and prints the ratio of mean JCT (censored,
+env on the seeds of a protocol split (:mod:`sfenv.protocol`; default: the first 20 of validation,
+as this experiment chooses recipes), and the heuristic on the same seeds, and prints the ratio of mean JCT (censored,
 unfinished jobs counted) with its paired bootstrap 95 % CI.  A student cloned from the expert
 rarely beats it, so this ratio bounds what the ``contended-rollout`` recipe can reach.  Results go
 to ``<out>/expert_vs_heuristic.json``, written atomically.
@@ -10,6 +11,8 @@ to ``<out>/expert_vs_heuristic.json``, written atomically.
 Run (about 2 minutes on 2 cores)::
 
     python -m sfenv.experiments.expert_vs_heuristic --scenario spider-8-contended --seeds 20 --out results/expert
+
+``--first-seed S`` plays explicit seeds ``S..S+N-1`` instead, labelled "explicit seeds" (never with ``--split``).
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import numpy as np
 from sfenv.agents.evaluate import atomic_write_json, run_episode
 from sfenv.agents.imitation import expert_action
 from sfenv.agents.registry import make_agent
-from sfenv.experiments.learned_vs_heuristics import paired_bootstrap_ratio
 
+from sfenv import protocol
 from sfenv.env import GeoSchedEnv
 from sfenv.scenario import load_scenario
+from sfenv.stats import paired_ratio
 
 
 def play_expert(expert: str, scenario: str, seed: int, proposers: str = "best+spantrain",
@@ -48,16 +52,15 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--scenario", default="spider-8-contended")
     p.add_argument("--heuristic", default="spantrain+swf")
     p.add_argument("--proposers", default="best+spantrain", help="the env's candidate set (records the decisions)")
-    p.add_argument("--seeds", type=int, default=20)
-    p.add_argument("--first-seed", type=int, default=100)
+    protocol.add_seed_arguments(p, default_n=20, default_split="validation")
     p.add_argument("--num-jobs", type=int, default=None)
     p.add_argument("--out", type=Path, default=Path("results/expert"))
     args = p.parse_args(argv)
-    if args.seeds < 1:
-        p.error(f"argument --seeds: expected an integer >= 1, got {args.seeds}")
+    choice = protocol.seed_choice_from_args(args, args.scenario, default_split="validation", parser=p)
     if args.num_jobs is not None and args.num_jobs < 1:
         p.error(f"argument --num-jobs: expected an integer >= 1, got {args.num_jobs}")
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    seeds = list(choice.seeds)
+    print(choice.describe())
     try:  # a malformed expert, or one the proposers do not record, fails here rather than mid-run
         probe = GeoSchedEnv(args.scenario, num_jobs=args.num_jobs, proposers=args.proposers)
         probe.reset(seed=seeds[0])
@@ -78,11 +81,12 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"seed {s}: expert {r['expert_jct_h']:.3f} h, {args.heuristic} {r['heuristic_jct_h']:.3f} h", flush=True)
     a = np.array([r["expert_jct_h"] for r in rows])
     b = np.array([r["heuristic_jct_h"] for r in rows])
-    ratio = list(paired_bootstrap_ratio(a, b))
+    ratio = list(paired_ratio(a, b))
     print(f"{args.expert} / {args.heuristic} on {args.scenario}: mean JCT {a.mean():.3f} h vs {b.mean():.3f} h, "
           f"ratio {ratio[0]:.3f} [95 % CI {ratio[1]:.3f}, {ratio[2]:.3f}]")
-    result = {"expert": args.expert, "heuristic": args.heuristic, "scenario": args.scenario, "seeds": seeds,
-              "ratio": ratio, "rows": rows}
+    result = {"expert": args.expert, "heuristic": args.heuristic, "scenario": args.scenario, **choice.record(),
+              "ratio": ratio,
+              "interval": "paired bootstrap 95 % BCa over seeds (sfenv.stats.paired_ratio)", "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out / "expert_vs_heuristic.json", result)
     return result

@@ -3,10 +3,13 @@
 Trains MaskablePPO with ``sfenv train``'s recipe (default config ``contended``: compact observation,
 VecNormalize, 4 envs, evaluation on seeds 10000..10004 that keeps the best model) on the training
 scenario (``spider-8-contended`` when bundled, else ``spider-8``), then plays the best model and
-every reference agent on unseen seeds (100..119 by default) and reports per agent the censored mean
+every reference agent on the seeds of a protocol split (:mod:`sfenv.protocol`: ``--split``, by
+default the first 20 of ``test``; ``--first-seed S`` plays explicit seeds ``S..S+N-1`` instead,
+labelled "explicit seeds") and reports per agent the censored mean
 JCT (unfinished jobs counted), cost and unfinished jobs, and the learned policy's ratio of mean JCT
 to the best heuristic's (lowest mean over the seeds, ordering baselines included) with a paired
-bootstrap 95 % CI over seeds.  Results go to ``<out>/learned_vs_heuristics.json``.
+bootstrap 95 % CI over seeds (:func:`sfenv.stats.paired_ratio`, BCa).  Results go to
+``<out>/learned_vs_heuristics.json``.
 
 Run (about 30 minutes at the default 150k steps on 2 cores)::
 
@@ -24,7 +27,9 @@ import numpy as np
 from sfenv.agents.evaluate import atomic_write_json, evaluate_agents
 from sfenv.agents.learned import load_config, train
 
+from sfenv import protocol
 from sfenv.scenario import bundled_scenarios, load_scenario
+from sfenv.stats import paired_ratio
 
 HEURISTICS = ("fifo", "random", "spinsearch", "bace-pipe", "cr-ldf", "fastest", "fifo+swf", "fastest+swf",
               "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace", "spantrain+swf")
@@ -35,16 +40,13 @@ def default_scenario() -> str:
     return "spider-8-contended" if "spider-8-contended" in bundled_scenarios() else "spider-8"
 
 
-def paired_bootstrap_ratio(a: np.ndarray, b: np.ndarray, n: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """Ratio ``mean(a) / mean(b)`` and its paired bootstrap 95 % interval (seeds resampled together).
+def paired_bootstrap_ratio(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """Ratio ``mean(a) / mean(b)`` and its paired bootstrap 95 % interval over seeds (:func:`sfenv.stats.paired_ratio`).
 
     :param a: per-seed values of the learned policy.
     :param b: per-seed values of the reference, same seeds in the same order.
     """
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(a), size=(n, len(a)))
-    ratios = a[idx].mean(axis=1) / b[idx].mean(axis=1)
-    return float(a.mean() / b.mean()), float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+    return paired_ratio(a, b)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -54,8 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--scenario", default=None,
                    help="training and test scenario (default: spider-8-contended or spider-8)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the config's)")
-    p.add_argument("--seeds", type=int, default=20, help="unseen test seeds, from --first-seed")
-    p.add_argument("--first-seed", type=int, default=100)
+    protocol.add_seed_arguments(p, default_n=20, default_split="test")
     p.add_argument("--model", type=Path, default=None, help="skip training: test this model (a .zip)")
     p.add_argument("--unseen", default="",
                    help="comma list of scenarios the model never trained on, to test it there too (against FIFO "
@@ -64,8 +65,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--num-jobs", type=int, default=None, help="jobs per test episode (default: the scenario's)")
     p.add_argument("--out", type=Path, default=Path("results/learned"))
     args = p.parse_args(argv)
-    if args.seeds < 1:
-        p.error(f"argument --seeds: expected an integer >= 1, got {args.seeds}")
+    choice = protocol.seed_choice_from_args(args, parser=p)
     if args.model is not None and not args.model.is_file():
         p.error(f"argument --model: no such model file {args.model} (sfenv train writes <out>/<run>/best_model.zip)")
     cfg = load_config(args.config)
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         model = args.model
     train_s = time.perf_counter() - t0
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    seeds = list(choice.seeds)
     spec = f"model:{model}"
     from sfenv.agents.registry import make_agent
 
@@ -94,14 +94,14 @@ def main(argv: list[str] | None = None) -> dict:
         except (UnknownName, ImportError):
             continue
         heuristics.append(h)
-    result = {"scenario": scenario, "seeds": seeds, "model": str(model), "train_wall_s": train_s,
+    result = {"scenario": scenario, **choice.record(), "model": str(model), "train_wall_s": train_s,
               **compare(spec, heuristics, scenario, seeds, args.num_jobs)}
-    print(f"scenario {scenario}, seeds {seeds[0]}..{seeds[-1]}, training {train_s / 60:.1f} min")
+    print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min")
     report(spec, result)
     result["unseen"] = {}
     for other in [s.strip() for s in args.unseen.split(",") if s.strip()]:
         res = result["unseen"][other] = compare(spec, heuristics, other, seeds, args.num_jobs)
-        print(f"unseen scenario {other}, seeds {seeds[0]}..{seeds[-1]}")
+        print(f"unseen scenario {other}, {choice.describe()}")
         report(spec, res)
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out / "learned_vs_heuristics.json", result)

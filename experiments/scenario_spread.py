@@ -13,7 +13,7 @@ Episodes are played as :func:`sfenv.agents.evaluate.run_episode` plays them (``a
 re-planning hook), without the evaluator's timing.  Rows go to a JSON file written atomically
 after each episode; ``--resume`` skips the episodes already there.
 
-Run: ``python -m sfenv.experiments.scenario_spread [--scenarios all] [--agents spread] [--seeds 0-4]
+Run: ``python -m sfenv.experiments.scenario_spread [--scenarios all] [--agents spread] [--split validation --seeds 5]
 [--out spread.json] [--resume] [--quick]``.
 """
 
@@ -30,6 +30,8 @@ import numpy as np
 from sfenv.agents.evaluate import atomic_write_json
 from sfenv.agents.registry import make_agent, resolve_names
 
+from sfenv import protocol
+from sfenv.errors import InvalidInput
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
 
 __all__ = ["SPREAD_AGENTS", "play", "run_spread", "spread_table", "format_markdown", "main"]
@@ -161,21 +163,35 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="spread between the best and the worst heuristic and random, per scenario")
     ap.add_argument("--scenarios", default="all", help="comma list of scenarios (names or paths), or 'all' bundled")
     ap.add_argument("--agents", default="spread", help="comma list of agents or groups; 'spread' = SPREAD_AGENTS")
-    ap.add_argument("--seeds", default="0-4", help="seeds, e.g. 0-4 or 0,3,7")
+    ap.add_argument("--split", choices=protocol.SPLITS, default=None,
+                    help="the protocol's seed split (sfenv.protocol; default: validation, as the spread guides "
+                         "scenario design, unless --seed-list is given)")
+    ap.add_argument("--seeds", type=int, default=5, metavar="N", help="number of seeds of the split")
+    ap.add_argument("--seed-list", default=None,
+                    help="explicit seeds instead of a split, e.g. 0-4 or 0,3,7 (labelled 'explicit seeds'; not with "
+                         "--split)")
     ap.add_argument("--num-jobs", type=int, default=None, help="override every scenario's number of jobs")
     ap.add_argument("--out", default=None, help="JSON file of the episode rows (written after each episode)")
     ap.add_argument("--resume", action="store_true", help="skip episodes already in --out")
     ap.add_argument("--quick", action="store_true", help="smoke run: spider-8, 12 jobs, 2 seeds, 4 agents")
     args = ap.parse_args(argv)
     if args.quick:
+        args.seeds = 2
+    try:
+        explicit = None if args.seed_list is None else _seeds(args.seed_list)
+        choice = protocol.resolve_seeds(args.split, args.seeds, explicit, default_split="validation")
+    except (InvalidInput, ValueError) as exc:
+        ap.error(str(exc))
+    if args.quick:
         scenarios: list[str] = ["spider-8"]
         agents = ["random", "fifo", "spinsearch", "fifo+swf"]
-        seeds, num_jobs = [0, 1], 12
+        num_jobs = 12
     else:
         scenarios = bundled_scenarios() if args.scenarios == "all" else args.scenarios.split(",")
         agents = list(SPREAD_AGENTS) if args.agents == "spread" else resolve_names(args.agents)
-        seeds, num_jobs = _seeds(args.seeds), args.num_jobs
-    rows = run_spread(scenarios, agents, seeds, args.out, args.resume, num_jobs)
+        num_jobs = args.num_jobs
+    print(choice.describe())
+    rows = run_spread(scenarios, agents, list(choice.seeds), args.out, args.resume, num_jobs)
     print(format_markdown(spread_table(rows)))
 
 

@@ -226,8 +226,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
            "seed": args.seed, "n_envs": args.n_envs, "normalize": args.normalize, "eval_every": args.eval_every,
            "checkpoint_every": args.checkpoint_every}
     cfg.update({k: v for k, v in cli.items() if v is not None})
-    if args.eval_seeds is not None:
-        cfg["eval_seeds"] = list(range(10_000, 10_000 + args.eval_seeds))
+    if args.eval_seeds is not None or args.eval_split is not None:
+        from sfenv import protocol
+
+        if args.eval_split == "test":
+            raise InvalidInput("--eval-split test: the evaluation selects the model, and nothing is chosen on the "
+                               "test split (sfenv.protocol); use validation")
+        cfg["eval_seeds"] = protocol.seeds(args.eval_split or "validation", args.eval_seeds or len(cfg["eval_seeds"]))
     if args.baselines is not None:
         cfg["baselines"] = [b.strip() for b in args.baselines.split(",") if b.strip()]
     env_kwargs = dict(cfg["env_kwargs"] or {})
@@ -359,7 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="steps between evaluations on held-out seeds (0: at the end only; default: a tenth of "
                         "the run, at least 2048)")
     t.add_argument("--eval-seeds", type=positive_int, metavar="N",
-                   help="held-out evaluation episodes, seeds 10000.. (> 0; default: 5)")
+                   help="held-out evaluation episodes: the first N seeds of --eval-split (> 0; default: 5)")
+    t.add_argument("--eval-split", choices=["validation", "train", "test"],
+                   help="protocol split of the evaluation seeds that select the best model (sfenv.protocol; "
+                        "default: validation; never test)")
     t.add_argument("--eval-scenario", metavar="NAME|FILE",
                    help="scenario of the evaluations (default: the training scenario)")
     t.add_argument("--baselines", metavar="LIST",

@@ -23,7 +23,10 @@ REGION_FEATURES = 7  # + forecast window
 LINK_FEATURES = 3
 JOB_FEATURES = 8
 CAND_FEATURES = 10
-GLOBAL_FEATURES = 6
+GLOBAL_FEATURES = 5
+#: with ``privileged_obs=True`` the ``time`` block holds one more entry, the share of the episode's jobs
+#: still to arrive (information a real scheduler does not have; the v0 ids' observation)
+PRIVILEGED_GLOBAL_FEATURES = 6
 #: compact observation (``obs_mode="compact"``): per-candidate features, and the platform summary size is
 #: ``PLATFORM_FEATURES + H``; neither depends on the number of regions or links
 COMPACT_CAND_FEATURES = 15
@@ -111,7 +114,24 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     | ``links`` | E x 3 | capacity (/100 Gbit/s), flows / (flows + 1), latency (/300 ms) |
     | ``queue`` | K x 8 | valid, log params, min GPUs, max GPUs (/1024), log iterations, global batch (/1024), waited (/24 h), progress done |
     | ``candidates`` | N x 10 | valid, queue slot (/K), log iteration time, log throughput, cost rate (USD/h /100), regions used (/C), GPUs (/1024), log bottleneck bandwidth, memory headroom, stall-free |
-    | ``time`` | 6 | hour of day (sin, cos mapped to [0,1]), running jobs (/K), waiting jobs (/K), jobs still to arrive (fraction), invalid-action flag |
+    | ``time`` | 5 | hour of day (sin, cos mapped to [0,1]), running jobs (/K), waiting jobs (/K), invalid-action flag |
+
+    Everything above is known to a real scheduler at decision time: the platform's state, the jobs
+    that have arrived, and the prices.  **Forecasts**: the only inputs about the future are the
+    ``H`` hourly prices per region in ``regions`` (the current hour and the next ``H - 1``; in
+    compact mode their GPU-weighted mean).  They are *exact*: the episode's own hourly prices
+    (:meth:`sfenv.prices.PriceSeries.forecast`, noise included), as a day-ahead market publishes
+    the next day's hourly prices in advance; with ``H <= 24`` (default 6) that is what a scheduler
+    can know, a forecast further ahead would not be exact.  Plan features (iteration time,
+    throughput, memory headroom) are the performance model's prediction under the *current* link
+    state (:mod:`sfenv.perf`), what a profiler or cost model gives a real scheduler; they are
+    exact only until the WAN state changes (bandwidth dynamics and outages are not forecast).
+
+    **Privileged** (``privileged_obs=True``, off by default; on for the deprecated ``-v0`` ids):
+    ``time`` gets a sixth entry before the invalid-action flag, the share of the episode's jobs
+    still to arrive (``pending arrivals / jobs``).  A real scheduler knows neither how many jobs
+    will still arrive nor that the workload ends, so results with it are not comparable with the
+    default observation; it exists to reproduce v0 results and models.
 
     With ``obs_mode="compact"`` the observation's size does not depend on the topology (a policy
     trained on 8 regions runs on 16): ``queue`` and ``time`` as above, and
@@ -160,14 +180,22 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     | ``num_jobs`` | int > 0 | ``workload.num_jobs`` (40) | jobs per episode |
     | ``obs_mode`` | str | ``"full"`` | ``"full"`` (per-region and per-link features) or ``"compact"`` (topology-independent size, see Observation Space) |
     | ``invalid_action_limit`` | int > 0 or None | None | masked actions in a row after which a masked action acts as wait (None: never) |
+    | ``privileged_obs`` | bool | False | add the share of jobs still to arrive to ``time`` (privileged, see Observation Space; True for the ``-v0`` ids) |
 
     >>> import gymnasium as gym, sfenv
-    >>> env = gym.make("sfenv/GeoSched-v0", num_jobs=8, max_candidates=4)
+    >>> env = gym.make("sfenv/GeoSched-v1", num_jobs=8, max_candidates=4)
     >>> env.action_space
     Discrete(5)
 
     ## Version History
-    * v0: initial version.
+    * v1 (benchmark protocol 1, :mod:`sfenv.protocol`): the default observation holds nothing a real
+      scheduler could not know: the ``time`` block lost the share of jobs still to arrive (5
+      entries, was 6), which is now the opt-in ``privileged_obs=True``.  Dynamics, actions and
+      rewards are those of v0.  Models trained on v0 do not load on v1 (the observation space
+      differs); play them on the ``-v0`` ids or with ``privileged_obs=True``.
+    * v0: initial version (``time`` held the share of jobs still to arrive).  Deprecated; the
+      ``-v0`` ids stay registered (as ``privileged_obs=True``) so that old results can be
+      reproduced, as Gymnasium keeps old environment versions.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -187,6 +215,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         num_jobs: int | None = None,
         obs_mode: str = "full",
         invalid_action_limit: int | None = None,
+        privileged_obs: bool = False,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
@@ -198,7 +227,11 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         ):
             raise InvalidInput(f"GeoSchedEnv: invalid argument invalid_action_limit={invalid_action_limit!r}: "
                              "expected an integer >= 1 or None")
+        if not isinstance(privileged_obs, (bool, np.bool_)):
+            raise InvalidInput(f"GeoSchedEnv: invalid argument privileged_obs={privileged_obs!r}: expected True or False")
         self.obs_mode = obs_mode
+        self.privileged_obs = bool(privileged_obs)
+        n_time = PRIVILEGED_GLOBAL_FEATURES if self.privileged_obs else GLOBAL_FEATURES
         self.invalid_action_limit = None if invalid_action_limit is None else int(invalid_action_limit)
         self._invalid_run = 0
         sc = _with_arguments(
@@ -244,7 +277,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                 "links": box(max(1, self.E) * LINK_FEATURES),
                 "queue": box(self.K * JOB_FEATURES),
                 "candidates": box(self.N * CAND_FEATURES),
-                "time": box(GLOBAL_FEATURES),
+                "time": box(n_time),
             }
         )
         self._obs_slices: dict[str, slice] = {}
@@ -260,7 +293,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                     "candidates": box(self.N * COMPACT_CAND_FEATURES),
                     "queue": box(self.K * JOB_FEATURES),
                     "platform": box(PLATFORM_FEATURES + self.H),
-                    "time": box(GLOBAL_FEATURES),
+                    "time": box(n_time),
                 }
             )
         self._gpu_div = np.maximum(1, topo.gpu_counts)
@@ -563,14 +596,13 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                 else:
                     cd[idx] = cand_rows
         hour = (sim.time / 3600.0) % 24.0
-        buf[sl["time"]] = (
-            (math.sin(2 * math.pi * hour / 24) + 1) / 2,
-            (math.cos(2 * math.pi * hour / 24) + 1) / 2,
-            len(sim.running) / K,
-            len(sim.waiting) / K,
-            view.pending_arrivals / max(1, len(sim.jobs)),
-            1.0 if self._last_invalid else 0.0,
-        )
+        clock = ((math.sin(2 * math.pi * hour / 24) + 1) / 2, (math.cos(2 * math.pi * hour / 24) + 1) / 2,
+                 len(sim.running) / K, len(sim.waiting) / K)
+        invalid_flag = 1.0 if self._last_invalid else 0.0
+        if self.privileged_obs:  # v0's layout: the share of jobs still to arrive before the flag
+            buf[sl["time"]] = (*clock, view.pending_arrivals / max(1, len(sim.jobs)), invalid_flag)
+        else:
+            buf[sl["time"]] = (*clock, invalid_flag)
         np.minimum(buf, 1.0, out=buf)
         np.maximum(buf, 0.0, out=buf)
         if self.obs_mode == "compact":

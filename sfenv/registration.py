@@ -1,4 +1,11 @@
-"""Gymnasium registration of the sfenv environment ids (idempotent)."""
+"""Gymnasium registration of the sfenv environment ids (idempotent).
+
+The ids carry the environment's version (``-v1``, the benchmark protocol's version,
+:data:`sfenv.protocol.ENV_VERSION`).  The previous version's ids (``-v0``, whose observation
+held the privileged share of jobs still to arrive) stay registered with that behaviour
+(``privileged_obs=True``) so that old results and models can be reproduced, as Gymnasium keeps
+old environment versions; they are deprecated: new results use the ``-v1`` ids.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +14,29 @@ from importlib import resources
 import gymnasium as gym
 import yaml
 
-__all__ = ["ENV_IDS", "register_envs"]
+__all__ = ["ENV_IDS", "DEPRECATED_ENV_IDS", "ENV_VERSION", "register_envs"]
 
-#: Registered id -> bundled scenario name.
-ENV_IDS: dict[str, str] = {
-    "sfenv/GeoSched-v0": "spider-8",
-    "sfenv/Spider8-v0": "spider-8",
-    "sfenv/Spider16-v0": "spider-16",
-    "sfenv/Spider32-v0": "spider-32",
-    "sfenv/Spider64-v0": "spider-64",
-    "sfenv/CEE-v0": "cee",
-    "sfenv/Geo8-v0": "geo-8",
-    "sfenv/BACE6-v0": "bace-6",
-    "sfenv/Spider8Contended-v0": "spider-8-contended",
-    "sfenv/Geo8Contended-v0": "geo-8-contended",
-    "sfenv/Geo8ContendedCost-v0": "geo-8-contended-cost",
+#: the version suffix of the current ids
+ENV_VERSION = "v1"
+_NAMES: dict[str, str] = {
+    "GeoSched": "spider-8",
+    "Spider8": "spider-8",
+    "Spider16": "spider-16",
+    "Spider32": "spider-32",
+    "Spider64": "spider-64",
+    "CEE": "cee",
+    "Geo8": "geo-8",
+    "BACE6": "bace-6",
+    "Spider8Contended": "spider-8-contended",
+    "Geo8Contended": "geo-8-contended",
+    "Geo8ContendedCost": "geo-8-contended-cost",
 }
+#: Registered id -> bundled scenario name (the current version).
+ENV_IDS: dict[str, str] = {f"sfenv/{name}-{ENV_VERSION}": scenario for name, scenario in _NAMES.items()}
+#: Deprecated ids (v0: the observation holds the privileged share of jobs still to arrive) -> scenario.
+DEPRECATED_ENV_IDS: dict[str, str] = {f"sfenv/{name}-v0": scenario for name, scenario in _NAMES.items()}
+#: keyword arguments that give each deprecated version its behaviour
+_VERSION_KWARGS: dict[str, dict] = {"v0": {"privileged_obs": True}}
 
 
 def _max_steps(scenario: str) -> int:
@@ -32,21 +46,24 @@ def _max_steps(scenario: str) -> int:
 
 
 def register_envs() -> list[str]:
-    """Register every id whose scenario file is bundled; a second call changes nothing.
+    """Register every id whose scenario file is bundled (current and deprecated); a second call changes nothing.
 
-    :return: the ids registered by sfenv.
+    :return: the current ids registered by sfenv (the deprecated ``-v0`` ids are registered too
+        but not listed).
     """
     out = []
-    for env_id, scenario in ENV_IDS.items():
+    for env_id, scenario in {**ENV_IDS, **DEPRECATED_ENV_IDS}.items():
         if not resources.files("sfenv.scenarios").joinpath(f"{scenario}.yaml").is_file():
             continue
-        out.append(env_id)
+        if env_id in ENV_IDS:
+            out.append(env_id)
         if env_id in gym.registry:
             continue
+        version = env_id.rsplit("-", 1)[1]
         gym.register(
             id=env_id,
             entry_point="sfenv.env:GeoSchedEnv",
             max_episode_steps=_max_steps(scenario),
-            kwargs={"scenario": scenario},
+            kwargs={"scenario": scenario, **_VERSION_KWARGS.get(version, {})},
         )
     return out

@@ -91,7 +91,7 @@ def test_trace_replay_of_the_philly_week_with_fifo_and_spinsearch():
 
 
 def test_bench_env_counts_steps():
-    assert bench_env.steps_per_s("sfenv/Spider8-v0", 50, masked=True, num_jobs=5) > 0
+    assert bench_env.steps_per_s("sfenv/Spider8-v1", 50, masked=True, num_jobs=5) > 0
 
 
 def test_bench_env_training_share_is_a_fraction_of_the_run():

@@ -19,7 +19,7 @@ def test_zoo_file_matches_sfenv_train_defaults():
     from sfenv.agents.learned import DEFAULT_HP
 
     hp = yaml.safe_load(ZOO.read_text())
-    entry = hp["sfenv/GeoSched-v0"]
+    entry = hp["sfenv/GeoSched-v1"]
     assert hp["default"] == entry
     for key in ("n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda", "ent_coef", "learning_rate", "clip_range"):
         assert entry[key] == DEFAULT_HP["ppo"][key], key
@@ -30,18 +30,18 @@ def test_zoo_file_matches_sfenv_train_defaults():
 def test_zoo_train_command_runs(tmp_path):
     pytest.importorskip("rl_zoo3")
     steps = 4096
-    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "sfenv/GeoSched-v0",
+    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "sfenv/GeoSched-v1",
            "--gym-packages", "sfenv", "-conf", str(ZOO), "-n", str(steps), "--seed", "0", "--eval-freq", "-1",
            "--num-threads", "1", "-f", "logs", "--env-kwargs", "num_jobs:8", "invalid_action_limit:3"]
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run = tmp_path / "logs" / "ppo" / "sfenv-GeoSched-v0_1"
-    assert (run / "sfenv-GeoSched-v0.zip").is_file()
-    assert (run / "sfenv-GeoSched-v0" / "vecnormalize.pkl").is_file()  # normalize: from the file
+    run = tmp_path / "logs" / "ppo" / "sfenv-GeoSched-v1_1"
+    assert (run / "sfenv-GeoSched-v1.zip").is_file()
+    assert (run / "sfenv-GeoSched-v1" / "vecnormalize.pkl").is_file()  # normalize: from the file
     from stable_baselines3 import PPO
 
-    model = PPO.load(run / "sfenv-GeoSched-v0.zip", device="cpu")
+    model = PPO.load(run / "sfenv-GeoSched-v1.zip", device="cpu")
     assert model.num_timesteps >= steps and model.gamma == 0.999 and model.n_steps == 512
     # episodes end (8 jobs each): the monitors hold finished episodes with their lengths
     episodes = []
