@@ -40,6 +40,7 @@ from sfenv.agents.registry import make_agent
 
 from sfenv.errors import InvalidInput
 from sfenv.metrics import EpisodeReport, JobRecord
+from sfenv.replay import ActionRecorder, plan_to_json, scenario_sha
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["MODEL_PREFIX", "RLLIB_PREFIX", "run_episode", "run_policy_episode", "evaluate_agents", "summarise",
@@ -53,25 +54,35 @@ def _jct_fields(records: Sequence[JobRecord], end: float) -> dict[str, list]:
     return {"jcts_s": [r.censored_jct(end) for r in arrived], "jct_censored": [not r.finished for r in arrived]}
 
 
-def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int) -> dict[str, Any]:
-    """Run one seeded episode; returns the episode report plus decision-time statistics."""
+def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_actions: bool = False) -> dict[str, Any]:
+    """Run one seeded episode; returns the episode report plus decision-time statistics.
+
+    :param record_actions: add the episode's action log (``actions``, :mod:`sfenv.replay`) and
+        the scenario's hash (``scenario_sha``), so that ``sfenv validate`` can replay it.
+    """
     agent.reset(seed)
     sim = scenario.make_simulator(seed)
     times: list[float] = []
+    recorder = ActionRecorder(agent.decide, agent.replan if agent.replans else None) if record_actions else None
+    decide = recorder.decide if recorder else agent.decide
 
     def timed(view):  # noqa: ANN001
         t = time.perf_counter()
-        plan = agent.decide(view)
+        plan = decide(view)
         times.append(time.perf_counter() - t)
         return plan
 
-    report = sim.run(timed, replan=agent.replan if agent.replans else None)
+    replan = (recorder.replan if recorder else agent.replan) if agent.replans else None
+    report = sim.run(timed, replan=replan)
     records = sim.records()
     row: dict[str, Any] = {"agent": agent.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
     row.update(_jct_fields(records, report.makespan_s))
     row["decisions"] = len(times)
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
+    if recorder:
+        row["scenario_sha"] = scenario_sha(scenario)
+        row["actions"] = recorder.log()
     return row
 
 
@@ -81,7 +92,8 @@ MODEL_PREFIX = "model:"
 RLLIB_PREFIX = "rllib:"
 
 
-def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: dict | None = None) -> dict[str, Any]:
+def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: dict | None = None,
+                       record_actions: bool = False) -> dict[str, Any]:
     """Play one seeded episode through the environment with a learned policy's ``predict``.
 
     The episode is the one :func:`run_episode` plays (``env.reset(seed=s)`` plays
@@ -89,6 +101,8 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
     trained with.  A policy that never lets time pass (possible without action masks) is stopped
     after ``max(max_episode_steps, 100 x jobs)`` steps; its unfinished jobs count as such.
 
+    :param record_actions: add the episode's action log (the plan each start action named, None
+        for a wait; masked actions change nothing and are left out) and ``scenario_sha``.
     :raises InvalidInput: (a ``ValueError``) if the model's observation space does not match this scenario's.
     """
     if env_kwargs is None:  # the settings the model was trained with (its workload size aside)
@@ -103,13 +117,18 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
     base = env.unwrapped
     limit = max(scenario.cfg.env.max_episode_steps, 100 * base.sim.view().num_jobs)  # type: ignore[attr-defined]
     times: list[float] = []
+    log: list[dict | None] | None = [] if record_actions else None
     steps, done = 0, False
     while not done and steps < limit:
         mask = base.action_masks()  # type: ignore[attr-defined]
         t = time.perf_counter()
         action, _ = policy.predict(obs, deterministic=True, action_masks=mask)
         times.append(time.perf_counter() - t)
-        obs, _, terminated, truncated, _ = env.step(int(np.asarray(action).item()))
+        index = int(np.asarray(action).item())
+        plan = base.candidates[index] if index < base.wait_action and mask[index] else None  # type: ignore[attr-defined]
+        obs, _, terminated, truncated, info = env.step(index)
+        if log is not None and (not info["invalid_action"] or info["forced_wait"]):
+            log.append(plan_to_json(None if info["forced_wait"] else plan))
         done = terminated or truncated
         steps += 1
     sim = base.sim  # type: ignore[attr-defined]
@@ -121,6 +140,9 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
     row["stopped_early"] = not done
+    if log is not None:
+        row["scenario_sha"] = scenario_sha(scenario)
+        row["actions"] = {"decisions": log, "replans": []}
     env.close()
     return row
 
@@ -167,6 +189,7 @@ def evaluate_agents(
     backend: str = "serial",
     address: str | None = None,
     workers: int | None = None,
+    record_actions: bool = False,
 ) -> list[dict[str, Any]]:
     """Run every agent on every seed of ``scenario``; returns one row per (agent, seed).
 
@@ -182,6 +205,8 @@ def evaluate_agents(
     :param address: with ``backend="ray"``: the Ray cluster to join (default: a local Ray, or the
         one already initialised in this process).
     :param workers: with ``backend="ray"``: episodes in flight (and CPUs of a local Ray).
+    :param record_actions: each row gets its episode's action log and the scenario's hash
+        (:mod:`sfenv.replay`; what ``sfenv validate`` replays).
     :raises InvalidInput: for an unknown backend, or ``address``/``workers`` without ``backend="ray"``.
     """
     from sfenv.distributed import check_backend
@@ -206,12 +231,12 @@ def evaluate_agents(
         except ImportError:
             bar = None
     if backend == "serial":
-        played = ((i, _play(agent, sc, seed)) for i, (agent, seed) in enumerate(todo))
+        played = ((i, _play(agent, sc, seed, record_actions)) for i, (agent, seed) in enumerate(todo))
     else:
         from sfenv.distributed import ray_imap_unordered
 
-        played = ray_imap_unordered(_episode_task, [(_payload(agent), seed) for agent, seed in todo], (sc,),
-                                    address=address, workers=workers)
+        played = ray_imap_unordered(_episode_task, [(_payload(agent), seed, record_actions) for agent, seed in todo],
+                                    (sc,), address=address, workers=workers)
     first_new = len(rows)
     order: dict[int, int] = {}  # todo index -> position in rows (completion order)
     for i, row in played:
@@ -235,11 +260,11 @@ def evaluate_agents(
     return rows
 
 
-def _play(agent: Any, sc: Scenario, seed: int) -> dict[str, Any]:
+def _play(agent: Any, sc: Scenario, seed: int, record_actions: bool = False) -> dict[str, Any]:
     """One episode: a scheduler agent through the simulator, a saved policy through the environment."""
     if isinstance(agent, SchedulerAgent):
-        return run_episode(agent, sc, seed)
-    return run_policy_episode(agent, sc, seed)
+        return run_episode(agent, sc, seed, record_actions)
+    return run_policy_episode(agent, sc, seed, record_actions=record_actions)
 
 
 def _payload(agent: Any) -> Any:
@@ -257,7 +282,7 @@ def _payload(agent: Any) -> Any:
 _LOADED: dict[str, Any] = {}
 
 
-def _episode_task(sc: Scenario, payload: Any, seed: int) -> dict[str, Any]:
+def _episode_task(sc: Scenario, payload: Any, seed: int, record_actions: bool = False) -> dict[str, Any]:
     """A Ray task: rebuild the agent from :func:`_payload`'s output and play one episode (:func:`_play`)."""
     quiet_solver_banner()
     if isinstance(payload, str):
@@ -266,7 +291,7 @@ def _episode_task(sc: Scenario, payload: Any, seed: int) -> dict[str, Any]:
         agent = _LOADED[payload]
     else:
         agent = payload
-    return _play(agent, sc, seed)
+    return _play(agent, sc, seed, record_actions)
 
 
 def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> Any:

@@ -87,7 +87,7 @@ def available_agents() -> list[str]:
 
 
 def resolve_names(spec: str | list[str]) -> list[str]:
-    """Expand ``"all"``, group names and comma lists into agent names (``model:PATH`` kept as is).
+    """Expand ``"all"``, group names and comma lists into agent names (``model:PATH``/``rllib:PATH`` kept as is).
 
     Unavailable agents are dropped from ``all`` and groups; naming one explicitly is an error.
     """
@@ -97,7 +97,7 @@ def resolve_names(spec: str | list[str]) -> list[str]:
     for item in (i.strip() for i in items if i.strip()):
         if item == "all":
             names = avail
-        elif item.startswith("model:"):  # a saved SB3 model, see sfenv.agents.evaluate.MODEL_PREFIX
+        elif item.startswith(("model:", "rllib:")):  # a saved policy, see sfenv.agents.evaluate.MODEL_PREFIX
             names = [item]
         elif item in GROUPS:
             names = [n for n in GROUPS[item] if n in avail or "+" in n]

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sfenv import protocol
 from sfenv.agents.evaluate import (
     MODEL_PREFIX,
     atomic_write_json,
@@ -126,6 +127,7 @@ def run_benchmark(
     backend: str = "serial",
     address: str | None = None,
     workers: int | None = None,
+    split: str | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark, write its results folder and return the saved ``benchmark.json`` content.
 
@@ -143,6 +145,8 @@ def run_benchmark(
     :param log: where progress messages go (stderr by default; never stdout).
     :param backend: ``"serial"`` or ``"ray"`` (one Ray task per episode; ``address`` and ``workers``
         as in :func:`sfenv.agents.evaluate.evaluate_agents`).
+    :param split: the protocol split (:mod:`sfenv.protocol`) whose first ``seeds`` seeds these are
+        (checked; recorded in ``meta``), or None: explicit seeds ``first_seed ..``, labelled so.
     :return: the results dict, plus ``"ran"`` (episodes run now) and ``"files"`` (paths written).
     :raises InvalidInput: (a ``ValueError``) for no seeds or agents, or on ``resume`` into a folder
         made with another scenario or workload.
@@ -161,8 +165,9 @@ def run_benchmark(
     out = results_dir(sc.name, out_dir)
     paths = {k: out / v for k, v in FILES.items()}
     seed_list = list(range(first_seed, first_seed + seeds))
+    choice = protocol.SeedChoice(tuple(seed_list), split or protocol.EXPLICIT)  # a split must hold its first seeds
     meta = {"scenario": sc.name, "scenario_sha": _scenario_sha(sc), "num_jobs": sc.cfg.workload.num_jobs,
-            "agents": names, "seeds": seed_list,
+            "agents": names, **choice.record(),
             "interval": "mean ± 95 % CI over seeds, Student t (t_{0.975, n-1} s / sqrt(n))",
             "jct_censoring": "unfinished jobs count with JCT = episode end - arrival"}
     old_bench = json.loads(paths["benchmark"].read_text()) if resume and paths["benchmark"].exists() else None

@@ -1,4 +1,4 @@
-"""The ``sfenv`` command line: benchmark, plot, run, evaluate, train, and list scenarios and agents.
+"""The ``sfenv`` command line: benchmark, plot, run, evaluate, train, leaderboard, validate, list scenarios and agents.
 
 Paths on the command line (``--scenario FILE``, ``--out``, ``--csv``, ``--out-dir``) resolve
 against the current folder, and results are written there by default.  Every number is checked
@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from sfenv import protocol
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
 from sfenv.errors import InvalidInput, MissingFile, SfenvError
@@ -102,18 +103,68 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     names = resolve_names(args.agents)
     sc = load_scenario(args.scenario)
+    choice = _seed_choice(args, sc.name)
     quiet_solver_banner()
-    rows = evaluate_agents(names, sc, list(range(args.seed, args.seed + args.seeds)),
+    rows = evaluate_agents(names, sc, list(choice.seeds),
                            num_jobs=args.num_jobs, out=args.out, resume=args.resume, progress=not args.quiet,
-                           **_backend(args))
+                           record_actions=args.record_actions, **_backend(args))
     summary = summarise([r for r in rows if r["agent"] in names])
-    print(f"scenario {sc.name}, seeds {args.seed}..{args.seed + args.seeds - 1}")
+    print(f"scenario {sc.name}, {choice.describe()}")
     print(format_table(summary))
     if args.out:
         print(f"results: {args.out}")
     if args.csv:
         write_csv(rows, args.csv)
         print(f"episodes (CSV): {args.csv}")
+    return 0
+
+
+def _seed_choice(args: argparse.Namespace, scenario: str | None) -> protocol.SeedChoice:
+    """The seeds of ``--split``/``--seeds``/``--seed`` (explicit seeds S..S+N-1), checked (:mod:`sfenv.protocol`)."""
+    explicit = None if args.seed is None else list(range(args.seed, args.seed + args.seeds))
+    return protocol.resolve_seeds(args.split, args.seeds, explicit, scenario)
+
+
+def _add_split_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--split", choices=protocol.SPLITS,
+                   help="the benchmark protocol's seed split (sfenv.protocol): the first --seeds seeds of it "
+                        "(default: test, unless --seed is given)")
+
+
+def _cmd_leaderboard(args: argparse.Namespace) -> int:
+    from sfenv.leaderboard import run_leaderboard
+
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
+    res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
+                          resume=args.resume, progress=not args.quiet, **_backend(args))
+    settings = res["settings"]
+    print(f"leaderboard: {len(settings['scenarios'])} scenarios x {len(settings['agents'])} agents, "
+          f"the first {settings['seeds_per_scenario']} test seeds of each (protocol {settings['protocol']})")
+    for name, cap in sorted(settings["caps"].items()):
+        print(f"  {name}: capped at {cap} jobs per episode")
+    for f in res["files"]:
+        print(f"  {f}")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    import json
+
+    from sfenv.replay import Rejected, entry_rows, validate_rows
+
+    try:
+        data = json.loads(args.file.read_text())
+    except FileNotFoundError:
+        raise MissingFile(f"no entry file {args.file}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidInput(f"{args.file}: not a JSON results file ({e})") from None
+    rows = entry_rows(data, str(args.file))
+    try:
+        n = validate_rows(rows, args.scenario)
+    except Rejected as e:
+        print(f"sfenv: validate: REJECTED {args.file}: {e}", file=sys.stderr)
+        return 1
+    print(f"valid: {n} episodes of {args.file} replayed, every metric reproduced")
     return 0
 
 
@@ -124,12 +175,13 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     from sfenv.benchmark import run_benchmark
 
     t0 = time.perf_counter()
-    res = run_benchmark(args.agents, args.scenario, args.seeds, args.seed, num_jobs=args.num_jobs,
+    choice = _seed_choice(args, None)
+    res = run_benchmark(args.agents, args.scenario, args.seeds, choice.seeds[0], split=choice.split,
+                        num_jobs=args.num_jobs,
                         out_dir=args.out_dir, resume=args.resume, progress=not args.quiet, plots=not args.no_plots,
                         **_backend(args))
     meta = res["meta"]
-    seeds = meta["seeds"]
-    print(f"benchmark: scenario {meta['scenario']}, {meta['num_jobs']} jobs, seeds {seeds[0]}..{seeds[-1]} "
+    print(f"benchmark: scenario {meta['scenario']}, {meta['num_jobs']} jobs, {choice.describe()} "
           f"({res['ran']} episodes run now)")
     print(format_table(res["summary"]))
     print("files:")
@@ -288,7 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
     b.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
     b.add_argument("--seeds", type=positive_int, default=10, metavar="N", help="number of seeds (> 0)")
-    b.add_argument("--seed", type=non_negative_int, default=0, metavar="S", help="first seed (>= 0)")
+    _add_split_option(b)
+    b.add_argument("--seed", type=non_negative_int, metavar="S",
+                   help="explicit seeds S..S+N-1 instead of a split (>= 0; labelled 'explicit seeds')")
     b.add_argument("--num-jobs", type=positive_int, metavar="N",
                    help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
     b.add_argument("--out-dir", type=Path, metavar="DIR",
@@ -318,7 +372,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
     e.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
     e.add_argument("--seeds", type=positive_int, default=3, metavar="N", help="number of seeds (> 0)")
-    e.add_argument("--seed", type=non_negative_int, default=0, metavar="S", help="first seed (>= 0)")
+    _add_split_option(e)
+    e.add_argument("--seed", type=non_negative_int, metavar="S",
+                   help="explicit seeds S..S+N-1 instead of a split (>= 0; labelled 'explicit seeds')")
+    e.add_argument("--record-actions", action="store_true",
+                   help="record each episode's action log and the scenario's hash in --out, making it an entry "
+                        "`sfenv validate` can replay")
     e.add_argument("--num-jobs", type=positive_int, metavar="N",
                    help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
     e.add_argument("--out", type=Path, metavar="FILE",
@@ -391,6 +450,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rllib-ppo only: remote Ray env runners (0: sample in this process; default: 0)")
     t.add_argument("--address", metavar="ADDR", help="rllib-ppo only: the Ray cluster to join (default: a local Ray)")
     t.set_defaults(fn=_cmd_train)
+
+    lb = command("leaderboard", "every reference agent on the test split of each bundled scenario, ranked",
+                 "Play agents on the first --seeds test seeds (sfenv.protocol) of each bundled scenario (spider-64 "
+                 "capped at 12 jobs, as the claims are) and write leaderboard.md, .csv, .html and .json to --out-dir. "
+                 "Episodes are saved as they finish; --resume continues an interrupted run.")
+    lb.add_argument("--agents", default="default", metavar="LIST",
+                    help=_agents_help() + "; rllib:PATH adds an RLlib checkpoint")
+    lb.add_argument("--scenarios", metavar="LIST", help="comma list of bundled scenarios (default: all bundled)")
+    lb.add_argument("--seeds", type=positive_int, default=10, metavar="N", help="test seeds per scenario (> 0)")
+    lb.add_argument("--num-jobs", type=positive_int, metavar="N", help="cap on the jobs per episode of every scenario")
+    lb.add_argument("--out-dir", type=Path, default=Path("leaderboard"), metavar="DIR", help="output folder")
+    lb.add_argument("--resume", action="store_true", help="keep the episodes already in --out-dir")
+    lb.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_backend_options(lb)
+    lb.set_defaults(fn=_cmd_leaderboard)
+
+    v = command("validate", "replay a submitted entry's action logs and check every metric",
+                "Replay each episode's recorded actions (sfenv evaluate --record-actions) on its scenario and seed. "
+                "Exit 0 if every metric is reproduced, 1 (naming the first difference) if not, 2 for unreadable input.")
+    v.add_argument("file", type=Path, help="the entry: a results file written with sfenv evaluate --record-actions")
+    v.add_argument("--scenario", metavar="NAME|FILE",
+                   help="the scenario the entry was played on (default: each row's bundled scenario by name)")
+    v.set_defaults(fn=_cmd_validate)
 
     command("scenarios", "list the bundled scenarios (name, topology, description)").set_defaults(fn=_cmd_scenarios)
     command("agents", "list the agents with one line each, and the groups").set_defaults(fn=_cmd_agents)
