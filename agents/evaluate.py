@@ -98,7 +98,9 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
 
     The episode is the one :func:`run_episode` plays (``env.reset(seed=s)`` plays
     ``scenario.make_simulator(s)``); the env takes the observation/action settings the model was
-    trained with.  A policy that never lets time pass (possible without action masks) is stopped
+    trained with; a model trained before env v1 (its settings name no ``privileged_obs``) whose
+    observation space is v0's is played with ``privileged_obs=True`` and its row says so
+    (``privileged_obs``).  A policy that never lets time pass (possible without action masks) is stopped
     after ``max(max_episode_steps, 100 x jobs)`` steps; its unfinished jobs count as such.
 
     :param record_actions: add the episode's action log (the plan each start action named, None
@@ -108,8 +110,15 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
     if env_kwargs is None:  # the settings the model was trained with (its workload size aside)
         env_kwargs = {k: v for k, v in policy.meta.get("env_kwargs", {}).items() if k != "num_jobs"}
     env = make_env_fn(scenario, policy.spec.flatten, env_kwargs)()
-    if env.observation_space != getattr(policy, "observation_space", None) and \
-            env.observation_space != getattr(getattr(policy, "model", None), "observation_space", None):
+    if not _fits(policy, env) and "privileged_obs" not in env_kwargs:
+        # a model trained before env v1 (no privileged_obs recorded) saw v0's observation: play it on v0's
+        older = make_env_fn(scenario, policy.spec.flatten, {**env_kwargs, "privileged_obs": True})()
+        if _fits(policy, older):
+            env.close()
+            env, env_kwargs = older, {**env_kwargs, "privileged_obs": True}
+        else:
+            older.close()
+    if not _fits(policy, env):
         env.close()
         raise InvalidInput(f"{policy.name} was trained on another observation space than scenario "
                          f"{scenario.name!r} gives (trained on {policy.meta.get('scenario', '?')!r})")
@@ -140,11 +149,19 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
     row["stopped_early"] = not done
+    if env_kwargs.get("privileged_obs"):
+        row["privileged_obs"] = True  # played on the v0 observation (see sfenv.env, Version History)
     if log is not None:
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = {"decisions": log, "replans": []}
     env.close()
     return row
+
+
+def _fits(policy: Any, env: Any) -> bool:
+    """Whether ``env``'s observation space is the one ``policy`` was trained on."""
+    return env.observation_space in (getattr(policy, "observation_space", None),
+                                     getattr(getattr(policy, "model", None), "observation_space", None))
 
 
 def evaluate_model(

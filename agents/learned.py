@@ -526,6 +526,7 @@ def train(
     for key, value in (("max_candidates", first.cfg.env.max_candidates), ("queue_window", first.cfg.env.queue_window),
                        ("forecast_hours", first.cfg.env.forecast_hours)):
         kw_env.setdefault(key, value)  # recorded, so the model is evaluated with the spaces it was trained on
+    kw_env.setdefault("privileged_obs", False)  # recorded: the model saw env v1's observation (sfenv.env)
     hp = _merge(copy.deepcopy(DEFAULT_HP[algo]), copy.deepcopy(dict(algo_kwargs or {})))
     if "batch_size" in hp and "n_steps" in hp:
         hp["batch_size"] = min(int(hp["batch_size"]), int(hp["n_steps"]) * n_envs)

@@ -7,6 +7,7 @@ import json
 import pytest
 from sfenv.experiments.bace_sensitivity import BASELINES, main, permutations, permuted, run_sensitivity, summarise
 
+from sfenv import protocol
 from sfenv.scenario import load_scenario
 
 
@@ -39,7 +40,7 @@ def test_quick_run_writes_a_table_and_resumes(tmp_path, capsys):
     q = sorted(by[(p, "bace-pipe")]["mean_jct_s"] / by[(p, "lcf")]["mean_jct_s"] for p in (0, 1))
     assert lcf["min"] == pytest.approx(q[0]) and lcf["max"] == pytest.approx(q[1])
     # a resumed run plays nothing new; other settings are refused
-    again = run_sensitivity(tmp_path, perms=2, seeds=[0], num_jobs=4, progress=False)
+    again = run_sensitivity(tmp_path, perms=2, seeds=protocol.seeds("test", 1), num_jobs=4, progress=False)
     assert again == rows
     with pytest.raises(ValueError, match="holds runs"):
         run_sensitivity(tmp_path, perms=3, seeds=[0], num_jobs=4, progress=False)

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+from sfenv import protocol
 from sfenv.cli import main
 
 
@@ -20,7 +21,7 @@ def test_evaluate_writes_results(tmp_path, capsys):
     assert main(["evaluate", "--agents", "fifo,cheapest", "--seeds", "2", "--num-jobs", "4", "--out", str(out),
                  "--quiet"]) == 0
     rows = json.loads(out.read_text())
-    assert {(r["agent"], r["seed"]) for r in rows} == {("fifo", 0), ("fifo", 1), ("cheapest", 0), ("cheapest", 1)}
+    assert {(r["agent"], r["seed"]) for r in rows} == {(a, s) for a in ("fifo", "cheapest") for s in protocol.seeds("test", 2)}
     assert "cheapest" in capsys.readouterr().out
 
 

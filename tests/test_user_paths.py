@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from sfenv import protocol
+
 REPO = Path(__file__).resolve().parents[1]
 SFENV = Path(sys.executable).with_name("sfenv")  # the installed console script
 
@@ -56,7 +58,7 @@ def test_relative_scenario_and_outputs_resolve_in_the_callers_folder(tmp_path):
                    "--out", "out.json", "--csv", "sub/out.csv", "--quiet"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads((tmp_path / "out.json").read_text())
-    assert {(r["scenario"], r["seed"]) for r in rows} == {("my-world", 0), ("my-world", 1)}
+    assert {(r["scenario"], r["seed"]) for r in rows} == {("my-world", s) for s in protocol.seeds("test", 2)}
     assert (tmp_path / "sub" / "out.csv").read_text().count("\n") == 3  # header + 2 episodes
     assert _no_outputs_in_repo(before)
 
