@@ -245,3 +245,23 @@ def test_episode_objective_is_minus_the_env_return_under_a_cost_weight():
     objective = episode_objective(row, "geo-8-contended-cost", num_jobs=10)
     assert sc.cfg.reward.cost_weight > 0 and row["cost_usd"] > 0
     assert objective == pytest.approx(-ret, rel=1e-6)
+
+
+def test_a_learned_policy_entry_is_recorded_and_validates(smoke_run, tmp_path):
+    """model:PATH episodes record the plans their actions named; the replay reproduces every metric."""
+    import copy
+
+    from sfenv.agents.evaluate import evaluate_agents
+    from sfenv.replay import Rejected, validate_rows
+
+    policy = LearnedPolicy(smoke_run.parent / "best_model.zip")
+    assert policy.meta["env_kwargs"]["privileged_obs"] is False  # recorded: trained on env v1's observation
+    rows = evaluate_agents([f"model:{smoke_run.parent / 'best_model.zip'}"], "spider-8", [1_000_000, 1_000_001],
+                           num_jobs=6, progress=False, record_actions=True)
+    rows = json.loads(json.dumps(rows))  # as read back from a file
+    assert all(r["actions"]["decisions"] and "privileged_obs" not in r for r in rows)
+    assert validate_rows(rows) == 2
+    bad = copy.deepcopy(rows)
+    bad[1]["cost_usd"] += 0.01
+    with pytest.raises(Rejected, match="row 1 .*cost_usd"):
+        validate_rows(bad)
