@@ -252,6 +252,7 @@ def test_a_learned_policy_entry_is_recorded_and_validates(smoke_run, tmp_path):
     import copy
 
     from sfenv.agents.evaluate import evaluate_agents
+
     from sfenv.replay import Rejected, validate_rows
 
     policy = LearnedPolicy(smoke_run.parent / "best_model.zip")
