@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
-from sfenv.errors import InvalidInput, MissingFile, SfenvError
+from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError
 from sfenv.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario
 
 __all__ = ["main", "build_parser", "positive_int", "non_negative_int"]
@@ -97,20 +97,44 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from sfenv.agents.evaluate import evaluate_agents, format_table, quiet_solver_banner, summarise, write_csv
+    from sfenv.agents.evaluate import (
+        evaluate_agents,
+        file_differences,
+        format_table,
+        quiet_solver_banner,
+        run_settings,
+        summarise,
+        write_csv,
+    )
     from sfenv.agents.registry import resolve_names
+    from sfenv.results import SettingsMismatch, pick_output
 
     names = resolve_names(args.agents)
     sc = load_scenario(args.scenario)
+    if args.num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": args.num_jobs})
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    backend = _backend(args)
+    out = args.out
+    if out is not None and out.exists() and not args.overwrite:  # never mixed into, never replaced unasked
+        settings = run_settings(names, sc)
+        diffs = file_differences(out, settings)
+        if diffs and args.resume:
+            raise SettingsMismatch(out, diffs)
+        if diffs:
+            out = pick_output(out, lambda p: not file_differences(p, settings))
+            print(f"sfenv: {args.out} holds results of other settings ({'; '.join(diffs)}); writing to {out} "
+                  "(--overwrite replaces it instead)", file=sys.stderr)
     quiet_solver_banner()
-    rows = evaluate_agents(names, sc, list(range(args.seed, args.seed + args.seeds)),
-                           num_jobs=args.num_jobs, out=args.out, resume=args.resume, progress=not args.quiet,
-                           **_backend(args))
-    summary = summarise([r for r in rows if r["agent"] in names])
-    print(f"scenario {sc.name}, seeds {args.seed}..{args.seed + args.seeds - 1}")
+    ran: list[dict] = []
+    rows = evaluate_agents(names, sc, seeds, out=out, progress=not args.quiet, overwrite=args.overwrite,
+                           on_row=ran.append, **backend)
+    summary = summarise([r for r in rows if r["agent"] in names and r["seed"] in seeds])
+    print(f"scenario {sc.name}, seeds {seeds[0]}..{seeds[-1]}")
     print(format_table(summary))
-    if args.out:
-        print(f"results: {args.out}")
+    if out:
+        note = "" if ran else " (complete: every episode was already there)"
+        print(f"results: {out}, {len(rows)} episodes, {len(ran)} run now{note}")
     if args.csv:
         write_csv(rows, args.csv)
         print(f"episodes (CSV): {args.csv}")
@@ -126,7 +150,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     res = run_benchmark(args.agents, args.scenario, args.seeds, args.seed, num_jobs=args.num_jobs,
                         out_dir=args.out_dir, resume=args.resume, progress=not args.quiet, plots=not args.no_plots,
-                        **_backend(args))
+                        overwrite=args.overwrite, **_backend(args))
     meta = res["meta"]
     seeds = meta["seeds"]
     print(f"benchmark: scenario {meta['scenario']}, {meta['num_jobs']} jobs, seeds {seeds[0]}..{seeds[-1]} "
@@ -288,7 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
     b.add_argument("--out-dir", type=Path, metavar="DIR",
                    help="results folder (default: results/<scenario> under the current folder)")
-    b.add_argument("--resume", action="store_true", help="skip episodes already in the results folder")
+    b.add_argument("--resume", action="store_true",
+                   help="continue the results folder, refusing it if it holds other settings (without --resume "
+                        "a folder of the same settings is continued too, one of other settings is left alone "
+                        "and the results go beside it, e.g. results/spider-8-2)")
+    b.add_argument("--overwrite", action="store_true", help="replace the results files in the folder")
     b.add_argument("--no-plots", action="store_true", help="write CSV/JSON only")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_backend_options(b)
@@ -318,7 +346,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
     e.add_argument("--out", type=Path, metavar="FILE",
                    help="JSON results file, written atomically after each episode (default: none)")
-    e.add_argument("--resume", action="store_true", help="skip episodes already in --out")
+    e.add_argument("--resume", action="store_true",
+                   help="continue --out, refusing it if it holds other settings (scenario, its hash, job count, "
+                        "agents' settings, version); without --resume a file of the same settings is continued "
+                        "too, one of other settings is left alone and the results go beside it (FILE-2.json)")
+    e.add_argument("--overwrite", action="store_true", help="replace --out instead of continuing it")
     e.add_argument("--csv", type=Path, metavar="FILE", help="also write one CSV row per episode to this file")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_backend_options(e)
@@ -404,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     except SfenvError as e:
         print(f"sfenv: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C: one line (what was saved, how to go on), the shell's code 130
+        print(f"sfenv: {e if isinstance(e, Interrupted) else 'interrupted'}", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # output piped into `head` and the like, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 from sfenv.cli import main
+from sfenv.results import read_results
 
 
 def test_run_prints_metrics(capsys):
@@ -19,7 +19,7 @@ def test_evaluate_writes_results(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["evaluate", "--agents", "fifo,cheapest", "--seeds", "2", "--num-jobs", "4", "--out", str(out),
                  "--quiet"]) == 0
-    rows = json.loads(out.read_text())
+    rows = read_results(out)[1]
     assert {(r["agent"], r["seed"]) for r in rows} == {("fifo", 0), ("fifo", 1), ("cheapest", 0), ("cheapest", 1)}
     assert "cheapest" in capsys.readouterr().out
 

@@ -6,7 +6,6 @@ Covers the ``sfenv`` command and ``run.sh`` (which must not change into the repo
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 import subprocess
@@ -14,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from sfenv.results import read_results
 
 REPO = Path(__file__).resolve().parents[1]
 SFENV = Path(sys.executable).with_name("sfenv")  # the installed console script
@@ -55,7 +56,7 @@ def test_relative_scenario_and_outputs_resolve_in_the_callers_folder(tmp_path):
     proc = _sfenv(["evaluate", "--agents", "fifo", "--scenario", "my.yaml", "--num-jobs", "3", "--seeds", "2",
                    "--out", "out.json", "--csv", "sub/out.csv", "--quiet"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads((tmp_path / "out.json").read_text())
+    rows = read_results(tmp_path / "out.json")[1]
     assert {(r["scenario"], r["seed"]) for r in rows} == {("my-world", 0), ("my-world", 1)}
     assert (tmp_path / "sub" / "out.csv").read_text().count("\n") == 3  # header + 2 episodes
     assert _no_outputs_in_repo(before)
@@ -101,7 +102,7 @@ def test_run_sh_keeps_the_callers_folder(tmp_path):
                            "--num-jobs", "3", "--seeds", "1", "--out", "out.json", "--quiet"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads((tmp_path / "out.json").read_text())[0]["scenario"] == "my-world"
+    assert read_results(tmp_path / "out.json")[1][0]["scenario"] == "my-world"
     assert _no_outputs_in_repo(before)
 
 
