@@ -118,6 +118,7 @@ def draw_figures(name: str, rows: list[dict[str, Any]], meta: dict[str, Any]) ->
     :return: the PNG paths written.
     """
     from sfenv.agents.evaluate import summarise
+
     from sfenv.benchmark import write_plots
 
     out = RESULTS / "figures" / name

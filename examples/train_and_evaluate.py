@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 
-import torch
-
 from sfenv.agents.evaluate import evaluate_agents, format_table, summarise
 from sfenv.agents.learned import train
 
@@ -25,7 +23,6 @@ def main() -> None:
     parser.add_argument("--out", default="runs-example", help="folder for the run folder")
     args = parser.parse_args()
     steps, seeds, num_jobs = (256, range(1000, 1001), 6) if args.smoke else (8192, range(1000, 1005), 10)
-    torch.set_num_threads(1)  # a small MLP runs fastest on one thread (and leaves the other cores alone)
 
     # spider-8 with few jobs per episode and few candidates: small enough to learn on 2 cores
     env_kwargs = {"num_jobs": num_jobs, "max_candidates": 8}

@@ -16,10 +16,10 @@ import argparse
 import os
 
 import gymnasium as gym
-
-import sfenv  # noqa: F401  (registers the env ids)
 from sfenv.agents.base import SchedulerAgent, best_single_region_plan
 from sfenv.agents.evaluate import evaluate_agents, format_table, summarise
+
+import sfenv  # noqa: F401  (registers the env ids)
 from sfenv.perf import Plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec

@@ -155,8 +155,11 @@ def configs_table() -> str:
     """
     import yaml
 
-    folder = Path(__import__("sfenv.hyperparams", fromlist=["path"]).__file__).parent
-    rows = ["| `--config` | algo | scenario | steps | what (first sentence of the file's header) |", "|---|---|---|---|---|"]
+    import sfenv.hyperparams
+
+    folder = Path(sfenv.hyperparams.__file__).parent
+    rows = ["| `--config` | algo | scenario | steps | what (first sentence of the file's header) |",
+            "|---|---|---|---|---|"]
     for path in sorted(folder.glob("train-*.yml")):
         text = path.read_text()
         data = yaml.safe_load(text) or {}
