@@ -1,8 +1,8 @@
 """Sphinx configuration of the sfenv documentation (furo theme, MyST Markdown pages, autodoc).
 
 Build: ``sphinx-build -W --keep-going -b html docs docs/_build/html`` (the ``docs`` extra).
-Tables that live in code (the registered ids, the scenario fields, the env's docstring) are
-generated at build time by ``_ext/sfenv_docgen.py`` into ``_generated/``.
+Tables that live in code (the registered ids, the scenario fields, the env's docstring, the
+training configs) are put into the pages at build time by ``_ext/sfenv_docgen.py``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ extensions = [
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
-exclude_patterns = ["_build", "_generated", "results", "notes-*.md", "README.md"]
+exclude_patterns = ["_build", "results", "notes-*.md", "README.md"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]

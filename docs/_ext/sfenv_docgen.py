@@ -1,9 +1,13 @@
-"""Sphinx extension: write the tables that live in code into ``docs/_generated/`` before a build.
+"""Sphinx extension: the tables that live in code, put into the pages while the site is built.
 
-- ``env_ids.md``: the registered ids (:data:`sfenv.registration.ENV_IDS`) with each scenario's size;
-- ``env_docstring.md``: the :class:`sfenv.env.GeoSchedEnv` docstring, turned into MyST Markdown;
-- ``scenario_fields.md``: every field of the scenario file's pydantic models (type, default, bounds);
-- ``configs.md``: the bundled ``sfenv train`` configs with their header comments.
+A page line ``<!-- generated: NAME -->`` (an HTML comment, invisible on GitHub) becomes:
+
+- ``env_ids``: the registered ids (:data:`sfenv.registration.ENV_IDS`) with each scenario's size;
+- ``env_docstring``: the :class:`sfenv.env.GeoSchedEnv` docstring, turned into MyST Markdown;
+- ``scenario_fields``: every field of the scenario file's pydantic models (type, default, bounds);
+- ``configs``: the bundled ``sfenv train`` configs with the first sentence of their header comments.
+
+Nothing is written into the source tree.
 
 It also replaces GeoSchedEnv's docstring in the API reference by a pointer to the env page (the
 docstring is written in Markdown, as Gymnasium's are, and is rendered there).
@@ -15,8 +19,6 @@ import inspect
 import re
 from pathlib import Path
 from typing import Any
-
-GENERATED = Path(__file__).resolve().parents[1] / "_generated"
 
 _ROLE = re.compile(r":(class|func|meth|mod|data|attr|exc):`([^`]+)`")
 
@@ -173,24 +175,32 @@ def configs_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def generate(app: Any = None) -> None:
-    """Write every generated page fragment (called at ``builder-inited``).
-
-    :param app: the Sphinx application (unused).
-    """
+def _env_docstring() -> str:
+    """The GeoSchedEnv class docstring as MyST Markdown."""
     from sfenv.env import GeoSchedEnv
 
-    GENERATED.mkdir(exist_ok=True)
-    pages = {
-        "env_ids.md": env_ids_table(),
-        "env_docstring.md": docstring_to_myst(inspect.getdoc(GeoSchedEnv) or ""),
-        "scenario_fields.md": scenario_fields(),
-        "configs.md": configs_table(),
-    }
-    for name, text in pages.items():
-        path = GENERATED / name
-        if not path.exists() or path.read_text() != text:  # unchanged files keep their mtime
-            path.write_text(text)
+    return docstring_to_myst(inspect.getdoc(GeoSchedEnv) or "")
+
+
+#: marker name -> the function that writes its Markdown
+GENERATORS = {
+    "env_ids": env_ids_table,
+    "env_docstring": _env_docstring,
+    "scenario_fields": scenario_fields,
+    "configs": configs_table,
+}
+MARKER = re.compile(r"^<!-- generated: (\w+) -->$", re.M)
+
+
+def fill_markers(app: Any, docname: str, source: list[str]) -> None:
+    """Replace every ``<!-- generated: NAME -->`` line of a page by the output of ``GENERATORS[NAME]``.
+
+    :param app: the Sphinx application (unused).
+    :param docname: the page's name (unused).
+    :param source: the page's text, a one-item list Sphinx lets us edit.
+    :raises KeyError: for a marker no generator has (a typo in a page fails the build).
+    """
+    source[0] = MARKER.sub(lambda m: GENERATORS[m.group(1)](), source[0])
 
 
 def _short_env_docstring(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
@@ -206,6 +216,6 @@ def setup(app: Any) -> dict[str, Any]:
     :param app: the Sphinx application.
     :return: extension metadata.
     """
-    app.connect("builder-inited", generate)
+    app.connect("source-read", fill_markers)
     app.connect("autodoc-process-docstring", _short_env_docstring)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
