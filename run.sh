@@ -18,7 +18,7 @@ stamp="$VENV/.sfenv-installed"
 want=$(sha256sum "$here/pyproject.toml" | cut -c1-16)
 if [ ! -x "$VENV/bin/python" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   start=$SECONDS
-  say "set-up (once; again only when pyproject.toml changes): measured 122 s on a 2-core machine"
+  say "set-up (once; again only when pyproject.toml changes): the first set-up took 122 s on a 2-core machine"
   if [ ! -x "$VENV/bin/python" ]; then
     say "[1/3] creating the virtual environment $VENV"
     python3 -m venv "$VENV"
