@@ -113,3 +113,19 @@ def test_docs_extra_is_installed_by_run_sh():
     run = (ROOT / "run.sh").read_text()
     assert re.search(r'pip install -q -e "\$here\[[^]]*\bdocs\b[^]]*\]"', run)
     assert " -rs " in run  # skip reasons in the test summary
+
+
+def test_every_python_m_module_named_in_docs_and_files_exists():
+    # e.g. geo-8.yaml's header once named `python -m experiments.derive_geo8`, which no longer existed
+    import importlib.util
+
+    files = [ROOT / "README.md", *DOCS.glob("*.md"), *(ROOT / "scenarios").glob("*.yaml"),
+             *(ROOT / "sfenv" / "hyperparams").glob("*.yml"), *(ROOT / "examples").glob("*.py"), ROOT / "run.sh",
+             *(ROOT / "experiments").glob("*.py"), *(ROOT / "agents").glob("*.py"), *(ROOT / "sfenv").glob("*.py")]
+    named = {(m, f.name) for f in files for m in re.findall(r"python3? -m ([A-Za-z_][\w.]*)", f.read_text())}
+    ours = {(m, f) for m, f in named if m.split(".")[0] == "sfenv"}
+    assert any("derive_geo8" in m for m, _ in ours)
+    missing = [(m, f) for m, f in sorted(ours) if importlib.util.find_spec(m) is None]
+    assert not missing, f"modules named with python -m that do not exist: {missing}"
+    for m, f in named - ours:
+        assert m.split(".")[0] in {"rl_zoo3", "sphinx", "pytest", "venv", "pip"}, f"{f}: python -m {m}"
