@@ -3,8 +3,9 @@
 Each (agent, seed) pair runs ``scenario.make_simulator(seed)`` to the end with the agent's
 ``decide``; the wall time of every ``decide`` call is measured here, outside the simulation, so it
 never enters simulated results.  Results go to a JSON file written atomically after every pair
-(temporary file + ``os.replace``); with ``resume=True`` pairs already in the file are skipped, so an
-interrupted sweep continues where it stopped.
+(temporary file + ``os.replace``) with the settings that define it (:mod:`sfenv.results`); pairs
+already in an existing file of the same settings are skipped, so an interrupted sweep continues where
+it stopped, and a file of other settings is refused, never mixed into.
 
 Backends: ``backend="serial"`` (the default) plays the pairs one after the other in this process;
 ``backend="ray"`` plays each (agent, seed) episode as a Ray task (:mod:`sfenv.distributed`, the
@@ -38,14 +39,15 @@ from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.learned import LearnedPolicy, make_env_fn
 from sfenv.agents.registry import make_agent
 
-from sfenv.errors import InvalidInput
+from sfenv import protocol, results
+from sfenv.errors import Interrupted, InvalidInput
 from sfenv.metrics import EpisodeReport, JobRecord
 from sfenv.replay import ActionRecorder, plan_to_json, scenario_sha
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["MODEL_PREFIX", "RLLIB_PREFIX", "run_episode", "run_policy_episode", "evaluate_agents", "summarise",
            "format_table", "atomic_write_json", "evaluate_model", "mean_ci", "write_csv", "quiet_solver_banner",
-           "CI_METRICS"]
+           "CI_METRICS", "agent_settings", "run_settings", "file_differences"]
 
 
 def _jct_fields(records: Sequence[JobRecord], end: float) -> dict[str, list]:
@@ -206,7 +208,9 @@ def evaluate_agents(
     backend: str = "serial",
     address: str | None = None,
     workers: int | None = None,
+    overwrite: bool = False,
     record_actions: bool = False,
+    split: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run every agent on every seed of ``scenario``; returns one row per (agent, seed).
 
@@ -215,8 +219,14 @@ def evaluate_agents(
     :func:`run_policy_episode`; their rows are named by that string).
 
     :param num_jobs: override the scenario's workload size.
-    :param out: JSON file updated atomically after each pair.
-    :param resume: skip pairs already in ``out``.
+    :param out: results file (:mod:`sfenv.results`: the run's settings and its episodes), updated
+        atomically after each pair.  An existing file with the same settings is continued: pairs
+        already in it are skipped, new agents and seeds are added, and the rows returned are all
+        the file's.  One with other settings raises :class:`~sfenv.results.SettingsMismatch`
+        naming each difference, and is left as it was.
+    :param resume: kept for callers of earlier versions: a file with the same settings is always
+        continued (the CLI's ``--resume`` only decides whether another file is refused or written beside it).
+    :param overwrite: replace an existing ``out`` instead of continuing it.
     :param agent_kwargs: constructor keyword arguments per agent name.
     :param backend: ``"serial"`` (this process) or ``"ray"`` (one Ray task per episode).
     :param address: with ``backend="ray"``: the Ray cluster to join (default: a local Ray, or the
@@ -224,7 +234,12 @@ def evaluate_agents(
     :param workers: with ``backend="ray"``: episodes in flight (and CPUs of a local Ray).
     :param record_actions: each row gets its episode's action log and the scenario's hash
         (:mod:`sfenv.replay`; what ``sfenv validate`` replays).
-    :raises InvalidInput: for an unknown backend, or ``address``/``workers`` without ``backend="ray"``.
+    :param split: the protocol split whose first seeds ``seeds`` are (:mod:`sfenv.protocol`;
+        checked), or None: explicit seeds.  The settings record the label (``split``: the split or
+        ``"explicit seeds"``), the ``protocol`` version and the ``seeds`` (more may be added to a file).
+    :raises InvalidInput: for an unknown backend, or ``address``/``workers`` without ``backend="ray"``,
+        or an ``out`` that is not a results file.
+    :raises Interrupted: on Ctrl-C, after the episodes finished so far are saved (the count is in the message).
     """
     from sfenv.distributed import check_backend
 
@@ -232,12 +247,17 @@ def evaluate_agents(
     sc = load_scenario(scenario)
     if num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
+    settings = run_settings(agents, sc, agent_kwargs, seeds=seeds, split=split, record_actions=record_actions)
     rows: list[dict[str, Any]] = []
     out_path = Path(out) if out else None
-    if out_path and resume and out_path.exists():
-        rows = json.loads(out_path.read_text())
-    done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
+    if out_path and out_path.exists() and not overwrite:  # checked before any agent is built or episode run
+        saved, rows = results.read_results(out_path)
+        diffs = results.differences(saved, settings)
+        if diffs:
+            raise results.SettingsMismatch(out_path, diffs)
+        settings = results.merge_settings(saved, settings)  # type: ignore[arg-type]
     instances = [_instance(a, agent_kwargs) for a in agents]
+    done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
     todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
     bar = None
     if progress and todo:
@@ -256,25 +276,79 @@ def evaluate_agents(
                                     (sc,), address=address, workers=workers)
     first_new = len(rows)
     order: dict[int, int] = {}  # todo index -> position in rows (completion order)
-    for i, row in played:
-        agent, seed = todo[i]
-        row["agent"] = agent.name  # a policy loaded on a worker from its resolved path keeps the name given
-        order[i] = len(rows)
-        rows.append(row)
-        if out_path:
-            atomic_write_json(out_path, rows)
-        if on_row:
-            on_row(row)
+    if out_path:  # the settings first: an interrupted run leaves a file that says what it holds
+        atomic_write_json(out_path, results.results_document(settings, rows))
+    try:
+        for i, row in played:
+            agent, seed = todo[i]
+            row["agent"] = agent.name  # a policy loaded on a worker from its resolved path keeps the name given
+            order[i] = len(rows)
+            rows.append(row)
+            if out_path:
+                atomic_write_json(out_path, results.results_document(settings, rows))
+            if on_row:
+                on_row(row)
+            if bar is not None:
+                bar.set_postfix_str(f"{agent.name} seed {seed}")
+                bar.update()
+    except KeyboardInterrupt:
         if bar is not None:
-            bar.set_postfix_str(f"{agent.name} seed {seed}")
-            bar.update()
+            bar.close()
+        where = f" in {out_path}" if out_path else " (no --out file: nothing was saved)"
+        raise Interrupted(f"interrupted: {len(rows) - first_new} episodes run now, {len(rows)} saved{where}; "
+                          "run the same command again to continue") from None
     if bar is not None:
         bar.close()
     if order != {i: first_new + i for i in order}:  # finished out of order (ray): save in the serial order
         rows = rows[:first_new] + [rows[order[i]] for i in sorted(order)]
         if out_path:
-            atomic_write_json(out_path, rows)
+            atomic_write_json(out_path, results.results_document(settings, rows))
     return rows
+
+
+def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
+                 agent_kwargs: dict[str, dict] | None = None, seeds: Sequence[int] | None = None,
+                 split: str | None = None, record_actions: bool = False) -> dict[str, Any]:
+    """The settings record of evaluating ``agents`` on ``scenario`` (loaded, its workload size applied).
+
+    See :func:`sfenv.results.make_settings`.  With ``seeds``: also the seeds' label (``split``: a
+    protocol split, checked to hold exactly its first seeds, or ``"explicit seeds"``), the
+    ``protocol`` version and the ``seeds``; ``record_actions: true`` when action logs are recorded.
+
+    :raises InvalidInput: if seeds that are not the split's first are labelled with it.
+    """
+    extra: dict[str, Any] = {}
+    if seeds is not None:
+        extra.update(protocol.SeedChoice(tuple(seeds), split or protocol.EXPLICIT, scenario.name).record())
+    if record_actions:
+        extra["record_actions"] = True
+    return results.make_settings(scenario, {(a if isinstance(a, str) else a.name): agent_settings(a, agent_kwargs)
+                                            for a in agents}, **extra)
+
+
+def file_differences(path: str | Path, settings: dict[str, Any]) -> list[str]:
+    """What differs between the settings of the results file ``path`` and ``settings`` (empty: it may be continued).
+
+    :raises InvalidInput: if ``path`` is not a results file.
+    """
+    return results.differences(results.read_results(path)[0], settings)
+
+
+def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None = None) -> dict[str, Any]:
+    """What defines an agent's episodes, for a results file's settings (:mod:`sfenv.results`).
+
+    A registered name: its constructor keywords; ``model:PATH``: the file's hash (another model saved
+    under the same path is another agent); ``rllib:PATH``: the checkpoint's absolute path; an agent
+    instance: its class and name.  Nothing is loaded or built.
+    """
+    if not isinstance(agent, str):
+        return {"class": f"{type(agent).__module__}.{type(agent).__qualname__}"}
+    if agent.startswith(MODEL_PREFIX):
+        path = Path(agent[len(MODEL_PREFIX):])
+        return {"model_sha": results.file_hash(path) if path.is_file() else None}
+    if agent.startswith(RLLIB_PREFIX):
+        return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
+    return {"kwargs": dict((agent_kwargs or {}).get(agent, {}))}
 
 
 def _play(agent: Any, sc: Scenario, seed: int, record_actions: bool = False) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 from sfenv.agents.evaluate import atomic_write_json, evaluate_agents, quiet_solver_banner
 
+from sfenv.results import read_results
 from sfenv.scenario import load_scenario
 
 __all__ = ["Claim", "CLAIMS", "QUICK_BUDGETS", "run_claims", "load_runs", "measure", "plot_claims", "plot_overhead",
@@ -200,7 +201,7 @@ def load_runs(claims: Sequence[Claim], out: Path) -> dict[str, list[dict[str, An
     rows: dict[str, list[dict[str, Any]]] = {}
     for scenario in _plan(claims):
         path = out / f"runs-{scenario}.json"
-        rows[scenario] = json.loads(path.read_text()) if path.exists() else []
+        rows[scenario] = read_results(path)[1] if path.exists() else []
     return rows
 
 

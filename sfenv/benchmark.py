@@ -12,9 +12,11 @@ the ``default`` group on seeds ``0..9`` of ``spider-8`` through the one evaluato
   (settings, summary, episodes and one episode's timeline and prices: everything the plots need),
   and the PNGs ``jct.png``, ``cost.png``, ``tradeoff.png`` (Pareto front marked),
   ``timeline.png`` (one episode's schedule, prices beneath) and ``prices.png``;
-- every file is written atomically; with ``resume=True`` the episodes already in
-  ``episodes.json`` are not run again (an interrupted run continues), and results made with
-  another scenario or workload are refused rather than mixed.
+- every file is written atomically with the settings that define it (:mod:`sfenv.results`); a
+  folder of the same settings is continued (its episodes are not run again, so an interrupted run
+  continues and a second ``./run.sh`` only reprints), a folder of other settings is never mixed
+  into or replaced: ``resume=True`` refuses it, otherwise the results go beside it under a new name;
+  ``overwrite=True`` replaces them.  PNGs not drawn in a run are removed, so no figure outlives its data.
 
 :func:`write_plots` redraws the PNGs from a saved ``benchmark.json`` (``sfenv plot FILE``); given an
 evaluator results list (``sfenv evaluate --out``) it draws the per-agent and trade-off figures.
@@ -25,7 +27,6 @@ when it draws.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import math
@@ -34,12 +35,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sfenv import protocol
+from sfenv import protocol, results
 from sfenv.agents.evaluate import (
     MODEL_PREFIX,
     atomic_write_json,
     evaluate_agents,
     quiet_solver_banner,
+    run_settings,
     summarise,
     write_csv,
 )
@@ -69,10 +71,6 @@ def _stderr(msg: str) -> None:
 def results_dir(scenario_name: str, out_dir: str | Path | None = None) -> Path:
     """``out_dir``, or ``results/<scenario>`` under the current working directory."""
     return Path(out_dir) if out_dir is not None else Path.cwd() / "results" / scenario_name
-
-
-def _scenario_sha(sc: Scenario) -> str:
-    return hashlib.sha256(sc.cfg.model_dump_json().encode()).hexdigest()[:16]
 
 
 def episode_timeline(agent: str, scenario: Scenario, seed: int) -> dict[str, Any]:
@@ -127,6 +125,7 @@ def run_benchmark(
     backend: str = "serial",
     address: str | None = None,
     workers: int | None = None,
+    overwrite: bool = False,
     split: str | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark, write its results folder and return the saved ``benchmark.json`` content.
@@ -136,8 +135,11 @@ def run_benchmark(
     :param seeds: number of seeds, ``first_seed .. first_seed + seeds - 1``.
     :param num_jobs: override the scenario's workload size.
     :param out_dir: results folder (default ``./results/<scenario>``).
-    :param resume: keep the episodes already in the folder's ``episodes.json`` and run only the
-        missing ones.
+    :param resume: the folder must be this run's (same settings: :mod:`sfenv.results`); without it a
+        folder of other settings is left alone and the results go beside it (``<out>-2``, ...; logged).
+        Either way a folder of the same settings is continued: its episodes are kept and only the
+        missing ones run.
+    :param overwrite: replace the folder's results files instead (other files in it are left).
     :param progress: show a progress bar on stderr.
     :param plots: draw the PNGs.
     :param timeline_agent: whose first-seed episode the timeline shows (default: the first of
@@ -148,8 +150,8 @@ def run_benchmark(
     :param split: the protocol split (:mod:`sfenv.protocol`) whose first ``seeds`` seeds these are
         (checked; recorded in ``meta``), or None: explicit seeds ``first_seed ..``, labelled so.
     :return: the results dict, plus ``"ran"`` (episodes run now) and ``"files"`` (paths written).
-    :raises InvalidInput: (a ``ValueError``) for no seeds or agents, or on ``resume`` into a folder
-        made with another scenario or workload.
+    :raises InvalidInput: (a ``ValueError``) for no seeds or agents, or unreadable results in the folder.
+    :raises SettingsMismatch: on ``resume`` into a folder of other settings, naming each difference.
     """
     if seeds < 1:
         raise InvalidInput(f"seeds must be at least 1, got {seeds}")
@@ -162,28 +164,19 @@ def run_benchmark(
     sc = load_scenario(scenario)
     if num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
-    out = results_dir(sc.name, out_dir)
-    paths = {k: out / v for k, v in FILES.items()}
     seed_list = list(range(first_seed, first_seed + seeds))
-    choice = protocol.SeedChoice(tuple(seed_list), split or protocol.EXPLICIT)  # a split must hold its first seeds
-    meta = {"scenario": sc.name, "scenario_sha": _scenario_sha(sc), "num_jobs": sc.cfg.workload.num_jobs,
-            "agents": names, **choice.record(),
+    settings = run_settings(names, sc, seeds=seed_list, split=split)  # a split must hold its first seeds
+    out = _choose_folder(results_dir(sc.name, out_dir), settings, resume, overwrite, log)
+    paths = {k: out / v for k, v in FILES.items()}
+    meta = {"scenario": sc.name, "scenario_sha": settings["scenario_sha"], "num_jobs": sc.cfg.workload.num_jobs,
+            "agents": names, "split": settings["split"], "protocol": protocol.PROTOCOL_VERSION, "seeds": seed_list,
+            "settings": settings,
             "interval": "mean ± 95 % CI over seeds, Student t (t_{0.975, n-1} s / sqrt(n))",
             "jct_censoring": "unfinished jobs count with JCT = episode end - arrival"}
-    old_bench = json.loads(paths["benchmark"].read_text()) if resume and paths["benchmark"].exists() else None
-    mixed = InvalidInput(f"{out} holds results of another scenario or workload; "
-                         "choose another --out-dir or run without --resume")
-    if old_bench is not None:
-        if old_bench.get("meta", {}).get("scenario_sha") != meta["scenario_sha"]:
-            raise mixed
-    elif resume and paths["episodes_json"].exists():  # episodes without settings: check what the rows say
-        saved = json.loads(paths["episodes_json"].read_text())
-        if any(r.get("scenario") != sc.name or r.get("jobs") != meta["num_jobs"] for r in saved):
-            raise mixed
-    if not resume:  # a fresh run: nothing of an earlier one may be mixed in
-        paths["episodes_json"].unlink(missing_ok=True)
-    if old_bench is None:  # the settings first, so an interrupted run can be resumed safely
-        atomic_write_json(paths["benchmark"], {"meta": meta, "summary": [], "episodes": [], "timeline": None})
+    old_bench = _read_json(paths["benchmark"]) if paths["benchmark"].exists() else None
+    old_bench = old_bench if isinstance(old_bench, dict) else None
+    # the settings first, so an interrupted run can be resumed safely
+    atomic_write_json(paths["benchmark"], {"meta": meta, "summary": [], "episodes": [], "timeline": None})
     log(f"benchmark: {len(names)} agents x {seeds} seeds of {sc.name} ({meta['num_jobs']} jobs each) -> {out}")
     quiet_solver_banner()
     ran: list[dict] = []
@@ -192,13 +185,12 @@ def run_benchmark(
         def on_row(row: dict) -> None:
             ran.append(row)
             log(f"benchmark: episode {len(ran)}: {row['agent']} seed {row['seed']}")
-    rows = evaluate_agents(names, sc, seed_list, out=paths["episodes_json"], resume=resume, progress=progress,
-                           on_row=on_row, backend=backend, address=address, workers=workers)
+    every = evaluate_agents(names, sc, seed_list, out=paths["episodes_json"], progress=progress,
+                            on_row=on_row, backend=backend, address=address, workers=workers, split=split)
+    write_csv(every, paths["episodes_csv"])  # every episode of the folder, as episodes.json
     wanted = {(a, s) for a in names for s in seed_list}
-    rows = sorted((r for r in rows if (r["agent"], r["seed"]) in wanted),
+    rows = sorted((r for r in every if (r["agent"], r["seed"]) in wanted),
                   key=lambda r: (names.index(r["agent"]), r["seed"]))
-    atomic_write_json(paths["episodes_json"], rows)
-    write_csv(rows, paths["episodes_csv"])
     bench: dict[str, Any] = {"meta": meta, "summary": summarise(rows), "episodes": rows, "timeline": None}
     tl_agent = _timeline_agent(names, timeline_agent)
     if tl_agent is not None:
@@ -210,10 +202,56 @@ def run_benchmark(
             bench["timeline"] = episode_timeline(tl_agent, sc, first_seed)
     atomic_write_json(paths["benchmark"], bench)
     files = [paths["episodes_json"], paths["episodes_csv"], paths["benchmark"]]
+    drawn = []
     if plots:
         log("benchmark: drawing plots")
-        files += write_plots(bench, out)
-    return {**bench, "ran": len(ran), "files": [str(f) for f in files]}
+        drawn = write_plots(bench, out)
+    for key in ("jct", "cost", "tradeoff", "timeline", "prices"):  # a figure not drawn now would show other data
+        if paths[key] not in drawn and paths[key].exists():
+            paths[key].unlink()
+    return {**bench, "ran": len(ran), "files": [str(f) for f in files + drawn]}
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidInput(f"{path}: not a JSON file ({e}); pass --overwrite to replace the folder's results, "
+                           "or choose another --out-dir") from None
+
+
+def _folder_settings(folder: Path) -> tuple[bool, dict[str, Any] | None]:
+    """(whether ``folder`` holds benchmark results, their settings or None when they record none)."""
+    episodes, bench = folder / FILES["episodes_json"], folder / FILES["benchmark"]
+    if episodes.exists():
+        return True, results.read_results(episodes)[0]
+    if bench.exists():  # interrupted before its first episode
+        data = _read_json(bench)
+        return True, (data.get("meta") or {}).get("settings") if isinstance(data, dict) else None
+    return False, None
+
+
+def _choose_folder(out: Path, settings: dict[str, Any], resume: bool, overwrite: bool,
+                   log: Callable[[str], None]) -> Path:
+    """The folder to write: ``out`` if free, of the same settings, or ``overwrite``; else refuse or go beside it."""
+    if overwrite:
+        for name in FILES.values():
+            (out / name).unlink(missing_ok=True)
+        return out
+
+    def diffs_of(folder: Path) -> list[str]:
+        used, saved = _folder_settings(folder)
+        return results.differences(saved, settings) if used else []
+
+    diffs = diffs_of(out)
+    if not diffs:
+        return out
+    if resume:
+        raise results.SettingsMismatch(out, diffs)
+    chosen = results.pick_output(out, lambda d: not diffs_of(d))
+    log(f"benchmark: {out} holds results of other settings ({'; '.join(diffs)}); writing to {chosen} "
+        "(--overwrite replaces them instead)")
+    return chosen
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
@@ -227,6 +265,10 @@ def load_results(path: str | Path) -> dict[str, Any]:
         data = json.loads(Path(path).read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InvalidInput(f"{path}: not a JSON results file ({e})") from None
+    if isinstance(data, dict) and data.get("format") == results.FORMAT:  # an evaluator results file
+        settings, rows = results.read_results(path)
+        return {"meta": {"scenario": (settings or {}).get("scenario", "?"), "settings": settings},
+                "summary": summarise(rows), "episodes": rows, "timeline": None}
     if isinstance(data, dict) and "episodes" in data:
         data.setdefault("summary", summarise(data["episodes"]))
         data.setdefault("timeline", None)

@@ -19,7 +19,7 @@ from typing import NoReturn
 from sfenv import protocol
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
-from sfenv.errors import InvalidInput, MissingFile, SfenvError
+from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError
 from sfenv.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario
 
 __all__ = ["main", "build_parser", "positive_int", "non_negative_int"]
@@ -98,21 +98,45 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from sfenv.agents.evaluate import evaluate_agents, format_table, quiet_solver_banner, summarise, write_csv
+    from sfenv.agents.evaluate import (
+        evaluate_agents,
+        file_differences,
+        format_table,
+        quiet_solver_banner,
+        run_settings,
+        summarise,
+        write_csv,
+    )
     from sfenv.agents.registry import resolve_names
+    from sfenv.results import SettingsMismatch, pick_output
 
     names = resolve_names(args.agents)
     sc = load_scenario(args.scenario)
+    if args.num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": args.num_jobs})
     choice = _seed_choice(args, sc.name)
+    seeds = list(choice.seeds)
+    backend = _backend(args)
+    out = args.out
+    if out is not None and out.exists() and not args.overwrite:  # never mixed into, never replaced unasked
+        settings = run_settings(names, sc, seeds=seeds, split=choice.split, record_actions=args.record_actions)
+        diffs = file_differences(out, settings)
+        if diffs and args.resume:
+            raise SettingsMismatch(out, diffs)
+        if diffs:
+            out = pick_output(out, lambda p: not file_differences(p, settings))
+            print(f"sfenv: {args.out} holds results of other settings ({'; '.join(diffs)}); writing to {out} "
+                  "(--overwrite replaces it instead)", file=sys.stderr)
     quiet_solver_banner()
-    rows = evaluate_agents(names, sc, list(choice.seeds),
-                           num_jobs=args.num_jobs, out=args.out, resume=args.resume, progress=not args.quiet,
-                           record_actions=args.record_actions, **_backend(args))
-    summary = summarise([r for r in rows if r["agent"] in names])
+    ran: list[dict] = []
+    rows = evaluate_agents(names, sc, seeds, out=out, progress=not args.quiet, overwrite=args.overwrite,
+                           on_row=ran.append, record_actions=args.record_actions, split=choice.split, **backend)
+    summary = summarise([r for r in rows if r["agent"] in names and r["seed"] in seeds])
     print(f"scenario {sc.name}, {choice.describe()}")
     print(format_table(summary))
-    if args.out:
-        print(f"results: {args.out}")
+    if out:
+        note = "" if ran else " (complete: every episode was already there)"
+        print(f"results: {out}, {len(rows)} episodes, {len(ran)} run now{note}")
     if args.csv:
         write_csv(rows, args.csv)
         print(f"episodes (CSV): {args.csv}")
@@ -136,7 +160,7 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
     res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
-                          resume=args.resume, progress=not args.quiet, **_backend(args))
+                          resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, **_backend(args))
     settings = res["settings"]
     print(f"leaderboard: {len(settings['scenarios'])} scenarios x {len(settings['agents'])} agents, "
           f"the first {settings['seeds_per_scenario']} test seeds of each (protocol {settings['protocol']})")
@@ -150,7 +174,7 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     import json
 
-    from sfenv.replay import Rejected, entry_rows, validate_rows
+    from sfenv.replay import Rejected, check_split_label, entry_rows, validate_rows
 
     try:
         data = json.loads(args.file.read_text())
@@ -160,6 +184,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         raise InvalidInput(f"{args.file}: not a JSON results file ({e})") from None
     rows = entry_rows(data, str(args.file))
     try:
+        check_split_label(data.get("settings") if isinstance(data, dict) else None, rows)
         n = validate_rows(rows, args.scenario)
     except Rejected as e:
         print(f"sfenv: validate: REJECTED {args.file}: {e}", file=sys.stderr)
@@ -179,7 +204,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     res = run_benchmark(args.agents, args.scenario, args.seeds, choice.seeds[0], split=choice.split,
                         num_jobs=args.num_jobs,
                         out_dir=args.out_dir, resume=args.resume, progress=not args.quiet, plots=not args.no_plots,
-                        **_backend(args))
+                        overwrite=args.overwrite, **_backend(args))
     meta = res["meta"]
     print(f"benchmark: scenario {meta['scenario']}, {meta['num_jobs']} jobs, {choice.describe()} "
           f"({res['ran']} episodes run now)")
@@ -347,7 +372,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
     b.add_argument("--out-dir", type=Path, metavar="DIR",
                    help="results folder (default: results/<scenario> under the current folder)")
-    b.add_argument("--resume", action="store_true", help="skip episodes already in the results folder")
+    b.add_argument("--resume", action="store_true",
+                   help="continue the results folder, refusing it if it holds other settings (without --resume "
+                        "a folder of the same settings is continued too, one of other settings is left alone "
+                        "and the results go beside it, e.g. results/spider-8-2)")
+    b.add_argument("--overwrite", action="store_true", help="replace the results files in the folder")
     b.add_argument("--no-plots", action="store_true", help="write CSV/JSON only")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_backend_options(b)
@@ -382,7 +411,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
     e.add_argument("--out", type=Path, metavar="FILE",
                    help="JSON results file, written atomically after each episode (default: none)")
-    e.add_argument("--resume", action="store_true", help="skip episodes already in --out")
+    e.add_argument("--resume", action="store_true",
+                   help="continue --out, refusing it if it holds other settings (scenario, its hash, job count, "
+                        "agents' settings, version); without --resume a file of the same settings is continued "
+                        "too, one of other settings is left alone and the results go beside it (FILE-2.json)")
+    e.add_argument("--overwrite", action="store_true", help="replace --out instead of continuing it")
     e.add_argument("--csv", type=Path, metavar="FILE", help="also write one CSV row per episode to this file")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_backend_options(e)
@@ -461,7 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--seeds", type=positive_int, default=10, metavar="N", help="test seeds per scenario (> 0)")
     lb.add_argument("--num-jobs", type=positive_int, metavar="N", help="cap on the jobs per episode of every scenario")
     lb.add_argument("--out-dir", type=Path, default=Path("leaderboard"), metavar="DIR", help="output folder")
-    lb.add_argument("--resume", action="store_true", help="keep the episodes already in --out-dir")
+    lb.add_argument("--resume", action="store_true",
+                    help="continue the episodes already in --out-dir (they are continued anyway when their settings "
+                         "match; with --resume, other settings are refused)")
+    lb.add_argument("--overwrite", action="store_true", help="replace the episodes already in --out-dir")
     lb.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_backend_options(lb)
     lb.set_defaults(fn=_cmd_leaderboard)
@@ -494,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     except SfenvError as e:
         print(f"sfenv: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C: one line (what was saved, how to go on), the shell's code 130
+        print(f"sfenv: {e if isinstance(e, Interrupted) else 'interrupted'}", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # output piped into `head` and the like, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1

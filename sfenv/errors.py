@@ -9,7 +9,7 @@ say what was given, what was expected and, where it helps, what to do.
 
 from __future__ import annotations
 
-__all__ = ["SfenvError", "InvalidInput", "UnknownName", "MissingFile", "DependencyNotInstalled"]
+__all__ = ["SfenvError", "InvalidInput", "UnknownName", "MissingFile", "DependencyNotInstalled", "Interrupted"]
 
 
 class SfenvError(Exception):
@@ -34,3 +34,15 @@ class MissingFile(SfenvError, FileNotFoundError):
 
 class DependencyNotInstalled(SfenvError, ImportError):
     """An optional extra is not installed; the message names the ``pip install`` command."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run whose finished work is saved; the message says how much and how to continue.
+
+    A ``KeyboardInterrupt``, so code that lets Ctrl-C through keeps doing so; the command line prints
+    the message on one line and exits with code 130.
+    """
+
+    def __str__(self) -> str:
+        """The message itself."""
+        return str(self.args[0]) if self.args else "interrupted"

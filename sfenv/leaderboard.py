@@ -63,6 +63,7 @@ def run_leaderboard(
     seeds: int = DEFAULT_SEEDS,
     num_jobs: int | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool = True,
     backend: str = "serial",
     address: str | None = None,
@@ -75,7 +76,9 @@ def run_leaderboard(
     :param agents: agent names, groups, ``model:PATH`` / ``rllib:PATH`` (as ``sfenv evaluate --agents``).
     :param seeds: test seeds per scenario (the protocol's first ``seeds``).
     :param num_jobs: cap on every scenario's jobs per episode (on top of :data:`JOB_CAPS`).
-    :param resume: keep the episodes already in ``out_dir/episodes`` and play only the missing ones.
+    :param resume: continue the episodes already in ``out_dir/episodes`` (a file of the same
+        settings is continued anyway, :mod:`sfenv.results`; one of other settings is refused).
+    :param overwrite: replace them instead.
     :return: ``{"settings": ..., "rows": [...], "files": [...]}``.
     :raises InvalidInput: for an unknown scenario, no agents, or bad counts.
     """
@@ -107,8 +110,8 @@ def run_leaderboard(
         choice = protocol.resolve_seeds("test", seeds, scenario=name)
         log(f"leaderboard: {name}: {len(names)} agents x {choice.describe()}, {sc.cfg.workload.num_jobs} jobs")
         episodes = evaluate_agents(names, sc, list(choice.seeds), out=out / "episodes" / f"{name}.json",
-                                   resume=resume, progress=progress, backend=backend, address=address,
-                                   workers=workers)
+                                   resume=resume, overwrite=overwrite, progress=progress, backend=backend,
+                                   address=address, workers=workers, split="test")
         wanted = set(choice.seeds)
         episodes = [r for r in episodes if r["agent"] in names and r["seed"] in wanted]
         rows.extend(rank(name, names, episodes))

@@ -20,7 +20,6 @@ included), besides ``scenario``, ``seed`` and the metrics.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -28,10 +27,11 @@ from typing import Any
 from sfenv.errors import InvalidInput
 from sfenv.metrics import EpisodeReport
 from sfenv.perf import Plan, Stage
+from sfenv.results import scenario_hash
 from sfenv.scenario import Scenario
 
 __all__ = ["plan_to_json", "plan_from_json", "ActionRecorder", "replay", "check_row", "scenario_sha",
-           "COMPARED_FIELDS", "entry_rows", "validate_rows", "Rejected"]
+           "COMPARED_FIELDS", "entry_rows", "validate_rows", "check_split_label", "Rejected"]
 
 
 class Rejected(Exception):
@@ -45,8 +45,8 @@ COMPARED_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Epis
 
 
 def scenario_sha(sc: Scenario) -> str:
-    """The first 16 hex digits of the SHA-256 of the scenario's validated settings (JSON)."""
-    return hashlib.sha256(sc.cfg.model_dump_json().encode()).hexdigest()[:16]
+    """The scenario's hash, as results files record it (:func:`sfenv.results.scenario_hash`)."""
+    return scenario_hash(sc)
 
 
 def plan_to_json(plan: Plan | None) -> dict[str, Any] | None:
@@ -176,13 +176,14 @@ def check_row(row: dict[str, Any], replayed: dict[str, Any],
 def entry_rows(data: Any, source: str = "entry") -> list[dict[str, Any]]:
     """The episode rows of a results file's content: a list of rows, or a mapping holding them.
 
-    A mapping's rows are under ``rows``, ``episodes`` or ``results`` (the first that is a list).
+    A mapping's rows are under ``episodes`` (a results file of :mod:`sfenv.results`), ``rows`` or
+    ``results`` (the first that is a list).
 
     :raises InvalidInput: if there are no rows, or a row lacks ``scenario``, ``seed`` or its action log.
     """
     rows = data
     if isinstance(data, dict):
-        rows = next((data[k] for k in ("rows", "episodes", "results") if isinstance(data.get(k), list)), None)
+        rows = next((data[k] for k in ("episodes", "rows", "results") if isinstance(data.get(k), list)), None)
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         raise InvalidInput(f"{source}: no episode rows (expected a results file of sfenv evaluate --record-actions)")
     for i, r in enumerate(rows):
@@ -223,3 +224,20 @@ def validate_rows(rows: Sequence[dict[str, Any]], scenario: Any = None,
         if progress is not None:
             progress(f"{where}: ok")
     return len(rows)
+
+
+def check_split_label(settings: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> None:
+    """Reject an entry whose settings label its seeds with a split they are not the first seeds of.
+
+    :raises Rejected: naming the label and the seeds.
+    """
+    from sfenv import protocol
+
+    if not settings or settings.get("split") in (None, protocol.EXPLICIT):
+        return
+    seeds = sorted({int(r["seed"]) for r in rows})
+    scenario = settings.get("scenario")
+    try:
+        protocol.SeedChoice(tuple(seeds), str(settings["split"]), scenario if isinstance(scenario, str) else None)
+    except InvalidInput as exc:
+        raise Rejected(f"settings: {exc}") from None

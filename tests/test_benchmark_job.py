@@ -15,6 +15,7 @@ from sfenv.agents.evaluate import format_table, mean_ci, summarise, write_csv
 from sfenv.benchmark import DEFAULT_SEEDS, FILES, run_benchmark
 from sfenv.cli import build_parser, main
 from sfenv.errors import InvalidInput
+from sfenv.results import read_results
 
 # two-sided 95 % Student t quantiles t_{0.975, df} from printed tables (not from the code under test)
 T975 = {1: 12.706204736, 2: 4.302652730, 4: 2.776445105}
@@ -78,7 +79,7 @@ def test_benchmark_writes_its_results_in_the_callers_folder(tmp_path, monkeypatc
     assert not list(out.glob(".*.tmp"))
     with (out / "episodes.csv").open() as f:
         csv_rows = list(csv.DictReader(f))
-    episodes = json.loads((out / "episodes.json").read_text())
+    episodes = read_results(out / "episodes.json")[1]
     assert [(r["agent"], int(r["seed"])) for r in csv_rows] == [(r["agent"], r["seed"]) for r in episodes] == [
         ("fifo", 0), ("fifo", 1), ("random", 0), ("random", 1)]
     bench = json.loads((out / "benchmark.json").read_text())
@@ -102,7 +103,7 @@ def test_benchmark_resume_runs_only_missing_episodes_and_refuses_other_settings(
     again = run_benchmark("fifo", seeds=3, num_jobs=4, out_dir=tmp_path, resume=True, progress=False, plots=False,
                           log=lambda m: None)
     assert again["ran"] == 0 and again["episodes"] == more["episodes"]
-    with pytest.raises(InvalidInput, match="another scenario or workload"):
+    with pytest.raises(InvalidInput, match="num_jobs: 4 in the file, 5 now"):
         run_benchmark("fifo", seeds=3, num_jobs=5, out_dir=tmp_path, resume=True, progress=False, plots=False,
                       log=lambda m: None)
 
@@ -116,9 +117,9 @@ def test_an_interrupted_benchmark_keeps_its_settings(tmp_path):
 
     run_benchmark("fifo", seeds=1, num_jobs=4, out_dir=tmp_path, progress=False, plots=False, log=log)
     assert seen[0]["meta"]["num_jobs"] == 4 and seen[0]["episodes"] == []
-    # episodes saved without a benchmark.json (e.g. by sfenv evaluate --out) are checked row by row
+    # episodes saved without a benchmark.json (e.g. by sfenv evaluate --out) are checked by their own settings
     (tmp_path / "benchmark.json").unlink()
-    with pytest.raises(InvalidInput, match="another scenario or workload"):
+    with pytest.raises(InvalidInput, match="num_jobs: 4 in the file, 5 now"):
         run_benchmark("fifo", seeds=2, num_jobs=5, out_dir=tmp_path, resume=True, progress=False, plots=False,
                       log=lambda m: None)
     res = run_benchmark("fifo", seeds=2, num_jobs=4, out_dir=tmp_path, resume=True, progress=False, plots=False,
@@ -161,7 +162,7 @@ def test_plot_from_an_evaluate_results_list_and_evaluate_csv(tmp_path, capsys):
     assert "± " in capsys.readouterr().out
     with table.open() as f:
         rows = list(csv.DictReader(f))
-    saved = json.loads(res.read_text())
+    saved = read_results(res)[1]
     assert len(rows) == 4 and [float(r["mean_jct_s"]) for r in rows] == [r["mean_jct_s"] for r in saved]
     assert main(["plot", str(res), "--out-dir", str(tmp_path / "figs")]) == 0
     assert {p.name for p in (tmp_path / "figs").glob("*.png")} == {"jct.png", "cost.png", "tradeoff.png"}

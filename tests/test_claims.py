@@ -10,6 +10,8 @@ import pytest
 import sfenv.agents.evaluate as evaluate_mod
 from sfenv.experiments import claims as C
 
+from sfenv.results import read_results
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -64,7 +66,7 @@ def test_run_resume_and_outputs(tmp_path, monkeypatch):
     out = tmp_path / "claims"
     argv = ["--only", "spantrain", "--seeds", "2", "--num-jobs", "4", "--out", str(out), "--quiet"]
     assert C.main(argv) == 0
-    runs = json.loads((out / "runs-cee.json").read_text())
+    runs = read_results(out / "runs-cee.json")[1]
     assert sorted((r["agent"], r["seed"]) for r in runs) == [("ddp", 0), ("ddp", 1), ("fifo", 0), ("fifo", 1),
                                                              ("spantrain", 0), ("spantrain", 1)]
     by = {(r["agent"], r["seed"]): r["mean_throughput_tokens_s"] for r in runs}

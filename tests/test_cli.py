@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 from sfenv import protocol
 from sfenv.cli import main
+from sfenv.results import read_results
 
 
 def test_run_prints_metrics(capsys):
@@ -20,7 +20,7 @@ def test_evaluate_writes_results(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["evaluate", "--agents", "fifo,cheapest", "--seeds", "2", "--num-jobs", "4", "--out", str(out),
                  "--quiet"]) == 0
-    rows = json.loads(out.read_text())
+    rows = read_results(out)[1]
     test_seeds = protocol.seeds("test", 2)  # the default split
     assert {(r["agent"], r["seed"]) for r in rows} == {(a, s) for a in ("fifo", "cheapest") for s in test_seeds}
     assert "cheapest" in capsys.readouterr().out

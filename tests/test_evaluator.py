@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from sfenv.agents.evaluate import evaluate_agents, format_table, summarise
 from sfenv.agents.fifo import FIFOAgent
 
+from sfenv.results import read_results
 from sfenv.scenario import load_scenario
 
 
@@ -23,7 +22,7 @@ def test_agents_see_identical_episodes():
 def test_results_are_written_atomically_and_resume(tmp_path):
     out = tmp_path / "res.json"
     rows = evaluate_agents(["fifo"], "spider-8", seeds=[0, 1], num_jobs=5, out=out, progress=False)
-    saved = json.loads(out.read_text())
+    saved = read_results(out)[1]
     assert len(saved) == 2 and not list(tmp_path.glob(".*.tmp"))
     seen = []
     more = evaluate_agents(["fifo"], "spider-8", seeds=[0, 1, 2], num_jobs=5, out=out, resume=True,

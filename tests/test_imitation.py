@@ -305,7 +305,7 @@ def test_present_rollout_over_the_heuristics_beats_the_best_heuristic_on_a_conte
         report = env.unwrapped.sim.report()
         assert report.unfinished == 0
         jct[expert] = report.mean_jct_s
-    # 1.90 h and 1.95 h vs 2.07 h on this seed (20 seeds: README, experiments/expert_vs_heuristic.py)
+    # 1.90 h and 1.95 h vs 2.07 h on this seed (20 seeds: docs/history.md, experiments/expert_vs_heuristic.py)
     assert jct["lookahead:spantrain+swf:present:proposed"] < 0.95 * jct["spantrain+swf"]
     assert jct["lookahead:spantrain+swf:present:proposed:queue1"] < 0.97 * jct["spantrain+swf"]
 

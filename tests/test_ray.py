@@ -29,6 +29,7 @@ from sfenv.agents.rllib import InvalidActionSampled, MaskedGeoSchedEnv
 from sfenv.cli import main as cli_main
 from sfenv.distributed import check_backend
 from sfenv.errors import InvalidInput
+from sfenv.results import read_results
 
 HAS_RAY = subprocess.run([sys.executable, "-c", "import ray"], capture_output=True).returncode == 0
 AGENTS = ["fifo", "random", "spinsearch", "bace-pipe"]
@@ -168,7 +169,7 @@ def test_cli_joins_an_existing_cluster_by_address(tmp_path):
         head.wait(timeout=120)
         log.close()
     serial = evaluate_agents(["fifo", "random"], "spider-8", [0, 1], num_jobs=4, progress=False)
-    assert _strip(json.loads(out.read_text())) == _strip(serial)
+    assert _strip(read_results(out)[1]) == _strip(serial)
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +190,7 @@ def test_ray_evaluation_equals_serial(ray_local, tmp_path):
     rows = evaluate_agents(AGENTS, "spider-8", seeds, num_jobs=6, progress=True, backend="ray", workers=2, out=out,
                            on_row=lambda r: seen.append((r["agent"], r["seed"])))
     assert _strip(rows) == _strip(serial)  # same rows, same (serial) order
-    assert _strip(json.loads(out.read_text())) == _strip(serial)  # the file too
+    assert _strip(read_results(out)[1]) == _strip(serial)  # the file too
     assert sorted(seen) == sorted((a, s) for a in AGENTS for s in seeds)
     assert all(r["decisions"] > 0 for r in rows)
 
@@ -198,7 +199,7 @@ def test_ray_evaluation_equals_serial(ray_local, tmp_path):
 def test_resume_on_ray_skips_finished_episodes(ray_local, tmp_path):
     out = tmp_path / "runs.json"
     evaluate_agents(["fifo", "random"], "spider-8", [0, 1], num_jobs=5, progress=False, backend="ray", out=out)
-    saved = json.loads(out.read_text())
+    saved = read_results(out)[1]
     for r in saved:  # mark the finished rows: a re-run would overwrite the marks
         r["decisions"] = -1
     out.write_text(json.dumps(saved))
@@ -210,7 +211,7 @@ def test_resume_on_ray_skips_finished_episodes(ray_local, tmp_path):
     assert all(r["decisions"] > 0 for r in rows[4:])
     serial = evaluate_agents(["fifo", "random"], "spider-8", [2], num_jobs=5, progress=False)
     assert _strip(rows[4:]) == _strip(serial)
-    assert json.loads(out.read_text()) == rows
+    assert read_results(out)[1] == rows
 
 
 class _DiesOnceFIFO(FIFOAgent):
@@ -253,7 +254,7 @@ def test_a_killed_worker_is_retried_and_the_results_file_stays_valid(ray_local, 
             if marker.exists() and marker.read_text():
                 time.sleep(0.5)
                 if out.exists():
-                    snapshots.append(json.loads(out.read_text()))  # valid JSON while a worker hangs
+                    snapshots.append(read_results(out)[1])  # valid JSON while a worker hangs
                 pid = int(marker.read_text())
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
@@ -271,7 +272,7 @@ def test_a_killed_worker_is_retried_and_the_results_file_stays_valid(ray_local, 
         os.kill(killed[0], 0)  # that worker process is gone
     serial = evaluate_agents(["fifo"], "spider-8", seeds, num_jobs=5, progress=False)
     assert _strip(rows) == _strip(serial)  # the killed episode was played again, nothing lost or doubled
-    assert _strip(json.loads(out.read_text())) == _strip(serial)
+    assert _strip(read_results(out)[1]) == _strip(serial)
     assert all(r["seed"] != 1 for snap in snapshots for r in snap)  # the file never held the hung episode
 
 
@@ -338,7 +339,7 @@ def test_cli_evaluate_on_ray_writes_the_serial_results(ray_local, tmp_path, caps
     assert cli_main([*base, "--out", str(serial_out)]) == 0
     assert cli_main([*base, "--out", str(ray_out), "--backend", "ray", "--workers", "2"]) == 0
     assert "cheapest" in capsys.readouterr().out
-    assert _strip(json.loads(ray_out.read_text())) == _strip(json.loads(serial_out.read_text()))
+    assert _strip(read_results(ray_out)[1]) == _strip(read_results(serial_out)[1])
 
 
 @pytest.mark.ray

@@ -6,7 +6,6 @@ Covers the ``sfenv`` command and ``run.sh`` (which must not change into the repo
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sfenv import protocol
+from sfenv.results import read_results
 
 REPO = Path(__file__).resolve().parents[1]
 SFENV = Path(sys.executable).with_name("sfenv")  # the installed console script
@@ -57,7 +57,7 @@ def test_relative_scenario_and_outputs_resolve_in_the_callers_folder(tmp_path):
     proc = _sfenv(["evaluate", "--agents", "fifo", "--scenario", "my.yaml", "--num-jobs", "3", "--seeds", "2",
                    "--out", "out.json", "--csv", "sub/out.csv", "--quiet"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads((tmp_path / "out.json").read_text())
+    rows = read_results(tmp_path / "out.json")[1]
     assert {(r["scenario"], r["seed"]) for r in rows} == {("my-world", s) for s in protocol.seeds("test", 2)}
     assert (tmp_path / "sub" / "out.csv").read_text().count("\n") == 3  # header + 2 episodes
     assert _no_outputs_in_repo(before)
@@ -103,7 +103,7 @@ def test_run_sh_keeps_the_callers_folder(tmp_path):
                            "--num-jobs", "3", "--seeds", "1", "--out", "out.json", "--quiet"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads((tmp_path / "out.json").read_text())[0]["scenario"] == "my-world"
+    assert read_results(tmp_path / "out.json")[1][0]["scenario"] == "my-world"
     assert _no_outputs_in_repo(before)
 
 
@@ -131,7 +131,7 @@ def test_run_sh_set_up_says_what_it_does_and_runs_the_benchmark_by_default(tmp_p
     assert [s.split("]")[0] for s in steps] == ["run.sh: [1/3", "run.sh: [2/3", "run.sh: [3/3"]
     assert "set-up done" in proc.stderr
     calls = (tmp_path / "calls.log").read_text().splitlines()
-    assert any("pip install" in c and f"-e {REPO}[rl,zoo,dev]" in c for c in calls)
+    assert any("pip install" in c and f"-e {REPO}[rl,zoo,dev,docs]" in c for c in calls)
     assert calls[-1] == f"sfenv {user} benchmark"  # the main job, in the caller's folder
     # set up once: the second call goes straight to the command, with the caller's relative paths
     proc = subprocess.run(["bash", str(REPO / "run.sh"), "run", "--scenario", "my.yaml"], cwd=user, env=env,

@@ -1,0 +1,131 @@
+"""The documentation: the site builds with warnings as errors, its result tables come from the result
+files, and the release files agree with pyproject.toml."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PYPROJECT_TEXT = (ROOT / "pyproject.toml").read_text()  # read with regexes: tomllib is Python >= 3.11 only
+VERSION = re.search(r'^version = "([^"]+)"', PYPROJECT_TEXT, re.M).group(1)
+LICENSE_ID = re.search(r'^license = \{ text = "([^"]+)" \}', PYPROJECT_TEXT, re.M).group(1)
+
+
+def _make_results():
+    sys.path.insert(0, str(DOCS))
+    try:
+        import make_results
+    finally:
+        sys.path.remove(str(DOCS))
+    return make_results
+
+
+def test_docs_build_with_warnings_as_errors(tmp_path: Path):
+    for module in ("sphinx", "furo", "myst_parser"):
+        pytest.importorskip(module, reason=f"{module} is not installed (the docs extra: pip install -e '.[docs]')")
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(tmp_path / "html")],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert proc.returncode == 0, f"sphinx-build -W failed:\n{proc.stderr[-5000:]}"
+    assert not proc.stderr.strip(), proc.stderr[-5000:]
+    html = tmp_path / "html"
+    for page in ("index", "getting-started", "env", "scenarios", "agents", "training", "evaluation", "scaling",
+                 "model", "claims", "benchmarks", "history", "api", "changelog"):
+        assert (html / f"{page}.html").exists(), page
+    env_page = (html / "env.html").read_text()
+    assert "sfenv/Geo8ContendedCost-v0" in env_page and "Version History" in env_page
+    api = (html / "api.html").read_text()
+    assert 'id="sfenv.env.GeoSchedEnv"' in api and 'id="sfenv.agents.base.SchedulerAgent"' in api
+    assert "Validation against measured runs" in (html / "model.html").read_text()
+    assert list((html / "_images").glob("*.png")), "the benchmark figures are in the site"
+
+
+def test_result_tables_are_up_to_date_with_their_files():
+    mr = _make_results()
+    assert mr.build(figures=False, check=True) == [], "run: python docs/make_results.py"
+
+
+def test_a_result_table_cell_is_the_mean_of_its_file():
+    # recomputed here without the evaluator's summarise: mean JCT of fifo over the file's episodes
+    mr = _make_results()
+    data = json.loads((mr.DATA / "benchmark-spider-8.json").read_text())
+    jcts = [r["mean_jct_s"] / 3600 for r in data["episodes"] if r["agent"] == "fifo"]
+    table = (mr.RESULTS / "benchmark-spider-8.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| `fifo`"))
+    assert row.split("|")[3].strip().startswith(f"{sum(jcts) / len(jcts):.2f} ± ")
+    assert row.split("|")[2].strip() == str(len(jcts))
+
+
+def test_every_result_file_names_the_command_that_made_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    mr = _make_results()
+    sources = mr.sources()
+    files = sorted(p.stem for p in mr.DATA.glob("*.json"))
+    assert files and set(files) <= set(sources)
+    for name in files:
+        assert sources[name]["command"].startswith("sfenv ") and sources[name]["date"]
+    # a file without an entry is refused
+    monkeypatch.setattr(mr, "DATA", tmp_path)
+    (tmp_path / "SOURCES.yml").write_text("{}\n")
+    (tmp_path / "orphan.json").write_text(json.dumps([{"agent": "fifo"}]))
+    with pytest.raises(ValueError, match="orphan.json: no entry"):
+        mr.build(figures=False, check=True)
+
+
+def test_history_page_is_marked_as_not_current():
+    text = (DOCS / "history.md").read_text()
+    assert "not regenerated" in text and "re-measured" in text.split("##")[0]
+
+
+def test_citation_and_licence_agree_with_pyproject():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0"
+    assert {"cff-version", "message", "title", "authors"} <= set(cff)
+    assert str(cff["version"]) == VERSION
+    assert cff["license"] == LICENSE_ID == "Apache-2.0"
+    licence = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
+    assert "END OF TERMS AND CONDITIONS" in licence
+
+
+def test_changelog_lists_every_registered_id():
+    from sfenv.registration import ENV_IDS
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    assert "## [Unreleased]" in text
+    assert re.search(rf"## \[{re.escape(VERSION)}\]", text)
+    for env_id, scenario in ENV_IDS.items():
+        assert f"| `{env_id}` | `{scenario}` |" in text, env_id
+
+
+def test_docs_extra_is_installed_by_run_sh():
+    docs_extra = re.search(r"^docs = \[(.*?)\]", PYPROJECT_TEXT, re.M | re.S).group(1)
+    assert {"sphinx", "furo", "myst-parser"} <= set(re.findall(r'"([a-z-]+)[<>=]', docs_extra))
+    run = (ROOT / "run.sh").read_text()
+    assert re.search(r'pip install -q -e "\$here\[[^]]*\bdocs\b[^]]*\]"', run)
+    assert " -rs " in run  # skip reasons in the test summary
+
+
+def test_every_python_m_module_named_in_docs_and_files_exists():
+    # e.g. geo-8.yaml's header once named `python -m experiments.derive_geo8`, which no longer existed
+    import importlib.util
+
+    files = [ROOT / "README.md", *DOCS.glob("*.md"), *(ROOT / "scenarios").glob("*.yaml"),
+             *(ROOT / "sfenv" / "hyperparams").glob("*.yml"), *(ROOT / "examples").glob("*.py"), ROOT / "run.sh",
+             *(ROOT / "experiments").glob("*.py"), *(ROOT / "agents").glob("*.py"), *(ROOT / "sfenv").glob("*.py")]
+    named = {(m, f.name) for f in files for m in re.findall(r"python3? -m ([A-Za-z_][\w.]*)", f.read_text())}
+    ours = {(m, f) for m, f in named if m.split(".")[0] == "sfenv"}
+    assert any("derive_geo8" in m for m, _ in ours)
+    missing = [(m, f) for m, f in sorted(ours) if importlib.util.find_spec(m) is None]
+    assert not missing, f"modules named with python -m that do not exist: {missing}"
+    for m, f in named - ours:
+        assert m.split(".")[0] in {"rl_zoo3", "sphinx", "pytest", "venv", "pip"}, f"{f}: python -m {m}"
