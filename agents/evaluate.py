@@ -41,8 +41,8 @@ from sfenv.agents.registry import make_agent
 
 from sfenv import protocol, results
 from sfenv.errors import Interrupted, InvalidInput
-from sfenv.metrics import EpisodeReport, JobRecord
-from sfenv.replay import ActionRecorder, plan_to_json, scenario_sha
+from sfenv.metrics import EpisodeReport
+from sfenv.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["MODEL_PREFIX", "RLLIB_PREFIX", "run_episode", "run_policy_episode", "evaluate_agents", "summarise",
@@ -50,10 +50,7 @@ __all__ = ["MODEL_PREFIX", "RLLIB_PREFIX", "run_episode", "run_policy_episode", 
            "CI_METRICS", "agent_settings", "run_settings", "file_differences"]
 
 
-def _jct_fields(records: Sequence[JobRecord], end: float) -> dict[str, list]:
-    """Per-job JCTs of the jobs that arrived, unfinished ones censored at ``end``, with their flags."""
-    arrived = [r for r in records if r.arrived_by(end)]
-    return {"jcts_s": [r.censored_jct(end) for r in arrived], "jct_censored": [not r.finished for r in arrived]}
+_jct_fields = jct_fields  # the per-job figures of a row (defined with the replay that must reproduce them)
 
 
 def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_actions: bool = False) -> dict[str, Any]:

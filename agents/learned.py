@@ -58,7 +58,8 @@ from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["ALGOS", "AlgoSpec", "DEFAULT_HP", "RECIPE_DEFAULTS", "make_env_fn", "train", "LearnedPolicy",
-           "ScenarioLike", "ScenarioMix", "generated_scenarios", "load_config", "parse_hp", "bundled_configs"]
+           "ScenarioLike", "ScenarioMix", "generated_scenarios", "generated_platforms", "load_config", "parse_hp",
+           "bundled_configs"]
 
 #: what every ``scenario`` argument accepts: a bundled name, a YAML path, a dict or a Scenario
 ScenarioLike = str | Path | dict | Scenario
@@ -117,7 +118,7 @@ DEFAULT_HP: dict[str, dict[str, Any]] = {
 RECIPE_DEFAULTS: dict[str, Any] = {
     "algo": "maskable-ppo", "scenario": "spider-8", "eval_scenario": None, "steps": 200_000, "seed": 0,
     "n_envs": 4, "normalize": "all", "env_kwargs": {}, "hp": {}, "eval_every": None,
-    "eval_seeds": [10_000, 10_001, 10_002, 10_003, 10_004], "baselines": ["fifo", "spinsearch"],
+    "eval_seeds": protocol.seeds("validation", 5), "baselines": ["fifo", "spinsearch"],
     "checkpoint_every": 0, "pretrain": None,
 }
 NORMALIZE = ("all", "reward", "none")
@@ -240,6 +241,22 @@ def generated_scenarios(
         data["workload"] = _merge(data["workload"], workload)
         out.append(Scenario.from_dict(data, source=f"generated_scenarios[{i}]", base_dir=sc.base_dir))
     return out
+
+
+def generated_platforms(split: str, count: int, num_jobs: int | None = None) -> list[Scenario]:
+    """The first ``count`` generated platforms of a protocol split (:mod:`sfenv.protocol`).
+
+    :func:`generated_scenarios` over :data:`sfenv.protocol.GENERATED_FAMILY` with the split's
+    first generator seed (:data:`sfenv.protocol.GENERATOR_SEEDS`): train on ``"train"``, report
+    on ``"test"``.
+
+    :param num_jobs: jobs per episode (None: the family's).
+    :raises InvalidInput: for an unknown split.
+    """
+    if split not in protocol.SPLITS:
+        raise InvalidInput(f"generated_platforms: split {split!r}; expected one of {', '.join(protocol.SPLITS)}")
+    family = {**protocol.GENERATED_FAMILY, **({} if num_jobs is None else {"num_jobs": num_jobs})}
+    return generated_scenarios(count, seed=protocol.GENERATOR_SEEDS[split][0], **family)
 
 
 class ScenarioMix(gym.Env):

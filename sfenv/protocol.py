@@ -26,7 +26,7 @@ Generalisation splits (a model is reported on platforms it never saw):
   (:func:`sfenv.agents.learned.generated_scenarios`: spider and Waxman topologies of 6-16
   regions, offered load 0.5-0.95, time-of-use prices with noise, over ``spider-8-contended``);
   its generator seeds are split like the episode seeds (:data:`GENERATOR_SEEDS`), and
-  :func:`generated_platforms` gives the platforms of a split.  Training configs generate with
+  :func:`sfenv.agents.learned.generated_platforms` gives the platforms of a split.  Training configs generate with
   train generator seeds (the bundled ones use seed 7).
 - held-out bundled scenarios, :data:`HELD_OUT_SCENARIOS`: ``geo-8``, ``geo-8-contended`` and
   ``geo-8-contended-cost``, the platform built from measured cloud regions, WAN latencies and
@@ -54,7 +54,7 @@ from sfenv.errors import InvalidInput
 
 __all__ = ["PROTOCOL_VERSION", "ENV_VERSION", "SPLITS", "EXPLICIT", "SEED_RANGES", "SCENARIO_SPLITS",
            "GENERATOR_SEEDS", "GENERATED_FAMILY", "HELD_OUT_SCENARIOS", "seed_ranges", "seeds", "split_of",
-           "SeedChoice", "resolve_seeds", "generated_platforms", "add_seed_arguments", "seed_choice_from_args",
+           "SeedChoice", "resolve_seeds", "add_seed_arguments", "seed_choice_from_args",
            "check_training_config"]
 
 #: the protocol's version; it changes with every change of a range below or of the observation
@@ -185,21 +185,6 @@ def resolve_seeds(split: str | None = None, n: int | None = None, explicit: Sequ
         return SeedChoice(tuple(explicit), EXPLICIT, scenario)
     chosen = default_split if split is None else split
     return SeedChoice(tuple(seeds(chosen, default_n if n is None else n, scenario)), chosen, scenario)
-
-
-def generated_platforms(split: str, count: int, num_jobs: int | None = None) -> list:
-    """The first ``count`` generated platforms of ``split``: :data:`GENERATED_FAMILY`, the split's first generator seed.
-
-    Imports :mod:`sfenv.agents.learned` (gymnasium, no torch).
-
-    :param num_jobs: jobs per episode (None: the family's).
-    :return: a list of :class:`sfenv.scenario.Scenario`.
-    """
-    _check_split(split)
-    from sfenv.agents.learned import generated_scenarios
-
-    family = {**GENERATED_FAMILY, **({} if num_jobs is None else {"num_jobs": num_jobs})}
-    return generated_scenarios(count, seed=GENERATOR_SEEDS[split][0], **family)
 
 
 def _scenario_names(value: Any) -> list[str]:

@@ -25,12 +25,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sfenv.errors import InvalidInput
-from sfenv.metrics import EpisodeReport
+from sfenv.metrics import EpisodeReport, JobRecord
 from sfenv.perf import Plan, Stage
 from sfenv.results import scenario_hash
 from sfenv.scenario import Scenario
 
-__all__ = ["plan_to_json", "plan_from_json", "ActionRecorder", "replay", "check_row", "scenario_sha",
+__all__ = ["jct_fields", "plan_to_json", "plan_from_json", "ActionRecorder", "replay", "check_row", "scenario_sha",
            "COMPARED_FIELDS", "entry_rows", "validate_rows", "check_split_label", "Rejected"]
 
 
@@ -47,6 +47,15 @@ COMPARED_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Epis
 def scenario_sha(sc: Scenario) -> str:
     """The scenario's hash, as results files record it (:func:`sfenv.results.scenario_hash`)."""
     return scenario_hash(sc)
+
+
+def jct_fields(records: Sequence[JobRecord], end: float) -> dict[str, list]:
+    """Per-job JCTs of the jobs that arrived, unfinished ones censored at ``end``, with their flags.
+
+    The evaluator's rows carry these (``jcts_s``, ``jct_censored``); a replay must reproduce them.
+    """
+    arrived = [r for r in records if r.arrived_by(end)]
+    return {"jcts_s": [r.censored_jct(end) for r in arrived], "jct_censored": [not r.finished for r in arrived]}
 
 
 def plan_to_json(plan: Plan | None) -> dict[str, Any] | None:
@@ -139,10 +148,8 @@ def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]
         raise InvalidInput(f"action log: decision {pos['d']} is refused by the simulator ({exc})") from None
     if pos["r"] != len(replans):
         raise InvalidInput(f"action log: {len(replans) - pos['r']} re-planning entries left after the episode")
-    from sfenv.agents.evaluate import _jct_fields  # the evaluator's own definition of the per-job figures
-
     row = report.to_dict()
-    row.update(_jct_fields(sim.records(), report.makespan_s))
+    row.update(jct_fields(sim.records(), report.makespan_s))
     return row
 
 

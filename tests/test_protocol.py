@@ -116,14 +116,14 @@ def test_the_config_check_catches_each_violation():
 def test_generated_test_platforms_are_not_training_platforms():
     train_cfg = yaml.safe_load(importlib.resources.files("sfenv").joinpath(
         "hyperparams", "train-generalise-queue1.yml").read_text())
-    from sfenv.agents.learned import generated_scenarios
+    from sfenv.agents.learned import generated_platforms, generated_scenarios
 
     trained = generated_scenarios(**train_cfg["scenario"]["generate"])
-    test = protocol.generated_platforms("test", 8, num_jobs=6)
+    test = generated_platforms("test", 8, num_jobs=6)
     assert len(test) == 8 and all(sc.cfg.workload.num_jobs == 6 for sc in test)
     topo = {(t.cfg.topology.generator, t.cfg.topology.seed) for t in trained}
     assert not topo & {(t.cfg.topology.generator, t.cfg.topology.seed) for t in test}
-    again = protocol.generated_platforms("test", 8, num_jobs=6)  # stable
+    again = generated_platforms("test", 8, num_jobs=6)  # stable
     assert [t.cfg.model_dump() for t in again] == [t.cfg.model_dump() for t in test]
 
 

@@ -15,7 +15,7 @@ from sfenv.benchmark import FILES, run_benchmark
 from sfenv.cli import main
 from sfenv.results import FORMAT, SettingsMismatch, differences, read_results
 
-QUIET = ["--quiet"]
+QUIET = ["--quiet", "--seed", "0"]  # explicit seeds 0.. (the default is the protocol's test split)
 
 
 def _evaluate(out, *extra):
@@ -32,6 +32,7 @@ def test_a_results_file_records_the_settings_that_define_it(tmp_path):
     assert settings["scenario"] == "spider-8" and settings["num_jobs"] == 3 and len(settings["scenario_sha"]) == 16
     assert settings["agents"] == {"fifo": {"kwargs": {}}} and settings["sfenv_version"]
     assert [(r["agent"], r["seed"], r["jobs"]) for r in data["episodes"]] == [("fifo", 0, 3), ("fifo", 1, 3)]
+    assert settings["split"] == "explicit seeds" and settings["seeds"] == [0, 1] and settings["protocol"] == 1
 
 
 @pytest.mark.parametrize(("other", "named"), [(["--scenario", "spider-8-contended"], "scenario"),
