@@ -256,14 +256,7 @@ def evaluate_agents(
     instances = [_instance(a, agent_kwargs) for a in agents]
     done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
     todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
-    bar = None
-    if progress and todo:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(todo), desc=f"evaluate {sc.name}", unit="episode")
-        except ImportError:
-            bar = None
+    bar = _progress_bar(len(todo), f"evaluate {sc.name}") if progress and todo else None
     if backend == "serial":
         played = ((i, _play(agent, sc, seed, record_actions)) for i, (agent, seed) in enumerate(todo))
     else:
@@ -301,6 +294,15 @@ def evaluate_agents(
         if out_path:
             atomic_write_json(out_path, results.results_document(settings, rows))
     return rows
+
+
+def _progress_bar(total: int, desc: str) -> Any:
+    """A tqdm progress bar over ``total`` episodes, or None without tqdm."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="episode")
 
 
 def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
