@@ -317,7 +317,8 @@ def test_expert_vs_heuristic_experiment_compares_on_paired_seeds(tmp_path):
     res = expert_main(["--expert", "spantrain+swf", "--heuristic", "spantrain+swf", "--seeds", "2",
                        "--num-jobs", "12", "--out", str(tmp_path)])
     assert res["ratio"] == pytest.approx([1.0, 1.0, 1.0])
-    assert json.loads((tmp_path / "expert_vs_heuristic.json").read_text())["seeds"] == [100, 101]
+    saved = json.loads((tmp_path / "expert_vs_heuristic.json").read_text())
+    assert saved["seeds"] == [10_000, 10_001] and saved["split"] == "validation"  # its default split's first two
     res = expert_main(["--expert", "fifo+swf", "--heuristic", "spantrain+swf", "--seeds", "2",
                        "--num-jobs", "12", "--out", str(tmp_path)])
     assert res["ratio"][0] != pytest.approx(1.0)  # a different expert plays different episodes

@@ -92,8 +92,8 @@ def test_evaluator_scores_a_saved_model_next_to_heuristics(tmp_path, capsys):
         assert not row["stopped_early"]
     assert set(model_rows[0]) >= set(rows[0])
     # the command line takes it too, resumes from the file, and rejects a missing model clearly
-    assert main(["evaluate", "--agents", f"fifo,{spec}", "--seeds", "2", "--num-jobs", "5", "--out", str(out),
-                 "--resume", "--quiet"]) == 0
+    assert main(["evaluate", "--agents", f"fifo,{spec}", "--seeds", "2", "--seed", "0", "--num-jobs", "5",
+                 "--out", str(out), "--resume", "--quiet"]) == 0
     assert spec in capsys.readouterr().out
     assert main(["evaluate", "--agents", "model:nope.zip", "--seeds", "1", "--quiet"]) == 2
     assert "no such model file" in capsys.readouterr().err
