@@ -22,7 +22,8 @@ LAYER_P = 12 * H * H
 
 
 def stage_compute(layers: int, b: int = 1, tp: int = 1, mfu: float = 0.5) -> float:
-    return 6 * LAYER_P * layers * b * S / (tp * F * mfu)
+    # Megatron's count: 6 P b s for the linear layers plus the attention matmuls, x (1 + s / (6 h))
+    return 6 * LAYER_P * layers * b * S * (1 + S / (6 * H)) / (tp * F * mfu)
 
 
 def test_single_region_data_parallel(params):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -101,8 +102,10 @@ def test_zero_bubble_does_not_hide_the_wan():
 
 
 def test_gpt13b_two_regions_exposes_latency():
-    # The fidelity review's case: GPT-13B on 2 stages of 8 A100, 10 Gbit/s, 30 ms, 64 micro-batches.
-    g = get_gpu("A100-80GB")
+    # The fidelity review's case: GPT-13B on 2 stages of 8 A100, 10 Gbit/s, 30 ms, 64 micro-batches,
+    # at the review's flat MFU of 0.4 (the A100 without its calibrated kernel model: the test is about
+    # the pipeline schedule, not the compute model)
+    g = dataclasses.replace(get_gpu("A100-80GB"), kernels=None)
     topo = Topology([Region("a", g, 8, "z"), Region("b", g, 8, "z")], [Link(0, 1, 10.0, 30.0)])
     job = JobSpec(0, MODEL_ZOO["gpt-13b"], 64, 100, 0.0)
     plan = Plan(0, (Stage.at(0, 20, dp=1, tp=8), Stage.at(1, 20, dp=1, tp=8)), recompute=True)
