@@ -65,6 +65,7 @@ __all__ = [
     "bubble_rate",
     "allreduce_time",
     "stage_layer_split",
+    "compute_lower_bound",
 ]
 
 BUBBLE_FACTOR = {"1f1b": 1.0, "gpipe": 1.0, "zb-h1": 1.0 / 3.0, "zb-h2": 0.0}
@@ -757,6 +758,28 @@ def _evaluate_chain(
         bottleneck_bw_bps=bottleneck,
         wan_bytes_per_iter=wan_bytes,
     )
+
+
+def compute_lower_bound(plan: Plan, job: JobSpec, topo: Topology) -> float:
+    """A lower bound on :func:`evaluate_plan`'s iteration time: ``m`` times the slowest stage's compute.
+
+    Every schedule runs each stage's ``m`` micro-batches one after another, so the pipeline takes at
+    least ``m max_k c_k``.  Computed with the fallback efficiency at 1.0 (a GPU without a kernel
+    model cannot beat its peak) and the fastest GPU type of each stage: a bound, not an estimate.
+    Plan search uses it to skip plans that cannot beat the best found so far.
+    """
+    model = job.model
+    b, s, h = plan.micro_batch, model.seq_len, model.hidden
+    gpu_of = topo.scalars.gpu
+    mode, sp = plan.recompute, plan.sequence_parallel
+    last = len(plan.stages) - 1
+    worst = 0.0
+    for k, st in enumerate(plan.stages):
+        c = min(layer_costs(gpu_of[r], b, s, h, model.heads, st.tp, mode, sp, 1.0)[0] * st.layers
+                + (lm_head_time(gpu_of[r], b, s, h, model.vocab, st.tp, 1.0) if k == last else 0.0)
+                for r in st.regions)
+        worst = max(worst, c)
+    return plan.num_microbatches(job) * worst
 
 
 def stage_layer_split(layers: int, weights: Sequence[float]) -> list[int]:

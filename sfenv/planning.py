@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from sfenv.compute import RECOMPUTE_MODES
-from sfenv.perf import Plan, PlanPerf, Stage, stage_layer_split
+from sfenv.perf import Plan, PlanPerf, Stage, compute_lower_bound, stage_layer_split
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec, ModelSpec
 
@@ -151,6 +151,8 @@ def fit_plan(
                 plan = chain_plan(job, topo, chain, per_region, dp, tp, schedule, micro_batch, recompute)
                 if plan is None:
                     break
+                if best is not None and compute_lower_bound(plan, job, topo) >= best[1].iter_time:
+                    break  # cannot beat the best (more recomputation only costs more): skip unevaluated
                 perf = evaluate(plan, job)
                 evals += 1
                 if perf.feasible:

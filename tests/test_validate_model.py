@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from sfenv.experiments.validate_model import MULTI, SINGLE, load_runs, published_table, summarise
 
 DATA = Path(os.environ.get("SFENV_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) / "measured"
