@@ -8,11 +8,13 @@ A global batch of B sequences is cut into ``m = ceil(B / (d*b))`` micro-batches 
 With ``P_k = 12 h^2 l_k`` parameters on stage k (plus the V*h tied embedding: in memory on the
 first stage and, when p > 1, a copy on the last; in compute on the last stage, the LM head):
 
-- compute per micro-batch: ``c_k = 6 P_k b s / (t_k F MFU)``, x4/3 with activation recomputation
-  (F = peak FLOP/s of the slowest GPU holding the stage), plus tensor parallelism's cost: Megatron's
-  two all-reduces of the ``2 b s h``-byte activation per layer forward and two backward (two more
-  with recomputation), each a ring over the t GPUs of a server on their NVLink/PCIe link
-  (``2 (t-1)/t * bytes / link``, :mod:`sfenv.hardware`), not overlapped;
+- compute per micro-batch: ``c_k = l_k * layer time + LM head on the last stage``, with FLOPs
+  counted as Megatron does (attention matmuls included, ``24 b s h^2 (1 + s/(6h))`` per layer
+  forward) and per-GPU kernel efficiency (GEMM efficiency with a fixed time per GEMM, memory-bound
+  work over HBM bandwidth, Megatron's tensor-parallel all-reduces with a per-step latency), the
+  recomputation mode of the plan adding the attention core (selective) or a forward pass (full):
+  :mod:`sfenv.compute`; F is the slowest GPU holding the stage.  GPU types without a kernel model
+  run at the flat :attr:`PerfParams.mfu`;
 - pipeline hop k->k+1, per micro-batch and direction: latency ``l_k`` of the route the payload takes
   (:meth:`sfenv.topology.Topology.route_for`: the widest or the lowest-latency path, whichever
   delivers ``2 b s h`` bytes first) and transfer ``x_k = 2 b s h / bw``, where ``bw`` is the flow's
@@ -30,10 +32,11 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   (``2 P_k / t_k`` bytes per ring) or, when replicas span regions, on the WAN share;
   overlapped with the pipeline by a fraction ``dp_overlap``;
 - memory per GPU: ``16 P_k / t_k`` bytes (bf16 weights and grads, fp32 Adam state and master
-  weights) plus activations: ``34 s b h / t_k`` bytes per layer and micro-batch (Korthikanti et
-  al. 2022, no recomputation) or ``2 s b h`` (full recomputation), times the micro-batches in
-  flight ``w_k`` (1F1B/ZB-H1: p-k, GPipe: m, ZB-H2: 2(p-k)-1, each plus the plan's extra window).
-  A plan that does not fit is infeasible;
+  weights) plus activations per layer and micro-batch per Korthikanti et al. 2022 for the plan's
+  recomputation mode and sequence parallelism (:func:`sfenv.compute.activation_bytes`; e.g.
+  ``s b h (10 + 24/t + 5 a s / (h t))`` without recomputation or SP), times the micro-batches in
+  flight ``w_k`` (1F1B/ZB-H1: p-k, GPipe: m, ZB-H2: 2(p-k)-1, each plus the plan's extra window;
+  the zero-bubble replay holds no more than that).  A plan that does not fit is infeasible;
 - power per GPU: ``idle + (TDP - idle) * util`` with ``util = m c_k / T``, times PUE;
 - throughput ``B s / T`` tokens/s; energy per iteration = power x T.
 """
@@ -223,7 +226,8 @@ class Plan:
 class PerfParams:
     """Tunable constants of the performance model.
 
-    :param mfu: achievable fraction of peak FLOP/s (model FLOPs utilisation).
+    :param mfu: achievable fraction of peak FLOP/s for GPU types without a kernel model
+        (:attr:`sfenv.hardware.GPUSpec.kernels`); catalogue GPUs use their fitted kernel model.
     :param dp_overlap: fraction of the gradient all-reduce hidden behind the pipeline (0..1).
     :param memory_headroom: usable fraction of GPU memory (framework, fragmentation).
     """

@@ -25,7 +25,11 @@ and weight gradient ``W = c/3``, Qi et al., ICLR 2024):
   exactly those (forwards started minus weight gradients done), so the deferral is bounded as in
   the paper's schedules and the memory is 1F1B's.
 - ``zb-h2``: the same with a window of ``2(p - k) - 1`` (p - k - 1 more warm-up forwards: about
-  twice 1F1B's activation memory), which removes the compute bubble.
+  twice 1F1B's activation memory).  Without communication this greedy, bounded replay idles the
+  fill's forwards and the drain's input gradients, ``2 (p-1)/3`` of a stage's per-micro-batch time
+  for both zero-bubble schedules (the paper: ``(p-1)/3`` for ZB-H1, about 0 for ZB-H2, with
+  hand-built orders and the optimizer step off the critical path); ZB-H2's larger window pays off
+  where WAN round trips bind.
 
 Windows can be widened per WAN hop (``extra_inflight``): every stage before a cross-region hop
 keeps e more micro-batches in flight per such hop downstream of it, which hides the hop's round
