@@ -132,7 +132,10 @@ def replay_held(
     """Replay one iteration event by event: its duration and, per stage, the most micro-batches held.
 
     A micro-batch's activations are held from the start of its forward until its backward is done
-    (1F1B, GPipe) or its weight gradient is done (zero-bubble schedules).
+    (1F1B, GPipe) or its weight gradient is done (zero-bubble schedules).  A zero-bubble runtime can
+    always run each weight gradient right after its input gradient, which is 1F1B's order with the
+    same windows and memory, so a zero-bubble replay returns the faster of its greedy order and
+    that one.
 
     :param compute: ``c_k``, seconds of forward + backward compute per micro-batch on stage k.
     :param latency: ``l_k``, one-way latency of hop k (stage k -> k+1), seconds.
@@ -150,6 +153,20 @@ def replay_held(
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; expected one of {SCHEDULES}")
     w = list(windows) if windows is not None else list(default_windows(p, m, schedule))
+    zb = schedule.startswith("zb")
+    if zb:
+        greedy = _replay(compute, latency, transfer, m, schedule, w)
+        in_order = _replay(compute, latency, transfer, m, "1f1b", w)
+        return greedy if greedy[0] <= in_order[0] else in_order
+    return _replay(compute, latency, transfer, m, schedule, w)
+
+
+def _replay(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
+    w: list[int],
+) -> tuple[float, list[int]]:
+    """The event-driven replay of one schedule's own order (see :func:`replay_held`)."""
+    p = len(compute)
     zb = schedule.startswith("zb")
     dur = [
         (c / 3.0, c / 3.0, c / 3.0) if zb else (c / 3.0, 2.0 * c / 3.0, 0.0)
@@ -355,15 +372,26 @@ def _pipeline_time_cached(
         fwd = sum(compute) / 3.0 + hops + (m - 1) * max(max(compute) / 3.0, xmax)
         bwd = 2.0 * sum(compute) / 3.0 + hops + (m - 1) * max(2.0 * max(compute) / 3.0, xmax)
         return fwd + bwd
-    zb = schedule.startswith("zb")
-    m0 = min(m, (4 * windows[0] + 4) if zb else (2 * windows[0] + 2))
-    if zb:
-        t0 = replay_pipeline(compute, latency, transfer, m0, schedule, windows)
-    else:
-        t0 = _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
+    in_order = _one_f_one_b(compute, latency, transfer, m, windows)
+    if not schedule.startswith("zb"):
+        return in_order
+    # zero-bubble: the faster of the greedy order and 1F1B's order (see replay_held)
+    m0 = min(m, 4 * windows[0] + 4)
+    t0 = _replay(compute, latency, transfer, m0, schedule, list(windows))[0]
+    greedy = t0 if m0 == m else t0 + (m - m0) * steady_period(compute, latency, transfer, schedule, windows)
+    return min(greedy, in_order)
+
+
+def _one_f_one_b(
+    compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...], m: int,
+    windows: tuple[int, ...],
+) -> float:
+    """1F1B's time: the first ``2 w_0 + 2`` micro-batches exactly, the rest at the steady period."""
+    m0 = min(m, 2 * windows[0] + 2)
+    t0 = _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
     if m0 == m:
         return t0
-    return t0 + (m - m0) * steady_period(compute, latency, transfer, schedule, windows)
+    return t0 + (m - m0) * steady_period(compute, latency, transfer, "1f1b", windows)
 
 
 def pipeline_time(
