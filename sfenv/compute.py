@@ -47,7 +47,7 @@ from typing import Literal
 
 from sfenv.hardware import GPUSpec
 
-__all__ = ["RECOMPUTE_MODES", "RecomputeMode", "activation_bytes", "layer_costs", "lm_head_time"]
+__all__ = ["RECOMPUTE_MODES", "RecomputeMode", "activation_bytes", "layer_costs", "lm_head_time", "stage_unit"]
 
 RecomputeMode = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")  # in order of compute cost
@@ -135,3 +135,18 @@ def lm_head_time(gpu: GPUSpec, b: int, s: int, h: int, vocab: int, tp: int, mfu:
     if km is None:
         return fl / (gpu.flops * mfu)
     return fl / (gpu.flops * km.gemm_eff_max) + 3.0 * km.gemm_half_s
+
+
+@lru_cache(maxsize=1 << 14)
+def stage_unit(
+    gpu: GPUSpec, b: int, s: int, h: int, heads: int, vocab: int, tp: int, mode: str, sequence_parallel: bool,
+    mfu: float,
+) -> tuple[float, float, float, float]:
+    """Everything a stage's cost needs per layer, in one memoised call (the plan-search hot path).
+
+    :return: ``(seconds per layer and micro-batch, of which TP communication, LM head seconds per
+        micro-batch, activation bytes per layer and micro-batch)``.
+    """
+    per_layer, comm = layer_costs(gpu, b, s, h, heads, tp, mode, sequence_parallel, mfu)
+    return (per_layer, comm, lm_head_time(gpu, b, s, h, vocab, tp, mfu),
+            activation_bytes(s, b, h, heads, tp, mode, sequence_parallel))

@@ -50,7 +50,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from sfenv.compute import RECOMPUTE_MODES, activation_bytes, layer_costs, lm_head_time
+from sfenv.compute import RECOMPUTE_MODES, layer_costs, lm_head_time, stage_unit
 from sfenv.hashing import HashedKey, cached_hash, state_without_hash
 from sfenv.pipeline import SCHEDULES, _pipeline_time_cached, default_windows
 from sfenv.topology import Topology
@@ -482,14 +482,13 @@ def _evaluate_general(
         # the slowest GPU type holding the stage sets its time (all replicas step together)
         c_k, t_tp = -1.0, 0.0
         for r in regs:
-            per_layer, comm = layer_costs(gpu_of[r], b, s, h, model.heads, tp, mode, sp, mfu)
-            c = per_layer * st.layers + (lm_head_time(gpu_of[r], b, s, h, vocab, tp, mfu) if k == p - 1 else 0.0)
+            per_layer, comm, head, act_layer = stage_unit(gpu_of[r], b, s, h, model.heads, vocab, tp, mode, sp, mfu)
+            c = per_layer * st.layers + (head if k == p - 1 else 0.0)
             if c > c_k:
                 c_k, t_tp = c, comm * st.layers
         mem_gpu = min(memory_of[r] for r in regs)
         tp_comm.append(t_tp)
         compute.append(c_k)
-        act_layer = activation_bytes(s, b, h, model.heads, tp, mode, sp)
         need = 16.0 * pk_mem / tp + act_layer * st.layers * windows[k]
         mem.append(need)
         avail = mem_gpu * headroom
@@ -696,12 +695,11 @@ def _evaluate_chain(
         layers = st.layers
         pk = layer_params * layers
         pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == last and p > 1 else 0.0)
-        gpu = gpu_of[r]
-        per_layer, comm = layer_costs(gpu, b, s, h, heads, tp, mode, sp, mfu)
-        c = per_layer * layers + (lm_head_time(gpu, b, s, h, vocab, tp, mfu) if k == last else 0.0)
+        per_layer, comm, head, act_layer = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
+        c = per_layer * layers + (head if k == last else 0.0)
         tp_comm.append(comm * layers)
         compute.append(c)
-        need = 16.0 * pk_mem / tp + activation_bytes(s, b, h, heads, tp, mode, sp) * layers * windows[k]
+        need = 16.0 * pk_mem / tp + act_layer * layers * windows[k]
         mem.append(need)
         avail = memory_of[r] * headroom
         min_headroom = min(min_headroom, (avail - need) / avail)
