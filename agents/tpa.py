@@ -52,7 +52,8 @@ import pulp
 from sfenv.agents.base import SchedulerAgent, index_order_chain
 from sfenv.agents.milp import new_var, solve
 
-from sfenv.perf import ACT_PER_LAYER, Plan, PlanPerf, Stage
+from sfenv.compute import activation_bytes
+from sfenv.perf import Plan, PlanPerf, Stage
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
@@ -226,7 +227,9 @@ def _options(view: SimView, job: JobSpec, region: int, layers: int, budget: int,
                 break
             lps = math.ceil(layers / p)
             weights = 16.0 * model.layer_params * lps / t
-            act = ACT_PER_LAYER * model.seq_len * b * model.hidden / t * lps * min(p_total_guess, 8)
+            # screening estimate: Korthikanti's selective-recompute + SP figure, 34 s b h / t per layer
+            act = activation_bytes(model.seq_len, b, model.hidden, model.heads, t, "selective", True) * lps * min(
+                p_total_guess, 8)
             if weights + act > mem:
                 continue
             stage_time = 6.0 * model.layer_params * lps * b * model.seq_len / (t * reg.gpu.flops * view.params.mfu)

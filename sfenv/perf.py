@@ -8,11 +8,13 @@ A global batch of B sequences is cut into ``m = ceil(B / (d*b))`` micro-batches 
 With ``P_k = 12 h^2 l_k`` parameters on stage k (plus the V*h tied embedding: in memory on the
 first stage and, when p > 1, a copy on the last; in compute on the last stage, the LM head):
 
-- compute per micro-batch: ``c_k = 6 P_k b s / (t_k F MFU)``, x4/3 with activation recomputation
-  (F = peak FLOP/s of the slowest GPU holding the stage), plus tensor parallelism's cost: Megatron's
-  two all-reduces of the ``2 b s h``-byte activation per layer forward and two backward (two more
-  with recomputation), each a ring over the t GPUs of a server on their NVLink/PCIe link
-  (``2 (t-1)/t * bytes / link``, :mod:`sfenv.hardware`), not overlapped;
+- compute per micro-batch: ``c_k = l_k * layer time + LM head on the last stage``, with FLOPs
+  counted as Megatron does (attention matmuls included, ``24 b s h^2 (1 + s/(6h))`` per layer
+  forward) and per-GPU kernel efficiency (GEMM efficiency with a fixed time per GEMM, memory-bound
+  work over HBM bandwidth, Megatron's tensor-parallel all-reduces with a per-step latency), the
+  recomputation mode of the plan adding the attention core (selective) or a forward pass (full):
+  :mod:`sfenv.compute`; F is the slowest GPU holding the stage.  GPU types without a kernel model
+  run at the flat :attr:`PerfParams.mfu`;
 - pipeline hop k->k+1, per micro-batch and direction: latency ``l_k`` of the route the payload takes
   (:meth:`sfenv.topology.Topology.route_for`: the widest or the lowest-latency path, whichever
   delivers ``2 b s h`` bytes first) and transfer ``x_k = 2 b s h / bw``, where ``bw`` is the flow's
@@ -30,10 +32,11 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   (``2 P_k / t_k`` bytes per ring) or, when replicas span regions, on the WAN share;
   overlapped with the pipeline by a fraction ``dp_overlap``;
 - memory per GPU: ``16 P_k / t_k`` bytes (bf16 weights and grads, fp32 Adam state and master
-  weights) plus activations: ``34 s b h / t_k`` bytes per layer and micro-batch (Korthikanti et
-  al. 2022, no recomputation) or ``2 s b h`` (full recomputation), times the micro-batches in
-  flight ``w_k`` (1F1B/ZB-H1: p-k, GPipe: m, ZB-H2: 2(p-k)-1, each plus the plan's extra window).
-  A plan that does not fit is infeasible;
+  weights) plus activations per layer and micro-batch per Korthikanti et al. 2022 for the plan's
+  recomputation mode and sequence parallelism (:func:`sfenv.compute.activation_bytes`; e.g.
+  ``s b h (10 + 24/t + 5 a s / (h t))`` without recomputation or SP), times the micro-batches in
+  flight ``w_k`` (1F1B/ZB-H1: p-k, GPipe: m, ZB-H2: 2(p-k)-1, each plus the plan's extra window;
+  the zero-bubble replay holds no more than that).  A plan that does not fit is infeasible;
 - power per GPU: ``idle + (TDP - idle) * util`` with ``util = m c_k / T``, times PUE;
 - throughput ``B s / T`` tokens/s; energy per iteration = power x T.
 """
@@ -47,6 +50,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from sfenv.compute import RECOMPUTE_MODES, layer_costs, lm_head_time, stage_unit
 from sfenv.hashing import HashedKey, cached_hash, state_without_hash
 from sfenv.pipeline import SCHEDULES, _pipeline_time_cached, default_windows
 from sfenv.topology import Topology
@@ -64,11 +68,12 @@ __all__ = [
     "bubble_rate",
     "allreduce_time",
     "stage_layer_split",
+    "compute_lower_bound",
 ]
 
 BUBBLE_FACTOR = {"1f1b": 1.0, "gpipe": 1.0, "zb-h1": 1.0 / 3.0, "zb-h2": 0.0}
 ACT_BYTES = 2.0  # bf16 activations
-ACT_PER_LAYER = 34.0  # bytes per (s*b*h) per layer without recomputation (Korthikanti et al.)
+_MODES = frozenset(RECOMPUTE_MODES)
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,11 @@ class Plan:
     :param stages: pipeline stages in order.
     :param micro_batch: sequences per micro-batch, b.
     :param schedule: pipeline schedule, one of :data:`SCHEDULES`.
-    :param recompute: full activation recomputation (x4/3 compute, far less activation memory).
+    :param recompute: activation recomputation: ``"none"``, ``"selective"`` (the attention core) or
+        ``"full"`` (:mod:`sfenv.compute`); more recomputation costs compute and saves activation
+        memory.  The former bool is accepted: True means ``"full"``, False ``"none"``.
+    :param sequence_parallel: Megatron's sequence parallelism (layernorm and dropout activations
+        split over the tensor-parallel GPUs; Korthikanti et al. 2022).  Has no effect at t = 1.
     :param extra_inflight: extra micro-batches each stage keeps in flight per cross-region hop
         downstream of it (0: the schedule's standard window).  More warm-up micro-batches hide a
         WAN round trip at the price of activation memory (see :mod:`sfenv.pipeline`).
@@ -142,11 +151,18 @@ class Plan:
     stages: tuple[Stage, ...]
     micro_batch: int = 1
     schedule: str = "1f1b"
-    recompute: bool = False
+    recompute: str = "none"
     extra_inflight: int = 0
+    sequence_parallel: bool = False
 
     __hash__ = cached_hash  # plans are set members and dictionary keys on every environment step
     __getstate__ = state_without_hash
+
+    def __post_init__(self) -> None:
+        # the former ``recompute: bool`` (True: full recomputation), so older callers keep working
+        rc = self.recompute
+        if rc is True or rc is False:
+            object.__setattr__(self, "recompute", "full" if rc else "none")
 
     @property
     def dp(self) -> int:
@@ -186,8 +202,9 @@ class Plan:
 
     @cached_property
     def shape_key(self) -> HashedKey:
-        """Everything but the job id (stages, micro-batch, schedule, recompute, window): a hashed key."""
-        return HashedKey((self.stages, self.micro_batch, self.schedule, self.recompute, self.extra_inflight))
+        """Everything but the job id (stages, micro-batch, schedule, recompute, window, SP): a hashed key."""
+        return HashedKey((self.stages, self.micro_batch, self.schedule, self.recompute, self.extra_inflight,
+                          self.sequence_parallel))
 
     def for_job(self, job_id: int) -> Plan:
         """The same plan for job ``job_id`` (equal to ``replace(plan, job_id=...)``).
@@ -209,7 +226,8 @@ class Plan:
 class PerfParams:
     """Tunable constants of the performance model.
 
-    :param mfu: achievable fraction of peak FLOP/s (model FLOPs utilisation).
+    :param mfu: achievable fraction of peak FLOP/s for GPU types without a kernel model
+        (:attr:`sfenv.hardware.GPUSpec.kernels`); catalogue GPUs use their fitted kernel model.
     :param dp_overlap: fraction of the gradient all-reduce hidden behind the pipeline (0..1).
     :param memory_headroom: usable fraction of GPU memory (framework, fragmentation).
     """
@@ -432,14 +450,16 @@ def _evaluate_general(
     b, s, h = plan.micro_batch, model.seq_len, model.hidden
     m = plan.num_microbatches(job)
     mfu = params.mfu
-    flop_mult = 8.0 if plan.recompute else 6.0
+    mode, sp = plan.recompute, plan.sequence_parallel
+    if mode not in _MODES:
+        return _infeasible(f"recompute {mode!r}: expected one of {RECOMPUTE_MODES}")
     act_bytes = ACT_BYTES * b * s * h  # one micro-batch's boundary activation
     layer_params = model.layer_params
     emb = model.embedding_params
-    flops_of, memory_of, tp_bw = sc.flops, sc.memory, sc.tp_bw
+    vocab = model.vocab
+    memory_of, gpu_of = sc.memory, sc.gpu
     headroom = params.memory_headroom
     schedule = plan.schedule
-    recompute = plan.recompute
     if p == 1:
         windows: Sequence[int] = (m if schedule == "gpipe" else 1,)
     elif len(plan.regions) == 1 or not plan.extra_inflight:  # no hop crosses regions, or no extra window
@@ -447,9 +467,6 @@ def _evaluate_general(
     else:
         cross = tuple([_crosses(stages[k], stages[k + 1]) for k in range(p - 1)])
         windows = default_windows(p, m, schedule, cross, plan.extra_inflight)
-    # Megatron tensor parallelism: 2 all-reduces of the activation per layer forward, 2 backward
-    # (one more forward pass, so 2 more, with recomputation), over the server's GPU-to-GPU link
-    tp_allreduces = 6.0 if recompute else 4.0
     compute: list[float] = []
     tp_comm: list[float] = []
     mem: list[float] = []
@@ -459,24 +476,20 @@ def _evaluate_general(
         pk = layer_params * st.layers
         # tied embedding: held by the first stage, and a copy on the last stage when p > 1 (Megatron)
         pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == p - 1 and p > 1 else 0.0)
-        pk_flops = pk + (emb if k == p - 1 else 0.0)  # the LM head's matmul on the last stage
         stage_params.append(pk_mem)
         regs = st.regions
-        if len(regs) == 1:
-            flops = flops_of[regs[0]]
-            mem_gpu = memory_of[regs[0]]
-            link = tp_bw[regs[0]]
-        else:
-            flops = min(flops_of[r] for r in regs)
-            mem_gpu = min(memory_of[r] for r in regs)
-            link = min(tp_bw[r] for r in regs)
-        t_tp = 0.0
-        if st.tp > 1:
-            t_tp = tp_allreduces * st.layers * 2.0 * (st.tp - 1) / st.tp * act_bytes * 8.0 / link
+        tp = st.tp
+        # the slowest GPU type holding the stage sets its time (all replicas step together)
+        c_k, t_tp = -1.0, 0.0
+        for r in regs:
+            per_layer, comm, head, act_layer = stage_unit(gpu_of[r], b, s, h, model.heads, vocab, tp, mode, sp, mfu)
+            c = per_layer * st.layers + (head if k == p - 1 else 0.0)
+            if c > c_k:
+                c_k, t_tp = c, comm * st.layers
+        mem_gpu = min(memory_of[r] for r in regs)
         tp_comm.append(t_tp)
-        compute.append(flop_mult * pk_flops * b * s / (st.tp * flops * mfu) + t_tp)
-        per_layer = (ACT_BYTES * s * b * h) if recompute else (ACT_PER_LAYER * s * b * h / st.tp)
-        need = 16.0 * pk_mem / st.tp + per_layer * st.layers * windows[k]
+        compute.append(c_k)
+        need = 16.0 * pk_mem / tp + act_layer * st.layers * windows[k]
         mem.append(need)
         avail = mem_gpu * headroom
         min_headroom = min(min_headroom, (avail - need) / avail)
@@ -645,13 +658,15 @@ def _evaluate_chain(
     b, s, h = plan.micro_batch, model.seq_len, model.hidden
     m = plan.num_microbatches(job)
     mfu = params.mfu
-    recompute = plan.recompute
-    flop_mult = 8.0 if recompute else 6.0
+    mode, sp = plan.recompute, plan.sequence_parallel
+    if mode not in _MODES:
+        return _infeasible(f"recompute {mode!r}: expected one of {RECOMPUTE_MODES}")
     act_bytes = ACT_BYTES * b * s * h
     act_bits = act_bytes * 8.0
     layer_params = model.layer_params
     emb = model.embedding_params
-    flops_of, memory_of, tp_bw = sc.flops, sc.memory, sc.tp_bw
+    heads, vocab = model.heads, model.vocab
+    memory_of, gpu_of = sc.memory, sc.gpu
     intra_bw, intra_lat = sc.intra_bw, sc.intra_latency
     headroom = params.memory_headroom
     schedule = plan.schedule
@@ -662,8 +677,6 @@ def _evaluate_chain(
     else:
         cross = tuple([chain[k] != chain[k + 1] for k in range(p - 1)])
         windows = default_windows(p, m, schedule, cross, plan.extra_inflight)
-    tp_allreduces = 6.0 if recompute else 4.0
-    act_layer = (ACT_BYTES * s * b * h) if recompute else ACT_PER_LAYER * s * b * h
     last = p - 1
     compute: list[float] = []
     tp_comm: list[float] = []
@@ -682,14 +695,11 @@ def _evaluate_chain(
         layers = st.layers
         pk = layer_params * layers
         pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == last and p > 1 else 0.0)
-        pk_flops = pk + (emb if k == last else 0.0)
-        t_tp = 0.0
-        if tp > 1:
-            t_tp = tp_allreduces * layers * 2.0 * (tp - 1) / tp * act_bytes * 8.0 / tp_bw[r]
-        tp_comm.append(t_tp)
-        compute.append(flop_mult * pk_flops * b * s / (tp * flops_of[r] * mfu) + t_tp)
-        per_layer = act_layer if recompute else act_layer / tp
-        need = 16.0 * pk_mem / tp + per_layer * layers * windows[k]
+        per_layer, comm, head, act_layer = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
+        c = per_layer * layers + (head if k == last else 0.0)
+        tp_comm.append(comm * layers)
+        compute.append(c)
+        need = 16.0 * pk_mem / tp + act_layer * layers * windows[k]
         mem.append(need)
         avail = memory_of[r] * headroom
         min_headroom = min(min_headroom, (avail - need) / avail)
@@ -750,6 +760,28 @@ def _evaluate_chain(
         bottleneck_bw_bps=bottleneck,
         wan_bytes_per_iter=wan_bytes,
     )
+
+
+def compute_lower_bound(plan: Plan, job: JobSpec, topo: Topology) -> float:
+    """A lower bound on :func:`evaluate_plan`'s iteration time: ``m`` times the slowest stage's compute.
+
+    Every schedule runs each stage's ``m`` micro-batches one after another, so the pipeline takes at
+    least ``m max_k c_k``.  Computed with the fallback efficiency at 1.0 (a GPU without a kernel
+    model cannot beat its peak) and the fastest GPU type of each stage: a bound, not an estimate.
+    Plan search uses it to skip plans that cannot beat the best found so far.
+    """
+    model = job.model
+    b, s, h = plan.micro_batch, model.seq_len, model.hidden
+    gpu_of = topo.scalars.gpu
+    mode, sp = plan.recompute, plan.sequence_parallel
+    last = len(plan.stages) - 1
+    worst = 0.0
+    for k, st in enumerate(plan.stages):
+        c = min(layer_costs(gpu_of[r], b, s, h, model.heads, st.tp, mode, sp, 1.0)[0] * st.layers
+                + (lm_head_time(gpu_of[r], b, s, h, model.vocab, st.tp, 1.0) if k == last else 0.0)
+                for r in st.regions)
+        worst = max(worst, c)
+    return plan.num_microbatches(job) * worst
 
 
 def stage_layer_split(layers: int, weights: Sequence[float]) -> list[int]:

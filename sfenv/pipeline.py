@@ -20,10 +20,16 @@ and weight gradient ``W = c/3``, Qi et al., ICLR 2024):
   remaining backwards (Narayanan et al. 2021).  Stage k holds at most ``w_k`` micro-batches in
   flight; the standard schedule has ``w_k = p - k``.
 - ``zb-h1``: 1F1B's window, weight gradients deferred to fill idle time: each stage runs a ready
-  input-gradient first, then a forward if its window allows, then a pending weight gradient
-  (activations are held until the weight gradient, so the memory is 1F1B's).
+  input-gradient first, then a forward if its window allows, then a pending weight gradient.
+  A micro-batch's activations are held until its weight gradient is done, and the window counts
+  exactly those (forwards started minus weight gradients done), so the deferral is bounded as in
+  the paper's schedules and the memory is 1F1B's.
 - ``zb-h2``: the same with a window of ``2(p - k) - 1`` (p - k - 1 more warm-up forwards: about
-  twice 1F1B's activation memory), which removes the compute bubble.
+  twice 1F1B's activation memory).  Without communication this greedy, bounded replay idles the
+  fill's forwards and the drain's input gradients, ``2 (p-1)/3`` of a stage's per-micro-batch time
+  for both zero-bubble schedules (the paper: ``(p-1)/3`` for ZB-H1, about 0 for ZB-H2, with
+  hand-built orders and the optimizer step off the critical path); ZB-H2's larger window pays off
+  where WAN round trips bind.
 
 Windows can be widened per WAN hop (``extra_inflight``): every stage before a cross-region hop
 keeps e more micro-batches in flight per such hop downstream of it, which hides the hop's round
@@ -43,7 +49,7 @@ import heapq
 from collections.abc import Sequence
 from functools import lru_cache
 
-__all__ = ["SCHEDULES", "default_windows", "replay_pipeline", "pipeline_time", "steady_period"]
+__all__ = ["SCHEDULES", "default_windows", "replay_pipeline", "replay_held", "pipeline_time", "steady_period"]
 
 SCHEDULES = ("1f1b", "gpipe", "zb-h1", "zb-h2")
 
@@ -110,6 +116,27 @@ def replay_pipeline(
 ) -> float:
     """Replay one iteration of a pipeline schedule event by event; return its duration.
 
+    Arguments as :func:`replay_held`, which also returns the activations each stage held.
+    """
+    return replay_held(compute, latency, transfer, m, schedule, windows)[0]
+
+
+def replay_held(
+    compute: Sequence[float],
+    latency: Sequence[float],
+    transfer: Sequence[float],
+    m: int,
+    schedule: str = "1f1b",
+    windows: Sequence[int] | None = None,
+) -> tuple[float, list[int]]:
+    """Replay one iteration event by event: its duration and, per stage, the most micro-batches held.
+
+    A micro-batch's activations are held from the start of its forward until its backward is done
+    (1F1B, GPipe) or its weight gradient is done (zero-bubble schedules).  A zero-bubble runtime can
+    always run each weight gradient right after its input gradient, which is 1F1B's order with the
+    same windows and memory, so a zero-bubble replay returns the faster of its greedy order and
+    that one.
+
     :param compute: ``c_k``, seconds of forward + backward compute per micro-batch on stage k.
     :param latency: ``l_k``, one-way latency of hop k (stage k -> k+1), seconds.
     :param transfer: ``x_k``, transfer time of one micro-batch's boundary tensor over hop k,
@@ -117,7 +144,8 @@ def replay_pipeline(
     :param m: micro-batches.
     :param schedule: one of :data:`SCHEDULES`.
     :param windows: in-flight limit per stage (default :func:`default_windows`).
-    :return: time from the first forward to the last backward (weight gradient included).
+    :return: ``(time from the first forward to the last backward (weight gradient included),
+        [max micro-batches held at once, per stage])``.
     """
     p = len(compute)
     if len(latency) != p - 1 or len(transfer) != p - 1:
@@ -125,6 +153,20 @@ def replay_pipeline(
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; expected one of {SCHEDULES}")
     w = list(windows) if windows is not None else list(default_windows(p, m, schedule))
+    zb = schedule.startswith("zb")
+    if zb:
+        greedy = _replay(compute, latency, transfer, m, schedule, w)
+        in_order = _replay(compute, latency, transfer, m, "1f1b", w)
+        return greedy if greedy[0] <= in_order[0] else in_order
+    return _replay(compute, latency, transfer, m, schedule, w)
+
+
+def _replay(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
+    w: list[int],
+) -> tuple[float, list[int]]:
+    """The event-driven replay of one schedule's own order (see :func:`replay_held`)."""
+    p = len(compute)
     zb = schedule.startswith("zb")
     dur = [
         (c / 3.0, c / 3.0, c / 3.0) if zb else (c / 3.0, 2.0 * c / 3.0, 0.0)
@@ -137,9 +179,11 @@ def replay_pipeline(
     nf = [0] * p  # forwards started
     nb = [0] * p  # (input-)backwards started
     nw = [0] * p  # weight gradients started (zero-bubble)
-    bdone = [0] * p  # (input-)backwards finished: the window counts forwards not yet back
+    bdone = [0] * p  # (input-)backwards finished: 1F1B's window counts forwards not yet back
+    wdone = [0] * p  # weight gradients finished: the zero-bubble window counts activations still held
     fdone = [0] * p  # forwards finished
     busy = [False] * p
+    peak = [0] * p  # most micro-batches held at once
     chan_free = {}  # (hop, direction) -> time the channel is free
     events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, stage, micro-batch)
     seq = 0
@@ -170,7 +214,7 @@ def replay_pipeline(
         have = fdone[k] if k == p - 1 else grad_in[k]
         if nb[k] < m and nb[k] < have:
             return (_B, nb[k])
-        if nf[k] < m and nf[k] < fwd_in[k] and nf[k] - bdone[k] < w[k]:
+        if nf[k] < m and nf[k] < fwd_in[k] and nf[k] - wdone[k] < w[k]:
             return (_F, nf[k])
         if nw[k] < nb[k] and nw[k] < m:
             return (_W, nw[k])
@@ -187,6 +231,9 @@ def replay_pipeline(
             pos[k] += 1
         if kind == _F:
             nf[k] += 1
+            held = nf[k] - (wdone[k] if zb else bdone[k])
+            if held > peak[k]:
+                peak[k] = held
         elif kind == _B:
             nb[k] += 1
         else:
@@ -210,6 +257,8 @@ def replay_pipeline(
                 bdone[k] += 1
                 if k > 0:
                     send(t, k - 1, 1, k - 1, ev_grad, i)
+            else:
+                wdone[k] += 1
             try_start(t, k)
         elif kind == ev_fwd:
             fwd_in[k] += 1
@@ -221,7 +270,7 @@ def replay_pipeline(
     done = [nf[k] + nb[k] + nw[k] for k in range(p)]
     if any(d != expected for d in done):  # pragma: no cover - a schedule bug, not an input error
         raise RuntimeError(f"replay of {schedule} deadlocked: operations run per stage {done}, expected {expected}")
-    return end_time
+    return end_time, peak
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,7 +338,7 @@ def steady_period(
     Cycles: each stage's own work (``c_k``), each hop's channel (``x_k``) and the window cycles:
     stage k may start micro-batch i + (w_k - w_j + 1) only after micro-batch i has gone to stage j
     and back (1F1B; zero-bubble schedules prioritise input gradients, so only the cycle to the last
-    stage binds, and it excludes the deferred weight gradients).
+    stage binds, and it adds stage k's own weight gradient, which frees the activations the window counts).
     """
     p = len(compute)
     hop = [latency[k] + transfer[k] for k in range(p - 1)]
@@ -297,7 +346,8 @@ def steady_period(
     zb = schedule.startswith("zb")
     frac = 2.0 / 3.0 if zb else 1.0
     for k in range(p - 1):
-        rt = 0.0
+        # zero-bubble: stage k admits a new forward only once a held micro-batch's weight gradient is done
+        rt = compute[k] / 3.0 if zb else 0.0
         for j in range(k, p):
             rt += frac * compute[j] + (2.0 * hop[j - 1] if j > k else 0.0)
             if zb and j < p - 1:
@@ -322,15 +372,26 @@ def _pipeline_time_cached(
         fwd = sum(compute) / 3.0 + hops + (m - 1) * max(max(compute) / 3.0, xmax)
         bwd = 2.0 * sum(compute) / 3.0 + hops + (m - 1) * max(2.0 * max(compute) / 3.0, xmax)
         return fwd + bwd
-    zb = schedule.startswith("zb")
-    m0 = min(m, (4 * windows[0] + 4) if zb else (2 * windows[0] + 2))
-    if zb:
-        t0 = replay_pipeline(compute, latency, transfer, m0, schedule, windows)
-    else:
-        t0 = _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
+    in_order = _one_f_one_b(compute, latency, transfer, m, windows)
+    if not schedule.startswith("zb"):
+        return in_order
+    # zero-bubble: the faster of the greedy order and 1F1B's order (see replay_held)
+    m0 = min(m, 4 * windows[0] + 4)
+    t0 = _replay(compute, latency, transfer, m0, schedule, list(windows))[0]
+    greedy = t0 if m0 == m else t0 + (m - m0) * steady_period(compute, latency, transfer, schedule, windows)
+    return min(greedy, in_order)
+
+
+def _one_f_one_b(
+    compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...], m: int,
+    windows: tuple[int, ...],
+) -> float:
+    """1F1B's time: the first ``2 w_0 + 2`` micro-batches exactly, the rest at the steady period."""
+    m0 = min(m, 2 * windows[0] + 2)
+    t0 = _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
     if m0 == m:
         return t0
-    return t0 + (m - m0) * steady_period(compute, latency, transfer, schedule, windows)
+    return t0 + (m - m0) * steady_period(compute, latency, transfer, "1f1b", windows)
 
 
 def pipeline_time(

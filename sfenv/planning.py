@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from sfenv.perf import Plan, PlanPerf, Stage, stage_layer_split
+from sfenv.compute import RECOMPUTE_MODES
+from sfenv.perf import Plan, PlanPerf, Stage, compute_lower_bound, stage_layer_split
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec, ModelSpec
 
@@ -72,7 +73,7 @@ def chain_plan(
     tp: int,
     schedule: str = "1f1b",
     micro_batch: int = 1,
-    recompute: bool = False,
+    recompute: str | bool = "none",
 ) -> Plan | None:
     """A plan with ``stages_per_region[i]`` stages in region ``chain[i]``, all with ``dp`` x ``tp``.
 
@@ -110,7 +111,8 @@ def fit_plan(
     ``budget // (d t)`` stages (capped so the whole pipeline has at most ``min(L, max_depth)``
     stages and the job at most ``max_gpus`` GPUs).  Combinations whose weights and optimizer state
     alone cannot fit (``16 P / (p t)`` over the smallest GPU memory) are skipped without
-    evaluation.  Recomputation is tried when the plain plan does not fit.  For each t the scan
+    evaluation.  Recomputation modes are tried in order of compute cost (none, selective, full):
+    a plan gets the cheapest one that fits.  For each t the scan
     over d stops once the iteration time rises (a heuristic: it is close to unimodal in d).
     Returns ``(plan, perf)`` with the lowest iteration time, or None when nothing fits.
     """
@@ -145,10 +147,12 @@ def fit_plan(
             if state_bytes / (total * tp) > min_mem:  # cannot fit even without activations
                 continue
             perf = None
-            for recompute in (False, True):
+            for recompute in RECOMPUTE_MODES:
                 plan = chain_plan(job, topo, chain, per_region, dp, tp, schedule, micro_batch, recompute)
                 if plan is None:
                     break
+                if best is not None and compute_lower_bound(plan, job, topo) >= best[1].iter_time:
+                    break  # cannot beat the best (more recomputation only costs more): skip unevaluated
                 perf = evaluate(plan, job)
                 evals += 1
                 if perf.feasible:

@@ -36,6 +36,7 @@ class Scalars:
     route_latency: list[list[float]]
     gpus_per_server: list[int]
     tp_bw: list[float]
+    gpu: list[GPUSpec]
     idle_w: list[float]
     tdp_w: list[float]
     pue: list[float]
@@ -129,7 +130,8 @@ class Topology:
         self.plan_class: list[int] = []
         first: dict[tuple, int] = {}
         for i, r in enumerate(self.regions):
-            figures = (r.gpu.flops, r.gpu.memory_bytes, r.gpu.link_bps, r.gpus_per_server, r.intra_bw_gbps,
+            figures = (r.gpu.flops, r.gpu.memory_bytes, r.gpu.link_bps, r.gpu.hbm_gbs, r.gpu.kernels,
+                       r.gpus_per_server, r.intra_bw_gbps,
                        r.intra_latency_ms)
             self.plan_class.append(first.setdefault(figures, i))
         self.scalars = Scalars(
@@ -140,6 +142,7 @@ class Topology:
             route_latency=self.route_latency_s.tolist(),
             gpus_per_server=[r.gpus_per_server for r in self.regions],
             tp_bw=[r.gpu.link_bps for r in self.regions],
+            gpu=[r.gpu for r in self.regions],
             idle_w=[r.gpu.idle_w for r in self.regions],
             tdp_w=[r.gpu.tdp_w for r in self.regions],
             pue=[r.pue for r in self.regions],

@@ -22,7 +22,8 @@ LAYER_P = 12 * H * H
 
 
 def stage_compute(layers: int, b: int = 1, tp: int = 1, mfu: float = 0.5) -> float:
-    return 6 * LAYER_P * layers * b * S / (tp * F * mfu)
+    # Megatron's count: 6 P b s for the linear layers plus the attention matmuls, x (1 + s / (6 h))
+    return 6 * LAYER_P * layers * b * S * (1 + S / (6 * H)) / (tp * F * mfu)
 
 
 def test_single_region_data_parallel(params):
@@ -151,11 +152,13 @@ def test_price_change_mid_job_costs_exact_integral():
     assert rec.finish == pytest.approx(run)
 
 
-@pytest.mark.parametrize("schedule,factor", [("1f1b", 1.0), ("gpipe", 1.0), ("zb-h2", 1 / 3)])
+@pytest.mark.parametrize("schedule,factor", [("1f1b", 1.0), ("gpipe", 1.0), ("zb-h1", 2 / 3), ("zb-h2", 2 / 3)])
 def test_bubble_rates(schedule, factor):
-    # equal stages, negligible communication: 1F1B and GPipe (p-1)/m; our ZB-H2 (greedy, window
-    # 2(p-k)-1) reaches (p-1)/(3m), the paper's ZB-H1 figure.  The paper's ~0 for ZB-H2 needs the
-    # optimizer step off the critical path (post-validation), which a synchronous step does not allow.
+    # equal stages, negligible communication: 1F1B and GPipe (p-1)/m.  Our zero-bubble replay (greedy,
+    # weight gradients deferred only within the window, so memory is what is charged) idles the fill's
+    # p-1 forwards and the drain's p-1 input gradients: 2(p-1)/(3m) for ZB-H1 and ZB-H2 alike (changed
+    # on purpose from the unbounded deferral, which reached (p-1)/(3m) by holding GPipe's memory).  The
+    # paper's figures are (p-1)/(3m) (ZB-H1) and ~0 (ZB-H2, optimizer step off the critical path).
     p, m = 4, 16
     topo = Topology([make_region("A", 8, intra_bw_gbps=1e9)], [])
     job = make_job(batch=m)
@@ -173,7 +176,7 @@ def test_zero_bubble_schedules_cut_the_bubble():
                          PerfParams(mfu=0.5, memory_headroom=1.0)).bubble_rate
         for s in ("1f1b", "zb-h1", "zb-h2")
     }
-    assert rate["zb-h2"] < rate["zb-h1"] < rate["1f1b"]
+    assert rate["zb-h2"] <= rate["zb-h1"] < rate["1f1b"]
 
 
 def test_stall_free_rule_emerges():

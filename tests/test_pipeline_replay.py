@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -88,7 +89,10 @@ def test_replay_bubbles_without_communication(p, m):
     c = [1.0] * p
     assert replay_pipeline(c, zero, zero, m, "1f1b") == pytest.approx((m + p - 1) * 1.0)
     assert replay_pipeline(c, zero, zero, m, "gpipe") == pytest.approx((m + p - 1) * 1.0)
-    assert replay_pipeline(c, zero, zero, m, "zb-h2") == pytest.approx(m + (p - 1) / 3)
+    # zero-bubble with the deferral bounded by the window (activations held until the weight
+    # gradient): the fill's p-1 forwards and the drain's p-1 input gradients (1/3 each) stay idle,
+    # as no deferred weight gradient is left to fill the drain; 1F1B idles (p-1) full slots
+    assert replay_pipeline(c, zero, zero, m, "zb-h2") == pytest.approx(m + 2 * (p - 1) / 3)
     assert m + (p - 1) / 3 - 1e-9 <= replay_pipeline(c, zero, zero, m, "zb-h1") < m + p - 1
 
 
@@ -101,8 +105,10 @@ def test_zero_bubble_does_not_hide_the_wan():
 
 
 def test_gpt13b_two_regions_exposes_latency():
-    # The fidelity review's case: GPT-13B on 2 stages of 8 A100, 10 Gbit/s, 30 ms, 64 micro-batches.
-    g = get_gpu("A100-80GB")
+    # The fidelity review's case: GPT-13B on 2 stages of 8 A100, 10 Gbit/s, 30 ms, 64 micro-batches,
+    # at the review's flat MFU of 0.4 (the A100 without its calibrated kernel model: the test is about
+    # the pipeline schedule, not the compute model)
+    g = dataclasses.replace(get_gpu("A100-80GB"), kernels=None)
     topo = Topology([Region("a", g, 8, "z"), Region("b", g, 8, "z")], [Link(0, 1, 10.0, 30.0)])
     job = JobSpec(0, MODEL_ZOO["gpt-13b"], 64, 100, 0.0)
     plan = Plan(0, (Stage.at(0, 20, dp=1, tp=8), Stage.at(1, 20, dp=1, tp=8)), recompute=True)

@@ -100,3 +100,23 @@ def test_first_fit_decisions_are_candidates_and_their_rollout_is_their_own_episo
         done = terminated or truncated
     assert starts >= 30
     assert env.sim.report().mean_jct_s == pytest.approx(own.mean_jct_s)
+
+
+def test_short_paths_equal_networkx_k_shortest_filtered_by_length():
+    # the depth-limited enumeration returns the k shortest simple paths of at most 3 regions, as an
+    # exhaustive networkx k-shortest-paths search filtered by length does
+    import networkx as nx
+    import numpy as np
+
+    from sfenv.proposers import short_paths
+
+    rng = np.random.default_rng(3)
+    g = nx.gnp_random_graph(12, 0.4, seed=3)
+    for a, b in g.edges:
+        g.edges[a, b]["latency_ms"] = float(rng.uniform(1, 100))
+    for s, d in [(0, 5), (2, 9), (7, 11)]:
+        if not nx.has_path(g, s, d):
+            continue
+        every = [p for p in nx.shortest_simple_paths(g, s, d, weight="latency_ms") if len(p) <= 3]
+        assert short_paths(g, s, d, 3, 2) == every[:2]
+        assert short_paths(g, s, d, 3, 50) == every
