@@ -58,29 +58,35 @@ def jct_fields(records: Sequence[JobRecord], end: float) -> dict[str, list]:
     return {"jcts_s": [r.censored_jct(end) for r in arrived], "jct_censored": [not r.finished for r in arrived]}
 
 
+def _init_fields(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
 def plan_to_json(plan: Plan | None) -> dict[str, Any] | None:
-    """A plan as plain JSON data (None stays None, meaning wait)."""
+    """A plan as plain JSON data (None stays None, meaning wait): every constructor field of the plan and its stages."""
     if plan is None:
         return None
-    return {"job_id": plan.job_id, "micro_batch": plan.micro_batch, "schedule": plan.schedule,
-            "recompute": plan.recompute, "extra_inflight": plan.extra_inflight,
-            "stages": [{"layers": s.layers, "tp": s.tp, "placement": [[int(r), int(n)] for r, n in s.placement]}
-                       for s in plan.stages]}
+    data: dict[str, Any] = {name: getattr(plan, name) for name in _init_fields(Plan) if name != "stages"}
+    data["stages"] = [{"layers": s.layers, "tp": s.tp, "placement": [[int(r), int(n)] for r, n in s.placement]}
+                      for s in plan.stages]
+    return data
 
 
 def plan_from_json(data: dict[str, Any] | None) -> Plan | None:
     """The plan :func:`plan_to_json` wrote.
 
-    :raises InvalidInput: for data that is not such a plan.
+    :raises InvalidInput: for data that is not such a plan (a missing or unknown field, a bad value).
     """
     if data is None:
         return None
     try:
+        unknown = set(data) - set(_init_fields(Plan))
+        if unknown:
+            raise ValueError(f"unknown fields {sorted(unknown)}")
         stages = tuple(Stage(int(s["layers"]), tuple((int(r), int(n)) for r, n in s["placement"]), int(s["tp"]))
                        for s in data["stages"])
-        return Plan(int(data["job_id"]), stages, int(data["micro_batch"]), str(data["schedule"]),
-                    bool(data["recompute"]), int(data["extra_inflight"]))
-    except (KeyError, TypeError, ValueError) as exc:
+        return Plan(**{**data, "stages": stages})
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InvalidInput(f"action log: not a plan ({type(exc).__name__}: {exc})") from None
 
 

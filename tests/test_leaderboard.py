@@ -162,3 +162,29 @@ def test_stats_against_direct_computations():
     assert probability_of_improvement([1, 2], [3, 4]) == 1.0 and probability_of_improvement([3, 4], [1, 2]) == 0.0
     assert probability_of_improvement(x, x) == 0.5
     assert math.isnan(paired_ratio([1.0], [2.0])[1])
+
+
+@pytest.mark.parametrize("agent", ["spantrain", "spinsearch+swf"])
+def test_plans_survive_the_action_log(agent):
+    """Every plan an agent starts comes back equal from its JSON form (all fields: schedule, recompute ...)."""
+    from sfenv.agents.registry import make_agent
+
+    from sfenv.replay import plan_from_json, plan_to_json
+    from sfenv.scenario import load_scenario
+
+    sc = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 6})
+    ag = make_agent(agent)
+    ag.reset(1_000_000)
+    sim = sc.make_simulator(1_000_000)
+    plans = []
+
+    def decide(view):
+        plan = ag.decide(view)
+        plans.append(plan)
+        return plan
+
+    sim.run(decide)
+    started = [p for p in plans if p is not None]
+    assert started
+    for p in started:
+        assert plan_from_json(json.loads(json.dumps(plan_to_json(p)))) == p
