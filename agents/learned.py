@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import json
 import os
 from collections.abc import Callable
@@ -334,6 +335,88 @@ def _check_int(name: str, value: Any, low: int) -> None:
         raise InvalidInput(f"train: {name} = {value!r}; expected an integer >= {low}")
 
 
+#: SB3 keywords that ``train`` sets itself: a hyperparameter may not set them
+_SET_BY_TRAIN = {"policy": "--algo", "env": "--scenario", "seed": "--seed", "verbose": None,
+                 "tensorboard_log": "--no-tensorboard", "device": None, "_init_setup_model": None}
+
+
+#: ranges of common SB3 keywords that SB3 itself does not check (a zero batch fails deep in torch)
+_HP_RANGES: dict[str, tuple[float, float | None, str]] = {
+    "n_steps": (1, None, ">= 1"), "batch_size": (1, None, ">= 1"), "n_epochs": (1, None, ">= 1"),
+    "buffer_size": (1, None, ">= 1"), "gamma": (0.0, 1.0, "in [0, 1]"), "gae_lambda": (0.0, 1.0, "in [0, 1]"),
+    "learning_rate": (1e-300, None, "> 0"), "ent_coef": (0.0, None, ">= 0"), "vf_coef": (0.0, None, ">= 0"),
+    "clip_range": (1e-300, None, "> 0"),
+}
+
+
+def _fits(value: Any, annotation: Any) -> bool:
+    """Whether a YAML value can be ``annotation`` (int for float, not bool for numbers); unknown kinds pass."""
+    import types
+    import typing
+
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return True
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return any(_fits(value, arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    origin = typing.get_origin(annotation) or annotation
+    if origin is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if origin is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin in (bool, str, dict, list, tuple):
+        return isinstance(value, origin)
+    if origin is Callable or getattr(origin, "__module__", "") == "collections.abc":
+        return callable(value)
+    return True  # a type, a device ...: SB3 checks it
+
+
+def check_hp(algo: str, hp: dict[str, Any]) -> None:
+    """Check SB3 keyword arguments against the algorithm's constructor, before anything runs.
+
+    Keys must be parameters of the algorithm class's ``__init__`` (:func:`inspect.signature`), other
+    than those :func:`train` sets itself; values must fit the parameter's annotation (e.g. a number
+    for ``gamma``; an integer counts as a float); ``policy_kwargs`` keys must be parameters of the
+    policy class.  Needs the ``rl`` extra.
+
+    :param algo: one of :data:`ALGOS`.
+    :param hp: the keyword arguments.
+    :raises InvalidInput: naming the key, the value and what was expected.
+    """
+    spec = _algo(algo)
+    cls = getattr(_rl_module(spec.module), spec.cls)
+    params = inspect.signature(cls.__init__).parameters
+    allowed = sorted(n for n in params if n not in _SET_BY_TRAIN and n != "self")
+    for key, value in hp.items():
+        if key in _SET_BY_TRAIN:
+            option = _SET_BY_TRAIN[key]
+            raise InvalidInput(f"hp {key!r}: set by sfenv train itself" + (f" (use {option})" if option else ""))
+        if key not in params:
+            import difflib
+
+            close = difflib.get_close_matches(key, allowed, n=1)
+            raise InvalidInput(f"hp {key!r}: not a parameter of {spec.cls}" + (f" (did you mean {close[0]!r}?)"
+                               if close else "") + f"; expected one of {allowed}")
+        annotation = params[key].annotation
+        if not _fits(value, annotation):
+            raise InvalidInput(f"hp {key}={value!r}: expected {getattr(annotation, '__name__', annotation)} "
+                               f"for {spec.cls}'s {key} (default {params[key].default!r})")
+        low, high, text = _HP_RANGES.get(key, (None, None, ""))
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if numeric and ((low is not None and value < low) or (high is not None and value > high)):
+            raise InvalidInput(f"hp {key}={value!r}: expected a value {text}")
+    policy_kwargs = hp.get("policy_kwargs") or {}
+    policy_cls = cls.policy_aliases.get(spec.policy)
+    if policy_cls is not None and isinstance(policy_kwargs, dict):
+        policy_params = inspect.signature(policy_cls.__init__).parameters
+        skip = {"self", "observation_space", "action_space", "lr_schedule"}
+        for key in policy_kwargs:
+            if key not in policy_params or key in skip:
+                raise InvalidInput(f"hp policy_kwargs.{key}: not a parameter of {policy_cls.__name__}; expected one "
+                                   f"of {sorted(set(policy_params) - skip)}")
+
+
 def _new_run_dir(out: Path, name: str) -> Path:
     """``out/name``, or ``out/name-2``, ``-3`` ... if taken; created here (exclusive, so two runs never share one)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -523,6 +606,7 @@ def train(
                        ("forecast_hours", first.cfg.env.forecast_hours)):
         kw_env.setdefault(key, value)  # recorded, so the model is evaluated with the spaces it was trained on
     hp = _merge(copy.deepcopy(DEFAULT_HP[algo]), copy.deepcopy(dict(algo_kwargs or {})))
+    check_hp(algo, hp)
     if "batch_size" in hp and "n_steps" in hp:
         hp["batch_size"] = min(int(hp["batch_size"]), int(hp["n_steps"]) * n_envs)
     env_fn = make_env_fn(train_sc, spec.flatten, kw_env)
@@ -549,6 +633,10 @@ def train(
     elif resume is None and normalize != "none":
         vec = vec_normalize(vec, norm_obs=normalize == "all", norm_reward=True, gamma=float(hp.get("gamma", 0.99)))
     if resume is None:
+        try:  # a copy: SB3 writes into policy_kwargs (A2C adds its optimiser class), hp stays plain data
+            model = cls(spec.policy, vec, seed=seed, verbose=0, device="cpu", **copy.deepcopy(hp))
+        except (TypeError, ValueError, AssertionError) as exc:  # before the run folder: nothing is written
+            raise InvalidInput(f"train: {spec.cls} refused the hyperparameters {hp}: {exc}") from None
         run = _new_run_dir(Path(out_dir), f"{algo}-{sc_name}-s{seed}")
         cfg = {"algo": algo, "scenario": _describe_scenario(scenario, train_sc), "eval_scenario": eval_sc.name
                if eval_scenario is None or isinstance(eval_scenario, str) else eval_sc.cfg.model_dump(),
@@ -558,12 +646,10 @@ def train(
         import yaml
 
         (run / "config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    tb = str(run / "tb") if tensorboard else None
-    if resume is not None:
-        model = cls.load(str(model_path), env=vec, device="cpu", tensorboard_log=tb)
+        model.tensorboard_log = str(run / "tb") if tensorboard else None
     else:
-        # a copy: SB3 writes into policy_kwargs (A2C adds its optimiser class), hp stays plain data
-        model = cls(spec.policy, vec, seed=seed, verbose=0, tensorboard_log=tb, device="cpu", **copy.deepcopy(hp))
+        model = cls.load(str(model_path), env=vec, device="cpu",
+                         tensorboard_log=str(run / "tb") if tensorboard else None)
     meta = {"algo": algo, "scenario": sc_name, "eval_scenario": eval_sc.name, "seed": seed,
             "total_timesteps": total_timesteps, "env_kwargs": kw_env, "algo_kwargs": hp, "normalize": normalize}
     history = []

@@ -21,7 +21,10 @@ from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
 from sfenv.errors import InvalidInput, MissingFile, SfenvError
 from sfenv.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario
 
-__all__ = ["main", "build_parser", "positive_int", "non_negative_int"]
+__all__ = ["main", "build_parser", "positive_int", "non_negative_int", "job_count", "seed_count"]
+
+#: largest ``--seeds``: more episodes per agent than any study here needs (the evaluators hold one row each)
+MAX_SEEDS = 100_000
 
 
 def positive_int(text: str) -> int:
@@ -34,13 +37,26 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
-def _int_at_least(text: str, low: int) -> int:
+def job_count(text: str) -> int:
+    """Argparse type: jobs per episode, 1 .. :data:`sfenv.scenario.MAX_JOBS`."""
+    from sfenv.scenario import MAX_JOBS
+
+    return _int_at_least(text, 1, MAX_JOBS)
+
+
+def seed_count(text: str) -> int:
+    """Argparse type: a number of seeds, 1 .. :data:`MAX_SEEDS`."""
+    return _int_at_least(text, 1, MAX_SEEDS)
+
+
+def _int_at_least(text: str, low: int, high: int | None = None) -> int:
+    expected = f"an integer >= {low}" if high is None else f"an integer from {low} to {high:,}"
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
-    if value < low:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
     return value
 
 
@@ -278,14 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=summary, description=description or summary, formatter_class=_HelpFormatter)
 
     b = command("benchmark", "the main job: score the default agents over seeds, save CSV/JSON and plots",
-                "Run agents on the same seeded episodes; print mean ± 95 %% CI over seeds; write "
+                "Run agents on the same seeded episodes; print mean ± 95 % CI over seeds; write "
                 "episodes.csv/.json, benchmark.json and PNGs to ./results/<scenario>/.")
     b.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
     b.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
-    b.add_argument("--seeds", type=positive_int, default=10, metavar="N", help="number of seeds (> 0)")
+    b.add_argument("--seeds", type=seed_count, default=10, metavar="N", help="number of seeds (1..100,000)")
     b.add_argument("--seed", type=non_negative_int, default=0, metavar="S", help="first seed (>= 0)")
-    b.add_argument("--num-jobs", type=positive_int, metavar="N",
-                   help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
+    b.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
     b.add_argument("--out-dir", type=Path, metavar="DIR",
                    help="results folder (default: results/<scenario> under the current folder)")
     b.add_argument("--resume", action="store_true", help="skip episodes already in the results folder")
@@ -305,17 +321,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the agent, one of: {', '.join(AGENTS)} (`sfenv agents` describes them)")
     r.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
                    help="episode seed (>= 0): the same seed gives the same jobs, prices and outages")
-    r.add_argument("--num-jobs", type=positive_int, metavar="N",
-                   help="jobs in the episode (> 0; default: the scenario's workload.num_jobs)")
+    r.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs in the episode (1..100,000; default: the scenario's workload.num_jobs)")
     r.set_defaults(fn=_cmd_run)
 
     e = command("evaluate", "score agents on the same seeded episodes and print a table")
     e.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
     e.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
-    e.add_argument("--seeds", type=positive_int, default=3, metavar="N", help="number of seeds (> 0)")
+    e.add_argument("--seeds", type=seed_count, default=3, metavar="N", help="number of seeds (1..100,000)")
     e.add_argument("--seed", type=non_negative_int, default=0, metavar="S", help="first seed (>= 0)")
-    e.add_argument("--num-jobs", type=positive_int, metavar="N",
-                   help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
+    e.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
     e.add_argument("--out", type=Path, metavar="FILE",
                    help="JSON results file, written atomically after each episode (default: none)")
     e.add_argument("--resume", action="store_true", help="skip episodes already in --out")
@@ -344,8 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=non_negative_int, metavar="S",
                    help="seed of the algorithm and the envs (>= 0; default: 0)")
     t.add_argument("--n-envs", type=positive_int, metavar="N", help="parallel envs (> 0; default: 4)")
-    t.add_argument("--num-jobs", type=positive_int, metavar="N",
-                   help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
+    t.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
     t.add_argument("--obs-mode", choices=["full", "compact"],
                    help="observation: full (per region and link) or compact (size independent of the topology, "
                         "so the policy runs on other platforms) (default: full)")
@@ -358,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-every", type=non_negative_int, metavar="N",
                    help="steps between evaluations on held-out seeds (0: at the end only; default: a tenth of "
                         "the run, at least 2048)")
-    t.add_argument("--eval-seeds", type=positive_int, metavar="N",
+    t.add_argument("--eval-seeds", type=seed_count, metavar="N",
                    help="held-out evaluation episodes, seeds 10000.. (> 0; default: 5)")
     t.add_argument("--eval-scenario", metavar="NAME|FILE",
                    help="scenario of the evaluations (default: the training scenario)")
