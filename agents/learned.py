@@ -40,6 +40,7 @@ module is cheap, and without the ``rl`` extra :func:`train` and :class:`LearnedP
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import inspect
 import json
@@ -58,7 +59,8 @@ from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["ALGOS", "AlgoSpec", "DEFAULT_HP", "RECIPE_DEFAULTS", "make_env_fn", "train", "LearnedPolicy",
-           "ScenarioLike", "ScenarioMix", "generated_scenarios", "load_config", "parse_hp", "bundled_configs"]
+           "ScenarioLike", "ScenarioMix", "generated_scenarios", "load_config", "parse_hp", "bundled_configs",
+           "check_hp", "split_model_spec", "absolute_model_spec"]
 
 #: what every ``scenario`` argument accepts: a bundled name, a YAML path, a dict or a Scenario
 ScenarioLike = str | Path | dict | Scenario
@@ -697,6 +699,24 @@ def _describe_scenario(given: Any, loaded: Scenario | list[Scenario]) -> Any:
     return loaded.cfg.model_dump()
 
 
+def split_model_spec(text: str) -> tuple[str | None, str]:
+    """``"ppo:runs/x.zip"`` -> ``("ppo", "runs/x.zip")``; a text without an algorithm prefix -> ``(None, text)``.
+
+    :param text: what follows ``model:`` in an agents list.
+    :return: the algorithm (one of :data:`ALGOS`) or None, and the path.
+    """
+    head, sep, rest = text.partition(":")
+    if sep and head in ALGOS and rest:
+        return head, rest
+    return None, text
+
+
+def absolute_model_spec(text: str) -> str:
+    """``[ALGO:]PATH`` with the path made absolute (for a worker in another folder)."""
+    algo, path = split_model_spec(text)
+    return (f"{algo}:" if algo else "") + str(Path(path).resolve())
+
+
 class LearnedPolicy:
     """A saved SB3 model as a PolicyPredictor (``predict`` with optional ``action_masks``).
 
@@ -704,11 +724,20 @@ class LearnedPolicy:
     file), ``predict`` normalises observations with the saved statistics first, as training did;
     :attr:`normalize_obs` is that function (None without observation statistics).
 
+    A model saved by another SB3 trainer (e.g. the RL Zoo) has no sidecar: name its algorithm
+    (``algo="ppo"``, or ``"ppo:PATH"`` as ``path``, i.e. ``model:ppo:PATH`` in the evaluator).  Its
+    observation is flattened only if the model's space is not the env's Dict; VecNormalize
+    statistics are taken from the one ``*/vecnormalize.pkl`` beside it (the Zoo's layout), and an
+    unmasked model plays with ``invalid_action_limit=3``, as :func:`train` and the Zoo file train it.
+
     :param path: the model ``.zip``; its ``.json`` sidecar (written by :func:`train`) gives the
-        algorithm, otherwise pass ``algo``.
+        algorithm, otherwise pass ``algo`` or write ``ALGO:PATH``.
+    :param algo: the algorithm, one of :data:`ALGOS` (default: the sidecar's, or the ``ALGO:`` prefix).
     """
 
     def __init__(self, path: str | Path, algo: str | None = None):
+        if algo is None:
+            algo, path = split_model_spec(str(path))
         path = Path(path)
         if not path.is_file():
             raise MissingFile(f"{path}: no such model file (sfenv train writes <out>/<run>/model.zip, best_model.zip)")
@@ -716,10 +745,22 @@ class LearnedPolicy:
         self.meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         self.algo = algo or self.meta.get("algo")
         if self.algo is None:
-            raise InvalidInput(f"{path}: no {meta_path.name} sidecar; pass algo= (one of {sorted(ALGOS)})")
-        self.spec = _algo(self.algo)
-        cls = getattr(_rl_module(self.spec.module), self.spec.cls)
-        self.model = cls.load(str(path), device="cpu")
+            raise InvalidInput(f"{path}: no {meta_path.name} sidecar (sfenv train writes one); name the algorithm: "
+                               f"model:ALGO:{path} with ALGO one of {sorted(ALGOS)}, e.g. model:ppo:{path}")
+        spec = _algo(self.algo)
+        cls = getattr(_rl_module(spec.module), spec.cls)
+        try:
+            self.model = cls.load(str(path), device="cpu")
+        except (KeyError, ValueError, AssertionError, RuntimeError, TypeError, AttributeError) as exc:
+            raise InvalidInput(f"{path}: cannot be loaded as {spec.cls} ({type(exc).__name__}: {exc}); "
+                               f"is it a {self.algo} model? Name its algorithm as model:ALGO:PATH") from None
+        # sfenv train flattens for ppo/a2c/dqn; a model trained on the Dict observation (the Zoo's) is not
+        self.spec = dataclasses.replace(spec, flatten=not isinstance(self.model.observation_space, gym.spaces.Dict))
+        if not meta_path.exists():  # trained outside sfenv train: the settings it most likely had
+            self.meta = {"algo": self.algo, "env_kwargs": {} if spec.masked else {"invalid_action_limit": 3}}
+            found = sorted(path.parent.glob("*/vecnormalize.pkl"))
+            if len(found) == 1:
+                self.meta["vecnormalize"] = str(found[0].relative_to(path.parent))
         self.name = f"model:{path.name}"
         self.vec_normalize: Any = None
         self.normalize_obs: Callable[[Any], Any] | None = None

@@ -88,7 +88,8 @@ def _scenario_help() -> str:
 
 def _agents_help() -> str:
     return (f"comma list of agents ({', '.join(AGENTS)}), a group ({', '.join(GROUPS)}) or 'all'; "
-            "model:PATH adds a saved SB3 model; `sfenv agents` describes them")
+            "model:PATH adds a model saved by sfenv train, model:ALGO:PATH one from another SB3 trainer "
+            "(e.g. model:ppo:logs/ppo/<run>/best_model.zip from the RL Zoo); `sfenv agents` describes them")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -267,9 +268,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
+    from sfenv.registration import ENV_IDS
+
+    rows = []
     for name in bundled_scenarios():
         sc = load_scenario(name)
-        print(f"{name:<10} {sc.topology!r:<46} {sc.cfg.description}")
+        topo = sc.topology
+        ids = ", ".join(i for i, s in ENV_IDS.items() if s == name) or "-"
+        rows.append((name, ids, f"{topo.num_regions} regions, {topo.num_links} links, {topo.total_gpus} GPUs",
+                     sc.cfg.description))
+    header = ("SCENARIO", "GYM IDS", "TOPOLOGY", "DESCRIPTION")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
     return 0
 
 
@@ -280,6 +291,9 @@ def _cmd_agents(args: argparse.Namespace) -> int:
     for g, names in GROUPS.items():
         print(f"group {g}: {', '.join(names)}")
     print("model:PATH  a policy saved by `sfenv train` (evaluate and benchmark only)")
+    print(f"model:ALGO:PATH  an SB3 model saved elsewhere, e.g. by the RL Zoo, with its algorithm ALGO "
+          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v0_1/best_model.zip")
+    print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra)")
     return 0
 
 

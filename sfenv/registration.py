@@ -7,7 +7,7 @@ from importlib import resources
 import gymnasium as gym
 import yaml
 
-__all__ = ["ENV_IDS", "register_envs"]
+__all__ = ["ENV_IDS", "ENV_KWARGS", "register_envs"]
 
 #: Registered id -> bundled scenario name.
 ENV_IDS: dict[str, str] = {
@@ -22,6 +22,16 @@ ENV_IDS: dict[str, str] = {
     "sfenv/Spider8Contended-v0": "spider-8-contended",
     "sfenv/Geo8Contended-v0": "geo-8-contended",
     "sfenv/Geo8ContendedCost-v0": "geo-8-contended-cost",
+    "sfenv/GeoSchedUnmasked-v0": "spider-8",
+}
+
+#: Registered id -> keyword arguments it adds to ``scenario``.  ``GeoSchedUnmasked-v0`` is spider-8
+#: for agents that cannot read the action masks (SB3's PPO/A2C/DQN, the RL Zoo): the third masked
+#: action in a row acts as wait (``invalid_action_limit=3``), so an episode always moves on.  Tools
+#: that build a second env from the id alone (the RL Zoo's evaluation env ignores the
+#: hyperparameter file's ``env_kwargs``) get that setting too.
+ENV_KWARGS: dict[str, dict] = {
+    "sfenv/GeoSchedUnmasked-v0": {"invalid_action_limit": 3},
 }
 
 
@@ -47,6 +57,6 @@ def register_envs() -> list[str]:
             id=env_id,
             entry_point="sfenv.env:GeoSchedEnv",
             max_episode_steps=_max_steps(scenario),
-            kwargs={"scenario": scenario},
+            kwargs={"scenario": scenario, **ENV_KWARGS.get(env_id, {})},
         )
     return out
