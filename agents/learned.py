@@ -60,7 +60,7 @@ from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["ALGOS", "AlgoSpec", "DEFAULT_HP", "RECIPE_DEFAULTS", "make_env_fn", "train", "LearnedPolicy",
            "ScenarioLike", "ScenarioMix", "generated_scenarios", "load_config", "parse_hp", "bundled_configs",
-           "check_hp", "split_model_spec", "absolute_model_spec"]
+           "check_hp", "split_model_spec", "absolute_model_spec", "run_summary"]
 
 #: what every ``scenario`` argument accepts: a bundled name, a YAML path, a dict or a Scenario
 ScenarioLike = str | Path | dict | Scenario
@@ -495,6 +495,7 @@ def train(
     resume: str | Path | None = None,
     plot: bool = True,
     pretrain: dict | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Path:
     """Train ``algo`` with the recipe of this module; returns the final model's path, ``<run>/model.zip``.
 
@@ -533,6 +534,9 @@ def train(
         None for none, else a mapping over :data:`~sfenv.agents.imitation.PRETRAIN_DEFAULTS`
         (``{}`` takes them all).  Needs ``maskable-ppo`` and ``env_kwargs={"proposers": "best"}``;
         its rounds go to ``<run>/pretrain.json`` and the cloned policy is evaluated first.
+    :param log: called with progress lines (the run folder, cloning and DAgger rounds, each
+        evaluation, the reference agents' levels); None: silent.  :func:`run_summary` gives the
+        result in one line.
     :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
     """
@@ -658,15 +662,19 @@ def train(
     if resume is not None and (run / "eval.json").is_file():
         history = [h for h in json.loads((run / "eval.json").read_text()) if h["timesteps"] <= done]
     every = eval_every if eval_every is not None else max(MIN_EVAL_EVERY, total_timesteps // 10)
+    if log is not None:
+        log(f"run folder {run}: {algo} on {sc_name}, {total_timesteps - done:,} steps"
+            + (f" after behaviour cloning of {pre_cfg['expert']}" if pre_cfg is not None else "")
+            + f"; evaluations on {len(seeds)} held-out seeds of {eval_sc.name}")
     if pre_cfg is not None:
         from sfenv.agents.imitation import pretrain as behaviour_clone
 
-        records = behaviour_clone(model, vec, seed=seed, **pre_cfg)
+        records = behaviour_clone(model, vec, seed=seed, **pre_cfg, log=log)
         _atomic_write_text(run / "pretrain.json", json.dumps(records, indent=1))
         meta["pretrain"] = records
     evaluator = make_eval_callback(eval_fn, seeds, every or 10**12, run, spec.masked,
                                    lambda m, prefix: _save(m, run, prefix, meta), history,
-                                   evaluate_first=pre_cfg is not None)
+                                   evaluate_first=pre_cfg is not None, log=log)
     callbacks = [evaluator]
     if checkpoint_every > 0:
         callbacks.append(sb3_callbacks.CheckpointCallback(max(1, checkpoint_every // n_envs), str(run / "checkpoints"),
@@ -681,6 +689,8 @@ def train(
         if levels_path.is_file():
             levels = json.loads(levels_path.read_text())
         else:
+            if log is not None:
+                log(f"scoring the reference agents {', '.join(baselines)} on the {len(seeds)} evaluation seeds")
             levels = heuristic_levels(baselines, eval_run_sc, seeds)
             levels_path.write_text(json.dumps(levels, indent=1))
         plot_learning_curve(evaluator.history, levels, run / "learning_curve.png",
@@ -688,6 +698,26 @@ def train(
     vec.close()
     evaluator.env.close()
     return path
+
+
+def run_summary(run: str | Path) -> str:
+    """The result of a ``train`` run folder in one line (:func:`sfenv.agents.callbacks.training_summary`).
+
+    Reads ``eval.json``, ``config.yml`` (the evaluation seeds) and ``levels.json`` (absent with
+    ``plot=False``: then no comparison).
+
+    :param run: the run folder.
+    :return: e.g. ``best model (step 8,192): mean JCT 2.01 h on seeds 10000..10015; fifo 2.64 h
+        (0.76x), best heuristic spantrain+swf 2.09 h (0.96x)``.
+    """
+    import yaml
+    from sfenv.agents.callbacks import training_summary
+
+    run = Path(run)
+    history = json.loads((run / "eval.json").read_text()) if (run / "eval.json").is_file() else []
+    levels = json.loads((run / "levels.json").read_text()) if (run / "levels.json").is_file() else {}
+    seeds = (yaml.safe_load((run / "config.yml").read_text()) or {}).get("eval_seeds") or [0]
+    return training_summary(history, levels, seeds)
 
 
 def _describe_scenario(given: Any, loaded: Scenario | list[Scenario]) -> Any:

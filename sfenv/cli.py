@@ -218,6 +218,11 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress_line(text: str) -> None:
+    """Training progress on stderr (stdout keeps the result lines)."""
+    print(text, file=sys.stderr, flush=True)
+
+
 def _is_rllib_run(args: argparse.Namespace) -> bool:
     from sfenv.agents.rllib import ALGO, META_FILE
 
@@ -229,12 +234,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return _cmd_train_rllib(args)
     if args.workers is not None or args.address is not None:
         raise InvalidInput("--workers and --address apply to --algo rllib-ppo only (SB3 algorithms: --n-envs)")
-    from sfenv.agents.learned import RECIPE_DEFAULTS, load_config, parse_hp, train
+    from sfenv.agents.learned import RECIPE_DEFAULTS, load_config, parse_hp, run_summary, train
 
+    log = None if args.quiet else _progress_line
     if args.resume is not None:
         path = train(total_timesteps=args.steps or RECIPE_DEFAULTS["steps"], resume=args.resume,
-                     progress_bar=not args.quiet, plot=not args.no_plot)
+                     progress_bar=not args.quiet, plot=not args.no_plot, log=log)
         print(f"saved {path} (best: {path.with_name('best_model.zip')})")
+        print(run_summary(path.parent))
         return 0
     cfg = dict(RECIPE_DEFAULTS)
     if args.config is not None:
@@ -262,8 +269,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
                  env_kwargs=env_kwargs, algo_kwargs=hp, tensorboard=not args.no_tensorboard,
                  checkpoint_every=cfg["checkpoint_every"], progress_bar=not args.quiet, normalize=cfg["normalize"],
                  eval_every=cfg["eval_every"], eval_seeds=cfg["eval_seeds"], eval_scenario=cfg["eval_scenario"],
-                 baselines=cfg["baselines"], plot=not args.no_plot, pretrain=pretrain)
+                 baselines=cfg["baselines"], plot=not args.no_plot, pretrain=pretrain, log=log)
     print(f"saved {path} (best: {path.with_name('best_model.zip')})")
+    print(run_summary(path.parent))
     return 0
 
 
