@@ -218,6 +218,17 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``sfenv train --config none``: no config file, the built-in defaults (PPO from scratch, 200,000 steps)
+NO_CONFIG = "none"
+#: the config of a bare ``sfenv train`` (maskable-ppo): a first run of a few minutes that beats FIFO
+DEFAULT_TRAIN_CONFIG = "quick"
+
+
+def _default_config(algo: str | None) -> str:
+    """The config ``sfenv train`` uses without ``--config``: ``quick`` for maskable-ppo, none for the others."""
+    return DEFAULT_TRAIN_CONFIG if algo in (None, "maskable-ppo") else NO_CONFIG
+
+
 def _progress_line(text: str) -> None:
     """Training progress on stderr (stdout keeps the result lines)."""
     print(text, file=sys.stderr, flush=True)
@@ -244,8 +255,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(run_summary(path.parent))
         return 0
     cfg = dict(RECIPE_DEFAULTS)
-    if args.config is not None:
-        cfg.update(load_config(args.config))
+    config = args.config if args.config is not None else _default_config(args.algo)
+    if config != NO_CONFIG:
+        cfg.update(load_config(config))
     cli = {"algo": args.algo, "scenario": args.scenario, "eval_scenario": args.eval_scenario, "steps": args.steps,
            "seed": args.seed, "n_envs": args.n_envs, "normalize": args.normalize, "eval_every": args.eval_every,
            "checkpoint_every": args.checkpoint_every}
@@ -371,14 +383,18 @@ def build_parser() -> argparse.ArgumentParser:
                 "Needs the rl extra: pip install \"sfenv[rl]\".")
     t.add_argument("--config", metavar="NAME|FILE",
                    help="YAML settings (keys: algo, scenario, steps, n_envs, normalize, env_kwargs, hp, eval_seeds, "
-                        "...): a file, or a bundled name under sfenv/hyperparams/train-NAME.yml")
+                        "...): a file, or a bundled name under sfenv/hyperparams/train-NAME.yml; 'none': the "
+                        "built-in defaults (PPO from scratch on spider-8, 200000 steps) (default: quick, a few "
+                        "minutes: clone a look-ahead expert on spider-8-contended, then PPO; with --algo other "
+                        "than maskable-ppo: none)")
     t.add_argument("--algo", choices=[*ALGOS, "rllib-ppo"],
                    help="algorithm (default: maskable-ppo): maskable-ppo (action masks, Dict observation) or "
                         "ppo/a2c/dqn (flattened observation, no masks); rllib-ppo: RLlib PPO with action masks "
                         "(ray extra; --workers env runners, --address, --resume RUN_DIR)")
     t.add_argument("--scenario", metavar="NAME|FILE", help=_scenario_help() + f" (default: {DEFAULT_SCENARIO})")
     t.add_argument("--steps", type=positive_int, metavar="N",
-                   help="environment steps of the run (> 0; default: 200000); with --resume the total to reach")
+                   help="environment steps of the run (> 0; default: the config's, 2048 for quick, 200000 with "
+                        "--config none); with --resume the total to reach")
     t.add_argument("--seed", type=non_negative_int, metavar="S",
                    help="seed of the algorithm and the envs (>= 0; default: 0)")
     t.add_argument("--n-envs", type=positive_int, metavar="N", help="parallel envs (> 0; default: 4)")

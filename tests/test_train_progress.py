@@ -31,12 +31,26 @@ def tiny_run(tmp_path_factory):
     finally:
         capture.undo()
     assert code == 0, err.getvalue()[-2000:]
-    return folder / "runs" / "maskable-ppo-spider-8-s0", out.getvalue(), err.getvalue()
+    (run,) = (folder / "runs").iterdir()
+    return run, out.getvalue(), err.getvalue()
+
+
+def test_default_train_is_the_quick_recipe(tiny_run):
+    """A bare ``sfenv train`` runs the ``quick`` config (cloning, then PPO), tiny here by the options."""
+    from sfenv.agents.learned import load_config
+
+    run, _, _ = tiny_run
+    quick = load_config("quick")
+    config = yaml.safe_load((run / "config.yml").read_text())
+    assert run.name == f"maskable-ppo-{quick['scenario']}-s0"
+    assert config["pretrain"]["expert"] == quick["pretrain"]["expert"] and config["pretrain"]["steps"] == 64
+    assert config["env_kwargs"]["proposers"] == quick["env_kwargs"]["proposers"]
 
 
 def test_progress_lines_for_cloning_dagger_and_evaluations(tiny_run):
     run, _, err = tiny_run
-    assert "pretrain round 1/2: collecting 64 steps labelled by fastest+swf" in err
+    expert = yaml.safe_load((run / "config.yml").read_text())["pretrain"]["expert"]
+    assert f"pretrain round 1/2: collecting 64 steps labelled by {expert}, the expert acting" in err
     assert "pretrain round 2/2: collecting 64 steps" in err and "(DAgger)" in err
     records = json.loads((run / "pretrain.json").read_text())
     for record in records:  # each round's line carries the recorded agreement, loss and accuracy
