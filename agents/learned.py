@@ -45,7 +45,7 @@ import importlib
 import inspect
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -475,6 +475,49 @@ def _latest(run: Path) -> tuple[Path, Path | None, int]:
     return path, stats, steps
 
 
+def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None) -> dict[str, Any] | None:
+    """The behaviour-cloning settings of :func:`train`, checked (None: no cloning).
+
+    :raises InvalidInput: unknown keys, another algorithm than maskable-ppo, candidates that do not
+        record the expert's decision, a bad look-ahead expert or a count below 1.
+    """
+    if pretrain is None:
+        return None
+    from sfenv.agents.imitation import PRETRAIN_DEFAULTS
+
+    if not isinstance(pretrain, dict) or set(pretrain) - set(PRETRAIN_DEFAULTS):
+        raise InvalidInput(f"train: pretrain = {pretrain!r}; expected a mapping with keys among "
+                           f"{sorted(PRETRAIN_DEFAULTS)}")
+    if algo != "maskable-ppo":
+        raise InvalidInput(f"train: pretrain needs algo maskable-ppo, not {algo!r}")
+    if (env_kwargs or {}).get("proposers") not in ("best", "best+spantrain"):
+        raise InvalidInput("train: pretrain imitates a heuristic whose decisions the env's candidates record; "
+                           "set env_kwargs proposers: best")
+    pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}
+    for name in ("steps", "rounds", "epochs", "batch_size"):
+        _check_int(f"pretrain.{name}", pre_cfg[name], 1)
+    if str(pre_cfg["expert"]).startswith("lookahead:"):
+        from sfenv.agents.imitation import parse_lookahead
+
+        try:
+            lookahead = parse_lookahead(str(pre_cfg["expert"]))
+        except ValueError as exc:
+            raise InvalidInput(f"train: pretrain.{exc}") from None
+        needs = lookahead["base"] if lookahead["max_waiting"] is not None else None
+    else:
+        needs = None if pre_cfg["expert"] is None else str(pre_cfg["expert"])
+    if needs is not None:  # the expert answers with this heuristic's recorded decision
+        from sfenv.proposers import best_heuristic_proposers
+
+        sets = env_kwargs["proposers"]
+        recorded = {getattr(q, "name", None) for q in best_heuristic_proposers(spantrain=sets == "best+spantrain")
+                    if hasattr(q, "decision")}
+        if needs not in recorded:
+            raise InvalidInput(f"train: pretrain.expert {pre_cfg['expert']!r} needs the decision of {needs!r}, "
+                               f"which proposers {sets!r} do not record (they record {sorted(recorded)})")
+    return pre_cfg
+
+
 def train(
     algo: str = "maskable-ppo",
     scenario: ScenarioLike | list[ScenarioLike] = "spider-8",
@@ -554,63 +597,10 @@ def train(
         baselines, checkpoint_every, tensorboard = cfg["baselines"], cfg["checkpoint_every"], cfg["tensorboard"]
         pretrain = None  # a resumed run continues PPO
     spec = _algo(algo)
-    pre_cfg: dict[str, Any] | None = None
-    if pretrain is not None:
-        from sfenv.agents.imitation import PRETRAIN_DEFAULTS
-
-        if not isinstance(pretrain, dict) or set(pretrain) - set(PRETRAIN_DEFAULTS):
-            raise InvalidInput(f"train: pretrain = {pretrain!r}; expected a mapping with keys among "
-                               f"{sorted(PRETRAIN_DEFAULTS)}")
-        if algo != "maskable-ppo":
-            raise InvalidInput(f"train: pretrain needs algo maskable-ppo, not {algo!r}")
-        if (env_kwargs or {}).get("proposers") not in ("best", "best+spantrain"):
-            raise InvalidInput("train: pretrain imitates a heuristic whose decisions the env's candidates record; "
-                               "set env_kwargs proposers: best")
-        pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}
-        for name in ("steps", "rounds", "epochs", "batch_size"):
-            _check_int(f"pretrain.{name}", pre_cfg[name], 1)
-        if str(pre_cfg["expert"]).startswith("lookahead:"):
-            from sfenv.agents.imitation import parse_lookahead
-
-            try:
-                lookahead = parse_lookahead(str(pre_cfg["expert"]))
-            except ValueError as exc:
-                raise InvalidInput(f"train: pretrain.{exc}") from None
-            needs = lookahead["base"] if lookahead["max_waiting"] is not None else None
-        else:
-            needs = None if pre_cfg["expert"] is None else str(pre_cfg["expert"])
-        if needs is not None:  # the expert answers with this heuristic's recorded decision
-            from sfenv.proposers import best_heuristic_proposers
-
-            sets = env_kwargs["proposers"]
-            recorded = {getattr(q, "name", None) for q in best_heuristic_proposers(spantrain=sets == "best+spantrain")
-                        if hasattr(q, "decision")}
-            if needs not in recorded:
-                raise InvalidInput(f"train: pretrain.expert {pre_cfg['expert']!r} needs the decision of {needs!r}, "
-                                   f"which proposers {sets!r} do not record (they record {sorted(recorded)})")
-    for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0), ("n_envs", n_envs, 1),
-                             ("checkpoint_every", checkpoint_every, 0)):
-        _check_int(name, value, low)
-    if eval_every is not None:
-        _check_int("eval_every", eval_every, 0)
-    if normalize not in NORMALIZE:
-        raise InvalidInput(f"train: normalize = {normalize!r}; expected one of {list(NORMALIZE)}")
-    seeds = [10_000 + i for i in range(5)] if eval_seeds is None else [int(s) for s in eval_seeds]
-    if not seeds:
-        raise InvalidInput("train: eval_seeds is empty")
-    if isinstance(scenario, dict) and "generate" in scenario:
-        scenario = list(generated_scenarios(**scenario["generate"]))
-    train_sc: Scenario | list[Scenario] = (
-        [load_scenario(s) for s in scenario] if isinstance(scenario, list) else load_scenario(scenario)
-    )
-    first = train_sc[0] if isinstance(train_sc, list) else train_sc
-    eval_sc = load_scenario(eval_scenario) if eval_scenario is not None else first
-    kw_env = dict(env_kwargs or {})
-    if not spec.masked:
-        kw_env.setdefault("invalid_action_limit", 3)
-    for key, value in (("max_candidates", first.cfg.env.max_candidates), ("queue_window", first.cfg.env.queue_window),
-                       ("forecast_hours", first.cfg.env.forecast_hours)):
-        kw_env.setdefault(key, value)  # recorded, so the model is evaluated with the spaces it was trained on
+    pre_cfg = _pretrain_settings(pretrain, algo, env_kwargs)
+    seeds = _checked_settings(total_timesteps, seed, n_envs, checkpoint_every, eval_every, normalize, eval_seeds)
+    scenario, train_sc, first, eval_sc = _train_scenarios(scenario, eval_scenario)
+    kw_env = _env_settings(env_kwargs, spec.masked, first)
     hp = _merge(copy.deepcopy(DEFAULT_HP[algo]), copy.deepcopy(dict(algo_kwargs or {})))
     check_hp(algo, hp)
     if "batch_size" in hp and "n_steps" in hp:
@@ -626,7 +616,7 @@ def train(
     make_vec_env = _rl_module("stable_baselines3.common.env_util").make_vec_env
     vec_normalize = _rl_module("stable_baselines3.common.vec_env").VecNormalize
     sb3_callbacks = _rl_module("stable_baselines3.common.callbacks")
-    from sfenv.agents.callbacks import heuristic_levels, make_eval_callback, plot_learning_curve
+    from sfenv.agents.callbacks import make_eval_callback, plot_learning_curve
 
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     sc_name = "mix" if isinstance(train_sc, list) else first.name
@@ -663,9 +653,7 @@ def train(
         history = [h for h in json.loads((run / "eval.json").read_text()) if h["timesteps"] <= done]
     every = eval_every if eval_every is not None else max(MIN_EVAL_EVERY, total_timesteps // 10)
     if log is not None:
-        log(f"run folder {run}: {algo} on {sc_name}, {total_timesteps - done:,} steps"
-            + (f" after behaviour cloning of {pre_cfg['expert']}" if pre_cfg is not None else "")
-            + f"; evaluations on {len(seeds)} held-out seeds of {eval_sc.name}")
+        log(_start_line(run, algo, sc_name, total_timesteps - done, pre_cfg, len(seeds), eval_sc.name))
     if pre_cfg is not None:
         from sfenv.agents.imitation import pretrain as behaviour_clone
 
@@ -685,19 +673,86 @@ def train(
                     reset_num_timesteps=resume is None, progress_bar=progress_bar)
     path = _save(model, run, "model", meta)
     if plot:
-        levels_path = run / "levels.json"
-        if levels_path.is_file():
-            levels = json.loads(levels_path.read_text())
-        else:
-            if log is not None:
-                log(f"scoring the reference agents {', '.join(baselines)} on the {len(seeds)} evaluation seeds")
-            levels = heuristic_levels(baselines, eval_run_sc, seeds)
-            levels_path.write_text(json.dumps(levels, indent=1))
+        levels = _reference_levels(run, baselines, eval_run_sc, seeds, log)
         plot_learning_curve(evaluator.history, levels, run / "learning_curve.png",
                             f"{algo} on {sc_name}, evaluated on {eval_sc.name} seeds {seeds[0]}..{seeds[-1]}")
     vec.close()
     evaluator.env.close()
     return path
+
+
+def _checked_settings(total_timesteps: int, seed: int, n_envs: int, checkpoint_every: int, eval_every: int | None,
+                      normalize: str, eval_seeds: Sequence[int] | None) -> list[int]:
+    """Check :func:`train`'s counts and ``normalize``; return the evaluation seeds (default 10000..10004).
+
+    :raises InvalidInput: naming the setting.
+    """
+    for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0), ("n_envs", n_envs, 1),
+                             ("checkpoint_every", checkpoint_every, 0)):
+        _check_int(name, value, low)
+    if eval_every is not None:
+        _check_int("eval_every", eval_every, 0)
+    if normalize not in NORMALIZE:
+        raise InvalidInput(f"train: normalize = {normalize!r}; expected one of {list(NORMALIZE)}")
+    seeds = [10_000 + i for i in range(5)] if eval_seeds is None else [int(s) for s in eval_seeds]
+    if not seeds:
+        raise InvalidInput("train: eval_seeds is empty")
+    return seeds
+
+
+def _train_scenarios(scenario: Any, eval_scenario: ScenarioLike | None
+                     ) -> tuple[Any, Scenario | list[Scenario], Scenario, Scenario]:
+    """Load :func:`train`'s scenarios.
+
+    :return: the scenario setting (``{generate: ...}`` expanded), the training scenario or list, the
+        first of them, and the evaluation scenario (by default that first one).
+    """
+    if isinstance(scenario, dict) and "generate" in scenario:
+        scenario = list(generated_scenarios(**scenario["generate"]))
+    train_sc: Scenario | list[Scenario] = (
+        [load_scenario(s) for s in scenario] if isinstance(scenario, list) else load_scenario(scenario)
+    )
+    first = train_sc[0] if isinstance(train_sc, list) else train_sc
+    eval_sc = load_scenario(eval_scenario) if eval_scenario is not None else first
+    return scenario, train_sc, first, eval_sc
+
+
+def _env_settings(env_kwargs: dict | None, masked: bool, first: Scenario) -> dict[str, Any]:
+    """The env keyword arguments :func:`train` uses and records.
+
+    Unmasked algorithms get ``invalid_action_limit=3`` unless set; the observation sizes are
+    recorded, so the model is evaluated with the spaces it was trained on.
+    """
+    kw_env = dict(env_kwargs or {})
+    if not masked:
+        kw_env.setdefault("invalid_action_limit", 3)
+    for key, value in (("max_candidates", first.cfg.env.max_candidates), ("queue_window", first.cfg.env.queue_window),
+                       ("forecast_hours", first.cfg.env.forecast_hours)):
+        kw_env.setdefault(key, value)
+    return kw_env
+
+
+def _start_line(run: Path, algo: str, scenario: str, steps: int, pre_cfg: dict | None, seeds: int,
+                eval_scenario: str) -> str:
+    """The first progress line of a run: its folder and what it will do."""
+    cloning = f" after behaviour cloning of {pre_cfg['expert']}" if pre_cfg is not None else ""
+    return (f"run folder {run}: {algo} on {scenario}, {steps:,} steps{cloning}; evaluations on {seeds} "
+            f"held-out seeds of {eval_scenario}")
+
+
+def _reference_levels(run: Path, baselines: Sequence[str], scenario: Scenario, seeds: list[int],
+                      log: Callable[[str], None] | None) -> dict[str, dict[str, float]]:
+    """The reference agents' levels on the evaluation seeds: ``levels.json`` of the run, computed once."""
+    from sfenv.agents.callbacks import heuristic_levels
+
+    levels_path = run / "levels.json"
+    if levels_path.is_file():
+        return json.loads(levels_path.read_text())
+    if log is not None:
+        log(f"scoring the reference agents {', '.join(baselines)} on the {len(seeds)} evaluation seeds")
+    levels = heuristic_levels(baselines, scenario, seeds)
+    levels_path.write_text(json.dumps(levels, indent=1))
+    return levels
 
 
 def run_summary(run: str | Path) -> str:

@@ -94,3 +94,14 @@ def test_quiet_training_prints_no_progress(tmp_path, monkeypatch, capsys):
     captured = capsys.readouterr()
     assert "eval at step" not in captured.err and "pretrain round" not in captured.err
     assert captured.out.strip().splitlines()[-1].startswith("best model (step 64): mean JCT")  # no levels: no ratio
+
+
+def test_contended_configs_train_on_a_contended_scenario():
+    from sfenv.agents.learned import bundled_configs, load_config
+    from sfenv.scenario import load_scenario
+
+    names = [n for n in bundled_configs() if n.startswith("contended")]
+    assert "contended" in names
+    for name in names:
+        scenario = load_scenario(load_config(name)["scenario"])
+        assert "contended" in scenario.name and scenario.cfg.workload.load >= 0.9, name
