@@ -379,8 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "evaluation on held-out seeds that keeps the best model). Each run gets its own folder "
                 "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars and "
                 "VecNormalize statistics), config.yml, eval.json, learning_curve.png, checkpoints/ and tb/ "
-                "(TensorBoard). Settings: built-in defaults < --config file < options given here. "
-                "Needs the rl extra: pip install \"sfenv[rl]\".")
+                "(TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
+                "here. Progress goes to stderr; the last line compares the best model's held-out mean JCT with "
+                "FIFO's and the best heuristic's. Needs the rl extra: pip install \"sfenv[rl]\".")
     t.add_argument("--config", metavar="NAME|FILE",
                    help="YAML settings (keys: algo, scenario, steps, n_envs, normalize, env_kwargs, hp, eval_seeds, "
                         "...): a file, or a bundled name under sfenv/hyperparams/train-NAME.yml; 'none': the "
