@@ -214,3 +214,19 @@ def test_help_shows_a_single_percent_sign(capsys):
     assert main(["benchmark", "--help"]) == 0
     out = capsys.readouterr().out
     assert "95 % CI" in textwrap.dedent(out).replace("\n", " ") and "%%" not in out
+
+
+def test_scenarios_lists_gym_ids_in_aligned_columns(capsys):
+    from sfenv.registration import ENV_IDS
+    from sfenv.scenario import bundled_scenarios
+
+    assert main(["scenarios"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, rows = lines[0], lines[1:]
+    assert [r.split()[0] for r in rows] == bundled_scenarios()
+    for env_id, scenario in ENV_IDS.items():
+        row = next(r for r in rows if r.split()[0] == scenario)
+        assert env_id in row
+    for column in ("GYM IDS", "TOPOLOGY", "DESCRIPTION"):  # every row's cell starts under its heading
+        start = header.index(column)
+        assert all(r[start - 2:start] == "  " and r[start] != " " for r in rows), column

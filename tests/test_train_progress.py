@@ -98,6 +98,7 @@ def test_quiet_training_prints_no_progress(tmp_path, monkeypatch, capsys):
 
 def test_contended_configs_train_on_a_contended_scenario():
     from sfenv.agents.learned import bundled_configs, load_config
+
     from sfenv.scenario import load_scenario
 
     names = [n for n in bundled_configs() if n.startswith("contended")]
