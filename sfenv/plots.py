@@ -114,14 +114,17 @@ def _overlaps(a: Any, b: Any) -> bool:
     return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
 
 
-def _label_points(ax: Axes, pts: Sequence[tuple[float, float]], names: Sequence[str]) -> list[Any]:
+def _label_points(ax: Axes, pts: Sequence[tuple[float, float]], names: Sequence[str],
+                  colours: Sequence[Any] | None = None) -> list[Any]:
     """Name the points without overlapping labels (agents on the same point share one label).
 
     Each label takes the nearest of :data:`_OFFSETS` whose box overlaps no placed label, no point
     marker and stays inside the axes (a thin line joins a label moved away to its point).
 
     Text sizes come from the figure's renderer (the figure is drawn once first, so the layout is
-    final); labels are left out of the layout so they do not move it.
+    final); labels are left out of the layout so they do not move it.  With ``colours`` (one per
+    point) a label is written in its point's colour, darkened for contrast, so a label that had to
+    move away is still matched to its point.
 
     :return: the annotation artists, one per labelled point.
     """
@@ -130,9 +133,12 @@ def _label_points(ax: Axes, pts: Sequence[tuple[float, float]], names: Sequence[
     from matplotlib.transforms import Bbox
 
     groups: dict[tuple[float, float], list[str]] = {}
-    for p, name in zip(pts, names):
+    colour_of: dict[tuple[float, float], Any] = {}
+    for k, (p, name) in enumerate(zip(pts, names)):
         if math.isfinite(p[0]) and math.isfinite(p[1]):
             groups.setdefault(p, []).append(name)
+            if colours is not None:
+                colour_of.setdefault(p, tuple(0.6 * c for c in colours[k][:3]))
     if not groups:
         return []
     fig = ax.get_figure()
@@ -166,7 +172,7 @@ def _label_points(ax: Axes, pts: Sequence[tuple[float, float]], names: Sequence[
         ann.remove()  # the probe; the label is drawn at the chosen offset, with a leader line if moved away
         far = math.hypot(*best) * to_px > 24
         ann = ax.annotate(", ".join(groups[p]), p, textcoords="offset points", xytext=best, fontsize=7,
-                          va="center", ha="left" if best[0] >= 0 else "right",
+                          va="center", ha="left" if best[0] >= 0 else "right", color=colour_of.get(p, "black"),
                           arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4", "shrinkA": 0, "shrinkB": 4}
                           if far else None)
         ann.set_in_layout(False)
@@ -210,7 +216,7 @@ def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = N
     ax.set_title(f"JCT vs cost{where} (lower left is better; circled: Pareto front)", fontsize=10)
     ax.legend(fontsize=7, ncols=2, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="agent")
     ax.grid(alpha=0.3)
-    _label_points(ax, pts, [r["agent"] for r in summary])  # last: the layout is final
+    _label_points(ax, pts, [r["agent"] for r in summary], colours)  # last: the layout is final
     if path is not None:
         save_png(fig, path)
     return fig
