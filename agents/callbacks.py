@@ -27,7 +27,7 @@ import numpy as np
 
 from sfenv.scenario import Scenario
 
-__all__ = ["play_episode", "make_eval_callback", "heuristic_levels", "plot_learning_curve"]
+__all__ = ["play_episode", "make_eval_callback", "heuristic_levels", "plot_learning_curve", "training_summary"]
 
 
 def play_episode(
@@ -69,6 +69,7 @@ def make_eval_callback(
     save_best: Callable[[Any, str], None],
     history: list[dict] | None = None,
     evaluate_first: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> Any:
     """Build an :class:`EvalJCTCallback` (SB3's ``BaseCallback`` is imported here, lazily).
 
@@ -81,6 +82,7 @@ def make_eval_callback(
     :param history: evaluation points of an earlier part of the run (``--resume``), kept and extended.
     :param evaluate_first: also evaluate when training starts (a warm-started policy is then a
         candidate for the best model).
+    :param log: called with one line per evaluation (None: silent).
     """
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -138,6 +140,11 @@ def make_eval_callback(
             self.logger.dump(self.num_timesteps)
             self.history.append(point)
             _atomic_json(run_dir / "eval.json", self.history)
+            if log is not None:
+                best_note = " (best so far: saved as best_model.zip)" if point["best"] else ""
+                log(f"eval at step {point['timesteps']:,}: mean JCT {point['mean_jct_h']:.2f} h, cost "
+                    f"{point['cost_usd']:.0f} USD, unfinished {point['unfinished']:.1f}, return "
+                    f"{point['mean_return']:.1f}{best_note}")
             return point
 
     return EvalJCTCallback()
@@ -209,3 +216,36 @@ def plot_learning_curve(history: Sequence[dict], levels: dict[str, dict[str, flo
     plt.close(fig)
     os.replace(tmp, path)
     return path
+
+
+def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]], seeds: Sequence[int]) -> str:
+    """One line: the best model's held-out mean JCT against FIFO's and the best reference agent's.
+
+    E.g. ``best model (step 8,192): mean JCT 2.01 h on seeds 10000..10015; fifo 2.64 h (0.76x),
+    best heuristic spantrain+swf 2.09 h (0.96x)``.  The best model is the last evaluation marked
+    ``best`` (the highest mean return, as :func:`make_eval_callback` keeps it); a ratio below 1 is
+    a shorter mean JCT than the reference's.
+
+    :param history: the evaluation points (``eval.json``).
+    :param levels: :func:`heuristic_levels` on the same seeds (may be empty: no comparison).
+    :param seeds: the evaluation seeds.
+    :return: the line ("no evaluation" when ``history`` is empty).
+    """
+    best = [h for h in history if h.get("best")]
+    if not best:
+        return "no evaluation of the model was recorded"
+    point = best[-1]
+    jct = point["mean_jct_h"]
+    span = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
+    line = f"best model (step {point['timesteps']:,}): mean JCT {jct:.2f} h on {span}"
+    if point.get("unfinished"):
+        line += f" ({point['unfinished']:.1f} jobs unfinished per episode)"
+    parts = []
+    if "fifo" in levels:
+        parts.append(f"fifo {levels['fifo']['mean_jct_h']:.2f} h ({jct / levels['fifo']['mean_jct_h']:.2f}x)")
+    if levels:
+        name = min(levels, key=lambda n: levels[n]["mean_jct_h"])
+        level = levels[name]["mean_jct_h"]
+        parts.append("fifo is the best heuristic here" if name == "fifo" else
+                     f"best heuristic {name} {level:.2f} h ({jct / level:.2f}x)")
+    return line + ("; " + ", ".join(parts) if parts else "")

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 from sfenv.agents.base import SchedulerAgent
-from sfenv.agents.learned import LearnedPolicy, make_env_fn
+from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn
 from sfenv.agents.registry import make_agent
 
 from sfenv import protocol, results
@@ -361,9 +361,10 @@ def _payload(agent: Any) -> Any:
     """What a worker needs to rebuild ``agent``: the instance, or a saved policy's spec with an absolute path."""
     if isinstance(agent, SchedulerAgent):
         return agent
-    for prefix in (MODEL_PREFIX, RLLIB_PREFIX):
-        if agent.name.startswith(prefix):
-            return prefix + str(Path(agent.name[len(prefix):]).resolve())
+    if agent.name.startswith(MODEL_PREFIX):  # model:[ALGO:]PATH
+        return MODEL_PREFIX + absolute_model_spec(agent.name[len(MODEL_PREFIX):])
+    if agent.name.startswith(RLLIB_PREFIX):
+        return RLLIB_PREFIX + str(Path(agent.name[len(RLLIB_PREFIX):]).resolve())
     raise InvalidInput(f"{agent.name}: neither a scheduler agent nor a saved policy spec; the ray backend "
                        "cannot rebuild it on a worker")
 

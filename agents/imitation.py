@@ -38,6 +38,8 @@ is never worse on the held-out seeds than the clone.
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -251,14 +253,17 @@ def _base_envs(vec: Any) -> list[Any]:
     return [e.unwrapped for e in inner.envs]
 
 
-def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str | None = None) -> Demonstrations:
+def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str | None = None,
+            log: Callable[[str], None] | None = None) -> Demonstrations:
     """Step ``vec`` (a DummyVecEnv, possibly in VecNormalize) ``steps`` times in all, labelling with the expert.
 
     :param policy: if given, the acting policy (an SB3 policy with ``predict(obs, action_masks=...)``,
         fed the normalised observation); None: the expert acts.
     :param gamma: discount of the value targets.
     :param expert: the agent whose decisions label the steps (see :func:`expert_action`).
+    :param log: called with a progress line about every quarter of the steps (None: silent).
     """
+    started = time.perf_counter()
     bases = _base_envs(vec)
     n = len(bases)
     vn = vec if hasattr(vec, "get_original_obs") else None
@@ -267,7 +272,11 @@ def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str 
     keys = list(raw)
     store_obs: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     masks, actions, rewards, dones, agree = [], [], [], [], 0
-    for _ in range(max(1, steps // n)):
+    total = max(1, steps // n)
+    report_every = max(1, total // 4)
+    for t in range(total):
+        if log is not None and t > 0 and t % report_every == 0:
+            log(f"  collected {t * n:,}/{total * n:,} steps ({time.perf_counter() - started:.0f} s)")
         m = np.stack([b.action_masks() for b in bases])
         labels = np.array([expert_action(b, expert) for b in bases])
         if policy is None:
@@ -363,19 +372,27 @@ def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs:
 
 def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs: int = 8, batch_size: int = 256,
              learning_rate: float = 1e-3, vf_coef: float = 0.5, seed: int = 0, expert: str | None = "fastest+swf",
-             label_smoothing: float = 0.1) -> list[dict[str, float]]:
+             label_smoothing: float = 0.1, log: Callable[[str], None] | None = None) -> list[dict[str, float]]:
     """Behaviour cloning with DAgger rounds (see the module docstring); returns one record per round.
 
     Round 1 collects ``steps`` steps with the expert acting; every later round collects ``steps``
     more with the current policy acting, adds them to the data and refits.  Records hold the
     steps so far, the agreement of the acting policy with the expert, the loss and the accuracy.
+
+    :param log: called with progress lines (collection, and each round's agreement, loss and
+        accuracy); None: silent.
     """
     gamma = float(getattr(model, "gamma", 0.99))
     vn = vec if hasattr(vec, "normalize_obs") else None
     data: Demonstrations | None = None
     out: list[dict[str, float]] = []
-    for r in range(max(1, rounds)):
-        new = collect(vec, steps, gamma, policy=None if r == 0 else model.policy, expert=expert)
+    rounds = max(1, rounds)
+    for r in range(rounds):
+        started = time.perf_counter()
+        if log is not None:
+            acting = "the expert acting" if r == 0 else "the policy acting (DAgger)"
+            log(f"pretrain round {r + 1}/{rounds}: collecting {steps:,} steps labelled by {expert}, {acting}")
+        new = collect(vec, steps, gamma, policy=None if r == 0 else model.policy, expert=expert, log=log)
         if data is None:
             data = new
         else:
@@ -387,4 +404,9 @@ def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs:
             norm = vn.normalize_obs
         stats = fit_policy(model, data, norm, epochs, batch_size, learning_rate, vf_coef, seed + r, label_smoothing)
         out.append({"round": r + 1, "steps": len(data), "agreement": new.agreement, **stats})
+        if log is not None:
+            log(f"pretrain round {r + 1}/{rounds}: fitted on {len(data):,} steps ({epochs} epochs): acting policy "
+                f"agreed with the expert on {new.agreement:.0%} of new steps; loss {stats['loss']:.3f}, "
+                f"accuracy {stats['accuracy']:.1%}, expert's probability {stats['expert_prob']:.2f} "
+                f"({time.perf_counter() - started:.0f} s)")
     return out

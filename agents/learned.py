@@ -40,10 +40,12 @@ module is cheap, and without the ``rl`` extra :func:`train` and :class:`LearnedP
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
+import inspect
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -59,7 +61,7 @@ from sfenv.scenario import Scenario, load_scenario
 
 __all__ = ["ALGOS", "AlgoSpec", "DEFAULT_HP", "RECIPE_DEFAULTS", "make_env_fn", "train", "LearnedPolicy",
            "ScenarioLike", "ScenarioMix", "generated_scenarios", "generated_platforms", "load_config", "parse_hp",
-           "bundled_configs"]
+           "bundled_configs", "check_hp", "split_model_spec", "absolute_model_spec", "run_summary"]
 
 #: what every ``scenario`` argument accepts: a bundled name, a YAML path, a dict or a Scenario
 ScenarioLike = str | Path | dict | Scenario
@@ -352,6 +354,88 @@ def _check_int(name: str, value: Any, low: int) -> None:
         raise InvalidInput(f"train: {name} = {value!r}; expected an integer >= {low}")
 
 
+#: SB3 keywords that ``train`` sets itself: a hyperparameter may not set them
+_SET_BY_TRAIN = {"policy": "--algo", "env": "--scenario", "seed": "--seed", "verbose": None,
+                 "tensorboard_log": "--no-tensorboard", "device": None, "_init_setup_model": None}
+
+
+#: ranges of common SB3 keywords that SB3 itself does not check (a zero batch fails deep in torch)
+_HP_RANGES: dict[str, tuple[float, float | None, str]] = {
+    "n_steps": (1, None, ">= 1"), "batch_size": (1, None, ">= 1"), "n_epochs": (1, None, ">= 1"),
+    "buffer_size": (1, None, ">= 1"), "gamma": (0.0, 1.0, "in [0, 1]"), "gae_lambda": (0.0, 1.0, "in [0, 1]"),
+    "learning_rate": (1e-300, None, "> 0"), "ent_coef": (0.0, None, ">= 0"), "vf_coef": (0.0, None, ">= 0"),
+    "clip_range": (1e-300, None, "> 0"),
+}
+
+
+def _fits(value: Any, annotation: Any) -> bool:
+    """Whether a YAML value can be ``annotation`` (int for float, not bool for numbers); unknown kinds pass."""
+    import types
+    import typing
+
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return True
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return any(_fits(value, arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    origin = typing.get_origin(annotation) or annotation
+    if origin is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if origin is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin in (bool, str, dict, list, tuple):
+        return isinstance(value, origin)
+    if origin is Callable or getattr(origin, "__module__", "") == "collections.abc":
+        return callable(value)
+    return True  # a type, a device ...: SB3 checks it
+
+
+def check_hp(algo: str, hp: dict[str, Any]) -> None:
+    """Check SB3 keyword arguments against the algorithm's constructor, before anything runs.
+
+    Keys must be parameters of the algorithm class's ``__init__`` (:func:`inspect.signature`), other
+    than those :func:`train` sets itself; values must fit the parameter's annotation (e.g. a number
+    for ``gamma``; an integer counts as a float); ``policy_kwargs`` keys must be parameters of the
+    policy class.  Needs the ``rl`` extra.
+
+    :param algo: one of :data:`ALGOS`.
+    :param hp: the keyword arguments.
+    :raises InvalidInput: naming the key, the value and what was expected.
+    """
+    spec = _algo(algo)
+    cls = getattr(_rl_module(spec.module), spec.cls)
+    params = inspect.signature(cls.__init__).parameters
+    allowed = sorted(n for n in params if n not in _SET_BY_TRAIN and n != "self")
+    for key, value in hp.items():
+        if key in _SET_BY_TRAIN:
+            option = _SET_BY_TRAIN[key]
+            raise InvalidInput(f"hp {key!r}: set by sfenv train itself" + (f" (use {option})" if option else ""))
+        if key not in params:
+            import difflib
+
+            close = difflib.get_close_matches(key, allowed, n=1)
+            raise InvalidInput(f"hp {key!r}: not a parameter of {spec.cls}" + (f" (did you mean {close[0]!r}?)"
+                               if close else "") + f"; expected one of {allowed}")
+        annotation = params[key].annotation
+        if not _fits(value, annotation):
+            raise InvalidInput(f"hp {key}={value!r}: expected {getattr(annotation, '__name__', annotation)} "
+                               f"for {spec.cls}'s {key} (default {params[key].default!r})")
+        low, high, text = _HP_RANGES.get(key, (None, None, ""))
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if numeric and ((low is not None and value < low) or (high is not None and value > high)):
+            raise InvalidInput(f"hp {key}={value!r}: expected a value {text}")
+    policy_kwargs = hp.get("policy_kwargs") or {}
+    policy_cls = cls.policy_aliases.get(spec.policy)
+    if policy_cls is not None and isinstance(policy_kwargs, dict):
+        policy_params = inspect.signature(policy_cls.__init__).parameters
+        skip = {"self", "observation_space", "action_space", "lr_schedule"}
+        for key in policy_kwargs:
+            if key not in policy_params or key in skip:
+                raise InvalidInput(f"hp policy_kwargs.{key}: not a parameter of {policy_cls.__name__}; expected one "
+                                   f"of {sorted(set(policy_params) - skip)}")
+
+
 def _new_run_dir(out: Path, name: str) -> Path:
     """``out/name``, or ``out/name-2``, ``-3`` ... if taken; created here (exclusive, so two runs never share one)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -408,6 +492,49 @@ def _latest(run: Path) -> tuple[Path, Path | None, int]:
     return path, stats, steps
 
 
+def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None) -> dict[str, Any] | None:
+    """The behaviour-cloning settings of :func:`train`, checked (None: no cloning).
+
+    :raises InvalidInput: unknown keys, another algorithm than maskable-ppo, candidates that do not
+        record the expert's decision, a bad look-ahead expert or a count below 1.
+    """
+    if pretrain is None:
+        return None
+    from sfenv.agents.imitation import PRETRAIN_DEFAULTS
+
+    if not isinstance(pretrain, dict) or set(pretrain) - set(PRETRAIN_DEFAULTS):
+        raise InvalidInput(f"train: pretrain = {pretrain!r}; expected a mapping with keys among "
+                           f"{sorted(PRETRAIN_DEFAULTS)}")
+    if algo != "maskable-ppo":
+        raise InvalidInput(f"train: pretrain needs algo maskable-ppo, not {algo!r}")
+    if (env_kwargs or {}).get("proposers") not in ("best", "best+spantrain"):
+        raise InvalidInput("train: pretrain imitates a heuristic whose decisions the env's candidates record; "
+                           "set env_kwargs proposers: best")
+    pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}
+    for name in ("steps", "rounds", "epochs", "batch_size"):
+        _check_int(f"pretrain.{name}", pre_cfg[name], 1)
+    if str(pre_cfg["expert"]).startswith("lookahead:"):
+        from sfenv.agents.imitation import parse_lookahead
+
+        try:
+            lookahead = parse_lookahead(str(pre_cfg["expert"]))
+        except ValueError as exc:
+            raise InvalidInput(f"train: pretrain.{exc}") from None
+        needs = lookahead["base"] if lookahead["max_waiting"] is not None else None
+    else:
+        needs = None if pre_cfg["expert"] is None else str(pre_cfg["expert"])
+    if needs is not None:  # the expert answers with this heuristic's recorded decision
+        from sfenv.proposers import best_heuristic_proposers
+
+        sets = env_kwargs["proposers"]
+        recorded = {getattr(q, "name", None) for q in best_heuristic_proposers(spantrain=sets == "best+spantrain")
+                    if hasattr(q, "decision")}
+        if needs not in recorded:
+            raise InvalidInput(f"train: pretrain.expert {pre_cfg['expert']!r} needs the decision of {needs!r}, "
+                               f"which proposers {sets!r} do not record (they record {sorted(recorded)})")
+    return pre_cfg
+
+
 def train(
     algo: str = "maskable-ppo",
     scenario: ScenarioLike | list[ScenarioLike] = "spider-8",
@@ -428,6 +555,7 @@ def train(
     resume: str | Path | None = None,
     plot: bool = True,
     pretrain: dict | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Path:
     """Train ``algo`` with the recipe of this module; returns the final model's path, ``<run>/model.zip``.
 
@@ -467,6 +595,9 @@ def train(
         None for none, else a mapping over :data:`~sfenv.agents.imitation.PRETRAIN_DEFAULTS`
         (``{}`` takes them all).  Needs ``maskable-ppo`` and ``env_kwargs={"proposers": "best"}``;
         its rounds go to ``<run>/pretrain.json`` and the cloned policy is evaluated first.
+    :param log: called with progress lines (the run folder, cloning and DAgger rounds, each
+        evaluation, the reference agents' levels); None: silent.  :func:`run_summary` gives the
+        result in one line.
     :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
     :raises InvalidInput: (among others) for evaluation seeds in the protocol's test split.
@@ -485,66 +616,12 @@ def train(
         baselines, checkpoint_every, tensorboard = cfg["baselines"], cfg["checkpoint_every"], cfg["tensorboard"]
         pretrain = None  # a resumed run continues PPO
     spec = _algo(algo)
-    pre_cfg: dict[str, Any] | None = None
-    if pretrain is not None:
-        from sfenv.agents.imitation import PRETRAIN_DEFAULTS
-
-        if not isinstance(pretrain, dict) or set(pretrain) - set(PRETRAIN_DEFAULTS):
-            raise InvalidInput(f"train: pretrain = {pretrain!r}; expected a mapping with keys among "
-                               f"{sorted(PRETRAIN_DEFAULTS)}")
-        if algo != "maskable-ppo":
-            raise InvalidInput(f"train: pretrain needs algo maskable-ppo, not {algo!r}")
-        if (env_kwargs or {}).get("proposers") not in ("best", "best+spantrain"):
-            raise InvalidInput("train: pretrain imitates a heuristic whose decisions the env's candidates record; "
-                               "set env_kwargs proposers: best")
-        pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}
-        for name in ("steps", "rounds", "epochs", "batch_size"):
-            _check_int(f"pretrain.{name}", pre_cfg[name], 1)
-        if str(pre_cfg["expert"]).startswith("lookahead:"):
-            from sfenv.agents.imitation import parse_lookahead
-
-            try:
-                lookahead = parse_lookahead(str(pre_cfg["expert"]))
-            except ValueError as exc:
-                raise InvalidInput(f"train: pretrain.{exc}") from None
-            needs = lookahead["base"] if lookahead["max_waiting"] is not None else None
-        else:
-            needs = None if pre_cfg["expert"] is None else str(pre_cfg["expert"])
-        if needs is not None:  # the expert answers with this heuristic's recorded decision
-            from sfenv.proposers import best_heuristic_proposers
-
-            sets = env_kwargs["proposers"]
-            recorded = {getattr(q, "name", None) for q in best_heuristic_proposers(spantrain=sets == "best+spantrain")
-                        if hasattr(q, "decision")}
-            if needs not in recorded:
-                raise InvalidInput(f"train: pretrain.expert {pre_cfg['expert']!r} needs the decision of {needs!r}, "
-                                   f"which proposers {sets!r} do not record (they record {sorted(recorded)})")
-    for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0), ("n_envs", n_envs, 1),
-                             ("checkpoint_every", checkpoint_every, 0)):
-        _check_int(name, value, low)
-    if eval_every is not None:
-        _check_int("eval_every", eval_every, 0)
-    if normalize not in NORMALIZE:
-        raise InvalidInput(f"train: normalize = {normalize!r}; expected one of {list(NORMALIZE)}")
-    seeds = protocol.seeds("validation", 5) if eval_seeds is None else [int(s) for s in eval_seeds]
-    if not seeds:
-        raise InvalidInput("train: eval_seeds is empty")
-    protocol.check_training_config({"eval_seeds": seeds}, "train")
-    if isinstance(scenario, dict) and "generate" in scenario:
-        scenario = list(generated_scenarios(**scenario["generate"]))
-    train_sc: Scenario | list[Scenario] = (
-        [load_scenario(s) for s in scenario] if isinstance(scenario, list) else load_scenario(scenario)
-    )
-    first = train_sc[0] if isinstance(train_sc, list) else train_sc
-    eval_sc = load_scenario(eval_scenario) if eval_scenario is not None else first
-    kw_env = dict(env_kwargs or {})
-    if not spec.masked:
-        kw_env.setdefault("invalid_action_limit", 3)
-    for key, value in (("max_candidates", first.cfg.env.max_candidates), ("queue_window", first.cfg.env.queue_window),
-                       ("forecast_hours", first.cfg.env.forecast_hours)):
-        kw_env.setdefault(key, value)  # recorded, so the model is evaluated with the spaces it was trained on
-    kw_env.setdefault("privileged_obs", False)  # recorded: the model saw env v1's observation (sfenv.env)
+    pre_cfg = _pretrain_settings(pretrain, algo, env_kwargs)
+    seeds = _checked_settings(total_timesteps, seed, n_envs, checkpoint_every, eval_every, normalize, eval_seeds)
+    scenario, train_sc, first, eval_sc = _train_scenarios(scenario, eval_scenario)
+    kw_env = _env_settings(env_kwargs, spec.masked, first)
     hp = _merge(copy.deepcopy(DEFAULT_HP[algo]), copy.deepcopy(dict(algo_kwargs or {})))
+    check_hp(algo, hp)
     if "batch_size" in hp and "n_steps" in hp:
         hp["batch_size"] = min(int(hp["batch_size"]), int(hp["n_steps"]) * n_envs)
     env_fn = make_env_fn(train_sc, spec.flatten, kw_env)
@@ -558,7 +635,7 @@ def train(
     make_vec_env = _rl_module("stable_baselines3.common.env_util").make_vec_env
     vec_normalize = _rl_module("stable_baselines3.common.vec_env").VecNormalize
     sb3_callbacks = _rl_module("stable_baselines3.common.callbacks")
-    from sfenv.agents.callbacks import heuristic_levels, make_eval_callback, plot_learning_curve
+    from sfenv.agents.callbacks import make_eval_callback, plot_learning_curve
 
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     sc_name = "mix" if isinstance(train_sc, list) else first.name
@@ -571,6 +648,10 @@ def train(
     elif resume is None and normalize != "none":
         vec = vec_normalize(vec, norm_obs=normalize == "all", norm_reward=True, gamma=float(hp.get("gamma", 0.99)))
     if resume is None:
+        try:  # a copy: SB3 writes into policy_kwargs (A2C adds its optimiser class), hp stays plain data
+            model = cls(spec.policy, vec, seed=seed, verbose=0, device="cpu", **copy.deepcopy(hp))
+        except (TypeError, ValueError, AssertionError) as exc:  # before the run folder: nothing is written
+            raise InvalidInput(f"train: {spec.cls} refused the hyperparameters {hp}: {exc}") from None
         run = _new_run_dir(Path(out_dir), f"{algo}-{sc_name}-s{seed}")
         cfg = {"algo": algo, "scenario": _describe_scenario(scenario, train_sc), "eval_scenario": eval_sc.name
                if eval_scenario is None or isinstance(eval_scenario, str) else eval_sc.cfg.model_dump(),
@@ -580,27 +661,27 @@ def train(
         import yaml
 
         (run / "config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    tb = str(run / "tb") if tensorboard else None
-    if resume is not None:
-        model = cls.load(str(model_path), env=vec, device="cpu", tensorboard_log=tb)
+        model.tensorboard_log = str(run / "tb") if tensorboard else None
     else:
-        # a copy: SB3 writes into policy_kwargs (A2C adds its optimiser class), hp stays plain data
-        model = cls(spec.policy, vec, seed=seed, verbose=0, tensorboard_log=tb, device="cpu", **copy.deepcopy(hp))
+        model = cls.load(str(model_path), env=vec, device="cpu",
+                         tensorboard_log=str(run / "tb") if tensorboard else None)
     meta = {"algo": algo, "scenario": sc_name, "eval_scenario": eval_sc.name, "seed": seed,
             "total_timesteps": total_timesteps, "env_kwargs": kw_env, "algo_kwargs": hp, "normalize": normalize}
     history = []
     if resume is not None and (run / "eval.json").is_file():
         history = [h for h in json.loads((run / "eval.json").read_text()) if h["timesteps"] <= done]
     every = eval_every if eval_every is not None else max(MIN_EVAL_EVERY, total_timesteps // 10)
+    if log is not None:
+        log(_start_line(run, algo, sc_name, total_timesteps - done, pre_cfg, len(seeds), eval_sc.name))
     if pre_cfg is not None:
         from sfenv.agents.imitation import pretrain as behaviour_clone
 
-        records = behaviour_clone(model, vec, seed=seed, **pre_cfg)
+        records = behaviour_clone(model, vec, seed=seed, **pre_cfg, log=log)
         _atomic_write_text(run / "pretrain.json", json.dumps(records, indent=1))
         meta["pretrain"] = records
     evaluator = make_eval_callback(eval_fn, seeds, every or 10**12, run, spec.masked,
                                    lambda m, prefix: _save(m, run, prefix, meta), history,
-                                   evaluate_first=pre_cfg is not None)
+                                   evaluate_first=pre_cfg is not None, log=log)
     callbacks = [evaluator]
     if checkpoint_every > 0:
         callbacks.append(sb3_callbacks.CheckpointCallback(max(1, checkpoint_every // n_envs), str(run / "checkpoints"),
@@ -611,17 +692,108 @@ def train(
                     reset_num_timesteps=resume is None, progress_bar=progress_bar)
     path = _save(model, run, "model", meta)
     if plot:
-        levels_path = run / "levels.json"
-        if levels_path.is_file():
-            levels = json.loads(levels_path.read_text())
-        else:
-            levels = heuristic_levels(baselines, eval_run_sc, seeds)
-            levels_path.write_text(json.dumps(levels, indent=1))
+        levels = _reference_levels(run, baselines, eval_run_sc, seeds, log)
         plot_learning_curve(evaluator.history, levels, run / "learning_curve.png",
                             f"{algo} on {sc_name}, evaluated on {eval_sc.name} seeds {seeds[0]}..{seeds[-1]}")
     vec.close()
     evaluator.env.close()
     return path
+
+
+def _checked_settings(total_timesteps: int, seed: int, n_envs: int, checkpoint_every: int, eval_every: int | None,
+                      normalize: str, eval_seeds: Sequence[int] | None) -> list[int]:
+    """Check :func:`train`'s counts and ``normalize``; return the evaluation seeds (default: validation 10000..10004).
+
+    :raises InvalidInput: naming the setting.
+    """
+    for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0), ("n_envs", n_envs, 1),
+                             ("checkpoint_every", checkpoint_every, 0)):
+        _check_int(name, value, low)
+    if eval_every is not None:
+        _check_int("eval_every", eval_every, 0)
+    if normalize not in NORMALIZE:
+        raise InvalidInput(f"train: normalize = {normalize!r}; expected one of {list(NORMALIZE)}")
+    seeds = protocol.seeds("validation", 5) if eval_seeds is None else [int(s) for s in eval_seeds]
+    if not seeds:
+        raise InvalidInput("train: eval_seeds is empty")
+    protocol.check_training_config({"eval_seeds": seeds}, "train")  # never select a model on the test split
+    return seeds
+
+
+def _train_scenarios(scenario: Any, eval_scenario: ScenarioLike | None
+                     ) -> tuple[Any, Scenario | list[Scenario], Scenario, Scenario]:
+    """Load :func:`train`'s scenarios.
+
+    :return: the scenario setting (``{generate: ...}`` expanded), the training scenario or list, the
+        first of them, and the evaluation scenario (by default that first one).
+    """
+    if isinstance(scenario, dict) and "generate" in scenario:
+        scenario = list(generated_scenarios(**scenario["generate"]))
+    train_sc: Scenario | list[Scenario] = (
+        [load_scenario(s) for s in scenario] if isinstance(scenario, list) else load_scenario(scenario)
+    )
+    first = train_sc[0] if isinstance(train_sc, list) else train_sc
+    eval_sc = load_scenario(eval_scenario) if eval_scenario is not None else first
+    return scenario, train_sc, first, eval_sc
+
+
+def _env_settings(env_kwargs: dict | None, masked: bool, first: Scenario) -> dict[str, Any]:
+    """The env keyword arguments :func:`train` uses and records.
+
+    Unmasked algorithms get ``invalid_action_limit=3`` unless set; the observation sizes are
+    recorded, so the model is evaluated with the spaces it was trained on.
+    """
+    kw_env = dict(env_kwargs or {})
+    if not masked:
+        kw_env.setdefault("invalid_action_limit", 3)
+    for key, value in (("max_candidates", first.cfg.env.max_candidates), ("queue_window", first.cfg.env.queue_window),
+                       ("forecast_hours", first.cfg.env.forecast_hours)):
+        kw_env.setdefault(key, value)
+    kw_env.setdefault("privileged_obs", False)  # recorded: the model saw env v1's observation (sfenv.env)
+    return kw_env
+
+
+def _start_line(run: Path, algo: str, scenario: str, steps: int, pre_cfg: dict | None, seeds: int,
+                eval_scenario: str) -> str:
+    """The first progress line of a run: its folder and what it will do."""
+    cloning = f" after behaviour cloning of {pre_cfg['expert']}" if pre_cfg is not None else ""
+    return (f"run folder {run}: {algo} on {scenario}, {steps:,} steps{cloning}; evaluations on {seeds} "
+            f"held-out seeds of {eval_scenario}")
+
+
+def _reference_levels(run: Path, baselines: Sequence[str], scenario: Scenario, seeds: list[int],
+                      log: Callable[[str], None] | None) -> dict[str, dict[str, float]]:
+    """The reference agents' levels on the evaluation seeds: ``levels.json`` of the run, computed once."""
+    from sfenv.agents.callbacks import heuristic_levels
+
+    levels_path = run / "levels.json"
+    if levels_path.is_file():
+        return json.loads(levels_path.read_text())
+    if log is not None:
+        log(f"scoring the reference agents {', '.join(baselines)} on the {len(seeds)} evaluation seeds")
+    levels = heuristic_levels(baselines, scenario, seeds)
+    levels_path.write_text(json.dumps(levels, indent=1))
+    return levels
+
+
+def run_summary(run: str | Path) -> str:
+    """The result of a ``train`` run folder in one line (:func:`sfenv.agents.callbacks.training_summary`).
+
+    Reads ``eval.json``, ``config.yml`` (the evaluation seeds) and ``levels.json`` (absent with
+    ``plot=False``: then no comparison).
+
+    :param run: the run folder.
+    :return: e.g. ``best model (step 8,192): mean JCT 2.01 h on seeds 10000..10015; fifo 2.64 h
+        (0.76x), best heuristic spantrain+swf 2.09 h (0.96x)``.
+    """
+    import yaml
+    from sfenv.agents.callbacks import training_summary
+
+    run = Path(run)
+    history = json.loads((run / "eval.json").read_text()) if (run / "eval.json").is_file() else []
+    levels = json.loads((run / "levels.json").read_text()) if (run / "levels.json").is_file() else {}
+    seeds = (yaml.safe_load((run / "config.yml").read_text()) or {}).get("eval_seeds") or [0]
+    return training_summary(history, levels, seeds)
 
 
 def _describe_scenario(given: Any, loaded: Scenario | list[Scenario]) -> Any:
@@ -633,6 +805,24 @@ def _describe_scenario(given: Any, loaded: Scenario | list[Scenario]) -> Any:
     return loaded.cfg.model_dump()
 
 
+def split_model_spec(text: str) -> tuple[str | None, str]:
+    """``"ppo:runs/x.zip"`` -> ``("ppo", "runs/x.zip")``; a text without an algorithm prefix -> ``(None, text)``.
+
+    :param text: what follows ``model:`` in an agents list.
+    :return: the algorithm (one of :data:`ALGOS`) or None, and the path.
+    """
+    head, sep, rest = text.partition(":")
+    if sep and head in ALGOS and rest:
+        return head, rest
+    return None, text
+
+
+def absolute_model_spec(text: str) -> str:
+    """``[ALGO:]PATH`` with the path made absolute (for a worker in another folder)."""
+    algo, path = split_model_spec(text)
+    return (f"{algo}:" if algo else "") + str(Path(path).resolve())
+
+
 class LearnedPolicy:
     """A saved SB3 model as a PolicyPredictor (``predict`` with optional ``action_masks``).
 
@@ -640,11 +830,20 @@ class LearnedPolicy:
     file), ``predict`` normalises observations with the saved statistics first, as training did;
     :attr:`normalize_obs` is that function (None without observation statistics).
 
+    A model saved by another SB3 trainer (e.g. the RL Zoo) has no sidecar: name its algorithm
+    (``algo="ppo"``, or ``"ppo:PATH"`` as ``path``, i.e. ``model:ppo:PATH`` in the evaluator).  Its
+    observation is flattened only if the model's space is not the env's Dict; VecNormalize
+    statistics are taken from the one ``*/vecnormalize.pkl`` beside it (the Zoo's layout), and an
+    unmasked model plays with ``invalid_action_limit=3``, as :func:`train` and the Zoo file train it.
+
     :param path: the model ``.zip``; its ``.json`` sidecar (written by :func:`train`) gives the
-        algorithm, otherwise pass ``algo``.
+        algorithm, otherwise pass ``algo`` or write ``ALGO:PATH``.
+    :param algo: the algorithm, one of :data:`ALGOS` (default: the sidecar's, or the ``ALGO:`` prefix).
     """
 
     def __init__(self, path: str | Path, algo: str | None = None):
+        if algo is None:
+            algo, path = split_model_spec(str(path))
         path = Path(path)
         if not path.is_file():
             raise MissingFile(f"{path}: no such model file (sfenv train writes <out>/<run>/model.zip, best_model.zip)")
@@ -652,10 +851,22 @@ class LearnedPolicy:
         self.meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         self.algo = algo or self.meta.get("algo")
         if self.algo is None:
-            raise InvalidInput(f"{path}: no {meta_path.name} sidecar; pass algo= (one of {sorted(ALGOS)})")
-        self.spec = _algo(self.algo)
-        cls = getattr(_rl_module(self.spec.module), self.spec.cls)
-        self.model = cls.load(str(path), device="cpu")
+            raise InvalidInput(f"{path}: no {meta_path.name} sidecar (sfenv train writes one); name the algorithm: "
+                               f"model:ALGO:{path} with ALGO one of {sorted(ALGOS)}, e.g. model:ppo:{path}")
+        spec = _algo(self.algo)
+        cls = getattr(_rl_module(spec.module), spec.cls)
+        try:
+            self.model = cls.load(str(path), device="cpu")
+        except (KeyError, ValueError, AssertionError, RuntimeError, TypeError, AttributeError) as exc:
+            raise InvalidInput(f"{path}: cannot be loaded as {spec.cls} ({type(exc).__name__}: {exc}); "
+                               f"is it a {self.algo} model? Name its algorithm as model:ALGO:PATH") from None
+        # sfenv train flattens for ppo/a2c/dqn; a model trained on the Dict observation (the Zoo's) is not
+        self.spec = dataclasses.replace(spec, flatten=not isinstance(self.model.observation_space, gym.spaces.Dict))
+        if not meta_path.exists():  # trained outside sfenv train: the settings it most likely had
+            self.meta = {"algo": self.algo, "env_kwargs": {} if spec.masked else {"invalid_action_limit": 3}}
+            found = sorted(path.parent.glob("*/vecnormalize.pkl"))
+            if len(found) == 1:
+                self.meta["vecnormalize"] = str(found[0].relative_to(path.parent))
         self.name = f"model:{path.name}"
         self.vec_normalize: Any = None
         self.normalize_obs: Callable[[Any], Any] | None = None

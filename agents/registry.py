@@ -7,7 +7,7 @@ from typing import Any
 
 from sfenv.agents.base import SchedulerAgent
 
-from sfenv.errors import UnknownName
+from sfenv.errors import InvalidInput, UnknownName
 
 __all__ = ["AGENTS", "DESCRIPTIONS", "GROUPS", "make_agent", "available_agents", "resolve_names", "describe"]
 
@@ -90,8 +90,14 @@ def resolve_names(spec: str | list[str]) -> list[str]:
     """Expand ``"all"``, group names and comma lists into agent names (``model:PATH``/``rllib:PATH`` kept as is).
 
     Unavailable agents are dropped from ``all`` and groups; naming one explicitly is an error.
+
+    :raises InvalidInput: if ``spec`` names no agent at all (``""``, ``","``).
+    :raises UnknownName: for a name that is not registered.
     """
     items = spec.split(",") if isinstance(spec, str) else list(spec)
+    if not any(str(i).strip() for i in items):
+        raise InvalidInput(f"agents {spec!r}: no agent named; give a comma list such as fifo,spiderflow, "
+                           f"a group ({', '.join(GROUPS)}) or all")
     avail = available_agents()
     out: list[str] = []
     for item in (i.strip() for i in items if i.strip()):

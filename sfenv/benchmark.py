@@ -297,12 +297,13 @@ def write_plots(results: dict[str, Any] | str | Path, out_dir: str | Path | None
         raise InvalidInput("out_dir is needed when the results are given as a dict")
     out = Path(out_dir)
     summary = results["summary"]
+    scenario = (results.get("meta") or {}).get("scenario")  # in every title
     written = [
-        plots.save_png(plots.plot_metric(summary, "mean_jct_h", "mean JCT, h", "Job completion time"),
-                       out / FILES["jct"]),
-        plots.save_png(plots.plot_metric(summary, "cost_usd", "USD per episode", "Electricity cost"),
-                       out / FILES["cost"]),
-        plots.save_png(plots.plot_tradeoff(summary), out / FILES["tradeoff"]),
+        plots.save_png(plots.plot_metric(summary, "mean_jct_h", "mean JCT, h", "Job completion time",
+                                         scenario=scenario), out / FILES["jct"]),
+        plots.save_png(plots.plot_metric(summary, "cost_usd", "USD per episode", "Electricity cost",
+                                         scenario=scenario), out / FILES["cost"]),
+        plots.save_png(plots.plot_tradeoff(summary, scenario=scenario), out / FILES["tradeoff"]),
     ]
     if results.get("timeline"):
         written.append(plots.save_png(plots.plot_timeline(results["timeline"]), out / FILES["timeline"]))

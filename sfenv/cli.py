@@ -22,7 +22,10 @@ from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
 from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError
 from sfenv.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario
 
-__all__ = ["main", "build_parser", "positive_int", "non_negative_int"]
+__all__ = ["main", "build_parser", "positive_int", "non_negative_int", "job_count", "seed_count"]
+
+#: largest ``--seeds``: more episodes per agent than any study here needs (the evaluators hold one row each)
+MAX_SEEDS = 100_000
 
 
 def positive_int(text: str) -> int:
@@ -35,13 +38,26 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
-def _int_at_least(text: str, low: int) -> int:
+def job_count(text: str) -> int:
+    """Argparse type: jobs per episode, 1 .. :data:`sfenv.scenario.MAX_JOBS`."""
+    from sfenv.scenario import MAX_JOBS
+
+    return _int_at_least(text, 1, MAX_JOBS)
+
+
+def seed_count(text: str) -> int:
+    """Argparse type: a number of seeds, 1 .. :data:`MAX_SEEDS`."""
+    return _int_at_least(text, 1, MAX_SEEDS)
+
+
+def _int_at_least(text: str, low: int, high: int | None = None) -> int:
+    expected = f"an integer >= {low}" if high is None else f"an integer from {low} to {high:,}"
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
-    if value < low:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
     return value
 
 
@@ -73,7 +89,8 @@ def _scenario_help() -> str:
 
 def _agents_help() -> str:
     return (f"comma list of agents ({', '.join(AGENTS)}), a group ({', '.join(GROUPS)}) or 'all'; "
-            "model:PATH adds a saved SB3 model; `sfenv agents` describes them")
+            "model:PATH adds a model saved by sfenv train, model:ALGO:PATH one from another SB3 trainer "
+            "(e.g. model:ppo:logs/ppo/<run>/best_model.zip from the RL Zoo); `sfenv agents` describes them")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -278,6 +295,22 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``sfenv train --config none``: no config file, the built-in defaults (PPO from scratch, 200,000 steps)
+NO_CONFIG = "none"
+#: the config of a bare ``sfenv train`` (maskable-ppo): a first run of a few minutes that beats FIFO
+DEFAULT_TRAIN_CONFIG = "quick"
+
+
+def _default_config(algo: str | None) -> str:
+    """The config ``sfenv train`` uses without ``--config``: ``quick`` for maskable-ppo, none for the others."""
+    return DEFAULT_TRAIN_CONFIG if algo in (None, "maskable-ppo") else NO_CONFIG
+
+
+def _progress_line(text: str) -> None:
+    """Training progress on stderr (stdout keeps the result lines)."""
+    print(text, file=sys.stderr, flush=True)
+
+
 def _is_rllib_run(args: argparse.Namespace) -> bool:
     from sfenv.agents.rllib import ALGO, META_FILE
 
@@ -289,16 +322,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return _cmd_train_rllib(args)
     if args.workers is not None or args.address is not None:
         raise InvalidInput("--workers and --address apply to --algo rllib-ppo only (SB3 algorithms: --n-envs)")
-    from sfenv.agents.learned import RECIPE_DEFAULTS, load_config, parse_hp, train
+    from sfenv.agents.learned import RECIPE_DEFAULTS, load_config, parse_hp, run_summary, train
 
+    log = None if args.quiet else _progress_line
     if args.resume is not None:
         path = train(total_timesteps=args.steps or RECIPE_DEFAULTS["steps"], resume=args.resume,
-                     progress_bar=not args.quiet, plot=not args.no_plot)
+                     progress_bar=not args.quiet, plot=not args.no_plot, log=log)
         print(f"saved {path} (best: {path.with_name('best_model.zip')})")
+        print(run_summary(path.parent))
         return 0
     cfg = dict(RECIPE_DEFAULTS)
-    if args.config is not None:
-        cfg.update(load_config(args.config))
+    config = args.config if args.config is not None else _default_config(args.algo)
+    if config != NO_CONFIG:
+        cfg.update(load_config(config))
     cli = {"algo": args.algo, "scenario": args.scenario, "eval_scenario": args.eval_scenario, "steps": args.steps,
            "seed": args.seed, "n_envs": args.n_envs, "normalize": args.normalize, "eval_every": args.eval_every,
            "checkpoint_every": args.checkpoint_every}
@@ -327,15 +363,26 @@ def _cmd_train(args: argparse.Namespace) -> int:
                  env_kwargs=env_kwargs, algo_kwargs=hp, tensorboard=not args.no_tensorboard,
                  checkpoint_every=cfg["checkpoint_every"], progress_bar=not args.quiet, normalize=cfg["normalize"],
                  eval_every=cfg["eval_every"], eval_seeds=cfg["eval_seeds"], eval_scenario=cfg["eval_scenario"],
-                 baselines=cfg["baselines"], plot=not args.no_plot, pretrain=pretrain)
+                 baselines=cfg["baselines"], plot=not args.no_plot, pretrain=pretrain, log=log)
     print(f"saved {path} (best: {path.with_name('best_model.zip')})")
+    print(run_summary(path.parent))
     return 0
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
+    from sfenv.registration import ENV_IDS
+
+    rows = []
     for name in bundled_scenarios():
         sc = load_scenario(name)
-        print(f"{name:<10} {sc.topology!r:<46} {sc.cfg.description}")
+        topo = sc.topology
+        ids = ", ".join(i for i, s in ENV_IDS.items() if s == name) or "-"
+        rows.append((name, ids, f"{topo.num_regions} regions, {topo.num_links} links, {topo.total_gpus} GPUs",
+                     sc.cfg.description))
+    header = ("SCENARIO", "GYM IDS", "TOPOLOGY", "DESCRIPTION")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
     return 0
 
 
@@ -346,6 +393,9 @@ def _cmd_agents(args: argparse.Namespace) -> int:
     for g, names in GROUPS.items():
         print(f"group {g}: {', '.join(names)}")
     print("model:PATH  a policy saved by `sfenv train` (evaluate and benchmark only)")
+    print(f"model:ALGO:PATH  an SB3 model saved elsewhere, e.g. by the RL Zoo, with its algorithm ALGO "
+          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v0_1/best_model.zip")
+    print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra)")
     return 0
 
 
@@ -360,16 +410,16 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=summary, description=description or summary, formatter_class=_HelpFormatter)
 
     b = command("benchmark", "the main job: score the default agents over seeds, save CSV/JSON and plots",
-                "Run agents on the same seeded episodes; print mean ± 95 %% CI over seeds; write "
+                "Run agents on the same seeded episodes; print mean ± 95 % CI over seeds; write "
                 "episodes.csv/.json, benchmark.json and PNGs to ./results/<scenario>/.")
     b.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
     b.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
-    b.add_argument("--seeds", type=positive_int, default=10, metavar="N", help="number of seeds (> 0)")
+    b.add_argument("--seeds", type=seed_count, default=10, metavar="N", help="number of seeds (1..100,000)")
     _add_split_option(b)
     b.add_argument("--seed", type=non_negative_int, metavar="S",
                    help="explicit seeds S..S+N-1 instead of a split (>= 0; labelled 'explicit seeds')")
-    b.add_argument("--num-jobs", type=positive_int, metavar="N",
-                   help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
+    b.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
     b.add_argument("--out-dir", type=Path, metavar="DIR",
                    help="results folder (default: results/<scenario> under the current folder)")
     b.add_argument("--resume", action="store_true",
@@ -393,22 +443,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the agent, one of: {', '.join(AGENTS)} (`sfenv agents` describes them)")
     r.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
                    help="episode seed (>= 0): the same seed gives the same jobs, prices and outages")
-    r.add_argument("--num-jobs", type=positive_int, metavar="N",
-                   help="jobs in the episode (> 0; default: the scenario's workload.num_jobs)")
+    r.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs in the episode (1..100,000; default: the scenario's workload.num_jobs)")
     r.set_defaults(fn=_cmd_run)
 
     e = command("evaluate", "score agents on the same seeded episodes and print a table")
     e.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
     e.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
-    e.add_argument("--seeds", type=positive_int, default=3, metavar="N", help="number of seeds (> 0)")
+    e.add_argument("--seeds", type=seed_count, default=3, metavar="N", help="number of seeds (1..100,000)")
     _add_split_option(e)
     e.add_argument("--seed", type=non_negative_int, metavar="S",
                    help="explicit seeds S..S+N-1 instead of a split (>= 0; labelled 'explicit seeds')")
     e.add_argument("--record-actions", action="store_true",
                    help="record each episode's action log and the scenario's hash in --out, making it an entry "
                         "`sfenv validate` can replay")
-    e.add_argument("--num-jobs", type=positive_int, metavar="N",
-                   help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
+    e.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
     e.add_argument("--out", type=Path, metavar="FILE",
                    help="JSON results file, written atomically after each episode (default: none)")
     e.add_argument("--resume", action="store_true",
@@ -426,23 +476,28 @@ def build_parser() -> argparse.ArgumentParser:
                 "evaluation on held-out seeds that keeps the best model). Each run gets its own folder "
                 "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars and "
                 "VecNormalize statistics), config.yml, eval.json, learning_curve.png, checkpoints/ and tb/ "
-                "(TensorBoard). Settings: built-in defaults < --config file < options given here. "
-                "Needs the rl extra: pip install \"sfenv[rl]\".")
+                "(TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
+                "here. Progress goes to stderr; the last line compares the best model's held-out mean JCT with "
+                "FIFO's and the best heuristic's. Needs the rl extra: pip install \"sfenv[rl]\".")
     t.add_argument("--config", metavar="NAME|FILE",
                    help="YAML settings (keys: algo, scenario, steps, n_envs, normalize, env_kwargs, hp, eval_seeds, "
-                        "...): a file, or a bundled name under sfenv/hyperparams/train-NAME.yml")
+                        "...): a file, or a bundled name under sfenv/hyperparams/train-NAME.yml; 'none': the "
+                        "built-in defaults (PPO from scratch on spider-8, 200000 steps) (default: quick, a few "
+                        "minutes: clone a look-ahead expert on spider-8-contended, then PPO; with --algo other "
+                        "than maskable-ppo: none)")
     t.add_argument("--algo", choices=[*ALGOS, "rllib-ppo"],
                    help="algorithm (default: maskable-ppo): maskable-ppo (action masks, Dict observation) or "
                         "ppo/a2c/dqn (flattened observation, no masks); rllib-ppo: RLlib PPO with action masks "
                         "(ray extra; --workers env runners, --address, --resume RUN_DIR)")
     t.add_argument("--scenario", metavar="NAME|FILE", help=_scenario_help() + f" (default: {DEFAULT_SCENARIO})")
     t.add_argument("--steps", type=positive_int, metavar="N",
-                   help="environment steps of the run (> 0; default: 200000); with --resume the total to reach")
+                   help="environment steps of the run (> 0; default: the config's, 2048 for quick, 200000 with "
+                        "--config none); with --resume the total to reach")
     t.add_argument("--seed", type=non_negative_int, metavar="S",
                    help="seed of the algorithm and the envs (>= 0; default: 0)")
     t.add_argument("--n-envs", type=positive_int, metavar="N", help="parallel envs (> 0; default: 4)")
-    t.add_argument("--num-jobs", type=positive_int, metavar="N",
-                   help="jobs per episode (> 0; default: the scenario's workload.num_jobs)")
+    t.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
     t.add_argument("--obs-mode", choices=["full", "compact"],
                    help="observation: full (per region and link) or compact (size independent of the topology, "
                         "so the policy runs on other platforms) (default: full)")
@@ -455,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-every", type=non_negative_int, metavar="N",
                    help="steps between evaluations on held-out seeds (0: at the end only; default: a tenth of "
                         "the run, at least 2048)")
-    t.add_argument("--eval-seeds", type=positive_int, metavar="N",
+    t.add_argument("--eval-seeds", type=seed_count, metavar="N",
                    help="held-out evaluation episodes: the first N seeds of --eval-split (> 0; default: 5)")
     t.add_argument("--eval-split", choices=["validation", "train", "test"],
                    help="protocol split of the evaluation seeds that select the best model (sfenv.protocol; "
@@ -491,8 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--agents", default="default", metavar="LIST",
                     help=_agents_help() + "; rllib:PATH adds an RLlib checkpoint")
     lb.add_argument("--scenarios", metavar="LIST", help="comma list of bundled scenarios (default: all bundled)")
-    lb.add_argument("--seeds", type=positive_int, default=10, metavar="N", help="test seeds per scenario (> 0)")
-    lb.add_argument("--num-jobs", type=positive_int, metavar="N", help="cap on the jobs per episode of every scenario")
+    lb.add_argument("--seeds", type=seed_count, default=10, metavar="N", help="test seeds per scenario (1..100,000)")
+    lb.add_argument("--num-jobs", type=job_count, metavar="N", help="cap on the jobs per episode of every scenario")
     lb.add_argument("--out-dir", type=Path, default=Path("leaderboard"), metavar="DIR", help="output folder")
     lb.add_argument("--resume", action="store_true",
                     help="continue the episodes already in --out-dir (they are continued anyway when their settings "

@@ -60,7 +60,7 @@ def _ci(row: dict[str, Any], col: str) -> float:
 
 
 def plot_metric(summary: Sequence[dict[str, Any]], column: str, ylabel: str, title: str,
-                path: str | Path | None = None) -> Figure:
+                path: str | Path | None = None, scenario: str | None = None) -> Figure:
     """One bar per agent: the mean over seeds of ``column`` with its 95 % CI as an error bar.
 
     Agents with unfinished jobs get the mean number above their bar (their JCT is censored).
@@ -68,6 +68,7 @@ def plot_metric(summary: Sequence[dict[str, Any]], column: str, ylabel: str, tit
     :param summary: rows of :func:`sfenv.agents.evaluate.summarise`.
     :param column: a summary column with a ``_ci`` partner (``mean_jct_h``, ``cost_usd``, ...).
     :param path: PNG to write, if given.
+    :param scenario: named in the title, so a copied PNG still says what it shows.
     """
     fig = _figure(BAR_SIZE)
     ax = fig.subplots()
@@ -80,7 +81,8 @@ def plot_metric(summary: Sequence[dict[str, Any]], column: str, ylabel: str, tit
     ax.set_xticks(range(len(summary)), [r["agent"] for r in summary], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
     seeds = sorted({r["seeds"] for r in summary})
-    ax.set_title(f"{title} (mean ± 95 % CI over {'/'.join(map(str, seeds))} seeds)", fontsize=10)
+    where = f" on {scenario}" if scenario else ""
+    ax.set_title(f"{title}{where} (mean ± 95 % CI over {'/'.join(map(str, seeds))} seeds)", fontsize=10)
     ax.legend(fontsize=7, ncols=2, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="agent")
     ax.set_ylim(bottom=0)  # the quantities are positive; a t-interval may reach below 0
     ax.grid(axis="y", alpha=0.3)
@@ -100,31 +102,95 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: points[i])
 
 
-def _label_points(ax: Axes, pts: Sequence[tuple[float, float]], names: Sequence[str]) -> None:
-    """Name the points: agents on the same point share one label; close labels are stacked apart."""
+#: label offsets tried around a point, in points (typographic), nearest first
+_OFFSETS: list[tuple[float, float]] = [
+    (dx * r, dy * r) for r in (1, 2, 3, 4, 5, 6, 8, 10)
+    for dx, dy in ((8, -3), (8, 6), (-8, -3), (8, -12), (-8, 6), (0, 10), (0, -16), (-8, -12))
+]
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    """Whether two display-space bounding boxes overlap (touching edges do not count)."""
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def _label_points(ax: Axes, pts: Sequence[tuple[float, float]], names: Sequence[str],
+                  colours: Sequence[Any] | None = None) -> list[Any]:
+    """Name the points without overlapping labels (agents on the same point share one label).
+
+    Each label takes the nearest of :data:`_OFFSETS` whose box overlaps no placed label, no point
+    marker and stays inside the axes (a thin line joins a label moved away to its point).
+
+    Text sizes come from the figure's renderer (the figure is drawn once first, so the layout is
+    final); labels are left out of the layout so they do not move it.  With ``colours`` (one per
+    point) a label is written in its point's colour, darkened for contrast, so a label that had to
+    move away is still matched to its point.
+
+    :return: the annotation artists, one per labelled point.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
+
     groups: dict[tuple[float, float], list[str]] = {}
-    for p, name in zip(pts, names):
+    colour_of: dict[tuple[float, float], Any] = {}
+    for k, (p, name) in enumerate(zip(pts, names)):
         if math.isfinite(p[0]) and math.isfinite(p[1]):
             groups.setdefault(p, []).append(name)
-    finite = [p for p in pts if math.isfinite(p[0]) and math.isfinite(p[1])]
-    if not finite:
-        return
-    span_x = (max(p[0] for p in finite) - min(p[0] for p in finite)) or 1.0
-    span_y = (max(p[1] for p in finite) - min(p[1] for p in finite)) or 1.0
-    placed: list[tuple[float, float]] = []
+            if colours is not None:
+                colour_of.setdefault(p, tuple(0.6 * c for c in colours[k][:3]))
+    if not groups:
+        return []
+    fig = ax.get_figure()
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()  # final layout and limits: display coordinates are now valid
+    renderer = canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    to_px = fig.dpi / 72.0
+    markers = []
+    for p in groups:
+        x, y = ax.transData.transform(p)
+        markers.append(Bbox.from_extents(x - 9, y - 9, x + 9, y + 9))  # the marker and its Pareto circle
+    placed: list[Any] = []
+    artists = []
     for p in sorted(groups, key=lambda q: (q[1], q[0])):
-        near = sum(abs(p[0] - q[0]) < 0.08 * span_x and abs(p[1] - q[1]) < 0.08 * span_y for q in placed)
-        ax.annotate(", ".join(groups[p]), p, textcoords="offset points", xytext=(7, -4 + 9 * near), fontsize=7)
-        placed.append(p)
+        ann = ax.annotate(", ".join(groups[p]), p, textcoords="offset points", xytext=_OFFSETS[0], fontsize=7,
+                          va="center", ha="left")
+        ann.set_in_layout(False)
+        best, best_cost = _OFFSETS[0], math.inf
+        for dx, dy in _OFFSETS:
+            ann.set_position((dx, dy))
+            ann.set_horizontalalignment("left" if dx >= 0 else "right")
+            ann.update_positions(renderer)  # the offset is applied at draw time otherwise
+            box = Text.get_window_extent(ann, renderer)
+            cost = sum(_overlaps(box, b) for b in placed) * 10 + sum(_overlaps(box, m) for m in markers) \
+                + (0 if frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1) else 5)
+            if cost < best_cost:
+                best, best_cost = (dx, dy), cost
+            if cost == 0:
+                break
+        ann.remove()  # the probe; the label is drawn at the chosen offset, with a leader line if moved away
+        far = math.hypot(*best) * to_px > 24
+        ann = ax.annotate(", ".join(groups[p]), p, textcoords="offset points", xytext=best, fontsize=7,
+                          va="center", ha="left" if best[0] >= 0 else "right", color=colour_of.get(p, "black"),
+                          arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4", "shrinkA": 0, "shrinkB": 4}
+                          if far else None)
+        ann.set_in_layout(False)
+        ann.update_positions(renderer)
+        placed.append(Text.get_window_extent(ann, renderer))  # the text alone, not its leader line
+        artists.append(ann)
+    return artists
 
 
 def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = None,
-                  x: str = "mean_jct_h", y: str = "cost_usd") -> Figure:
+                  x: str = "mean_jct_h", y: str = "cost_usd", scenario: str | None = None) -> Figure:
     """Mean JCT against mean cost per agent (95 % CI bars on both axes), the Pareto front marked.
 
-    The front joins the agents no other agent beats on both (lower is better on both axes).
+    The front joins the agents no other agent beats on both (lower is better on both axes).  Points
+    are named beside them without overlaps (:func:`_label_points`) and in the legend.
 
     :param path: PNG to write, if given.
+    :param scenario: named in the title.
     """
     fig = _figure(BAR_SIZE)
     ax = fig.subplots()
@@ -134,19 +200,23 @@ def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = N
     for i, row in enumerate(summary):
         ax.errorbar(pts[i][0], pts[i][1], xerr=_ci(row, x), yerr=_ci(row, y), fmt="o", color=colours[i],
                     capsize=3, markersize=7, label=row["agent"])
-    _label_points(ax, pts, [r["agent"] for r in summary])
     if front:
         ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "--", color="black", lw=1, zorder=0,
                 label="Pareto front")
         ax.scatter([pts[i][0] for i in front], [pts[i][1] for i in front], s=180, facecolors="none",
                    edgecolors="black", zorder=3)
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
+    # from 0, with a tenth more room beyond the largest bar end for the labels of the top and right points
+    ends_x = [p[0] + _ci(r, x) for p, r in zip(pts, summary) if math.isfinite(p[0])]
+    ends_y = [p[1] + _ci(r, y) for p, r in zip(pts, summary) if math.isfinite(p[1])]
+    ax.set_xlim(0, 1.12 * max(ends_x, default=0.0) or None)
+    ax.set_ylim(0, 1.12 * max(ends_y, default=0.0) or None)
     ax.set_xlabel("mean JCT, h (unfinished jobs censored at episode end)")
     ax.set_ylabel("electricity cost, USD per episode")
-    ax.set_title("JCT vs cost (lower left is better; circled: Pareto front)", fontsize=10)
+    where = f" on {scenario}" if scenario else ""
+    ax.set_title(f"JCT vs cost{where} (lower left is better; circled: Pareto front)", fontsize=10)
     ax.legend(fontsize=7, ncols=2, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="agent")
     ax.grid(alpha=0.3)
+    _label_points(ax, pts, [r["agent"] for r in summary], colours)  # last: the layout is final
     if path is not None:
         save_png(fig, path)
     return fig

@@ -12,11 +12,12 @@ over days, optionally with noise).  :func:`read_price_csv` loads an hourly CSV.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from sfenv.csvread import csv_number, csv_rows
 
 __all__ = ["PriceSeries", "time_of_use", "from_daily_profiles", "read_price_csv", "JOULES_PER_MWH"]
 
@@ -133,17 +134,22 @@ def from_daily_profiles(
 def read_price_csv(path: str | Path, zones: Sequence[str] | None = None, time_col: str = "datetime_utc") -> PriceSeries:
     """Load an hourly price CSV (one column per zone, USD/MWh) into a :class:`PriceSeries`.
 
-    :raises ValueError: naming the file and column when a requested zone is missing.
+    :param path: the file: a header line, then one row per hour.
+    :param zones: the zone columns to read (default: every column but ``time_col``).
+    :param time_col: the timestamp column, not read.
+    :return: the series, one row per zone.
+    :raises sfenv.errors.InvalidInput: (a ``ValueError``) naming the file, and the line and column
+        where there is one: a missing or empty file, a missing zone column, no data rows, a cell
+        that is empty or not a finite number.
     """
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        fields = [f for f in (reader.fieldnames or []) if f != time_col]
-        use = list(zones) if zones is not None else fields
-        for z in use:
-            if z not in fields:
-                raise ValueError(f"{path}: no price column {z!r}; found {fields}")
-        cols: list[list[float]] = [[] for _ in use]
-        for rec in reader:
-            for i, z in enumerate(use):
-                cols[i].append(float(rec[z]))
+    cols: list[list[float]] | None = None
+    use: list[str] = list(zones) if zones is not None else []
+    for line, rec in csv_rows(path, use, "price CSV"):
+        if cols is None:
+            if zones is None:
+                use = [f for f in rec if f is not None and f != time_col]
+            cols = [[] for _ in use]
+        for i, z in enumerate(use):
+            cols[i].append(csv_number(path, line, z, rec.get(z)))
+    assert cols is not None  # csv_rows raises when there is no data row
     return PriceSeries(use, np.array(cols))

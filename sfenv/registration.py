@@ -14,7 +14,7 @@ from importlib import resources
 import gymnasium as gym
 import yaml
 
-__all__ = ["ENV_IDS", "DEPRECATED_ENV_IDS", "ENV_VERSION", "register_envs"]
+__all__ = ["ENV_IDS", "DEPRECATED_ENV_IDS", "ENV_KWARGS", "ENV_VERSION", "register_envs"]
 
 #: the version suffix of the current ids
 ENV_VERSION = "v1"
@@ -30,13 +30,25 @@ _NAMES: dict[str, str] = {
     "Spider8Contended": "spider-8-contended",
     "Geo8Contended": "geo-8-contended",
     "Geo8ContendedCost": "geo-8-contended-cost",
+    "GeoSchedUnmasked": "spider-8",
 }
+#: name -> keyword arguments its ids add to ``scenario``.  ``GeoSchedUnmasked`` is spider-8 for agents
+#: that cannot read the action masks (SB3's PPO/A2C/DQN, the RL Zoo): the third masked action in a row
+#: acts as wait (``invalid_action_limit=3``), so an episode always moves on.  Tools that build a second
+#: env from the id alone (the RL Zoo's evaluation env ignores the hyperparameter file's ``env_kwargs``)
+#: get that setting too.
+_NAME_KWARGS: dict[str, dict] = {"GeoSchedUnmasked": {"invalid_action_limit": 3}}
 #: Registered id -> bundled scenario name (the current version).
 ENV_IDS: dict[str, str] = {f"sfenv/{name}-{ENV_VERSION}": scenario for name, scenario in _NAMES.items()}
 #: Deprecated ids (v0: the observation holds the privileged share of jobs still to arrive) -> scenario.
 DEPRECATED_ENV_IDS: dict[str, str] = {f"sfenv/{name}-v0": scenario for name, scenario in _NAMES.items()}
 #: keyword arguments that give each deprecated version its behaviour
 _VERSION_KWARGS: dict[str, dict] = {"v0": {"privileged_obs": True}}
+#: Registered id (current and deprecated) -> keyword arguments it adds to ``scenario``
+ENV_KWARGS: dict[str, dict] = {
+    f"sfenv/{name}-{version}": {**kwargs, **_VERSION_KWARGS.get(version, {})}
+    for name, kwargs in _NAME_KWARGS.items() for version in (ENV_VERSION, "v0")
+}
 
 
 def _max_steps(scenario: str) -> int:
@@ -64,6 +76,6 @@ def register_envs() -> list[str]:
             id=env_id,
             entry_point="sfenv.env:GeoSchedEnv",
             max_episode_steps=_max_steps(scenario),
-            kwargs={"scenario": scenario, **_VERSION_KWARGS.get(version, {})},
+            kwargs={"scenario": scenario, **_VERSION_KWARGS.get(version, {}), **ENV_KWARGS.get(env_id, {})},
         )
     return out

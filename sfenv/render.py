@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
@@ -106,16 +106,21 @@ class MapRenderer:
                 ys = [self.pos[r][1] for r in path]
                 off = 0.012 * (n % 5 - 2)
                 ax.plot(np.array(xs) + off, np.array(ys) + off, color=self.cmap(n % 10), lw=2.5, alpha=0.8, zorder=2)
-        # price panel
-        axp = fig.add_axes((0.66, 0.56, 0.32, 0.36))
+        self._map_legend(ax)
+        # price panel: a heatmap (regions x hours ahead) with a colour bar, readable at any region count
+        axp = fig.add_axes((0.66, 0.56, 0.27, 0.36))
         fc = view.price_forecast(forecast_hours)
-        for i in range(min(topo.num_regions, 10)):
-            axp.plot(range(forecast_hours), fc[i], lw=1, label=topo.regions[i].name)
-        axp.set_title("price forecast (USD/MWh)", fontsize=8)
+        image = axp.imshow(fc, aspect="auto", cmap="viridis", interpolation="nearest",
+                           extent=(-0.5, forecast_hours - 0.5, topo.num_regions - 0.5, -0.5))
+        axp.set_title("price forecast per region (USD/MWh)", fontsize=8)
         axp.tick_params(labelsize=6)
         axp.set_xlabel("hours ahead", fontsize=7)
-        if topo.num_regions <= 10:
-            axp.legend(fontsize=5, ncol=2, loc="upper right")
+        if topo.num_regions <= 16:
+            axp.set_yticks(range(topo.num_regions), [r.name for r in topo.regions], fontsize=5)
+        else:
+            axp.set_ylabel("region index", fontsize=7)
+        colour_bar = fig.colorbar(image, cax=fig.add_axes((0.94, 0.56, 0.012, 0.36)))
+        colour_bar.ax.tick_params(labelsize=6)
         # utilisation panel
         axu = fig.add_axes((0.66, 0.08, 0.32, 0.36))
         axu.bar(range(topo.num_regions), util, color="tab:blue")
@@ -127,6 +132,27 @@ class MapRenderer:
         canvas = FigureCanvasAgg(fig)
         canvas.draw()
         return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
+
+    @staticmethod
+    def _map_legend(ax: Any) -> None:
+        """Add the map's legend: what node and link colours and widths mean.
+
+        Node colour: GPUs in use (blue idle to red-orange full, black down); link colour: traffic
+        (grey to red), width: bandwidth; coloured paths: running jobs' pipelines.
+        """
+        from matplotlib.lines import Line2D
+
+        def node(util: float) -> tuple[float, float, float]:
+            return (0.2 + 0.8 * util, 0.5, 1.0 - 0.8 * util)  # the colour draw() gives a region
+
+        handles = [Line2D([], [], marker="o", ls="", color=node(u), markeredgecolor="white", markersize=6,
+                          label=text) for u, text in ((0.0, "region idle"), (0.5, "half its GPUs busy"),
+                                                      (1.0, "all GPUs busy"))]
+        handles += [Line2D([], [], marker="o", ls="", color="black", markersize=6, label="region down"),
+                    Line2D([], [], color=(0.6, 0.6, 0.6), lw=1.5, label="WAN link, idle (width: bandwidth)"),
+                    Line2D([], [], color=(1.0, 0.2, 0.2), lw=1.5, label="WAN link, busy"),
+                    Line2D([], [], color="tab:blue", lw=2.5, alpha=0.8, label="a running job's pipeline")]
+        ax.legend(handles=handles, fontsize=6, loc="lower left", framealpha=0.8, borderpad=0.4, labelspacing=0.3)
 
     def close(self) -> None:
         """Free the figure."""

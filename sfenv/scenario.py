@@ -30,6 +30,7 @@ from sfenv.workload import (
     MODEL_ZOO,
     JobSpec,
     ModelSpec,
+    TraceRow,
     jobs_from_trace,
     mean_iterations,
     mmpp_arrivals,
@@ -40,9 +41,21 @@ from sfenv.workload import (
     read_trace_csv,
 )
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "bundled_scenarios", "DEFAULT_SCENARIO"]
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "bundled_scenarios", "DEFAULT_SCENARIO",
+           "MAX_JOBS", "MAX_REGIONS", "MAX_PRICE_DAYS"]
 
 DEFAULT_SCENARIO = "spider-8"
+
+#: Largest ``workload.num_jobs`` accepted.  A simulated episode holds every job in memory and the
+#: evaluators run thousands of episodes; the bundled scenarios use 40-120 jobs, and 100,000 jobs
+#: already take minutes per episode.  Beyond it (10**8 jobs grew to 1.1 GB in seconds) a typo is
+#: far likelier than an intent, so it is refused up front.
+MAX_JOBS = 100_000
+#: Largest ``topology.num_regions`` of a generated topology (the bundled ones go to 64; the
+#: generators and the observation grow with the square of it, through the links).
+MAX_REGIONS = 1024
+#: Largest ``prices.days`` (ten years of hourly prices per zone).
+MAX_PRICE_DAYS = 3660
 
 
 def _not_bool(v: Any) -> Any:
@@ -112,7 +125,7 @@ class TopologyCfg(_Strict):
     generator: Literal["explicit", "spider", "waxman"] = "explicit"
     regions: list[RegionCfg] = Field(default_factory=list)
     links: list[LinkCfg] = Field(default_factory=list)
-    num_regions: PosInt | None = None
+    num_regions: Annotated[int, _NUM, Field(gt=0, le=MAX_REGIONS)] | None = None
     seed: int = 0
     gpu_types: list[str] | None = None
     gpus_per_region: list[PosInt] | None = None
@@ -142,7 +155,7 @@ class PricesCfg(_Strict):
     """Price model: ``time_of_use`` (zones given or generated), ``daily_profile`` or ``csv``."""
 
     kind: Literal["time_of_use", "daily_profile", "csv"] = "time_of_use"
-    days: PosInt = 14
+    days: Annotated[int, _NUM, Field(gt=0, le=MAX_PRICE_DAYS)] = 14
     noise: NonNegFloat = 0.05
     zones: dict[str, ZoneTOU] = Field(default_factory=dict)
     profiles: dict[str, list[float]] = Field(default_factory=dict)
@@ -209,7 +222,7 @@ class WorkloadCfg(_Strict):
     :meth:`Scenario.job_capacity_per_hour`); give it or ``arrival.rate_per_hour``, not both.
     """
 
-    num_jobs: PosInt = 40
+    num_jobs: Annotated[int, _NUM, Field(gt=0, le=MAX_JOBS)] = 40
     load: Annotated[float, _NUM, Field(gt=0, le=10)] | None = None
     arrival: ArrivalCfg = Field(default_factory=ArrivalCfg)
     models: list[ModelMixCfg] = Field(default_factory=lambda: [ModelMixCfg(name="gpt-1.3b")])
@@ -340,6 +353,7 @@ class Scenario:
         self.base_dir = base_dir
         self._generated: GeneratedTopology | None = None
         _ = self.topology  # validate cross references now
+        _ = self.price_csv, self.trace_rows  # and read the named CSV files: errors at load, not mid-run
 
     @property
     def name(self) -> str:
@@ -408,14 +422,48 @@ class Scenario:
                             f"prices for every region zone; missing {sorted(missing)}")
         return topo
 
+    def _read_csv(self, field: str, path: str, read: Any) -> Any:
+        """``read(resolved path)``, with its errors as a :class:`ScenarioError` naming ``field`` and the file."""
+        try:
+            return read(self._resolve(path))
+        except ValueError as e:  # InvalidInput from sfenv.csvread: file, line and column in the message
+            raise ScenarioError(f"{self.source}: {field}: {e}") from None
+
+    @cached_property
+    def price_csv(self) -> PriceSeries | None:
+        """The price series of ``prices.kind: csv`` (read once, when the scenario is loaded), else None.
+
+        :raises ScenarioError: naming ``prices.path``, the file, line and column of the problem.
+        """
+        p = self.cfg.prices
+        if p.kind != "csv":
+            return None
+        assert p.path is not None
+        zones = sorted({r.zone for r in self.topology.regions})
+        return self._read_csv("prices.path", p.path, lambda f: read_price_csv(f, zones))
+
+    @cached_property
+    def trace_rows(self) -> list[TraceRow] | None:
+        """The first ``workload.num_jobs`` rows of an ``arrival.process: trace`` file (read at load), else None.
+
+        :raises ScenarioError: naming ``workload.arrival.path``, the file, line and column of the problem.
+        """
+        w = self.cfg.workload
+        if w.arrival.process != "trace":
+            return None
+        if w.arrival.path is None:
+            raise self._err("workload.arrival.path", None, "a trace CSV path for process 'trace'")
+        return self._read_csv("workload.arrival.path", w.arrival.path,
+                              lambda f: read_trace_csv(f, limit=w.num_jobs))
+
     # ------------------------------------------------------------ episode sampling
     def make_prices(self, rng: np.random.Generator | None) -> PriceSeries:
         """The price series for one episode (noise drawn from ``rng``)."""
         p = self.cfg.prices
         zones = sorted({r.zone for r in self.topology.regions})
         if p.kind == "csv":
-            assert p.path is not None
-            return read_price_csv(self._resolve(p.path), zones)
+            assert self.price_csv is not None
+            return self.price_csv
         if p.kind == "daily_profile":
             return from_daily_profiles(rng, {z: p.profiles[z] for z in zones}, p.days, p.noise)
         zcfg: dict[str, dict] = {z: v.model_dump() for z, v in p.zones.items()}
@@ -435,9 +483,8 @@ class Scenario:
         weights = np.array([m.weight for m in w.models], dtype=float)
         weights /= weights.sum()
         if a.process == "trace":
-            if a.path is None:
-                raise self._err("workload.arrival.path", None, "a trace CSV path for process 'trace'")
-            rows = read_trace_csv(self._resolve(a.path), limit=w.num_jobs)
+            rows = self.trace_rows
+            assert rows is not None
             table = [(1, models[0])] + [(2 ** (i + 1), m) for i, m in enumerate(models[1:])]
             flops = float(np.median(self.topology.gpu_flops))
             return jobs_from_trace(rows, table, w.global_batch[0], flops, self.cfg.sim.mfu, a.time_scale,
@@ -592,7 +639,8 @@ class Scenario:
                     shown = shown[:77] + "..."
                 lines.append(f"{source}: {_fmt_loc(err['loc'])}: got {shown}; {err['msg']}")
                 fields.append((_fmt_loc(err["loc"]), val, err["msg"]))
-            raise ScenarioError("invalid scenario:\n  " + "\n  ".join(lines), fields) from None
+            head = "invalid scenario: " if len(lines) == 1 else "invalid scenario:\n  "  # one error, one line
+            raise ScenarioError(head + "\n  ".join(lines), fields) from None
         return cls(cfg, source, base_dir)
 
     def __repr__(self) -> str:

@@ -17,7 +17,6 @@ GPU-seconds come from).
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sfenv.csvread import csv_number, csv_rows
 from sfenv.hashing import HashedKey, cached_hash, state_without_hash
 
 __all__ = [
@@ -247,19 +247,23 @@ def read_trace_csv(
 ) -> list[TraceRow]:
     """Read (submit time, GPUs, duration) rows from a CSV with a header.
 
-    :raises ValueError: naming the file and the missing column if a column is absent.
+    :param path: the file.
+    :param submit_col: column of the submit time, s from the trace start (>= 0).
+    :param gpus_col: column of the GPU count (>= 1).
+    :param duration_col: column of the run time, s (>= 0).
+    :param limit: read at most this many rows (None: all).
+    :return: the rows, in file order.
+    :raises sfenv.errors.InvalidInput: (a ``ValueError``) naming the file, and the line and column
+        where there is one: a missing or empty file, a missing column, no data rows, a cell that is
+        empty, not a finite number or out of range.
     """
     rows: list[TraceRow] = []
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        fields = reader.fieldnames or []
-        for col in (submit_col, gpus_col, duration_col):
-            if col not in fields:
-                raise ValueError(f"{path}: trace column {col!r} missing; found {fields}")
-        for rec in reader:
-            rows.append(TraceRow(float(rec[submit_col]), int(float(rec[gpus_col])), float(rec[duration_col])))
-            if limit is not None and len(rows) >= limit:
-                break
+    for line, rec in csv_rows(path, [submit_col, gpus_col, duration_col], "trace CSV"):
+        rows.append(TraceRow(csv_number(path, line, submit_col, rec.get(submit_col), low=0.0),
+                             int(csv_number(path, line, gpus_col, rec.get(gpus_col), low=1.0)),
+                             csv_number(path, line, duration_col, rec.get(duration_col), low=0.0)))
+        if limit is not None and len(rows) >= limit:
+            break
     return rows
 
 
