@@ -24,7 +24,7 @@ torch.set_num_threads(1)
 
 #: every bundled config, by name: a new config must be added here (the test below checks the list is complete)
 CONFIGS = ["contended", "contended-clone", "contended-distill", "contended-rollout", "generalise",
-           "generalise-queue1", "generalise-rollout"]
+           "generalise-queue1", "generalise-rollout", "quick"]
 SMOKE = ["--steps", "256", "--n-envs", "2", "--num-jobs", "5", "--eval-seeds", "1", "--eval-every", "0",
          "--hp", "n_steps=64", "--hp", "batch_size=64", "--hp", "n_epochs=1", "--quiet", "--no-plot",
          "--no-tensorboard"]
