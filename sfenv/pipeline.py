@@ -229,6 +229,105 @@ def replay_pipeline(
 # ---------------------------------------------------------------------------------------------
 
 
+def _replay_zero_bubble(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, windows: Sequence[int]
+) -> float:
+    """:func:`replay_pipeline` of a zero-bubble schedule (``zb-h1``/``zb-h2``: ``windows`` decide), inlined.
+
+    The same events, handled in the same order (time, then push order) with the same arithmetic,
+    so the result is equal bit for bit (``tests/test_pipeline_replay.py``); only the bookkeeping is
+    lighter: no closures, channels in lists, no micro-batch indices (a stage's choices depend on
+    counts alone).  Plan search replays every zero-bubble plan it evaluates, so this is a hot path.
+    """
+    p = len(compute)
+    last = p - 1
+    third = [c / 3.0 for c in compute]
+    w = list(windows)
+    fwd_in = [0] * p  # activations arrived; the first stage has them all
+    fwd_in[0] = m
+    grad_in = [0] * p  # gradients arrived; the last stage uses its own forwards
+    nf = [0] * p  # forwards started
+    nb = [0] * p  # input gradients started
+    nw = [0] * p  # weight gradients started
+    bdone = [0] * p  # input gradients finished
+    fdone = [0] * p  # forwards finished
+    busy = [False] * p
+    down = [0.0] * p  # time each hop's forward channel is free
+    up = [0.0] * p  # time each hop's backward channel is free
+    # events: (time, push order, kind, stage); kinds 0/1/2: F/B/W done, 3: activation in, 4: gradient in
+    events: list[tuple[float, int, int, int]] = []
+    push, pop = heapq.heappush, heapq.heappop
+    seq = 0
+    end_time = 0.0
+    # at time 0 only the first stage has work: its first forward (every window is at least 1)
+    busy[0] = True
+    nf[0] = 1
+    push(events, (third[0], seq, 0, 0))
+    seq += 1
+    while events:
+        t, _, kind, k = pop(events)
+        if kind == 0:
+            busy[k] = False
+            if t > end_time:
+                end_time = t
+            fdone[k] += 1
+            if k < last:
+                free_at = down[k]
+                start = t if t >= free_at else free_at
+                x = transfer[k]
+                down[k] = start + x
+                push(events, (start + x + latency[k], seq, 3, k + 1))
+                seq += 1
+        elif kind == 1:
+            busy[k] = False
+            if t > end_time:
+                end_time = t
+            bdone[k] += 1
+            if k:
+                h = k - 1
+                free_at = up[h]
+                start = t if t >= free_at else free_at
+                x = transfer[h]
+                up[h] = start + x
+                push(events, (start + x + latency[h], seq, 4, h))
+                seq += 1
+        elif kind == 2:
+            busy[k] = False
+            if t > end_time:
+                end_time = t
+        elif kind == 3:
+            fwd_in[k] += 1
+            if busy[k]:
+                continue
+        else:
+            grad_in[k] += 1
+            if busy[k]:
+                continue
+        # stage k is idle: input gradient first, then a forward within the window, then a weight gradient
+        n = nb[k]
+        if n < m and n < (fdone[k] if k == last else grad_in[k]):
+            nb[k] = n + 1
+            op = 1
+        else:
+            n = nf[k]
+            if n < m and n < fwd_in[k] and n - bdone[k] < w[k]:
+                nf[k] = n + 1
+                op = 0
+            else:
+                n = nw[k]
+                if n < nb[k] and n < m:
+                    nw[k] = n + 1
+                    op = 2
+                else:
+                    continue
+        busy[k] = True
+        push(events, (t + third[k], seq, op, k))
+        seq += 1
+    if any(nf[k] + nb[k] + nw[k] != 3 * m for k in range(p)):  # pragma: no cover - a schedule bug
+        raise RuntimeError(f"replay of a zero-bubble schedule deadlocked: {[nf[k] + nb[k] + nw[k] for k in range(p)]}")
+    return end_time
+
+
 def _sweep_fixed_order(
     compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, windows: Sequence[int],
     gpipe: bool,
@@ -325,7 +424,7 @@ def _pipeline_time_cached(
     zb = schedule.startswith("zb")
     m0 = min(m, (4 * windows[0] + 4) if zb else (2 * windows[0] + 2))
     if zb:
-        t0 = replay_pipeline(compute, latency, transfer, m0, schedule, windows)
+        t0 = _replay_zero_bubble(compute, latency, transfer, m0, windows)
     else:
         t0 = _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
     if m0 == m:

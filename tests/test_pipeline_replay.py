@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from sfenv.hardware import get_gpu
 from sfenv.perf import PerfParams, Plan, Stage, evaluate_plan
-from sfenv.pipeline import SCHEDULES, _sweep_fixed_order, default_windows, pipeline_time, replay_pipeline
+from sfenv.pipeline import (
+    SCHEDULES,
+    _replay_zero_bubble,
+    _sweep_fixed_order,
+    default_windows,
+    pipeline_time,
+    replay_pipeline,
+)
 from sfenv.planning import chain_plan, fit_plan
 from sfenv.topology import Link, Region, Topology
 from sfenv.workload import MODEL_ZOO, JobSpec
@@ -80,6 +87,25 @@ def test_position_sweep_equals_event_replay(chain, m, gpipe, extra):
     w = default_windows(len(c), m, schedule, cross, extra)
     assert _sweep_fixed_order(c, lat, x, m, w, gpipe) == pytest.approx(replay_pipeline(c, lat, x, m, schedule, w),
                                                                        rel=1e-12)
+
+
+# equal stages, no latency or round transfer times: events tie, so the order they are handled in matters
+tied_chains = st.integers(1, 10).flatmap(lambda p: st.tuples(
+    st.lists(st.sampled_from([0.3, 0.6, 0.9, 1.0]), min_size=p, max_size=p),
+    st.lists(st.sampled_from([0.0, 0.1, 0.3]), min_size=p - 1, max_size=p - 1),
+    st.lists(st.sampled_from([0.0, 0.1, 0.6]), min_size=p - 1, max_size=p - 1),
+    st.lists(st.booleans(), min_size=p - 1, max_size=p - 1),
+))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(chain=st.one_of(chains, tied_chains), m=st.integers(1, 70), h2=st.booleans(), extra=st.sampled_from([0, 2, 8]))
+def test_inlined_zero_bubble_replay_equals_event_replay_exactly(chain, m, h2, extra):
+    """The zero-bubble replay of the fast path is the reference replay, bit for bit (plans must not change)."""
+    c, lat, x, cross = chain
+    schedule = "zb-h2" if h2 else "zb-h1"
+    w = default_windows(len(c), m, schedule, cross, extra)
+    assert _replay_zero_bubble(c, lat, x, m, w) == replay_pipeline(c, lat, x, m, schedule, w)
 
 
 @pytest.mark.parametrize("p,m", [(2, 8), (4, 16), (8, 64)])
