@@ -1,18 +1,21 @@
 """Memoised proposers decide as computed afresh: the recommended recipe's candidates are unchanged by speed work.
 
 ``proposers="best+spantrain"`` asks SpanTrain for a decision at every step; SpanTrain remembers its
-placements, plan fits and adapter choices per state (``SpanTrainAgent(memo=True)``, the default).
+placements, plan fits and adapter choices per state (``SpanTrainAgent(memo=True)``, the default),
+and the SpinSearch and first-fit proposers their plans per job shape and state (``memo=True``).
 These tests play seeded episodes with random masked actions through an env built that way and
-through one whose SpanTrain recomputes everything (``memo=False``, the code as it was), and require
-the same candidates and the same recorded decisions at every step.  The inlined zero-bubble replay
+through one whose proposers recompute everything (``memo=False``, the code as it was), and require
+the same candidates, performance figures and recorded decisions at every step.  The inlined zero-bubble replay
 both use is checked against the reference replay in ``tests/test_pipeline_replay.py``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
-from sfenv.agents.ordering import DecisionProposer, ordered_class
+from sfenv.agents.ordering import DecisionProposer, FirstFitProposer, SpinSearchProposer, ordered_class
 from sfenv.agents.spantrain import SpanTrainAgent
 
 from sfenv.env import GeoSchedEnv
@@ -21,9 +24,13 @@ from sfenv.scenario import load_scenario
 
 
 def _recipe_env(scenario, memo: bool) -> GeoSchedEnv:
-    """An env with the ``best+spantrain`` proposers, SpanTrain memoised or not."""
+    """An env with the ``best+spantrain`` proposers, memoised (SpanTrain, SpinSearch, first fit) or not."""
     cache = PlanCache()
     proposers = best_heuristic_proposers(8, cache, spantrain=True)
+    memoised = [p for p in proposers if hasattr(p, "memo")]
+    assert len(memoised) == 3  # fastest+swf, fifo+swf, spinsearch+swf
+    for p in memoised:
+        p.memo = memo
     i = next(i for i, p in enumerate(proposers) if isinstance(p, DecisionProposer))
     proposers[i] = DecisionProposer(ordered_class(SpanTrainAgent, "spantrain", "swf")(memo=memo))
     return GeoSchedEnv(scenario, proposers=proposers)
@@ -62,6 +69,8 @@ def test_memoised_recipe_proposes_as_computed_afresh(scenario, num_jobs, seeds, 
             assert fast.candidates == ref.candidates
             assert [p.job_id for p in fast.candidates] == [p.job_id for p in ref.candidates]
             assert _decisions(fast) == _decisions(ref)
+            assert [fast._perf(i) for i in range(len(fast.candidates))] == \
+                [ref._perf(i) for i in range(len(ref.candidates))]
             compared += 1
             spantrain_plans += _spantrain_decision(fast) is not None
             mask = fast.action_masks()
@@ -121,3 +130,25 @@ def test_memo_follows_the_link_state():
         plans.append(fit[0])
         sim.link_flows[links] -= extra_flows
     assert plans[0] != plans[1] and plans[0] == plans[2]  # the load changes the plan: the check has teeth
+
+
+def test_proposer_memos_follow_the_link_state():
+    """SpinSearch's and first fit's plans for a job no region holds alone are not reused under another link load."""
+    sim = load_scenario("spider-8-contended").make_simulator(0)
+    view = sim.view()
+    biggest = int(view.free_gpus.max())
+    job = replace(sim.jobs[0].spec, min_gpus=biggest + 1, max_gpus=2 * biggest)
+    cache = PlanCache()
+    memoised = [SpinSearchProposer(cache), FirstFitProposer(cache)]
+    fresh = [SpinSearchProposer(PlanCache(), memo=False), FirstFitProposer(PlanCache(), memo=False)]
+    crossing = 0
+    for extra_flows in (0, 40, 0):
+        sim.link_flows[:] += extra_flows
+        for proposer, reference in zip(memoised, fresh):
+            plan, ref_plan = proposer.plan(view, job), reference.plan(view, job)
+            assert plan is not None and plan == ref_plan
+            assert view.evaluate(plan, job) == view.evaluate(ref_plan, job)
+            assert cache.recent[plan].iter_time == reference.cache.recent[ref_plan].iter_time
+            crossing += len(plan.regions) > 1
+        sim.link_flows[:] -= extra_flows
+    assert crossing == 6
