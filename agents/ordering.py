@@ -167,7 +167,7 @@ def ordered_class(placement_cls: type[SchedulerAgent], placement: str, order: st
     return _Ordered
 
 
-_MEMO_ENTRIES = 50_000  # plans a proposer remembers per state (then all are dropped)
+_MEMO_ENTRIES = 20_000  # plans a proposer remembers per state (then all are dropped)
 
 
 class _PlanMemo:
@@ -184,6 +184,7 @@ class _PlanMemo:
         self.cache = cache
         self._store: dict[tuple, tuple[Plan, Any] | None] = {}
         self._context: tuple[Any, Any] | None = None
+        self._last_state: tuple[bytes, bytes, bytes] | None = None
 
     def key(self, view: SimView, job: JobSpec) -> tuple:
         """The memo key of ``job`` in ``view``'s state (the memo is emptied when the platform changes)."""
@@ -192,7 +193,11 @@ class _PlanMemo:
                 len(self._store) >= _MEMO_ENTRIES:
             self._store.clear()
             self._context = (view.topo, view.params)
-        return (job.shape_key, view.free_gpus.tobytes(), view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
+        state = (view.free_gpus.tobytes(), view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
+        if state == self._last_state:  # one object per state, shared by the keys of its jobs (memory)
+            state = self._last_state
+        self._last_state = state
+        return (job.shape_key, state)
 
     def get(self, key: tuple, job: JobSpec) -> Plan | None | bool:
         """The remembered plan for ``job`` (None: no plan), or False when ``key`` is not remembered."""

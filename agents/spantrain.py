@@ -65,12 +65,7 @@ from sfenv.workload import JobSpec
 
 __all__ = ["SpanTrainAgent"]
 
-_MEMO_ENTRIES = 100_000  # memoised placements, fits and adapter choices kept (then all are dropped)
-
-
-def _link_key(view: SimView) -> tuple[bytes, bytes]:
-    """The link state a cross-region plan's modelled performance reads: flows and capacities."""
-    return view.link_flows.tobytes(), view.link_capacity_bps.tobytes()
+_MEMO_ENTRIES = 30_000  # memoised placements, fits and adapter choices kept (then all are dropped)
 
 
 class SpanTrainAgent(SchedulerAgent):
@@ -119,6 +114,18 @@ class SpanTrainAgent(SchedulerAgent):
         self._propose_memo: dict[tuple, tuple[Plan | None, int]] = {}
         self._fit_memo: dict[tuple, tuple[tuple[Plan, PlanPerf] | None, int]] = {}
         self._adapt_memo: dict[tuple, Plan] = {}
+        self._last_link_key: tuple[bytes, bytes] | None = None
+
+    def _link_key(self, view: SimView) -> tuple[bytes, bytes]:
+        """The link state a cross-region plan's modelled performance reads: flows and capacities.
+
+        The same object while the state does not change, so the memos' keys share it (memory).
+        """
+        key = (view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
+        if key == self._last_link_key:
+            return self._last_link_key
+        self._last_link_key = key
+        return key
 
     def _memos_for(self, view: SimView) -> None:
         """Forget the memos when ``view`` is of another topology or perf model, or when they are too big."""
@@ -185,7 +192,7 @@ class SpanTrainAgent(SchedulerAgent):
         if not self.memo:
             return self._adapt(plan, job, view)
         self._memos_for(view)
-        key = (plan.shape_key, job.shape_key, _link_key(view) if len(plan.regions) > 1 else None)
+        key = (plan.shape_key, job.shape_key, self._link_key(view) if len(plan.regions) > 1 else None)
         hit = self._adapt_memo.get(key)
         if hit is None:
             hit = self._adapt_memo[key] = self._adapt(plan, job, view)
@@ -266,7 +273,7 @@ class SpanTrainAgent(SchedulerAgent):
         self._memos_for(view)
         single = len(chain) == 1
         fit_chain = [view.topo.plan_class[chain[0]]] if single else list(chain)
-        key = (job.shape_key, tuple(fit_chain), tuple(budget), None if single else _link_key(view))
+        key = (job.shape_key, tuple(fit_chain), tuple(budget), None if single else self._link_key(view))
         hit = self._fit_memo.get(key)
         if hit is None:
             before = self.evaluations
@@ -298,7 +305,7 @@ class SpanTrainAgent(SchedulerAgent):
         if not self.memo:
             return self._propose(view, job)
         self._memos_for(view)
-        key = (job.shape_key, view.free_gpus.tobytes(), _link_key(view))
+        key = (job.shape_key, view.free_gpus.tobytes(), self._link_key(view))
         hit = self._propose_memo.get(key)
         if hit is None:
             before = self.evaluations
