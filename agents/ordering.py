@@ -167,6 +167,53 @@ def ordered_class(placement_cls: type[SchedulerAgent], placement: str, order: st
     return _Ordered
 
 
+_MEMO_ENTRIES = 20_000  # plans a proposer remembers per state (then all are dropped)
+
+
+class _PlanMemo:
+    """A proposer's plans per job shape and platform state (free GPUs, link flows and capacities).
+
+    The plans of :class:`SpinSearchProposer` and :class:`FirstFitProposer` are functions of exactly
+    these (and of the topology and perf model, whose change empties the memo); jobs keep their
+    place in the queue over many steps, in which the state often does not change (a wait for the
+    next arrival), so a step asks again for the plans it had.  A hit gives the plan rebound to the
+    asking job and puts its performance in the plan cache's ``recent`` (as a fit would).
+    """
+
+    def __init__(self, cache: Any) -> None:
+        self.cache = cache
+        self._store: dict[tuple, tuple[Plan, Any] | None] = {}
+        self._context: tuple[Any, Any] | None = None
+        self._last_state: tuple[bytes, bytes, bytes] | None = None
+
+    def key(self, view: SimView, job: JobSpec) -> tuple:
+        """The memo key of ``job`` in ``view``'s state (the memo is emptied when the platform changes)."""
+        context = self._context
+        if context is None or context[0] is not view.topo or context[1] != view.params or \
+                len(self._store) >= _MEMO_ENTRIES:
+            self._store.clear()
+            self._context = (view.topo, view.params)
+        state = (view.free_gpus.tobytes(), view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
+        if state == self._last_state:  # one object per state, shared by the keys of its jobs (memory)
+            state = self._last_state
+        self._last_state = state
+        return (job.shape_key, state)
+
+    def get(self, key: tuple, job: JobSpec) -> Plan | None | bool:
+        """The remembered plan for ``job`` (None: no plan), or False when ``key`` is not remembered."""
+        hit = self._store.get(key, False)
+        if hit is None or hit is False:
+            return hit
+        plan, perf = hit
+        plan = plan.for_job(job.job_id)
+        self.cache.recent[plan] = perf
+        return plan
+
+    def put(self, key: tuple, plan: Plan | None) -> None:
+        """Remember ``plan`` (its performance from the plan cache's ``recent``) under ``key``."""
+        self._store[key] = None if plan is None else (plan, self.cache.recent.get(plan))
+
+
 class SpinSearchProposer:
     """Candidate proposer: the plans ``spinsearch+ORDER`` would choose (see :mod:`sfenv.proposers`).
 
@@ -185,9 +232,11 @@ class SpinSearchProposer:
     :param jobs: waiting jobs (arrival order) that get a plan besides the decision.
     :param k_seeds: SpinSearch's chain seeds.
     :param max_chain: SpinSearch's longest chain.
+    :param memo: remember plans per job shape and platform state (:class:`_PlanMemo`; False: recompute).
     """
 
-    def __init__(self, cache: Any, order: str = "swf", jobs: int = 8, k_seeds: int = 4, max_chain: int = 4):
+    def __init__(self, cache: Any, order: str = "swf", jobs: int = 8, k_seeds: int = 4, max_chain: int = 4,
+                 memo: bool = True):
         from sfenv.agents.spinsearch import SpinSearchAgent
 
         if order not in ORDERS:
@@ -198,6 +247,9 @@ class SpinSearchProposer:
         self.order = order
         self.jobs = jobs
         self.agent = SpinSearchAgent(k_seeds=k_seeds, max_chain=max_chain)
+        #: remember plans per job shape and platform state (False: compute them at every call)
+        self.memo = memo
+        self._memo = _PlanMemo(cache)
         #: the combined agent's decision at the last :meth:`candidates` call (None: it would wait)
         self.decision: Plan | None = None
         self._bace: Any = None
@@ -210,7 +262,21 @@ class SpinSearchProposer:
         """Nothing to forget between episodes (the plan cache is the environment's)."""
 
     def plan(self, view: SimView, job: JobSpec) -> Plan | None:
-        """SpinSearch's plan for ``job`` now (:meth:`~sfenv.agents.spinsearch.SpinSearchAgent.propose`), or None."""
+        """SpinSearch's plan for ``job`` now (:meth:`~sfenv.agents.spinsearch.SpinSearchAgent.propose`), or None.
+
+        Remembered per job shape and platform state (:class:`_PlanMemo`).
+        """
+        if not self.memo:
+            return self._plan(view, job)
+        key = self._memo.key(view, job)
+        hit = self._memo.get(key, job)
+        if hit is not False:
+            return hit
+        plan = self._plan(view, job)
+        self._memo.put(key, plan)
+        return plan
+
+    def _plan(self, view: SimView, job: JobSpec) -> Plan | None:
         free = view.free_gpus
         best: tuple[tuple[float, int, int], Plan] | None = None
         for i, chain in enumerate(self.agent.chains(view, job)):
@@ -262,11 +328,12 @@ class FirstFitProposer:
     :param cache: the environment's plan cache.
     :param order: queue order, one of :data:`ORDERS`.
     :param placement: ``"fifo"`` or ``"fastest"``.
+    :param memo: remember plans per job shape and platform state (:class:`_PlanMemo`; False: recompute).
     """
 
     PLACEMENTS = ("fifo", "fastest")
 
-    def __init__(self, cache: Any, order: str = "swf", placement: str = "fifo"):
+    def __init__(self, cache: Any, order: str = "swf", placement: str = "fifo", memo: bool = True):
         if order not in ORDERS:
             raise UnknownName(f"unknown queue order {order!r}; known: {', '.join(ORDERS)}")
         if placement not in self.PLACEMENTS:
@@ -275,6 +342,9 @@ class FirstFitProposer:
         self.cache = cache
         self.order = order
         self.fastest = placement == "fastest"
+        #: remember plans per job shape and platform state (False: compute them at every call)
+        self.memo = memo
+        self._memo = _PlanMemo(cache)
         self.decision: Plan | None = None
         self._bace: Any = None
 
@@ -282,7 +352,18 @@ class FirstFitProposer:
         """Nothing to forget between episodes (the plan cache is the environment's)."""
 
     def plan(self, view: SimView, job: JobSpec) -> Plan | None:
-        """The placement's plan for ``job`` now, or None."""
+        """The placement's plan for ``job`` now, or None (remembered per job shape and state: :class:`_PlanMemo`)."""
+        if not self.memo:
+            return self._plan(view, job)
+        key = self._memo.key(view, job)
+        hit = self._memo.get(key, job)
+        if hit is not False:
+            return hit
+        plan = self._plan(view, job)
+        self._memo.put(key, plan)
+        return plan
+
+    def _plan(self, view: SimView, job: JobSpec) -> Plan | None:
         free = view.free_gpus
         best: tuple[float, Plan] | None = None
         for r in range(view.topo.num_regions):

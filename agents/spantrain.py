@@ -29,6 +29,13 @@ Our design
       parallelism inside regions) with a zero-bubble schedule (ZB-H2 if it fits memory, else
       ZB-H1), then the adapter picks the micro-batch size.
     - Queue: arrival order with backfilling (a job that cannot start is skipped).
+    - Memoisation (speed only, decisions unchanged): a placement, a plan fit and an adapter choice
+      are functions of the job's shape (:attr:`JobSpec.shape_key`), the free GPUs per region and
+      the link state (flows and capacities; a plan inside one region does not read it), so they
+      are remembered under exactly those keys for the topology they were computed on, and rebound
+      to the asking job (:meth:`Plan.for_job`).  The environment asks SpanTrain for a decision at
+      every step (``proposers="best+spantrain"``); the same states recur within and across
+      episodes.  ``memo=False`` computes everything afresh (the reference the tests compare to).
     - Adapter: :meth:`SpanTrainAgent.adapt` chooses micro-batch size and zero-bubble variant that
       maximise modelled throughput under the *current* link state; it is applied to every new
       placement.  At run time [summary: the adapter reacts to network fluctuation] the simulator
@@ -51,12 +58,14 @@ import networkx as nx
 import numpy as np
 from sfenv.agents.base import SchedulerAgent
 
-from sfenv.perf import Plan, PlanPerf
+from sfenv.perf import Plan, PlanPerf, Stage
 from sfenv.planning import fit_plan
 from sfenv.sim import InvalidDecision, SimView
 from sfenv.workload import JobSpec
 
 __all__ = ["SpanTrainAgent"]
+
+_MEMO_ENTRIES = 30_000  # memoised placements, fits and adapter choices kept (then all are dropped)
 
 
 class SpanTrainAgent(SchedulerAgent):
@@ -71,6 +80,8 @@ class SpanTrainAgent(SchedulerAgent):
     :param replan_running: apply the adapter to running jobs when the network changes (False: new
         placements only, the behaviour before run-time re-planning existed).
     :param replan_margin: switch only when the modelled gain exceeds this multiple of the pause.
+    :param memo: remember placements, fits and adapter choices per state (see the module docstring;
+        False: recompute at every call).
     """
 
     name = "spantrain"
@@ -85,6 +96,7 @@ class SpanTrainAgent(SchedulerAgent):
         schedules: tuple[str, ...] = ("zb-h2", "zb-h1"),
         replan_running: bool = True,
         replan_margin: float = 1.0,
+        memo: bool = True,
     ):
         self.lan_gbps = lan_gbps
         self.lan_latency_ms = lan_latency_ms
@@ -95,6 +107,37 @@ class SpanTrainAgent(SchedulerAgent):
         self.replan_margin = replan_margin
         self.evaluations = 0
         self.switches = 0
+        self.memo = memo
+        # per-state memos (see the module docstring), valid for one topology and set of perf params
+        self._memo_context: tuple[object, object] | None = None
+        self._groups_memo: dict[bytes, list[list[int]]] = {}
+        self._propose_memo: dict[tuple, tuple[Plan | None, int]] = {}
+        self._fit_memo: dict[tuple, tuple[tuple[Plan, PlanPerf] | None, int]] = {}
+        self._adapt_memo: dict[tuple, Plan] = {}
+        self._last_link_key: tuple[bytes, bytes] | None = None
+
+    def _link_key(self, view: SimView) -> tuple[bytes, bytes]:
+        """The link state a cross-region plan's modelled performance reads: flows and capacities.
+
+        The same object while the state does not change, so the memos' keys share it (memory).
+        """
+        key = (view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
+        if key == self._last_link_key:
+            return self._last_link_key
+        self._last_link_key = key
+        return key
+
+    def _memos_for(self, view: SimView) -> None:
+        """Forget the memos when ``view`` is of another topology or perf model, or when they are too big."""
+        context = (view.topo, view.params)
+        stored = self._memo_context
+        too_big = len(self._fit_memo) + len(self._adapt_memo) + len(self._propose_memo) > _MEMO_ENTRIES
+        if stored is None or stored[0] is not context[0] or stored[1] != context[1] or too_big:
+            self._groups_memo.clear()
+            self._propose_memo.clear()
+            self._fit_memo.clear()
+            self._adapt_memo.clear()
+            self._memo_context = context
 
     def reset(self, seed: int | None = None) -> None:
         """Reset the evaluation and switch counters."""
@@ -120,6 +163,16 @@ class SpanTrainAgent(SchedulerAgent):
 
     def groups(self, view: SimView) -> list[list[int]]:
         """Network groups (level 1), each ordered by compute (level 2), under current capacities."""
+        if not self.memo:
+            return self._groups(view)
+        self._memos_for(view)
+        key = view.link_capacity_bps.tobytes()
+        hit = self._groups_memo.get(key)
+        if hit is None:
+            hit = self._groups_memo[key] = self._groups(view)
+        return [list(grp) for grp in hit]
+
+    def _groups(self, view: SimView) -> list[list[int]]:
         topo = view.topo
         cap = view.link_capacity_bps
         g = nx.Graph()
@@ -136,6 +189,18 @@ class SpanTrainAgent(SchedulerAgent):
     # ---------------------------------------------------------------- adapter
     def adapt(self, plan: Plan, job: JobSpec, view: SimView) -> Plan:
         """The micro-batch size and zero-bubble variant with the best modelled throughput now."""
+        if not self.memo:
+            return self._adapt(plan, job, view)
+        self._memos_for(view)
+        key = (plan.shape_key, job.shape_key, self._link_key(view) if len(plan.regions) > 1 else None)
+        hit = self._adapt_memo.get(key)
+        if hit is None:
+            hit = self._adapt_memo[key] = self._adapt(plan, job, view)
+        else:  # the evaluations the computation made
+            self.evaluations += 1 + len(self._variants(plan))
+        return hit.for_job(plan.job_id)
+
+    def _adapt(self, plan: Plan, job: JobSpec, view: SimView) -> Plan:
         best, best_tp = plan, -1.0
         base = view.evaluate(plan, job)
         self.evaluations += 1
@@ -197,6 +262,37 @@ class SpanTrainAgent(SchedulerAgent):
 
     # ---------------------------------------------------------------- placement
     def _fit(self, view: SimView, job: JobSpec, chain: list[int], budget: list[int]) -> tuple[Plan, PlanPerf] | None:
+        """:meth:`_fit_now`, memoised: a single-region fit is found once per class of equal regions.
+
+        Regions with equal GPU, server and intra-region figures (:attr:`Topology.plan_class`) get the
+        same plan on the same budget (as in :class:`sfenv.proposers.PlanCache`): the plan found for
+        the class's first region is moved to ``chain[0]`` and evaluated there.
+        """
+        if not self.memo:
+            return self._fit_now(view, job, chain, budget)
+        self._memos_for(view)
+        single = len(chain) == 1
+        fit_chain = [view.topo.plan_class[chain[0]]] if single else list(chain)
+        key = (job.shape_key, tuple(fit_chain), tuple(budget), None if single else self._link_key(view))
+        hit = self._fit_memo.get(key)
+        if hit is None:
+            before = self.evaluations
+            res = self._fit_now(view, job, fit_chain, budget)
+            hit = self._fit_memo[key] = (res, self.evaluations - before)
+        else:
+            self.evaluations += hit[1]
+        res = hit[0]
+        if res is None:
+            return None
+        plan = res[0].for_job(job.job_id)
+        if fit_chain[0] == chain[0]:
+            return plan, res[1]
+        moved = replace(plan, stages=tuple([Stage.at(chain[0], s.layers, s.dp, s.tp) for s in plan.stages]))
+        return moved, view.evaluate(moved, job)
+
+    def _fit_now(
+        self, view: SimView, job: JobSpec, chain: list[int], budget: list[int]
+    ) -> tuple[Plan, PlanPerf] | None:
         for sched in self.schedules:
             res = fit_plan(job, view.topo, chain, budget, view.evaluate, schedule=sched)
             self.evaluations += 1
@@ -206,6 +302,20 @@ class SpanTrainAgent(SchedulerAgent):
 
     def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
         """The SpanTrain plan for ``job`` now, if it can start."""
+        if not self.memo:
+            return self._propose(view, job)
+        self._memos_for(view)
+        key = (job.shape_key, view.free_gpus.tobytes(), self._link_key(view))
+        hit = self._propose_memo.get(key)
+        if hit is None:
+            before = self.evaluations
+            plans = self._propose(view, job)
+            hit = self._propose_memo[key] = (plans[0] if plans else None, self.evaluations - before)
+        else:
+            self.evaluations += hit[1]
+        return [] if hit[0] is None else [hit[0].for_job(job.job_id)]
+
+    def _propose(self, view: SimView, job: JobSpec) -> list[Plan]:
         free = view.free_gpus
         flops = view.topo.gpu_flops
         groups = [[r for r in grp if free[r] > 0] for grp in self.groups(view)]

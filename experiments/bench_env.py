@@ -6,6 +6,12 @@ and the share of a MaskablePPO training run's wall time spent inside ``env.step`
 Run: ``python -m sfenv.experiments.bench_env [--steps 5000] [--train-steps 16384] [--against DIR]``
 (``--against``: the same masked-steps measurement for another checkout, alternately with this code).
 Targets: >= 5,000 steps/s on 8 regions, >= 1,000 on 64, <= 20 % of training time in env.step.
+
+``--proposers`` measures instead the candidate proposers' cost: masked steps/s with the default
+proposers, ``"best"`` and ``"best+spantrain"`` (the recommended recipe's) on spider-8-contended and
+spider-64, each in a fresh interpreter (process-wide memos start cold for every row), ``--rounds``
+times, and the ratio ``best+spantrain / default`` of each round (target >= 0.5); with ``--against
+DIR`` the other checkout's rows too, just before this code's in each round.
 """
 
 from __future__ import annotations
@@ -101,6 +107,66 @@ print(json.dumps({"sfenv": sfenv.__file__, "cartpole": cp, **{i: steps_per_s(i, 
 """
 
 
+#: run in a fresh interpreter by :func:`proposer_rows`: masked steps/s of one env id with one proposer set
+_PROPOSER_PROBE = """
+import json, sys
+from sfenv.experiments.bench_env import steps_per_s
+print(json.dumps(steps_per_s(sys.argv[1], int(sys.argv[2]), True, proposers=sys.argv[3])))
+"""
+
+#: proposer sets :func:`proposer_rows` compares (``"default"`` first: the ratios' denominator)
+PROPOSER_SETS = ("default", "best", "best+spantrain")
+#: env ids :func:`proposer_rows` measures by default (the recommended configs' and the largest platform)
+PROPOSER_ENV_IDS = ("sfenv/Spider8Contended-v0", "sfenv/Spider64-v0")
+
+
+def proposer_rows(
+    steps: int = 5000, rounds: int = 2, env_ids: tuple[str, ...] = PROPOSER_ENV_IDS,
+    sets: tuple[str, ...] = PROPOSER_SETS, checkout: str | Path | None = None,
+) -> list[dict[str, dict[str, dict[str, float]]]]:
+    """Masked steps/s per env id and proposer set, each measured in a fresh interpreter, ``rounds`` times.
+
+    Within a round the sets of one env id run one after another (with ``checkout``, that revision's
+    rows just before this code's), so their ratios come from the same minutes of the same machine
+    (which may be shared: compare ratios, not absolute figures).
+
+    :param steps: measured steps per row (after :func:`steps_per_s`'s 200 warm-up steps).
+    :param rounds: repetitions.
+    :param env_ids: registered env ids.
+    :param sets: values of the env's ``proposers`` argument; the first is the ratios' denominator.
+    :param checkout: another revision's source folder to measure too (first on ``PYTHONPATH``).
+    :return: per round ``{"this" or "other": {env id: {set: steps/s}}}``.
+    """
+    here = Path(__file__).resolve().parents[1]
+    codes = ([("other", Path(checkout).resolve())] if checkout else []) + [("this", here)]
+    out = []
+    for _ in range(rounds):
+        row: dict[str, dict[str, dict[str, float]]] = {name: {} for name, _ in codes}
+        for env_id in env_ids:
+            for name, path in codes:
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
+                row[name][env_id] = {}
+                for proposers in sets:
+                    res = subprocess.run([sys.executable, "-c", _PROPOSER_PROBE, env_id, str(steps), proposers],
+                                         env=env, capture_output=True, text=True, check=True,
+                                         cwd=tempfile.gettempdir())
+                    row[name][env_id][proposers] = float(res.stdout.strip().splitlines()[-1])
+        out.append(row)
+    return out
+
+
+def print_proposer_rows(rows: list[dict[str, dict[str, dict[str, float]]]]) -> None:
+    """Print :func:`proposer_rows`' figures, one line per round, code and env id, with ratios to the first set."""
+    for i, row in enumerate(rows):
+        for name, by_env in row.items():
+            for env_id, figures in by_env.items():
+                base_name, base = next(iter(figures.items()))
+                cells = "  ".join(f"{prop} {sps:6.0f}" for prop, sps in figures.items())
+                ratios = "  ".join(f"{prop}/{base_name} {sps / base:.3f}" for prop, sps in figures.items()
+                                   if prop != base_name)
+                print(f"round {i + 1} {name:<5} {env_id[6:]:<20} masked steps/s: {cells}   {ratios}")
+
+
 def compare_with_checkout(
     checkout: str | Path, steps: int = 3000, rounds: int = 3,
     env_ids: tuple[str, ...] = ("sfenv/Spider8-v0", "sfenv/Spider64-v0"),
@@ -138,7 +204,14 @@ def main() -> None:
     ap.add_argument("--against", metavar="DIR", default=None,
                     help="also compare masked steps/s with another checkout (e.g. `git worktree add /tmp/old REV`), "
                          "alternately, 3 rounds")
+    ap.add_argument("--proposers", action="store_true",
+                    help="measure only the proposer sets default, best and best+spantrain on spider-8-contended "
+                         "and spider-64 (each in a fresh interpreter) and print best+spantrain/default")
+    ap.add_argument("--rounds", type=int, default=2, help="repetitions of the --proposers measurement")
     args = ap.parse_args()
+    if args.proposers:
+        print_proposer_rows(proposer_rows(args.steps, args.rounds, checkout=args.against))
+        return
     if args.against:
         for i, row in enumerate(compare_with_checkout(args.against, args.steps)):
             for name in ("other", "this"):

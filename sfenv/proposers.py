@@ -301,8 +301,10 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
     3. with ``spantrain=True`` (``proposers="best+spantrain"``) only,
        :class:`sfenv.agents.ordering.DecisionProposer`: the decision of ``spantrain+swf`` (the best
        heuristic on the contended scenarios; its re-plans are not taken).  SpanTrain decides
-       slowly: the env then makes about a quarter of ``"best"``'s steps per second on 8 regions
-       and a thirtieth on 64;
+       slowly: it remembers its decisions per platform state, but each new state's zero-bubble
+       plans are replayed event by event (:mod:`sfenv.pipeline`), so the env makes about 40 % of
+       ``"best"``'s masked steps per second on spider-8-contended and a tenth on spider-64, over
+       1,000-step runs from a cold start (``python -m sfenv.experiments.bench_env --proposers``);
     4. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf``): the decision of
        ``spinsearch+swf`` and SpinSearch's plan for every job in the queue window;
     5. :class:`SingleRegionProposer` and 6. :class:`PathProposer`, as in :func:`default_proposers`.

@@ -123,3 +123,19 @@ def test_bench_env_compares_with_another_checkout(tmp_path):
     for m in rows[0].values():
         assert m["sfenv/Spider8-v0"] > 0 and m["cartpole"] > 0
         assert Path(m["sfenv"]).resolve().parent.parent == here  # each run imported the folder it was given
+
+
+def test_bench_env_proposer_rows_measure_each_set(capsys):
+    """Smoke: one round of two proposer sets on spider-8, this code against itself, and the printed ratio."""
+    from pathlib import Path
+
+    here = Path(bench_env.__file__).resolve().parents[1]
+    rows = bench_env.proposer_rows(steps=20, rounds=1, env_ids=("sfenv/Spider8-v0",), sets=("default", "best"),
+                                   checkout=here)
+    assert len(rows) == 1 and set(rows[0]) == {"other", "this"}
+    for by_env in rows[0].values():
+        figures = by_env["sfenv/Spider8-v0"]
+        assert list(figures) == ["default", "best"] and min(figures.values()) > 0
+    bench_env.print_proposer_rows(rows)
+    this = rows[0]["this"]["sfenv/Spider8-v0"]
+    assert f"best/default {this['best'] / this['default']:.3f}" in capsys.readouterr().out

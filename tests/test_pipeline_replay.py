@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 from sfenv.hardware import get_gpu
 from sfenv.perf import PerfParams, Plan, Stage, evaluate_plan
-from sfenv.pipeline import SCHEDULES, _sweep_fixed_order, default_windows, pipeline_time, replay_pipeline
+from sfenv.pipeline import (
+    SCHEDULES,
+    _sweep_fixed_order,
+    default_windows,
+    pipeline_time,
+    replay_pipeline,
+)
 from sfenv.planning import chain_plan, fit_plan
 from sfenv.topology import Link, Region, Topology
 from sfenv.workload import MODEL_ZOO, JobSpec
@@ -81,6 +87,15 @@ def test_position_sweep_equals_event_replay(chain, m, gpipe, extra):
     w = default_windows(len(c), m, schedule, cross, extra)
     assert _sweep_fixed_order(c, lat, x, m, w, gpipe) == pytest.approx(replay_pipeline(c, lat, x, m, schedule, w),
                                                                        rel=1e-12)
+
+
+# equal stages, no latency or round transfer times: events tie, so the order they are handled in matters
+tied_chains = st.integers(1, 10).flatmap(lambda p: st.tuples(
+    st.lists(st.sampled_from([0.3, 0.6, 0.9, 1.0]), min_size=p, max_size=p),
+    st.lists(st.sampled_from([0.0, 0.1, 0.3]), min_size=p - 1, max_size=p - 1),
+    st.lists(st.sampled_from([0.0, 0.1, 0.6]), min_size=p - 1, max_size=p - 1),
+    st.lists(st.booleans(), min_size=p - 1, max_size=p - 1),
+))
 
 
 @pytest.mark.parametrize("p,m", [(2, 8), (4, 16), (8, 64)])
