@@ -45,7 +45,8 @@ Our design (the summaries give no detail, or our model differs)
       while no start has more paths than that; on bace-6, 6 starts x 8 = 48 paths at most).
       [Before, one budget of 32 paths was shared by all starts, and the first start's depth-first
       search could fill it before any other start was tried.]  Each is allocated by Cost-Min,
-      planned, completed by the shared completion step (:func:`sfenv.planning.complete_plan`:
+      planned (tensor degree by the uncompleted plans' times, to keep the evaluations down),
+      completed by the shared completion step (:func:`sfenv.planning.complete_plan`:
       micro-batch, recomputation, in-flight window; the stages, hence ``K*`` and the path, stay;
       the summaries fix neither micro-batch nor window), evaluated under current link shares and
       kept if feasible and stall-free (``transfer <= compute`` on every hop of the final plan;
