@@ -48,7 +48,7 @@ budgets the ILP baseline dominates: 20-40 s per decision on 16-64 clusters (12 M
 limit each), so the uncapped workloads (80-320 jobs) would take an estimated 50 CPU-hours at 10
 seeds.  By default the SpiderFlow scenarios are therefore capped at :data:`JOB_CAPS` jobs per
 episode (spider-8 keeps its 40; spider-16/32/64 run their first 12 jobs: the ILP makes more
-unaffordable at 10 seeds; about 3 hours on two cores); the output says so.  ``--num-jobs N`` caps
+unaffordable at 10 seeds: an estimated 3-4 hours on two cores); the output says so.  ``--num-jobs N`` caps
 every scenario at N instead, ``--num-jobs 0`` runs the full workloads (split them with
 ``--scenarios`` or run them with ``--backend ray`` on a cluster).
 """
