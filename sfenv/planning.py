@@ -235,8 +235,10 @@ def complete_plan(
     slower.  The candidate with the lowest modelled iteration time wins; ties go to the earlier
     one (the given plan, then smaller micro-batches, less recomputation).
 
-    Cost: typically two evaluations per micro-batch size and schedule (the plain plan and the
-    full window), plus ``log2(e)`` when the full window does not fit.
+    Micro-batch sizes are tried in increasing order and the scan stops at the first size that fits
+    in no recomputation mode (activation memory grows with the micro-batch).  Cost: typically three
+    evaluations per micro-batch size and schedule (the plain plan, the full window and one wider
+    probe), plus ``log2(e)`` when the full window does not fit.
 
     :param plan: the agent's plan (its knobs are only a starting point).
     :param job: the job.
@@ -255,17 +257,21 @@ def complete_plan(
     keep(plan, evaluate(plan, job) if perf is None else perf)
     pipelined = plan.num_stages > 1 and menu.widen_window
     for schedule in menu.schedules or (plan.schedule,):
-        for b in menu.micro_batches:
+        for b in sorted(menu.micro_batches):
             if b > 1 and plan.dp * b > job.global_batch:
                 continue
+            fitted = False
             for mode in menu.recompute_modes:
                 cand = replace(plan, micro_batch=b, schedule=schedule, recompute=mode, extra_inflight=0)
                 cand_perf = evaluate(cand, job) if cand != plan or perf is None else perf
                 if not cand_perf.feasible:
                     continue
+                fitted = True
                 keep(cand, cand_perf)
                 if not pipelined or schedule == "gpipe" or _widen(cand, cand_perf, job, evaluate, keep):
                     break  # the window is as wide as it needs to be: more recomputation only costs
+            if not fitted:
+                break  # activation memory grows with the micro-batch: larger ones do not fit either
     return best
 
 

@@ -220,6 +220,8 @@ def test_priority_overtakes_on_bace6():
             return plan
 
         sim.run(decide)
+        if overtakes:  # one seed with an overtake is enough (the search costs more since plans are completed)
+            break
     assert overtakes > 0
 
 
