@@ -271,19 +271,7 @@ def tpa_plan(
             if any(not o for o in opts):
                 continue
             m = max(1, math.ceil(job.global_batch / (d * b)))
-            if stats is not None:
-                stats["level2"] = stats.get("level2", 0) + 1
-            if solver == "milp":
-                sol = intra_cluster_ilp(opts, budget, time_limit, microbatches=m)
-                if stats is not None:
-                    stats["milp_solves"] = stats.get("milp_solves", 0) + 1
-                    stats["optimal"] = stats.get("optimal", True) and bool(sol and sol[2])
-                chosen = None if sol is None else sol[0]
-            else:
-                sol2 = level2_enumerate(opts, budget, m, stats=stats)
-                if stats is not None:
-                    stats.setdefault("optimal", True)
-                chosen = None if sol2 is None else sol2[0]
+            chosen = _solve_level2(opts, budget, m, solver, time_limit, stats)
             if chosen is None:
                 continue
             stages: list[Stage] = []
@@ -305,13 +293,34 @@ def tpa_plan(
                     stats["evaluations"] += 1
             if perf.feasible and (best is None or perf.iter_time < best[1].iter_time):
                 best = (plan, perf)
-    if best is None or menu is None:
-        return best
+    return best if best is None or menu is None else _complete(view, job, best, menu, stats)
 
-    def counted(plan: Plan, job: JobSpec) -> PlanPerf:
+
+def _solve_level2(opts: list[list[ClusterOption]], budget: Sequence[int], m: int, solver: str, time_limit: float,
+                  stats: dict | None) -> list[int] | None:
+    """One level-2 problem by ``solver``: the chosen option per cluster, or None; counted in ``stats``."""
+    if stats is not None:
+        stats["level2"] = stats.get("level2", 0) + 1
+    if solver == "milp":
+        sol = intra_cluster_ilp(opts, budget, time_limit, microbatches=m)
+        if stats is not None:
+            stats["milp_solves"] = stats.get("milp_solves", 0) + 1
+            stats["optimal"] = stats.get("optimal", True) and bool(sol and sol[2])
+        return None if sol is None else sol[0]
+    sol2 = level2_enumerate(opts, budget, m, stats=stats)
+    if stats is not None:
+        stats.setdefault("optimal", True)
+    return None if sol2 is None else sol2[0]
+
+
+def _complete(view: SimView, job: JobSpec, best: tuple[Plan, PlanPerf], menu: PlanMenu,
+              stats: dict | None) -> tuple[Plan, PlanPerf] | None:
+    """TPA's plan through the shared completion step, its evaluations counted in ``stats``."""
+
+    def counted(plan: Plan, j: JobSpec) -> PlanPerf:
         if stats is not None:
             stats["completion_evaluations"] = stats.get("completion_evaluations", 0) + 1
-        return view.evaluate(plan, job)
+        return view.evaluate(plan, j)
 
     return complete_plan(best[0], job, counted, menu, best[1])
 

@@ -179,19 +179,10 @@ def fit_plan(
             unit = dp * tp
             if unit > min(budget):
                 break
-            per_region = [g // unit for g in budget]
-            total = sum(per_region)
-            # cap pipeline depth by layers and GPUs by the job's maximum, trimming from the end
-            cap_stages = min(job.model.layers, max_depth, job.max_gpus // unit)
-            if cap_stages < len(chain):
+            per_region = _stage_counts(job, budget, len(chain), unit, max_depth)
+            if per_region is None:
                 continue
-            while total > cap_stages:
-                i = max(range(len(per_region)), key=lambda j: (per_region[j], j))
-                per_region[i] -= 1
-                total -= 1
-            if total * unit < job.min_gpus:
-                continue
-            if state_bytes / (total * tp) > min_mem:  # cannot fit even without activations
+            if state_bytes / (sum(per_region) * tp) > min_mem:  # cannot fit even without activations
                 continue
             perf = None
             for recompute in menu.recompute_modes:
@@ -212,6 +203,27 @@ def fit_plan(
             if evals >= max_evals:
                 return None if best is None else complete_plan(best[0], job, evaluate, menu, best[1])
     return None if best is None else complete_plan(best[0], job, evaluate, menu, best[1])
+
+
+def _stage_counts(job: JobSpec, budget: Sequence[int], regions: int, unit: int, max_depth: int) -> list[int] | None:
+    """Stages per region for ``unit`` GPUs per stage, or None if the job cannot be met.
+
+    Each region holds ``budget // unit`` stages, trimmed (from the largest, later first) so the
+    pipeline has at most ``min(L, max_depth)`` stages and the job at most ``max_gpus`` GPUs.
+    None when some region would hold no stage or the job's minimum GPUs is not reached.
+    """
+    per_region = [g // unit for g in budget]
+    total = sum(per_region)
+    cap_stages = min(job.model.layers, max_depth, job.max_gpus // unit)
+    if cap_stages < regions:
+        return None
+    while total > cap_stages:
+        i = max(range(len(per_region)), key=lambda j: (per_region[j], j))
+        per_region[i] -= 1
+        total -= 1
+    if total * unit < job.min_gpus:
+        return None
+    return per_region
 
 
 def complete_plan(
