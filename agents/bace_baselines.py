@@ -13,8 +13,9 @@ until its preferred feasible region has them); a cross-region baseline takes up 
 from regions in its order and starts with fewer if that reaches the job's minimum and the memory
 minimum ("capped at K*").  CR-LDF starts at the region with the most free GPUs and adds the region
 maximising free GPUs x route bandwidth from the current tail.  No stall check, no path search.
-The plans come from :func:`sfenv.agents.bace_pipe.pp_plan` (tensor degree chosen by the model),
-so only placement differs from BACE-Pipe.
+The plans come from :func:`sfenv.agents.bace_pipe.pp_plan` (tensor degree chosen by the model,
+each plan completed by :func:`sfenv.planning.complete_plan` as BACE-Pipe's are), so only
+placement differs from BACE-Pipe.
 """
 
 from __future__ import annotations

@@ -33,16 +33,26 @@ Our design (the summaries give no detail, or our model differs)
       (e.g. where recomputation switches on) is skipped if a larger ``k`` passes the test from
       the current one.  Where stage compute falls below the boundary hop's time, the pipeline
       across the boundary stops scaling, so ``K*`` grows with the compute per micro-batch
-      (model size) and falls with WAN latency.  Cached per job shape and topology.
+      (model size) and falls with WAN latency.  Cached per job shape and topology.  The probe's
+      plans are not completed (micro-batch 1, plain 1F1B window): ``K*`` is BACE-Pipe's sizing
+      rule, kept as it was; only the plans it finally runs are completed.
     - Tensor parallelism: the degree (1, 2, 4, 8, within a server, dividing the heads and every
       region's GPU count) with the best modelled iteration time, for ``K*`` and for every path.
-    - Paths: all simple region paths over regions with free GPUs, grown until they hold ``K*``
+    - Paths: simple region paths over regions with free GPUs, grown until they hold ``K*``
       free GPUs (a path that already holds them stops), with stall-free hops only; depth-first
-      in order of route bandwidth share, at most ``max_paths`` of them.  Each is allocated by
-      Cost-Min, planned, evaluated under current link shares and kept if feasible and stall-free
-      (``transfer <= compute`` on every hop of the final plan).  The cheapest is the one with the
-      lowest electricity cost for the job's remaining iterations at today's prices; ties go to
-      the shorter iteration time.
+      in order of route bandwidth share from *every* start region, at most ``paths_per_start``
+      per start (a documented search budget: "cheapest among all feasible paths" is exact only
+      while no start has more paths than that; on bace-6, 6 starts x 8 = 48 paths at most).
+      [Before, one budget of 32 paths was shared by all starts, and the first start's depth-first
+      search could fill it before any other start was tried.]  Each is allocated by Cost-Min,
+      planned (tensor degree by the uncompleted plans' times, to keep the evaluations down),
+      completed by the shared completion step (:func:`sfenv.planning.complete_plan`:
+      micro-batch, recomputation, in-flight window; the stages, hence ``K*`` and the path, stay;
+      the summaries fix neither micro-batch nor window), evaluated under current link shares and
+      kept if feasible and stall-free (``transfer <= compute`` on every hop of the final plan;
+      if the completed plan is not, the plan before completion is tried).  The cheapest is the
+      one with the lowest electricity cost for the job's remaining iterations at today's prices;
+      ties go to the shorter iteration time.
     - Stall-free test: ``PlanPerf.transfer_times`` when the model provides it; otherwise
       ``2 b s h`` bytes over the route's fair bandwidth share (:func:`transfer_times`).
     - ``I_j``: the job's total training FLOPs over the largest in the queue.  ``D_j``: activation
@@ -60,7 +70,7 @@ import numpy as np
 from sfenv.agents.base import SchedulerAgent
 
 from sfenv.perf import Plan, PlanPerf, evaluate_plan, plan_flows
-from sfenv.planning import chain_plan
+from sfenv.planning import DEFAULT_MENU, RECOMPUTE_MODES, PlanMenu, chain_plan, complete_plan
 from sfenv.sim import SimView
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec
@@ -140,10 +150,10 @@ def _plan_stages(
     evaluate: Evaluate, job: JobSpec, topo: Topology, chain: Sequence[int], stages: Sequence[int], tp: int,
     schedule: str,
 ) -> tuple[Plan, PlanPerf] | None:
-    """The plan with ``stages[i]`` stages of ``tp`` GPUs in ``chain[i]``; recomputation if needed."""
+    """The plan with ``stages[i]`` stages of ``tp`` GPUs in ``chain[i]``; the least recomputation that fits."""
     if min(stages) < 1 or sum(stages) > job.model.layers:
         return None
-    for recompute in (False, True):
+    for recompute in RECOMPUTE_MODES:
         plan = chain_plan(job, topo, chain, stages, dp=1, tp=tp, schedule=schedule, recompute=recompute)
         if plan is None:
             return None
@@ -161,11 +171,14 @@ def pp_plan(
     schedule: str = "1f1b",
     exact: bool = False,
     evaluate: Evaluate | None = None,
+    menu: PlanMenu | None = DEFAULT_MENU,
 ) -> tuple[Plan, PlanPerf] | None:
     """The fastest pipeline-only plan with at most ``gpus[i]`` GPUs in ``chain[i]``.
 
     For every tensor degree t (the model chooses it: lowest modelled iteration time), region i
     holds ``gpus[i] // t`` stages of t GPUs; recomputation only when the plain plan does not fit.
+    Each tensor degree's plan is completed (:func:`sfenv.planning.complete_plan` with ``menu``;
+    None: not completed) before they are compared.
 
     :param exact: only tensor degrees that divide every ``gpus[i]`` (the plan then uses exactly
         ``sum(gpus)`` GPUs).
@@ -178,6 +191,8 @@ def pp_plan(
         if exact and any(g % tp for g in gpus):
             continue
         res = _plan_stages(ev, job, view.topo, chain, [g // tp for g in gpus], tp, schedule)
+        if res is not None and menu is not None:
+            res = complete_plan(res[0], job, ev, menu, res[1])
         if res is not None and (best is None or res[1].iter_time < best[1].iter_time):
             best = res
     return best
@@ -287,19 +302,23 @@ class BACEPipeAgent(SchedulerAgent):
         pick the cheapest path (False: the fastest); ablation switch.
     :param schedule: pipeline schedule of the plans (``"1f1b"`` as in the source).
     :param knee: ``K*`` knee threshold (see :func:`knee_point`).
-    :param max_paths: most candidate paths examined per job and decision.
+    :param paths_per_start: most candidate paths examined per start region, job and decision.
+    :param menu: the completion step's menu (None: plans are not completed; for comparisons).
     """
 
     name = "bace-pipe"
 
     def __init__(self, priority: bool = True, pathfinder: bool = True, cost_min: bool = True, schedule: str = "1f1b",
-                 knee: float = KNEE_THRESHOLD, max_paths: int = 32):
+                 knee: float = KNEE_THRESHOLD, paths_per_start: int = 8, menu: PlanMenu | None = DEFAULT_MENU):
+        if paths_per_start < 1:
+            raise ValueError(f"paths_per_start must be >= 1, got {paths_per_start}")
         self.priority = priority
         self.pathfinder = pathfinder
         self.cost_min = cost_min
         self.schedule = schedule
         self.knee = knee
-        self.max_paths = max_paths
+        self.paths_per_start = paths_per_start
+        self.menu = menu
         self.evaluations = 0
         self._kstar: dict = {}
 
@@ -369,21 +388,23 @@ class BACEPipeAgent(SchedulerAgent):
                     paths.append(path)
             return paths
 
-        def grow(path: list[int], total: int) -> None:
-            if len(paths) >= self.max_paths:
+        def grow(path: list[int], total: int, found: list[list[int]]) -> None:
+            if len(found) >= self.paths_per_start:
                 return
             if total >= k:
-                paths.append(list(path))
+                found.append(list(path))
                 return
             tail = path[-1]
             nxt = [r for r in regions if r not in path and self._hop_ok(view, job, tail, r, stage_compute)]
             for r in sorted(nxt, key=lambda r: (-self._share_bps(view, tail, r), -free[r], r)):
                 path.append(r)
-                grow(path, total + int(free[r]))
+                grow(path, total + int(free[r]), found)
                 path.pop()
 
         for start in sorted(regions, key=lambda r: (-min(int(free[r]), k), r)):
-            grow([start], int(free[start]))
+            found: list[list[int]] = []
+            grow([start], int(free[start]), found)
+            paths.extend(found)
         return paths
 
     def allocate(self, view: SimView, path: list[int], stages: int, tp: int) -> list[int] | None:
@@ -403,7 +424,7 @@ class BACEPipeAgent(SchedulerAgent):
         return alloc if left == 0 else None
 
     def path_plan(self, view: SimView, job: JobSpec, path: list[int], k: int) -> tuple[Plan, PlanPerf] | None:
-        """The fastest feasible, stall-free plan of exactly ``k`` GPUs on ``path`` (TP by the model)."""
+        """The fastest feasible, stall-free plan of exactly ``k`` GPUs on ``path`` (TP by the model), completed."""
         best: tuple[Plan, PlanPerf] | None = None
         for tp in _tp_options(view, job, path):
             if k % tp:
@@ -415,13 +436,26 @@ class BACEPipeAgent(SchedulerAgent):
             self.evaluations += 1
             if res is None or res[0].gpus != k:
                 continue
-            if self.pathfinder:
-                xfer = transfer_times(res[0], res[1], job, view.topo, view.link_capacity_bps, view.link_flows)
-                if not stall_free(res[1], xfer):
-                    continue
+            if not self._stall_free(view, job, res):
+                continue
             if best is None or res[1].iter_time < best[1].iter_time:
                 best = res
-        return best
+        if best is None or self.menu is None:
+            return best
+
+        def counted(plan: Plan, j: JobSpec) -> PlanPerf:
+            self.evaluations += 1
+            return view.evaluate(plan, j)
+
+        done = complete_plan(best[0], job, counted, self.menu, best[1])
+        return done if done is not None and self._stall_free(view, job, done) else best
+
+    def _stall_free(self, view: SimView, job: JobSpec, res: tuple[Plan, PlanPerf]) -> bool:
+        """The pathfinder's rule on a plan (always True in the ablation without the pathfinder)."""
+        if not self.pathfinder:
+            return True
+        xfer = transfer_times(res[0], res[1], job, view.topo, view.link_capacity_bps, view.link_flows)
+        return stall_free(res[1], xfer)
 
     def job_cost_usd(self, view: SimView, job: JobSpec, perf: PlanPerf) -> float:
         """Electricity cost of the job's remaining iterations on a plan, at today's prices."""

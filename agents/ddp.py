@@ -26,6 +26,9 @@ What it models
       replica fits but not on the free GPUs waits.
 
 Our design
+    - Micro-batch and recomputation: like every agent's plan, the DDP plan goes through the shared
+      completion step (:func:`sfenv.planning.complete_plan`; one stage, so no pipeline window): a
+      DDP user tunes the per-GPU micro-batch too.  ``micro_batch=N`` fixes it instead.
     - Queue: strict arrival order with head-of-line blocking, as :class:`~sfenv.agents.fifo.FIFOAgent`
       (the pipeline baseline), so the two differ only in the plan's shape.
     - Placement: regions with free GPUs, most free GPUs first (index breaks ties), taken as a
@@ -42,6 +45,7 @@ from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.fifo import FIFOAgent
 
 from sfenv.perf import Plan, PlanPerf, Stage
+from sfenv.planning import DEFAULT_MENU, RECOMPUTE_MODES, PlanMenu, complete_plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
@@ -84,7 +88,7 @@ def data_parallel_plan(
         if total < job.min_gpus or not placement:
             continue
         stage = Stage(job.model.layers, tuple(placement), tp)
-        for recompute in (False, True):
+        for recompute in RECOMPUTE_MODES:
             plan = Plan(job.job_id, (stage,), micro_batch=micro_batch, schedule="1f1b", recompute=recompute)
             perf = view.evaluate(plan, job)
             if perf.feasible:
@@ -95,7 +99,8 @@ def data_parallel_plan(
 class DataParallelAgent(SchedulerAgent):
     """DDP-style data parallelism across regions, FIFO queue (see the module docstring).
 
-    :param micro_batch: sequences per micro-batch (gradient accumulation step).
+    :param micro_batch: sequences per micro-batch (gradient accumulation step); None (default):
+        chosen by the shared completion step among :data:`sfenv.planning.MICRO_BATCHES`.
     :param max_regions: at most this many regions per job (None: no limit).
     :param fallback: give jobs whose replica fits no server FIFO's pipeline plan (else they wait).
     """
@@ -103,12 +108,13 @@ class DataParallelAgent(SchedulerAgent):
     name = "ddp"
     blocking = True
 
-    def __init__(self, micro_batch: int = 1, max_regions: int | None = None, fallback: bool = True):
-        if micro_batch < 1:
+    def __init__(self, micro_batch: int | None = None, max_regions: int | None = None, fallback: bool = True):
+        if micro_batch is not None and micro_batch < 1:
             raise ValueError(f"micro_batch must be >= 1, got {micro_batch}")
         if max_regions is not None and max_regions < 1:
             raise ValueError(f"max_regions must be >= 1 or None, got {max_regions}")
         self.micro_batch = micro_batch
+        self.menu: PlanMenu = DEFAULT_MENU if micro_batch is None else PlanMenu(micro_batches=(micro_batch,))
         self.max_regions = max_regions
         self.fallback = fallback
         self.fallbacks = 0
@@ -152,9 +158,11 @@ class DataParallelAgent(SchedulerAgent):
             if total < job.min_gpus:
                 continue
             chain = order[: i + 1]
-            res = data_parallel_plan(job, view, chain, [int(free[x]) for x in chain], self.micro_batch)
+            res = data_parallel_plan(job, view, chain, [int(free[x]) for x in chain], self.micro_batch or 1)
             if res is None:
                 continue
+            res = complete_plan(res[0], job, view.evaluate, self.menu, res[1])
+            assert res is not None  # the plan given is feasible, so completion keeps at least it
             if best is not None and res[1].iter_time > best[1].iter_time:
                 break  # one more region over the WAN made it slower: stop
             if best is None or (res[1].iter_time, res[0].gpus) < (best[1].iter_time, best[0].gpus):

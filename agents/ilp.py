@@ -35,7 +35,11 @@ communication).  As the objective charges nothing for tensor parallelism, for ea
 the largest t is offered (it dominates; :func:`dominant_options`), and the agent scores the
 solution with the full model together with variants whose tensor degree is capped at each
 smaller menu degree (same GPUs and layers, more stages).  [An earlier version had t = 1, b = 1
-only and no all-reduce term.]
+only and no all-reduce term.]  The best plan then goes through the shared completion step
+(:func:`sfenv.planning.complete_plan`): the MILP's chain, GPUs and layer split stay, while
+micro-batch size, recomputation and the in-flight window per WAN hop are chosen by the full model
+as for every other agent.  [Before, the ILP's plans kept the plain 1F1B window, a handicap
+against agents built on ``fit_plan``.]
 
 Solver: HiGHS via PuLP (CBC fallback), always under ``time_limit``; a run stopped by the limit
 returns its incumbent with ``optimal=False``.  If no MILP yields an incumbent within the limit
@@ -65,7 +69,7 @@ from sfenv.agents.milp import new_var, solve
 from sfenv.agents.tpa import MICRO_BATCHES
 
 from sfenv.perf import Plan, PlanPerf, Stage
-from sfenv.planning import TP_DEGREES
+from sfenv.planning import DEFAULT_MENU, RECOMPUTE_MODES, TP_DEGREES, complete_plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
@@ -301,7 +305,7 @@ class ILPAgent(SchedulerAgent):
         self.evaluations = self.solves = self.proven_optimal = self.fallbacks = 0
 
     def plan(self, view: SimView, job: JobSpec) -> tuple[Plan, PlanPerf, bool] | None:
-        """The best plan over ``dp_options`` x ``micro_batches`` and whether every MILP behind it was proven optimal."""
+        """The best plan over ``dp_options`` x ``micro_batches``, completed; whether every MILP was optimal."""
         best = None
         all_optimal = True
         for d in self.dp_options:
@@ -320,7 +324,7 @@ class ILPAgent(SchedulerAgent):
                 all_optimal &= optimal
                 self.proven_optimal += int(optimal)
                 for stages in self._variants(inst, chain):
-                    for recompute in (False, True):
+                    for recompute in RECOMPUTE_MODES:
                         plan = Plan(job.job_id, stages, micro_batch=b, recompute=recompute)
                         perf = view.evaluate(plan, job)
                         self.evaluations += 1
@@ -328,7 +332,16 @@ class ILPAgent(SchedulerAgent):
                             if best is None or perf.iter_time < best[1].iter_time:
                                 best = (plan, perf)
                             break
-        return None if best is None else (best[0], best[1], all_optimal)
+        if best is None:
+            return None
+
+        def counted(plan: Plan, job: JobSpec) -> PlanPerf:
+            self.evaluations += 1
+            return view.evaluate(plan, job)
+
+        done = complete_plan(best[0], job, counted, DEFAULT_MENU, best[1])
+        assert done is not None  # the given plan is feasible, so completion keeps at least it
+        return done[0], done[1], all_optimal
 
     def _variants(self, inst: ILPInstance, chain: list[tuple[int, int, int, int]]) -> list[tuple[Stage, ...]]:
         """The MILP's solution and its variants with the tensor degree capped (same GPUs and layers).

@@ -26,8 +26,10 @@ Our design
     - Placement: the network group with the most free compute that can hold the job alone;
       otherwise groups are chained, largest first, until the job's minimum GPUs are met.  The
       plan shape comes from :func:`sfenv.planning.fit_plan` (stages follow the chain, data
-      parallelism inside regions) with a zero-bubble schedule (ZB-H2 if it fits memory, else
-      ZB-H1), then the adapter picks the micro-batch size.
+      parallelism inside regions) with a zero-bubble schedule; its completion step
+      (:func:`sfenv.planning.complete_plan`, the menu every agent gets) picks the zero-bubble
+      variant among ``schedules``, the micro-batch among ``micro_batches``, recomputation and the
+      in-flight window; then the adapter may re-tune micro-batch, variant and window.
     - Queue: arrival order with backfilling (a job that cannot start is skipped).
     - Memoisation (speed only, decisions unchanged): a placement, a plan fit and an adapter choice
       are functions of the job's shape (:attr:`JobSpec.shape_key`), the free GPUs per region and
@@ -47,6 +49,10 @@ Our design
       the switch pause the simulator charges (:meth:`sfenv.sim.Simulator.replan`: a modelled
       re-partition pause; with the stages unchanged, only the restart constant).  Both times are
       modelled under the link state at the change; later changes trigger new decisions.
+    - Ablation (review finding 5: which part wins): ``spantrain-placement`` is the placement
+      alone (1F1B, micro-batch 1, the plain window, no adapter); ``spantrain-zb`` adds the
+      zero-bubble schedule (still micro-batch 1, plain window, no adapter); ``spantrain`` adds the
+      adapter's menu (micro-batch and window, at placement and at run time).
 """
 
 from __future__ import annotations
@@ -59,11 +65,11 @@ import numpy as np
 from sfenv.agents.base import SchedulerAgent
 
 from sfenv.perf import Plan, PlanPerf, Stage
-from sfenv.planning import fit_plan
+from sfenv.planning import PlanMenu, fit_plan
 from sfenv.sim import InvalidDecision, SimView
 from sfenv.workload import JobSpec
 
-__all__ = ["SpanTrainAgent"]
+__all__ = ["SpanTrainAgent", "SpanTrainPlacementAgent", "SpanTrainZeroBubbleAgent"]
 
 _MEMO_ENTRIES = 30_000  # memoised placements, fits and adapter choices kept (then all are dropped)
 
@@ -82,6 +88,9 @@ class SpanTrainAgent(SchedulerAgent):
     :param replan_margin: switch only when the modelled gain exceeds this multiple of the pause.
     :param memo: remember placements, fits and adapter choices per state (see the module docstring;
         False: recompute at every call).
+    :param adapter: the dynamic environment adapter (False: no re-tuning at placement or at run
+        time; with ``micro_batches=(1,)`` and ``windows=(0,)`` the plan keeps micro-batch 1 and the
+        plain window: the ablation's variants).
     """
 
     name = "spantrain"
@@ -97,14 +106,18 @@ class SpanTrainAgent(SchedulerAgent):
         replan_running: bool = True,
         replan_margin: float = 1.0,
         memo: bool = True,
+        adapter: bool = True,
     ):
         self.lan_gbps = lan_gbps
         self.lan_latency_ms = lan_latency_ms
         self.micro_batches = micro_batches
         self.windows = windows
         self.schedules = schedules
-        self.replans = replan_running
+        self.adapter = adapter
+        self.replans = replan_running and adapter
         self.replan_margin = replan_margin
+        self.menu = PlanMenu(micro_batches=tuple(micro_batches), schedules=tuple(schedules),
+                             widen_window=any(w > 0 for w in windows))
         self.evaluations = 0
         self.switches = 0
         self.memo = memo
@@ -294,7 +307,7 @@ class SpanTrainAgent(SchedulerAgent):
         self, view: SimView, job: JobSpec, chain: list[int], budget: list[int]
     ) -> tuple[Plan, PlanPerf] | None:
         for sched in self.schedules:
-            res = fit_plan(job, view.topo, chain, budget, view.evaluate, schedule=sched)
+            res = fit_plan(job, view.topo, chain, budget, view.evaluate, schedule=sched, menu=self.menu)
             self.evaluations += 1
             if res is not None:
                 return res
@@ -339,5 +352,25 @@ class SpanTrainAgent(SchedulerAgent):
             budget = [b for b in budget if b > 0]
             res = self._fit(view, job, chain, budget)
             if res is not None:
-                return [self.adapt(res[0], job, view)]
+                return [self.adapt(res[0], job, view) if self.adapter else res[0]]
         return []
+
+
+class SpanTrainPlacementAgent(SpanTrainAgent):
+    """SpanTrain's placement alone: 1F1B, micro-batch 1, plain window, no adapter (ablation)."""
+
+    name = "spantrain-placement"
+
+    def __init__(self, lan_gbps: float = 1.0, lan_latency_ms: float = 20.0):
+        super().__init__(lan_gbps, lan_latency_ms, micro_batches=(1,), windows=(0,), schedules=("1f1b",),
+                         replan_running=False, adapter=False)
+
+
+class SpanTrainZeroBubbleAgent(SpanTrainAgent):
+    """SpanTrain's placement with its zero-bubble schedule; micro-batch 1, plain window, no adapter (ablation)."""
+
+    name = "spantrain-zb"
+
+    def __init__(self, lan_gbps: float = 1.0, lan_latency_ms: float = 20.0):
+        super().__init__(lan_gbps, lan_latency_ms, micro_batches=(1,), windows=(0,), replan_running=False,
+                         adapter=False)

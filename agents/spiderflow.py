@@ -4,8 +4,9 @@ Source: the abstract only [paper]; both parts are our designs built to its descr
 :mod:`sfenv.agents.spinsearch` and :mod:`sfenv.agents.tpa`).  SpinSearch proposes cluster chains along the WAN
 graph; each chain gets SpinSearch's own plan (:func:`sfenv.planning.fit_plan`), and the chains are
 ranked by that plan's modelled iteration time (ties: fewer clusters).  TPA turns the best
-``n_chains`` of them into plans with its two-level planner; the TPA plan with the lowest modelled
-iteration time wins [our design].
+``n_chains`` of them into plans with its two-level planner, each completed by the shared
+completion step (:func:`sfenv.planning.complete_plan`: micro-batch, recomputation, in-flight
+window); the completed TPA plan with the lowest modelled iteration time wins [our design].
 
 Parameters
     k_seeds, max_chain: SpinSearch's.  time_limit: TPA's MILP time limit (s; TPA enumerates by default).
@@ -41,7 +42,7 @@ class SpiderFlowAgent(SchedulerAgent):
     @property
     def evaluations(self) -> int:
         """Plans evaluated by both levels."""
-        return self.spin.evaluations + self.stats.get("evaluations", 0)
+        return self.spin.evaluations + self.stats.get("evaluations", 0) + self.stats.get("completion_evaluations", 0)
 
     def reset(self, seed: int | None = None) -> None:
         """Reset the counters."""

@@ -30,6 +30,11 @@ Our design (the abstract gives no detail)
       the lowest modelled iteration time (full performance model) wins.
       [Earlier versions solved one MILP per ``(d, b)``: about 30 HiGHS calls and ~97 % of
       SpiderFlow's decision time for the same optimum.]
+    - Completion: the winning plan goes through the shared completion step
+      (:func:`sfenv.planning.complete_plan`): TPA's stages stay, the micro-batch size,
+      recomputation and the in-flight window per WAN hop are chosen by the full model, as for every
+      agent (the abstract says nothing that fixes them).  [Before, TPA's plans kept the 1F1B
+      window while ``fit_plan``'s plans widened it: a median 1.29x handicap on spider-8's WAN chains.]
     - TPA alone (``tpa``) plans on a simple chain: the first cluster, in index order, that holds
       the job, else clusters in index order (like FIFO's first fit); SpiderFlow uses SpinSearch's
       chain (:mod:`sfenv.agents.spiderflow`).
@@ -54,6 +59,7 @@ from sfenv.agents.milp import new_var, solve
 
 from sfenv.compute import activation_bytes
 from sfenv.perf import Plan, PlanPerf, Stage
+from sfenv.planning import DEFAULT_MENU, PlanMenu, complete_plan
 from sfenv.sim import SimView
 from sfenv.workload import JobSpec
 
@@ -241,13 +247,16 @@ def tpa_plan(
     view: SimView, job: JobSpec, chain: Sequence[int], budget: Sequence[int], time_limit: float = 2.0,
     dp_options: Sequence[int] = (1, 2, 4, 8, 16), micro_batches: Sequence[int] = MICRO_BATCHES,
     tp_options: Sequence[int] = (1, 2, 4, 8), schedule: str = "1f1b", stats: dict | None = None,
-    solver: str = "enumerate",
+    solver: str = "enumerate", menu: PlanMenu | None = DEFAULT_MENU,
 ) -> tuple[Plan, PlanPerf] | None:
     """TPA's plan for ``job`` on ``chain`` with at most ``budget[i]`` GPUs in cluster ``chain[i]``.
 
     :param solver: ``"enumerate"`` (exact, no solver) or ``"milp"`` (PuLP/HiGHS, same optimum).
-    :param stats: if given, counts ``level2`` problems, ``milp_solves``, ``level2_beats`` and
-        full-model ``evaluations``; ``optimal`` stays True while every level-2 optimum is proven.
+    :param stats: if given, counts ``level2`` problems, ``milp_solves``, ``level2_beats``,
+        full-model ``evaluations`` of the search and ``completion_evaluations`` of the completion
+        step; ``optimal`` stays True while every level-2 optimum is proven.
+    :param menu: the completion step's menu (:func:`sfenv.planning.complete_plan`); None returns
+        TPA's own plan uncompleted (for comparisons).
     :return: ``(plan, perf)`` with the lowest modelled iteration time, or None.
     """
     if solver not in ("enumerate", "milp"):
@@ -265,19 +274,7 @@ def tpa_plan(
             if any(not o for o in opts):
                 continue
             m = max(1, math.ceil(job.global_batch / (d * b)))
-            if stats is not None:
-                stats["level2"] = stats.get("level2", 0) + 1
-            if solver == "milp":
-                sol = intra_cluster_ilp(opts, budget, time_limit, microbatches=m)
-                if stats is not None:
-                    stats["milp_solves"] = stats.get("milp_solves", 0) + 1
-                    stats["optimal"] = stats.get("optimal", True) and bool(sol and sol[2])
-                chosen = None if sol is None else sol[0]
-            else:
-                sol2 = level2_enumerate(opts, budget, m, stats=stats)
-                if stats is not None:
-                    stats.setdefault("optimal", True)
-                chosen = None if sol2 is None else sol2[0]
+            chosen = _solve_level2(opts, budget, m, solver, time_limit, stats)
             if chosen is None:
                 continue
             stages: list[Stage] = []
@@ -299,7 +296,36 @@ def tpa_plan(
                     stats["evaluations"] += 1
             if perf.feasible and (best is None or perf.iter_time < best[1].iter_time):
                 best = (plan, perf)
-    return best
+    return best if best is None or menu is None else _complete(view, job, best, menu, stats)
+
+
+def _solve_level2(opts: list[list[ClusterOption]], budget: Sequence[int], m: int, solver: str, time_limit: float,
+                  stats: dict | None) -> list[int] | None:
+    """One level-2 problem by ``solver``: the chosen option per cluster, or None; counted in ``stats``."""
+    if stats is not None:
+        stats["level2"] = stats.get("level2", 0) + 1
+    if solver == "milp":
+        sol = intra_cluster_ilp(opts, budget, time_limit, microbatches=m)
+        if stats is not None:
+            stats["milp_solves"] = stats.get("milp_solves", 0) + 1
+            stats["optimal"] = stats.get("optimal", True) and bool(sol and sol[2])
+        return None if sol is None else sol[0]
+    sol2 = level2_enumerate(opts, budget, m, stats=stats)
+    if stats is not None:
+        stats.setdefault("optimal", True)
+    return None if sol2 is None else sol2[0]
+
+
+def _complete(view: SimView, job: JobSpec, best: tuple[Plan, PlanPerf], menu: PlanMenu,
+              stats: dict | None) -> tuple[Plan, PlanPerf] | None:
+    """TPA's plan through the shared completion step, its evaluations counted in ``stats``."""
+
+    def counted(plan: Plan, j: JobSpec) -> PlanPerf:
+        if stats is not None:
+            stats["completion_evaluations"] = stats.get("completion_evaluations", 0) + 1
+        return view.evaluate(plan, j)
+
+    return complete_plan(best[0], job, counted, menu, best[1])
 
 
 class TPAAgent(SchedulerAgent):
@@ -331,7 +357,7 @@ class TPAAgent(SchedulerAgent):
         """TPA's plan on a given chain."""
         res = tpa_plan(view, job, chain, budget, self.time_limit, schedule=self.schedule, stats=self.stats,
                        solver=self.solver)
-        self.evaluations = self.stats.get("evaluations", 0)
+        self.evaluations = self.stats.get("evaluations", 0) + self.stats.get("completion_evaluations", 0)
         return None if res is None else res[0]
 
     def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:

@@ -2,8 +2,14 @@
 
 Every claim is checked the same way: the system and its baselines run on the same seeded episodes
 (:func:`sfenv.agents.evaluate.evaluate_agents`), each seed gives a paired ratio of one metric, and the
-claim's figure is the geometric mean of those ratios with a 95 % percentile-bootstrap interval
-over seeds.  The verdict compares the point estimate with the range the source gives.
+claim's figure is the geometric mean of those ratios.  Its 95 % interval is a Student-t interval
+of the mean per-seed log ratio (``--interval t``, default: exact for normal log ratios and
+well-behaved at 10 seeds), or SciPy's bias-corrected and accelerated bootstrap of that mean
+(``--interval bca``, :func:`scipy.stats.bootstrap`); the output names the method.  Pairing is by
+seed: the ratio's two sides ran on the same workload.  The default is 10 seeds per scenario (a
+percentile bootstrap over 3 seeds, as before, has 10 distinct resamples and overstates precision).
+The verdict compares the point estimate with the range the source gives; the table also says
+whether the interval excludes "no effect" (1x, 0 %).
 
 Claims (as the project research brief on the seed papers gives them; all agents are our
 re-implementations):
@@ -17,9 +23,14 @@ re-implementations):
 - the cross-region paradox (summary): the cross-region greedy baselines have a worse mean JCT than
   the single-region ones (about +29 % CR-LDF vs LDF, +13 % CR-LCF vs LCF);
 - SpanTrain (abstract): 1.3-2.8x training throughput over "widely used training systems" (here: vs
-  the FIFO first-fit planner, which builds plain 1F1B pipelines, and vs ``ddp``, data parallelism
-  across regions with a WAN all-reduce, both in arrival order, on the cloud-edge-end ``cee``
-  scenario).
+  the FIFO first-fit planner, whose pipelines go through the same plan completion as every agent's
+  but keep 1F1B, and vs ``ddp``, data parallelism across regions with a WAN all-reduce, both in
+  arrival order, on the cloud-edge-end ``cee`` scenario).  The throughput metric is the mean
+  per-job run rate (tokens per second of a job's run time, :mod:`sfenv.metrics`), not the
+  system's throughput; mean JCT is reported beside it (the source claims nothing about JCT).
+  An ablation says what wins (review finding 5): ``spantrain-placement`` (SpanTrain's placement
+  alone: 1F1B, micro-batch 1, plain window, no adapter), ``spantrain-zb`` (+ zero-bubble) and
+  ``spantrain`` (+ the adapter's micro-batch and window menu), each step against the previous.
 
 Outputs in ``--out`` (default ``results/claims``): ``runs-<scenario>.json`` (one row per agent and
 seed, written atomically after every episode, so an interrupted run resumes where it stopped),
@@ -27,17 +38,19 @@ seed, written atomically after every episode, so an interrupted run resumes wher
 (the measured figures), ``claims.png`` (each figure with its interval against the claimed band)
 and ``overhead.png`` (decision time against the number of clusters, log-log).
 
-Run: ``python -m sfenv.experiments.claims [--seeds 5] [--quick] [--only spiderflow,bace,spantrain]``;
+Run: ``python -m sfenv.experiments.claims [--seeds 10] [--quick] [--only spiderflow,bace,spantrain]``;
 ``--report-only`` measures and plots the runs already in ``--out`` without running anything.
 ``--backend ray [--workers N] [--address ADDR]`` runs every episode as a Ray task (the ``ray``
 extra; one Ray session for all scenarios, results identical to the serial run but the decision
 times, which are measured wherever the episode runs).
 ``--quick`` (at most 10 jobs per episode, small ILP and genetic budgets) takes minutes.  At default
 budgets the ILP baseline dominates: 20-40 s per decision on 16-64 clusters (12 MILPs with a 2 s
-limit each), so 3 seeds of spider-16/32/64 capped at 12 jobs (``--num-jobs 12``) take about an
-hour on two cores (one ``--scenarios`` run per scenario, side by side), and the uncapped workloads
-(80-320 jobs) an estimated 16 CPU-hours: split them with ``--scenarios`` or run them with
-``--backend ray`` on a cluster.
+limit each), so the uncapped workloads (80-320 jobs) would take an estimated 50 CPU-hours at 10
+seeds.  By default the SpiderFlow scenarios are therefore capped at :data:`JOB_CAPS` jobs per
+episode (spider-8 keeps its 40; spider-16/32/64 run their first 12 jobs: the ILP makes more
+unaffordable at 10 seeds: an estimated 3-4 hours on two cores); the output says so.  ``--num-jobs N`` caps
+every scenario at N instead, ``--num-jobs 0`` runs the full workloads (split them with
+``--scenarios`` or run them with ``--backend ray`` on a cluster).
 """
 
 from __future__ import annotations
@@ -53,15 +66,27 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 from sfenv.agents.evaluate import atomic_write_json, evaluate_agents, quiet_solver_banner
 
 from sfenv.results import read_results
 from sfenv.scenario import load_scenario
 
-__all__ = ["Claim", "CLAIMS", "QUICK_BUDGETS", "run_claims", "load_runs", "measure", "plot_claims", "plot_overhead",
-           "main"]
+__all__ = ["Claim", "CLAIMS", "QUICK_BUDGETS", "JOB_CAPS", "INTERVALS", "DEFAULT_SEEDS", "run_claims", "load_runs",
+           "measure", "interval", "job_caps", "plot_claims", "plot_overhead", "main"]
 
 SPIDER = ("spider-8", "spider-16", "spider-32", "spider-64")
+#: seeds per scenario by default
+DEFAULT_SEEDS = 10
+#: default jobs per episode where the ILP baseline makes the full workload unaffordable at 10 seeds
+JOB_CAPS: dict[str, int] = {"spider-16": 12, "spider-32": 12, "spider-64": 12}
+#: interval methods: name -> what the output says
+INTERVALS = {
+    "t": "95 % Student-t interval of the mean per-seed log ratio (paired by seed)",
+    "bca": "95 % BCa bootstrap interval (scipy.stats.bootstrap, 9999 resamples) of the mean per-seed log ratio "
+           "(paired by seed)",
+}
+THROUGHPUT_NOTE = "mean per-job run rate: tokens per second of each job's run time, not system throughput"
 #: small search budgets for ``--quick`` (the same as the default test run's)
 QUICK_BUDGETS: dict[str, dict[str, Any]] = {
     "ilp": {"time_limit": 0.5, "dp_options": (1, 2), "max_regions": 8},
@@ -116,8 +141,23 @@ CLAIMS: tuple[Claim, ...] = (
           "cr-ldf", ("ldf",), ("bace-6",), "mean_jct_s", "increase", 0.0, math.inf),
     Claim("paradox-lcf", "bace", "BACE-Pipe (summary)", "CR-LCF mean JCT worse than LCF (about +13 %)",
           "cr-lcf", ("lcf",), ("bace-6",), "mean_jct_s", "increase", 0.0, math.inf),
-    Claim("spantrain-throughput", "spantrain", "SpanTrain abstract", "training throughput 1.3-2.8x higher",
+    Claim("spantrain-throughput", "spantrain", "SpanTrain abstract",
+          "training throughput 1.3-2.8x higher (" + THROUGHPUT_NOTE + ")",
           "spantrain", ("fifo", "ddp"), ("cee",), "mean_throughput_tokens_s", "higher", 1.3, 2.8),
+    Claim("spantrain-jct", "spantrain", "not claimed by the source (reported)", "mean JCT lower",
+          "spantrain", ("fifo", "ddp"), ("cee",), "mean_jct_s", "lower", 1.0, math.inf),
+    Claim("spantrain-ablation-placement", "spantrain", "ablation (review finding 5)",
+          "placement only (1F1B, micro-batch 1, plain window, no adapter): throughput vs the claimed band",
+          "spantrain-placement", ("fifo", "ddp"), ("cee",), "mean_throughput_tokens_s", "higher", 1.3, 2.8),
+    Claim("spantrain-ablation-zb", "spantrain", "ablation (review finding 5)",
+          "+ zero-bubble schedule: throughput vs placement only",
+          "spantrain-zb", ("spantrain-placement",), ("cee",), "mean_throughput_tokens_s", "higher", 1.0, math.inf),
+    Claim("spantrain-ablation-adapter", "spantrain", "ablation (review finding 5)",
+          "+ adapter (micro-batch and window menu, run-time re-tune): throughput vs + zero-bubble",
+          "spantrain", ("spantrain-zb",), ("cee",), "mean_throughput_tokens_s", "higher", 1.0, math.inf),
+    Claim("spantrain-ablation-jct", "spantrain", "ablation (review finding 5)",
+          "mean JCT: SpanTrain vs its ablation variants", "spantrain", ("spantrain-placement", "spantrain-zb"),
+          ("cee",), "mean_jct_s", "lower", 1.0, math.inf),
 )
 
 
@@ -156,6 +196,19 @@ def _plan(claims: Sequence[Claim]) -> dict[str, list[str]]:
     return plan
 
 
+def job_caps(scenarios: Sequence[str], num_jobs: int | None = None,
+             caps: dict[str, int] | None = None) -> dict[str, int | None]:
+    """Jobs per episode for each scenario: ``num_jobs`` for all, else ``caps`` (None: uncapped).
+
+    A cap above a scenario's own workload size gives its size; None means the whole workload.
+    """
+    out: dict[str, int | None] = {}
+    for sc in scenarios:
+        cap = num_jobs if num_jobs is not None else (caps or {}).get(sc)
+        out[sc] = None if cap is None else min(cap, load_scenario(sc).cfg.workload.num_jobs)
+    return out
+
+
 def run_claims(
     claims: Sequence[Claim],
     seeds: Sequence[int],
@@ -166,18 +219,22 @@ def run_claims(
     backend: str = "serial",
     address: str | None = None,
     workers: int | None = None,
+    caps: dict[str, int] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Run (or resume) every episode the claims need; returns the rows per scenario.
 
     ``backend``, ``address`` and ``workers`` are the evaluator's (:func:`evaluate_agents`).
 
-    ``num_jobs`` caps each scenario's workload (a scenario with fewer jobs keeps its own).
+    ``num_jobs`` caps each scenario's workload (a scenario with fewer jobs keeps its own);
+    without it, ``caps`` gives per-scenario caps (e.g. :data:`JOB_CAPS`; see :func:`job_caps`).
 
     :raises ValueError: if ``out`` holds runs made with other settings (they are kept, not mixed).
     """
     out.mkdir(parents=True, exist_ok=True)
-    config = {"num_jobs": num_jobs, "budgets": {k: {n: list(v) if isinstance(v, tuple) else v for n, v in b.items()}
-                                                for k, b in sorted((budgets or {}).items())}}
+    jobs_by = job_caps(list(_plan(claims)), num_jobs, caps)
+    config = {"num_jobs": num_jobs, "job_caps": dict(sorted((caps or {}).items())),
+              "budgets": {k: {n: list(v) if isinstance(v, tuple) else v for n, v in b.items()}
+                          for k, b in sorted((budgets or {}).items())}}
     cfg_path = out / "config.json"
     if cfg_path.exists():
         old = json.loads(cfg_path.read_text())
@@ -188,8 +245,7 @@ def run_claims(
         atomic_write_json(cfg_path, config)
     rows: dict[str, list[dict[str, Any]]] = {}
     for scenario, names in _plan(claims).items():
-        jobs = None if num_jobs is None else min(num_jobs, load_scenario(scenario).cfg.workload.num_jobs)
-        rows[scenario] = evaluate_agents(names, scenario, list(seeds), num_jobs=jobs,
+        rows[scenario] = evaluate_agents(names, scenario, list(seeds), num_jobs=jobs_by[scenario],
                                          out=out / f"runs-{scenario}.json", resume=True, progress=progress,
                                          agent_kwargs=budgets, backend=backend, address=address,
                                          workers=workers)
@@ -210,13 +266,40 @@ def _figure(kind: str, log_q: float) -> float:
     return {"lower": 1.0 / q, "higher": q, "reduction": 100.0 * (1.0 - q), "increase": 100.0 * (q - 1.0)}[kind]
 
 
-def _estimate(kind: str, log_q: np.ndarray, rng: np.random.Generator, resamples: int = 2000) -> dict[str, float]:
+def interval(log_q: Sequence[float] | np.ndarray, method: str = "t", level: float = 0.95,
+             seed: int = 0) -> tuple[float, float]:
+    """Confidence interval of the mean of the per-seed log ratios (see :data:`INTERVALS`).
+
+    :param log_q: one paired log ratio per seed.
+    :param method: ``"t"`` (Student t) or ``"bca"`` (:func:`scipy.stats.bootstrap`, BCa).
+    :param level: confidence level.
+    :param seed: the bootstrap's generator seed.
+    :return: ``(low, high)``; NaN with fewer than two seeds; a point when every ratio is equal.
+    :raises ValueError: for an unknown method.
+    """
+    if method not in INTERVALS:
+        raise ValueError(f"interval method must be one of {sorted(INTERVALS)}, not {method!r}")
+    x = np.asarray(log_q, dtype=float)
+    if len(x) < 2:
+        return math.nan, math.nan
+    mean = float(x.mean())
+    if float(np.ptp(x)) == 0.0:
+        return mean, mean
+    if method == "t":
+        half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1)) * float(x.std(ddof=1)) / math.sqrt(len(x))
+        return mean - half, mean + half
+    res = stats.bootstrap((x,), np.mean, confidence_level=level, method="BCa", n_resamples=9999,
+                          rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _estimate(kind: str, log_q: np.ndarray, method: str = "t") -> dict[str, float]:
     point = _figure(kind, float(np.mean(log_q)))
-    if len(log_q) < 2:
-        return {"value": point, "ci_low": math.nan, "ci_high": math.nan}
-    means = rng.choice(log_q, size=(resamples, len(log_q)), replace=True).mean(axis=1)
-    ends = sorted(_figure(kind, float(x)) for x in np.percentile(means, [2.5, 97.5]))
-    return {"value": point, "ci_low": ends[0], "ci_high": ends[1]}
+    low, high = interval(log_q, method)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return {"value": point, "ci_low": math.nan, "ci_high": math.nan, "ci_excludes_no_effect": False}
+    ends = sorted((_figure(kind, low), _figure(kind, high)))
+    return {"value": point, "ci_low": ends[0], "ci_high": ends[1], "ci_excludes_no_effect": low > 0 or high < 0}
 
 
 def _verdict(claim: Claim, est: dict[str, float]) -> str:
@@ -230,15 +313,18 @@ def _verdict(claim: Claim, est: dict[str, float]) -> str:
     return "inside"
 
 
-def measure(claim: Claim, rows: dict[str, list[dict[str, Any]]], seed: int = 0) -> list[dict[str, Any]]:
+def measure(claim: Claim, rows: dict[str, list[dict[str, Any]]], method: str = "t") -> list[dict[str, Any]]:
     """The claim's figure per (scenario, baseline), and pooled over scenarios if the claim says so.
 
-    Seeds where either side has no value (e.g. no finished job) are left out and counted.
+    Seeds where either side has no value (e.g. no finished job) are left out and counted;
+    ``unfinished_jobs`` counts both sides' unfinished jobs over the seeds (summed for the pooled row).
+
+    :param method: the interval method (:func:`interval`).
     """
-    rng = np.random.default_rng(seed)
     out: list[dict[str, Any]] = []
     for baseline in claim.baselines:
         pooled: list[float] = []
+        pooled_skipped = pooled_unfinished = 0
         for scenario in claim.scenarios:
             by = {(r["agent"], r["seed"]): r for r in rows.get(scenario, [])}
             seeds = sorted({s for (a, s) in by if a == claim.system} & {s for (a, s) in by if a == baseline})
@@ -252,16 +338,19 @@ def measure(claim: Claim, rows: dict[str, list[dict[str, Any]]], seed: int = 0) 
                 log_q.append(math.log(sys_v / base_v))
             if not seeds:
                 continue
-            est = _estimate(claim.kind, np.array(log_q), rng) if log_q else {
-                "value": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+            est = _estimate(claim.kind, np.array(log_q), method) if log_q else {
+                "value": math.nan, "ci_low": math.nan, "ci_high": math.nan, "ci_excludes_no_effect": False}
             pooled.extend(log_q)
+            pooled_skipped += skipped
+            pooled_unfinished += unfinished
             out.append({"claim": claim.key, "scenario": scenario, "system": claim.system, "baseline": baseline,
                         "seeds": len(log_q), "skipped_seeds": skipped, "unfinished_jobs": unfinished, **est,
                         "verdict": _verdict(claim, est)})
         if claim.pooled and len(claim.scenarios) > 1 and pooled:
-            est = _estimate(claim.kind, np.array(pooled), rng)
+            est = _estimate(claim.kind, np.array(pooled), method)
             out.append({"claim": claim.key, "scenario": "all", "system": claim.system, "baseline": baseline,
-                        "seeds": len(pooled), "skipped_seeds": 0, "unfinished_jobs": 0, **est,
+                        "seeds": len(pooled), "skipped_seeds": pooled_skipped, "unfinished_jobs": pooled_unfinished,
+                        **est,
                         "verdict": _verdict(claim, est)})
     return out
 
@@ -272,17 +361,30 @@ def _fmt(x: float, kind: str) -> str:
     return f"{x:.1f} %" if kind in ("reduction", "increase") else f"{x:.2f}x"
 
 
-def format_markdown(claims: Sequence[Claim], results: dict[str, list[dict[str, Any]]]) -> str:
-    """A Markdown table: claim, comparison, measured figure with its interval, claimed range, verdict."""
-    lines = ["| claim | scenario | system vs baseline | measured (95 % CI) | claimed | verdict | seeds |",
-             "|---|---|---|---|---|---|---|"]
+def format_markdown(claims: Sequence[Claim], results: dict[str, list[dict[str, Any]]], method: str = "t",
+                    jobs: dict[str, int | None] | None = None) -> str:
+    """A Markdown table: claim, comparison, measured figure with its interval, claimed range, verdict.
+
+    Above it: the interval method and the jobs per episode (caps named).
+    """
+    lines = [f"Intervals: {INTERVALS[method]}; seeds = paired seeds in the row.  Throughput: {THROUGHPUT_NOTE}."]
+    if jobs:
+        lines.append("Jobs per episode: " + ", ".join(
+            f"{sc} {'all' if n is None else n}" + (" (capped: the ILP baseline's cost)" if sc in JOB_CAPS and
+                                                    n is not None else "") for sc, n in jobs.items()) + ".")
+    lines += ["",
+              "| claim | scenario | system vs baseline | measured (95 % CI) | claimed | verdict "
+              "| CI excludes no effect | seeds | unfinished jobs |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for c in claims:
         claimed = f"{_fmt(c.low, c.kind)} to {_fmt(c.high, c.kind)}" if math.isfinite(c.high) else \
             f"> {_fmt(c.low, c.kind)}"
         for r in results[c.key]:
             ci = f" ({_fmt(r['ci_low'], c.kind)} to {_fmt(r['ci_high'], c.kind)})" if math.isfinite(r["ci_low"]) else ""
+            excl = "yes" if r.get("ci_excludes_no_effect") else ("no" if ci else "-")
             lines.append(f"| {c.text} | {r['scenario']} | {r['system']} vs {r['baseline']} | "
-                         f"{_fmt(r['value'], c.kind)}{ci} | {claimed} | {r['verdict']} | {r['seeds']} |")
+                         f"{_fmt(r['value'], c.kind)}{ci} | {claimed} | {r['verdict']} | {excl} | {r['seeds']} | "
+                         f"{r['unfinished_jobs']} |")
     return "\n".join(lines)
 
 
@@ -358,9 +460,12 @@ def plot_overhead(rows: dict[str, list[dict[str, Any]]], path: Path, agents: Seq
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
     ap = argparse.ArgumentParser(description="reproduce the seed papers' claims in sfenv")
-    ap.add_argument("--seeds", type=int, default=5, help="episodes per agent and scenario (seeds 0..N-1)")
+    ap.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="episodes per agent and scenario (seeds 0..N-1)")
     ap.add_argument("--quick", action="store_true", help="at most 10 jobs per episode, small ILP/genetic budgets")
-    ap.add_argument("--num-jobs", type=int, default=None, help="cap on each scenario's workload size")
+    ap.add_argument("--num-jobs", type=int, default=None,
+                    help="cap on every scenario's workload size (default: JOB_CAPS on spider-16/32/64; 0: no cap)")
+    ap.add_argument("--interval", choices=sorted(INTERVALS), default="t",
+                    help="t: Student-t interval of the mean log ratio; bca: BCa bootstrap (scipy)")
     ap.add_argument("--only", default="", help="comma list of claim groups or keys (spiderflow, bace, spantrain)")
     ap.add_argument("--scenarios", default="",
                     help="comma list: run only these of the claims' scenarios (e.g. split a long run over machines)")
@@ -373,12 +478,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--address", default=None, help="with --backend ray: the Ray cluster to join (default: local)")
     ap.add_argument("--workers", type=int, default=None, help="with --backend ray: episodes at once (default: CPUs)")
     args = ap.parse_args(argv)
+    if args.seeds < 2:
+        ap.exit(2, "sfenv: --seeds must be at least 2 (an interval needs two paired seeds)\n")
+    if args.num_jobs is not None and args.num_jobs < 0:
+        ap.exit(2, "sfenv: --num-jobs must be >= 0 (0: no cap)\n")
     quiet_solver_banner()  # HiGHS prints a start-up banner on stdout otherwise
     claims = _select([o.strip() for o in args.only.split(",") if o.strip()])
     if args.scenarios:
         claims = restrict_scenarios(claims, [s.strip() for s in args.scenarios.split(",") if s.strip()])
     num_jobs = args.num_jobs or (10 if args.quick else None)
+    caps = JOB_CAPS if args.num_jobs is None and not args.quick else None
     budgets = QUICK_BUDGETS if args.quick else None
+    jobs = job_caps(list(_plan(claims)), num_jobs, caps)
     if args.report_only:
         rows = load_runs(claims, args.out)
     else:
@@ -388,10 +499,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         session = ray_session(args.address, args.workers) if args.backend == "ray" else contextlib.nullcontext()
         with session:  # one Ray for every scenario
             rows = run_claims(claims, range(args.seeds), args.out, num_jobs, budgets, progress=not args.quiet,
-                              backend=args.backend, address=args.address, workers=args.workers)
-    results = {c.key: measure(c, rows) for c in claims}
-    atomic_write_json(args.out / "claims.json", {"claims": [asdict(c) for c in claims], "results": results})
-    table = format_markdown(claims, results)
+                              backend=args.backend, address=args.address, workers=args.workers, caps=caps)
+    results = {c.key: measure(c, rows, args.interval) for c in claims}
+    atomic_write_json(args.out / "claims.json", {"claims": [asdict(c) for c in claims], "results": results,
+                                                 "interval_method": INTERVALS[args.interval],
+                                                 "jobs_per_episode": jobs})
+    table = format_markdown(claims, results, args.interval, jobs)
     (args.out / "claims.md").write_text(table + "\n")
     plot_claims(claims, results, args.out / "claims.png")
     if any(sc in rows for sc in SPIDER):

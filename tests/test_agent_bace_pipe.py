@@ -166,8 +166,14 @@ def test_picks_cheapest_feasible_path_not_the_first_start():
             if res is not None:
                 best = min(best, agent.job_cost_usd(view, j, res[1]))
     assert agent.job_cost_usd(view, j, view.evaluate(plan, j)) == pytest.approx(best)
-    # without Cost-Min the fastest path wins instead (here: the single region)
-    assert BACEPipeAgent(cost_min=False).decide(view).regions == (0,)
+    # without Cost-Min the fastest of the paths it examines wins instead
+    fast = BACEPipeAgent(cost_min=False)
+    plan = fast.decide(view)
+    ks = fast.kstar(view, j)
+    times = [res[1].iter_time for path in fast.find_paths(view, j, ks.k, ks.stage_compute)
+             if (res := fast.path_plan(view, j, path, 16)) is not None]
+    assert view.evaluate(plan, j).iter_time == pytest.approx(min(times))
+    assert agent.job_cost_usd(view, j, view.evaluate(plan, j)) > best  # and it is not the cheapest
 
 
 def test_stall_test_uses_transfer_time_not_latency():
@@ -214,4 +220,45 @@ def test_priority_overtakes_on_bace6():
             return plan
 
         sim.run(decide)
+        if overtakes:  # one seed with an overtake is enough (the search costs more since plans are completed)
+            break
     assert overtakes > 0
+
+
+def _many_paths_world():
+    """A dear hub with six small neighbours (hundreds of paths hold K* = 16 from it) and a cheap pair.
+
+    The hub is the first start region (most free GPUs, lowest index); its depth-first search
+    prefers the wide links to the small regions, so its first dozens of paths all use the hub.
+    The cheap pair (r7, r8) holds K* alone, behind a narrower link, and is a later start.
+    """
+    j = job(0, model="gpt-1.3b", min_gpus=16, max_gpus=16, iterations=500)
+    regs = ([region("hub", 8, "dear")] + [region(f"small{i}", 2, "mid") for i in range(1, 7)]
+            + [region("cheap-a", 8, "cheap"), region("cheap-b", 8, "cheap")])
+    links = [Link(a, b, 100, 1) for a in range(7) for b in range(a + 1, 7)]
+    links += [Link(7, 8, 100, 1), Link(0, 7, 10, 1)]
+    return world(regs, links, {"dear": 300.0, "mid": 150.0, "cheap": 20.0}, [j]), j
+
+
+def test_every_start_region_gets_its_own_path_budget():
+    sim, j = _many_paths_world()
+    view = sim.view()
+    agent = BACEPipeAgent(paths_per_start=8)
+    ks = agent.kstar(view, j)
+    assert ks is not None and ks.k == 16
+    paths = agent.find_paths(view, j, ks.k, ks.stage_compute)
+    starts = {p[0] for p in paths}
+    assert {0, 7, 8} <= starts  # not only the first start's depth-first search
+    assert all(sum(1 for p in paths if p[0] == s) <= 8 for s in starts)
+    assert sum(1 for p in paths if p[0] == 0) == 8  # the hub alone has far more than the budget
+    # the cheaper path comes from a later start region, and BACE-Pipe picks it
+    plan = agent.decide(view)
+    assert plan is not None and set(plan.regions) == {7, 8}
+    hub_costs = [agent.job_cost_usd(view, j, res[1]) for p in paths if p[0] == 0
+                 if (res := agent.path_plan(view, j, p, 16)) is not None]
+    assert hub_costs and agent.job_cost_usd(view, j, view.evaluate(plan, j)) < min(hub_costs)
+
+
+def test_paths_per_start_must_be_positive():
+    with pytest.raises(ValueError, match="paths_per_start"):
+        BACEPipeAgent(paths_per_start=0)

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import sfenv.agents.evaluate as evaluate_mod
+from scipy import stats
 from sfenv.experiments import claims as C
 
 from sfenv.results import read_results
@@ -36,6 +37,39 @@ def test_measure_takes_the_geometric_mean_of_paired_ratios(kind):
     assert res["value"] == pytest.approx(expected)
     assert res["ci_low"] <= res["value"] <= res["ci_high"]
     assert res["seeds"] == 3 and res["scenario"] == "sc" and res["baseline"] == "base"
+    # the interval is the Student-t interval of the mean log ratio, mapped to the claim's figure
+    logs = [math.log(a / b) for a, b in zip(sys_jct, base_jct)]
+    lo, hi = stats.ttest_1samp(logs, 0.0).confidence_interval(0.95)
+    ends = sorted(C._figure(kind, x) for x in (lo, hi))
+    assert (res["ci_low"], res["ci_high"]) == pytest.approx(tuple(ends))
+
+
+@pytest.mark.parametrize("method, least", [("t", 0.92), ("bca", 0.85)])
+def test_interval_covers_the_true_mean_at_ten_seeds(method, least):
+    """At 10 seeds the interval covers the true mean log ratio about 95 % of the time (simulated)."""
+    rng = np.random.default_rng(1)
+    reps = 300 if method == "t" else 120
+    hits = 0
+    for _ in range(reps):
+        x = rng.normal(0.3, 0.2, size=10)
+        lo, hi = C.interval(x, method, seed=int(rng.integers(1 << 30)))
+        hits += lo <= 0.3 <= hi
+    assert hits / reps >= least
+    # the old percentile bootstrap over 3 seeds had 10 distinct resamples and covered far less
+    old = 0
+    for _ in range(reps):
+        x = rng.normal(0.3, 0.2, size=3)
+        means = rng.choice(x, size=(2000, 3)).mean(axis=1)
+        lo, hi = np.percentile(means, [2.5, 97.5])
+        old += lo <= 0.3 <= hi
+    assert old / reps < least
+
+
+def test_interval_edge_cases():
+    assert all(math.isnan(v) for v in C.interval([0.1]))
+    assert C.interval([0.2, 0.2, 0.2]) == pytest.approx((0.2, 0.2))  # equal ratios: no spread
+    with pytest.raises(ValueError, match="interval method"):
+        C.interval([0.1, 0.2], "percentile")
 
 
 def test_verdicts_and_skipped_seeds():
@@ -56,25 +90,40 @@ def test_pooled_figure_over_scenarios():
                     pooled=True)
     rows = {sc: [_row("sys", 0, decision_time_mean_s=1.0), _row("base", 0, decision_time_mean_s=f)]
             for sc, f in (("a", 10.0), ("b", 160.0))}
+    rows["a"][0]["unfinished"] = 2
+    rows["b"][1]["unfinished"] = 3
     res = C.measure(claim, rows)
     assert [r["scenario"] for r in res] == ["a", "b", "all"]
+    assert [r["unfinished_jobs"] for r in res] == [2, 3, 5]  # pooled: computed, not 0
     assert res[-1]["value"] == pytest.approx(40.0) and res[-1]["verdict"] == "inside"  # sqrt(10 * 160)
     assert res[0]["verdict"] == "below" and res[1]["verdict"] == "above"
 
 
 def test_run_resume_and_outputs(tmp_path, monkeypatch):
     out = tmp_path / "claims"
-    argv = ["--only", "spantrain", "--seeds", "2", "--num-jobs", "4", "--out", str(out), "--quiet"]
+    # the tiny configuration: 10 seeds, 3 jobs of the cheap cee scenario, SpanTrain and its ablation
+    argv = ["--only", "spantrain", "--seeds", "10", "--num-jobs", "3", "--out", str(out), "--quiet"]
     assert C.main(argv) == 0
     runs = read_results(out / "runs-cee.json")[1]
-    assert sorted((r["agent"], r["seed"]) for r in runs) == [("ddp", 0), ("ddp", 1), ("fifo", 0), ("fifo", 1),
-                                                             ("spantrain", 0), ("spantrain", 1)]
-    by = {(r["agent"], r["seed"]): r["mean_throughput_tokens_s"] for r in runs}
-    expected = math.exp(np.mean([math.log(by[("spantrain", s)] / by[("fifo", s)]) for s in (0, 1)]))
-    result = json.loads((out / "claims.json").read_text())["results"]["spantrain-throughput"][0]
-    assert result["value"] == pytest.approx(expected)  # the figure comes from these very runs
+    agents = ["ddp", "fifo", "spantrain", "spantrain-placement", "spantrain-zb"]
+    assert sorted((r["agent"], r["seed"]) for r in runs) == [(a, s) for a in agents for s in range(10)]
+    by = {(r["agent"], r["seed"]): r for r in runs}
+    saved = json.loads((out / "claims.json").read_text())
+    for key, system, base, metric in [("spantrain-throughput", "spantrain", "fifo", "mean_throughput_tokens_s"),
+                                      ("spantrain-ablation-zb", "spantrain-zb", "spantrain-placement",
+                                       "mean_throughput_tokens_s"),
+                                      ("spantrain-jct", "spantrain", "fifo", "mean_jct_s")]:
+        logs = [math.log(by[(system, s)][metric] / by[(base, s)][metric]) for s in range(10)]
+        result = next(r for r in saved["results"][key] if r["baseline"] == base)
+        q = math.exp(np.mean(logs))
+        assert result["value"] == pytest.approx(1 / q if metric == "mean_jct_s" else q)  # from these very runs
+        assert result["seeds"] == 10
+        assert result["unfinished_jobs"] == sum(by[(a, s)]["unfinished"] for a in (system, base) for s in range(10))
+    assert saved["interval_method"] == C.INTERVALS["t"] and saved["jobs_per_episode"] == {"cee": 3}
     assert (out / "claims.png").read_bytes()[:8] == PNG
-    assert "spantrain vs fifo" in (out / "claims.md").read_text()
+    md = (out / "claims.md").read_text()
+    assert "spantrain vs fifo" in md and "spantrain-zb vs spantrain-placement" in md
+    assert C.INTERVALS["t"] in md and "per-job run rate" in md
 
     def no_more_episodes(*a, **k):
         raise AssertionError("a finished episode was run again")
@@ -84,10 +133,12 @@ def test_run_resume_and_outputs(tmp_path, monkeypatch):
     (out / "claims.json").unlink()
     assert C.main([*argv, "--report-only"]) == 0  # measured again from the saved runs alone
     again = json.loads((out / "claims.json").read_text())["results"]["spantrain-throughput"][0]
-    assert again["value"] == pytest.approx(expected)
+    assert again == saved["results"]["spantrain-throughput"][0]
+    assert C.main([*argv, "--report-only", "--interval", "bca"]) == 0  # the other method, same runs
+    assert C.INTERVALS["bca"] in (out / "claims.md").read_text()
     before = (out / "runs-cee.json").read_text()
     with pytest.raises(ValueError, match="other settings"):
-        C.main(["--only", "spantrain", "--seeds", "2", "--num-jobs", "5", "--out", str(out), "--quiet"])
+        C.main(["--only", "spantrain", "--seeds", "10", "--num-jobs", "5", "--out", str(out), "--quiet"])
     assert (out / "runs-cee.json").read_text() == before  # nothing lost or mixed
 
 
@@ -101,6 +152,24 @@ def test_overhead_plot(tmp_path):
 def test_unknown_claim_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown claim"):
         C.main(["--only", "nope"])
+
+
+@pytest.mark.parametrize("argv, msg", [(["--seeds", "1"], "--seeds"), (["--num-jobs", "-1"], "--num-jobs")])
+def test_bad_arguments_exit_2_with_one_line(argv, msg, capsys):
+    with pytest.raises(SystemExit) as exc:
+        C.main([*argv, "--only", "spantrain"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sfenv: ") and msg in err and len(err.splitlines()) == 1
+
+
+def test_default_job_caps_name_the_ilp_scenarios():
+    jobs = C.job_caps(["spider-8", "spider-16", "cee"], None, C.JOB_CAPS)
+    assert jobs["spider-8"] is None and jobs["cee"] is None
+    assert jobs["spider-16"] == C.JOB_CAPS["spider-16"]
+    assert C.job_caps(["cee"], 1000) == {"cee": 12}  # a cap above the workload: its own size
+    md = C.format_markdown([], {}, "t", jobs)
+    assert "spider-16 12 (capped: the ILP baseline's cost)" in md and "spider-8 all" in md
 
 
 @pytest.mark.slow
