@@ -191,7 +191,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     * v1 (benchmark protocol 1, :mod:`sfenv.protocol`): the default observation holds nothing a real
       scheduler could not know: the ``time`` block lost the share of jobs still to arrive (5
       entries, was 6), which is now the opt-in ``privileged_obs=True``.  Dynamics, actions and
-      rewards are those of v0.  Models trained on v0 do not load on v1 (the observation space
+      rewards are those of the ``-v0`` ids of the same release (both follow the calibrated
+      performance model of :mod:`sfenv.compute`, so 0.1.0's v0 episodes differ).  Models trained on v0 do not load on v1 (the observation space
       differs); play them on the ``-v0`` ids or with ``privileged_obs=True``.
     * v0: initial version (``time`` held the share of jobs still to arrive).  Deprecated; the
       ``-v0`` ids stay registered (as ``privileged_obs=True``) so that old results can be
