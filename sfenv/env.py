@@ -169,7 +169,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     |---|---|---|---|
     | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name, YAML path, dict or :class:`~sfenv.scenario.Scenario` |
     | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
-    | ``proposers`` | list of CandidateProposer, ``"default"``, ``"best"`` or None | None | candidate sources; None or ``"default"``: :func:`sfenv.proposers.default_proposers`; ``"best"``: :func:`sfenv.proposers.best_heuristic_proposers` (the decisions of ``fastest+swf``, candidate 0, ``fifo+swf`` and ``spinsearch+swf`` are candidates); ``"best+spantrain"``: also ``spantrain+swf``'s (ten times slower) |
+    | ``proposers`` | list of CandidateProposer, ``"default"``, ``"best"`` or None | None | candidate sources; None or ``"default"``: :func:`sfenv.proposers.default_proposers`; ``"best"``: :func:`sfenv.proposers.best_heuristic_proposers` (the decisions of ``fastest+swf``, candidate 0, ``fifo+swf`` and ``spinsearch+swf`` are candidates); ``"best+spantrain"``: also ``spantrain+swf``'s (about 0.04x the default proposers' step rate on spider-8-contended and 0.01x on spider-64 in 1,000-step runs of ``bench_env --proposers``) |
     | ``max_candidates`` | int > 0 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
     | ``queue_window`` | int > 0 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
     | ``forecast_hours`` | int > 0 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |
@@ -191,7 +191,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     * v1 (benchmark protocol 1, :mod:`sfenv.protocol`): the default observation holds nothing a real
       scheduler could not know: the ``time`` block lost the share of jobs still to arrive (5
       entries, was 6), which is now the opt-in ``privileged_obs=True``.  Dynamics, actions and
-      rewards are those of v0.  Models trained on v0 do not load on v1 (the observation space
+      rewards are those of the ``-v0`` ids of the same release (both follow the calibrated
+      performance model of :mod:`sfenv.compute`, so 0.1.0's v0 episodes differ).  Models trained on v0 do not load on v1 (the observation space
       differs); play them on the ``-v0`` ids or with ``privileged_obs=True``.
     * v0: initial version (``time`` held the share of jobs still to arrive).  Deprecated; the
       ``-v0`` ids stay registered (as ``privileged_obs=True``) so that old results can be
