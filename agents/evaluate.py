@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 from sfenv.agents.base import SchedulerAgent
-from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn
+from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
 from sfenv.agents.registry import make_agent
 
 from sfenv import protocol, results
@@ -336,15 +336,16 @@ def file_differences(path: str | Path, settings: dict[str, Any]) -> list[str]:
 def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None = None) -> dict[str, Any]:
     """What defines an agent's episodes, for a results file's settings (:mod:`sfenv.results`).
 
-    A registered name: its constructor keywords; ``model:PATH``: the file's hash (another model saved
+    A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the file's hash (another model saved
     under the same path is another agent); ``rllib:PATH``: the checkpoint's absolute path; an agent
     instance: its class and name.  Nothing is loaded or built.
     """
     if not isinstance(agent, str):
         return {"class": f"{type(agent).__module__}.{type(agent).__qualname__}"}
     if agent.startswith(MODEL_PREFIX):
-        path = Path(agent[len(MODEL_PREFIX):])
-        return {"model_sha": results.file_hash(path) if path.is_file() else None}
+        algo, name = split_model_spec(agent[len(MODEL_PREFIX):])
+        path = Path(name)
+        return {"algo": algo, "model_sha": results.file_hash(path) if path.is_file() else None}
     if agent.startswith(RLLIB_PREFIX):
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
     return {"kwargs": dict((agent_kwargs or {}).get(agent, {}))}

@@ -394,7 +394,7 @@ def _cmd_agents(args: argparse.Namespace) -> int:
         print(f"group {g}: {', '.join(names)}")
     print("model:PATH  a policy saved by `sfenv train` (evaluate and benchmark only)")
     print(f"model:ALGO:PATH  an SB3 model saved elsewhere, e.g. by the RL Zoo, with its algorithm ALGO "
-          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v0_1/best_model.zip")
+          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v1_1/best_model.zip")
     print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra)")
     return 0
 

@@ -151,7 +151,8 @@ def test_picks_cheapest_feasible_path_not_the_first_start():
     # region 0 is the largest (tried first by every start order) and the dearest; two cheap
     # regions together hold K* = 16; the cheapest path is theirs, found by brute force too
     j = job(0, model="gpt-1.3b", min_gpus=16, max_gpus=16, iterations=500)
-    regs = [region("big-dear", 16, "dear"), region("cheap-a", 8, "a"), region("cheap-b", 8, "b"),
+    # (big-dear has H100s: the fastest region, so without Cost-Min another path wins than with it)
+    regs = [region("big-dear", 16, "dear", gpu="H100-SXM"), region("cheap-a", 8, "a"), region("cheap-b", 8, "b"),
             region("mid", 8, "mid")]
     links = [Link(0, 1, 100, 5), Link(1, 2, 100, 5), Link(2, 3, 100, 5), Link(0, 3, 100, 5)]
     sim = world(regs, links, {"dear": 300.0, "a": 40.0, "b": 60.0, "mid": 150.0}, [j])

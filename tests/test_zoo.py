@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from sfenv.hyperparams import path as hyperparams_path
+from sfenv.results import read_results
 
 ZOO = hyperparams_path("zoo-ppo.yml")
 
@@ -88,7 +89,6 @@ def test_zoo_evaluation_episodes_end(zoo_run):
 
 def test_sfenv_evaluate_scores_a_zoo_model(zoo_run, tmp_path, capsys):
     """``model:ppo:PATH`` plays a Zoo model (Dict observation, its VecNormalize statistics) in the CLI table."""
-    import json
 
     from sfenv.agents.learned import LearnedPolicy
 
@@ -104,7 +104,8 @@ def test_sfenv_evaluate_scores_a_zoo_model(zoo_run, tmp_path, capsys):
                  "--out", str(out)]) == 0
     table = capsys.readouterr().out
     assert spec in table
-    rows = {r["agent"]: r for r in json.loads(out.read_text())}
+    rows = {r["agent"]: r for r in read_results(out)[1]}
+    assert read_results(out)[0]["agents"][spec]["algo"] == "ppo"  # the settings name the model and its algorithm
     assert rows[spec]["jobs"] == 6 and not rows[spec]["stopped_early"]
     # without the algorithm: one line saying how to name it
     assert main(["evaluate", "--agents", f"model:{best}", "--seeds", "1", "--num-jobs", "6", "--quiet"]) == 2
