@@ -2,7 +2,9 @@
 
 Run: ``python -m sfenv.experiments.validate_model [--data DIR] [--fit]``.
 
-Sets (``DIR`` defaults to ``../shared/data/measured`` beside the repository):
+Sets (``DIR`` defaults to the copy bundled with the package, ``sfenv/data/measured``, whose README
+names the source and licence; ``--data DIR`` reads another folder of the same format, e.g. runs kept
+back from the fit):
 
 - ``megatron_a100_single_node.csv``: 1,440 runs on 2-8 A100 in one server (vTrain, Bang et al.,
   MICRO 2024);
@@ -114,8 +116,10 @@ class Run:
 
 
 def default_data_dir() -> Path:
-    """``../shared/data/measured`` beside the repository this module is in (may not exist)."""
-    return Path(__file__).resolve().parents[2] / "shared" / "data" / "measured"
+    """The measured runs bundled with the package (``sfenv/data/measured``)."""
+    from importlib import resources
+
+    return Path(str(resources.files("sfenv").joinpath("data", "measured")))
 
 
 def load_runs(path: Path, multi_node: bool) -> list[Run]:

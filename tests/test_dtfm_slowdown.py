@@ -83,4 +83,5 @@ def test_world_wide_slowdown_within_dtfm_range():
     # US west -> US east -> Europe -> Asia, and Asia -> US -> Europe (no city twice)
     orders = [[0, 2, 1, 7, 5, 6, 3, 4], [4, 3, 0, 2, 1, 7, 5, 6]]
     world = min(_iteration(_world(), o, job) for o in orders)
-    assert 1.7 <= world / one_dc <= 2.3
+    published_low, published_high = 1.7, 2.3  # DT-FM's world-wide slowdown against one datacentre
+    assert published_low <= world / one_dc <= published_high
