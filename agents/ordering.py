@@ -214,7 +214,33 @@ class _PlanMemo:
         self._store[key] = None if plan is None else (plan, self.cache.recent.get(plan))
 
 
-class SpinSearchProposer:
+class _MemoisedPlans:
+    """Proposers whose ``plan`` is :meth:`_plan`'s answer, remembered per job shape and platform state.
+
+    The memo is :class:`_PlanMemo` in ``self._memo``; ``self.memo = False`` computes at every call.
+    """
+
+    memo: bool
+    _memo: _PlanMemo
+
+    def plan(self, view: SimView, job: JobSpec) -> Plan | None:
+        """The proposer's plan for ``job`` now, or None (remembered per job shape and state)."""
+        if not self.memo:
+            return self._plan(view, job)
+        key = self._memo.key(view, job)
+        hit = self._memo.get(key, job)
+        if hit is not False:
+            return hit
+        plan = self._plan(view, job)
+        self._memo.put(key, plan)
+        return plan
+
+    def _plan(self, view: SimView, job: JobSpec) -> Plan | None:
+        """The plan computed afresh (the subclass's search)."""
+        raise NotImplementedError
+
+
+class SpinSearchProposer(_MemoisedPlans):
     """Candidate proposer: the plans ``spinsearch+ORDER`` would choose (see :mod:`sfenv.proposers`).
 
     First the combined agent's decision (the first job in ``order`` whose SpinSearch plan can
@@ -261,21 +287,6 @@ class SpinSearchProposer:
     def reset(self) -> None:
         """Nothing to forget between episodes (the plan cache is the environment's)."""
 
-    def plan(self, view: SimView, job: JobSpec) -> Plan | None:
-        """SpinSearch's plan for ``job`` now (:meth:`~sfenv.agents.spinsearch.SpinSearchAgent.propose`), or None.
-
-        Remembered per job shape and platform state (:class:`_PlanMemo`).
-        """
-        if not self.memo:
-            return self._plan(view, job)
-        key = self._memo.key(view, job)
-        hit = self._memo.get(key, job)
-        if hit is not False:
-            return hit
-        plan = self._plan(view, job)
-        self._memo.put(key, plan)
-        return plan
-
     def _plan(self, view: SimView, job: JobSpec) -> Plan | None:
         free = view.free_gpus
         best: tuple[tuple[float, int, int], Plan] | None = None
@@ -314,7 +325,7 @@ class SpinSearchProposer:
         return out[:k]
 
 
-class FirstFitProposer:
+class FirstFitProposer(_MemoisedPlans):
     """Candidate proposer: the decision of ``PLACEMENT+ORDER`` for FIFO's or Fastest's single-region fit.
 
     The first job in ``order`` whose plan can start now, placed as
@@ -350,18 +361,6 @@ class FirstFitProposer:
 
     def reset(self) -> None:
         """Nothing to forget between episodes (the plan cache is the environment's)."""
-
-    def plan(self, view: SimView, job: JobSpec) -> Plan | None:
-        """The placement's plan for ``job`` now, or None (remembered per job shape and state: :class:`_PlanMemo`)."""
-        if not self.memo:
-            return self._plan(view, job)
-        key = self._memo.key(view, job)
-        hit = self._memo.get(key, job)
-        if hit is not False:
-            return hit
-        plan = self._plan(view, job)
-        self._memo.put(key, plan)
-        return plan
 
     def _plan(self, view: SimView, job: JobSpec) -> Plan | None:
         free = view.free_gpus
