@@ -15,7 +15,7 @@ overhead than ILP- and genetic-based schedulers.  Ratios, not absolute times, ar
 across machines.
 
 Budgets (the defaults of each agent unless named otherwise): ``ilp`` one MILP per (d, b), 4 x 3,
-each under a 2 s limit; ``genetic`` 270 trials (population 24, 10 generations, 30 local-search
+each under a 2 s limit; ``genetic`` 750 trials (population 24, 30 generations, 30 local-search
 moves); ``genetic-dtfm`` DT-FM's size, population 100 and 4,900 trials; ``spiderflow`` up to 16
 SpinSearch chains, TPA on the best 2.
 
