@@ -43,6 +43,8 @@ Run: ``python -m sfenv.experiments.claims [--seeds 10] [--quick] [--only spiderf
 ``--backend ray [--workers N] [--address ADDR]`` runs every episode as a Ray task (the ``ray``
 extra; one Ray session for all scenarios, results identical to the serial run but the decision
 times, which are measured wherever the episode runs).
+``--split test`` plays the first N seeds of a protocol split (:mod:`sfenv.protocol`) instead of
+explicit seeds 0..N-1; the report names the seeds either way.
 ``--quick`` (at most 10 jobs per episode, small ILP and genetic budgets) takes minutes.  At default
 budgets the ILP baseline dominates: 20-40 s per decision on 16-64 clusters (12 MILPs with a 2 s
 limit each), so the uncapped workloads (80-320 jobs) would take an estimated 50 CPU-hours at 10
@@ -69,6 +71,7 @@ import numpy as np
 from scipy import stats
 from sfenv.agents.evaluate import atomic_write_json, evaluate_agents, quiet_solver_banner
 
+from sfenv import protocol
 from sfenv.results import read_results
 from sfenv.scenario import load_scenario
 
@@ -220,8 +223,13 @@ def run_claims(
     address: str | None = None,
     workers: int | None = None,
     caps: dict[str, int] | None = None,
+    split: str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Run (or resume) every episode the claims need; returns the rows per scenario.
+
+    ``split``: the protocol split (:mod:`sfenv.protocol`) whose first ``len(seeds)`` seeds of each
+    scenario are played (``seeds`` is then ignored); None plays ``seeds`` as explicit seeds, and
+    the results files say so.
 
     ``backend``, ``address`` and ``workers`` are the evaluator's (:func:`evaluate_agents`).
 
@@ -245,11 +253,40 @@ def run_claims(
         atomic_write_json(cfg_path, config)
     rows: dict[str, list[dict[str, Any]]] = {}
     for scenario, names in _plan(claims).items():
-        rows[scenario] = evaluate_agents(names, scenario, list(seeds), num_jobs=jobs_by[scenario],
+        played = protocol.seeds(split, len(seeds), scenario) if split else list(seeds)
+        rows[scenario] = evaluate_agents(names, scenario, played, split=split, num_jobs=jobs_by[scenario],
                                          out=out / f"runs-{scenario}.json", resume=True, progress=progress,
                                          agent_kwargs=budgets, backend=backend, address=address,
                                          workers=workers)
     return rows
+
+
+def seeds_note(out: Path, scenarios: Sequence[str]) -> str:
+    """One line naming the seeds each scenario's runs in ``out`` were played on, as their results files record them.
+
+    A protocol split's first seeds, or explicit seeds (then the split whose range holds them is
+    named too, so a reader can tell train seeds from test seeds).
+    """
+    parts = []
+    for scenario in scenarios:
+        path = out / f"runs-{scenario}.json"
+        if not path.exists():
+            continue
+        settings, _ = read_results(path)
+        played = sorted(int(x) for x in (settings or {}).get("seeds", []))
+        if not played:
+            continue
+        first, last = played[0], played[-1]
+        span = f"{first}..{last}" if last - first + 1 == len(played) else ", ".join(map(str, played))
+        label = (settings or {}).get("split", protocol.EXPLICIT)
+        if label == protocol.EXPLICIT:
+            ranges = {protocol.split_of(x, scenario) for x in played}
+            where = f"the {ranges.pop()} split's range" if len(ranges) == 1 and None not in ranges else "no one split"
+            label = f"explicit seeds, in {where}"
+        else:
+            label = f"the {label} split's first {len(played)}"
+        parts.append(f"{scenario} {span} ({label})")
+    return ("Seeds: " + "; ".join(parts) + ".") if parts else ""
 
 
 def load_runs(claims: Sequence[Claim], out: Path) -> dict[str, list[dict[str, Any]]]:
@@ -362,12 +399,15 @@ def _fmt(x: float, kind: str) -> str:
 
 
 def format_markdown(claims: Sequence[Claim], results: dict[str, list[dict[str, Any]]], method: str = "t",
-                    jobs: dict[str, int | None] | None = None) -> str:
+                    jobs: dict[str, int | None] | None = None, seeds_note: str = "") -> str:
     """A Markdown table: claim, comparison, measured figure with its interval, claimed range, verdict.
 
-    Above it: the interval method and the jobs per episode (caps named).
+    Above it: the interval method, ``seeds_note`` (which seeds were played) and the jobs per
+    episode (caps named).
     """
     lines = [f"Intervals: {INTERVALS[method]}; seeds = paired seeds in the row.  Throughput: {THROUGHPUT_NOTE}."]
+    if seeds_note:
+        lines.append(seeds_note)
     if jobs:
         lines.append("Jobs per episode: " + ", ".join(
             f"{sc} {'all' if n is None else n}" + (" (capped: the ILP baseline's cost)" if sc in JOB_CAPS and
@@ -460,7 +500,11 @@ def plot_overhead(rows: dict[str, list[dict[str, Any]]], path: Path, agents: Seq
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
     ap = argparse.ArgumentParser(description="reproduce the seed papers' claims in sfenv")
-    ap.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="episodes per agent and scenario (seeds 0..N-1)")
+    ap.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+                    help="episodes per agent and scenario (explicit seeds 0..N-1, or the first N of --split)")
+    ap.add_argument("--split", choices=protocol.SPLITS, default=None,
+                    help="play the first --seeds seeds of this protocol split of each scenario (default: explicit "
+                         "seeds 0..N-1, labelled so)")
     ap.add_argument("--quick", action="store_true", help="at most 10 jobs per episode, small ILP/genetic budgets")
     ap.add_argument("--num-jobs", type=int, default=None,
                     help="cap on every scenario's workload size (default: JOB_CAPS on spider-16/32/64; 0: no cap)")
@@ -499,12 +543,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         session = ray_session(args.address, args.workers) if args.backend == "ray" else contextlib.nullcontext()
         with session:  # one Ray for every scenario
             rows = run_claims(claims, range(args.seeds), args.out, num_jobs, budgets, progress=not args.quiet,
-                              backend=args.backend, address=args.address, workers=args.workers, caps=caps)
+                              backend=args.backend, address=args.address, workers=args.workers, caps=caps,
+                              split=args.split)
     results = {c.key: measure(c, rows, args.interval) for c in claims}
     atomic_write_json(args.out / "claims.json", {"claims": [asdict(c) for c in claims], "results": results,
                                                  "interval_method": INTERVALS[args.interval],
                                                  "jobs_per_episode": jobs})
-    table = format_markdown(claims, results, args.interval, jobs)
+    table = format_markdown(claims, results, args.interval, jobs, seeds_note(args.out, list(rows)))
     (args.out / "claims.md").write_text(table + "\n")
     plot_claims(claims, results, args.out / "claims.png")
     if any(sc in rows for sc in SPIDER):

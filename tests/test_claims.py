@@ -175,10 +175,25 @@ def test_default_job_caps_name_the_ilp_scenarios():
 @pytest.mark.slow
 def test_quick_run_of_every_claim(tmp_path):
     assert C.main(["--quick", "--seeds", "2", "--out", str(tmp_path), "--quiet"]) == 0
+    # explicit seeds are labelled as such (and the split whose range holds them named), per scenario
+    seeds_line = (tmp_path / "claims.md").read_text().splitlines()[1]
+    assert seeds_line.startswith("Seeds: ") and "spider-8 0..1 (explicit seeds, in the train split's range)" in seeds_line
     results = json.loads((tmp_path / "claims.json").read_text())["results"]
     assert set(results) == {c.key for c in C.CLAIMS}
     assert all(r["seeds"] >= 1 for rs in results.values() for r in rs)
     assert (tmp_path / "overhead.png").exists()
+
+
+def test_split_plays_the_splits_first_seeds_and_says_so(tmp_path):
+    from sfenv import protocol
+
+    argv = ["--quick", "--seeds", "2", "--split", "test", "--only", "bace", "--out", str(tmp_path), "--quiet"]
+    assert C.main(argv) == 0
+    settings, rows = read_results(tmp_path / "runs-bace-6.json")
+    first = protocol.seeds("test", 2, "bace-6")
+    assert settings["split"] == "test" and settings["seeds"] == first
+    assert {r["seed"] for r in rows} == set(first)
+    assert f"bace-6 {first[0]}..{first[1]} (the test split's first 2)" in (tmp_path / "claims.md").read_text()
 
 
 def test_scenarios_restrict_a_run():
