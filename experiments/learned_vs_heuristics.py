@@ -9,7 +9,9 @@ labelled "explicit seeds") and reports per agent the censored mean
 JCT (unfinished jobs counted), cost and unfinished jobs, and the learned policy's ratio of mean JCT
 to the best heuristic's (lowest mean over the seeds, ordering baselines included) with a paired
 bootstrap 95 % CI over seeds (:func:`sfenv.stats.paired_ratio`, BCa).  Results go to
-``<out>/learned_vs_heuristics.json``.
+``<out>/learned_vs_heuristics.json``.  ``--unseen NAMES`` tests the model on other scenarios too;
+``--unseen-generated N`` on the first N generated platforms of the protocol's test split (platforms
+no training config may use), pooled over (platform, seed) pairs with one best heuristic for the family.
 
 Run (about 30 minutes at the default 150k steps on 2 cores)::
 
@@ -22,13 +24,14 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sfenv.agents.evaluate import atomic_write_json, evaluate_agents
 from sfenv.agents.learned import load_config, train
 
 from sfenv import protocol
-from sfenv.scenario import bundled_scenarios, load_scenario
+from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
 from sfenv.stats import paired_ratio
 
 HEURISTICS = ("fifo", "random", "spinsearch", "bace-pipe", "cr-ldf", "fastest", "fifo+swf", "fastest+swf",
@@ -61,11 +64,16 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--unseen", default="",
                    help="comma list of scenarios the model never trained on, to test it there too (against FIFO "
                         "and the best heuristic; needs a compact-observation model)")
+    p.add_argument("--unseen-generated", type=int, default=0, metavar="N",
+                   help="also test on the first N generated platforms of the protocol's test split "
+                        "(sfenv.agents.learned.generated_platforms), each on the same seeds, pooled")
     p.add_argument("--heuristics", default=",".join(HEURISTICS), help="comma list of reference agents to compare with")
     p.add_argument("--num-jobs", type=int, default=None, help="jobs per test episode (default: the scenario's)")
     p.add_argument("--out", type=Path, default=Path("results/learned"))
     args = p.parse_args(argv)
     choice = protocol.seed_choice_from_args(args, parser=p)
+    if args.unseen_generated < 0:
+        p.error(f"argument --unseen-generated: expected an integer >= 0, got {args.unseen_generated}")
     if args.model is not None and not args.model.is_file():
         p.error(f"argument --model: no such model file {args.model} (sfenv train writes <out>/<run>/best_model.zip)")
     cfg = load_config(args.config)
@@ -103,25 +111,43 @@ def main(argv: list[str] | None = None) -> dict:
         res = result["unseen"][other] = compare(spec, heuristics, other, seeds, args.num_jobs)
         print(f"unseen scenario {other}, {choice.describe()}")
         report(spec, res)
+    if args.unseen_generated:
+        result["unseen_generated"] = compare_generated(spec, heuristics, args.unseen_generated, seeds, args.num_jobs)
+        print(f"unseen generated platforms (test split, {args.unseen_generated}), {choice.describe()} on each")
+        report(spec, result["unseen_generated"])
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out / "learned_vs_heuristics.json", result)
     return result
 
 
-def compare(spec: str, heuristics: list[str], scenario: str, seeds: list[int], num_jobs: int | None = None) -> dict:
+def compare(spec: str, heuristics: list[str], scenario: Any, seeds: list[int], num_jobs: int | None = None,
+            rows_out: bool = False) -> dict:
     """Play ``spec`` (a ``model:PATH``) and ``heuristics`` on ``seeds``; per-agent means and the model's ratios.
 
     Ratios of mean JCT (censored) to the best heuristic's and to FIFO's, of cost to the cheapest
     heuristic's and to the best one's, and of the reward's objective (:func:`episode_objective`)
     to the heuristic best by that objective, each with its paired bootstrap 95 % interval over seeds.
+
+    :param scenario: a bundled name or a :class:`~sfenv.scenario.Scenario`.
+    :param rows_out: also return the episode rows (key ``rows``).
     """
     rows = evaluate_agents([spec, *heuristics], scenario, seeds, num_jobs=num_jobs, progress=True)
-    by: dict[str, dict[int, dict]] = {}
+    res = _ratios(spec, heuristics, rows, list(seeds), {s: scenario for s in seeds}, num_jobs)
+    if rows_out:
+        res["rows"] = rows
+    return res
+
+
+def _ratios(spec: str, heuristics: list[str], rows: list[dict], pairs: list[Any], scenario_of: dict[Any, Any],
+            num_jobs: int | None) -> dict:
+    """The figures of :func:`compare` from episode rows; ``pairs`` are the row keys (``seed``) paired across agents."""
+    by: dict[str, dict[Any, dict]] = {}
     for r in rows:
         by.setdefault(r["agent"], {})[r["seed"]] = r
+    seeds = pairs
     jct = {a: np.array([by[a][s]["mean_jct_s"] / 3600 for s in seeds]) for a in by}
     cost = {a: np.array([by[a][s]["cost_usd"] for s in seeds]) for a in by}
-    objective = {a: np.array([episode_objective(by[a][s], scenario, num_jobs) for s in seeds]) for a in by}
+    objective = {a: np.array([episode_objective(by[a][s], scenario_of[s], num_jobs) for s in seeds]) for a in by}
     best = min(heuristics, key=lambda h: jct[h].mean())
     cheapest = min(heuristics, key=lambda h: cost[h].mean())
     best_obj = min(heuristics, key=lambda h: objective[h].mean())
@@ -137,7 +163,28 @@ def compare(spec: str, heuristics: list[str], scenario: str, seeds: list[int], n
             "summary": summary}
 
 
-def episode_objective(row: dict, scenario: str, num_jobs: int | None = None) -> float:
+def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[int],
+                      num_jobs: int | None = None) -> dict:
+    """:func:`compare` pooled over the first ``count`` generated platforms of the protocol's test split.
+
+    Every agent plays every platform on ``seeds``; the pairs are (platform, seed), and the best
+    heuristic is the one with the lowest mean JCT over all pairs (one heuristic for the family, as
+    a user would have to pick one without knowing the platform).  ``per_platform`` holds each
+    platform's own comparison (its own best heuristic).
+    """
+    from sfenv.agents.learned import generated_platforms
+
+    platforms = generated_platforms("test", count, num_jobs=num_jobs)
+    per = {sc.name: compare(spec, heuristics, sc, seeds, num_jobs, rows_out=True) for sc in platforms}
+    pooled_rows = [dict(r, seed=(i, r["seed"])) for i, res in enumerate(per.values()) for r in res.pop("rows")]
+    pairs = [(i, s) for i in range(len(platforms)) for s in seeds]
+    pooled = _ratios(spec, heuristics, pooled_rows, pairs, {(i, s): platforms[i] for i, s in pairs}, num_jobs)
+    pooled["platforms"] = [sc.name for sc in platforms]
+    pooled["per_platform"] = per
+    return pooled
+
+
+def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> float:
     """What the scenario's reward minimises over an episode: minus its undiscounted return, penalties aside.
 
     ``jct_weight * sum(JCT) / (3600 K) + cost_weight * cost - throughput_weight * tokens / 1e9``
@@ -145,7 +192,7 @@ def episode_objective(row: dict, scenario: str, num_jobs: int | None = None) -> 
     With a cost weight this is the fair single figure: JCT and cost ratios alone can each favour a
     policy that trades one for the other.
     """
-    sc = load_scenario(scenario)
+    sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     if num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
     w = sc.cfg.reward

@@ -266,3 +266,21 @@ def test_a_learned_policy_entry_is_recorded_and_validates(smoke_run, tmp_path):
     bad[1]["cost_usd"] += 0.01
     with pytest.raises(Rejected, match="row 1 .*cost_usd"):
         validate_rows(bad)
+
+
+def test_generated_test_platforms_are_pooled_with_one_best_heuristic():
+    """``--unseen-generated``: every agent on the protocol's test platforms, pairs (platform, seed) pooled."""
+    from sfenv.agents.learned import generated_platforms
+    from sfenv.experiments.learned_vs_heuristics import compare_generated
+
+    seeds = [1_000_000, 1_000_001]
+    res = compare_generated("fifo+swf", ["fifo", "fastest+swf"], 2, seeds, num_jobs=4)
+    assert res["platforms"] == [sc.name for sc in generated_platforms("test", 2, num_jobs=4)]
+    assert res["platforms"] != [sc.name for sc in generated_platforms("train", 2, num_jobs=4)]
+    per = res["per_platform"]
+    assert list(per) == res["platforms"]
+    mean = {a: np.mean([per[p]["summary"][a]["mean_jct_h"] for p in per]) for a in ("fifo+swf", "fifo", "fastest+swf")}
+    best = min(("fifo", "fastest+swf"), key=mean.get)
+    assert res["best_heuristic"] == best  # one heuristic for the whole family
+    assert res["ratio_to_best"][0] == pytest.approx(mean["fifo+swf"] / mean[best], rel=1e-9)
+    assert res["summary"]["fifo"]["mean_jct_h"] == pytest.approx(mean["fifo"], rel=1e-9)
