@@ -155,7 +155,7 @@ def replay_held(
     w = list(windows) if windows is not None else list(default_windows(p, m, schedule))
     zb = schedule.startswith("zb")
     if zb:
-        greedy = _replay(compute, latency, transfer, m, schedule, w)
+        greedy = _replay_zero_bubble(compute, latency, transfer, m, w)
         in_order = _replay(compute, latency, transfer, m, "1f1b", w)
         return greedy if greedy[0] <= in_order[0] else in_order
     return _replay(compute, latency, transfer, m, schedule, w)
@@ -273,6 +273,122 @@ def _replay(
     return end_time, peak
 
 
+# event codes of :func:`_replay_zero_bubble` (``8 * stage + code``): an operation done, a message in
+_DONE_F, _DONE_B, _DONE_W, _ARRIVE_ACT, _ARRIVE_GRAD = 0, 1, 2, 3, 4
+
+
+def _replay_zero_bubble(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, w: Sequence[int],
+) -> tuple[float, list[int]]:
+    """:func:`_replay` of a zero-bubble schedule's greedy order, the same events in the same order, faster.
+
+    The same event-driven replay (the same heap order: time, then push sequence; the same float
+    arithmetic in the same order), with the operation choice, the channels and the event queue
+    written inline: about 3x faster, and equal to :func:`_replay` bit for bit (durations and
+    per-stage peaks; ``tests/test_pipeline_replay.py`` compares them on a seeded grid).  The
+    zero-bubble greedy replay is the cost of a new plan's evaluation under SpanTrain's schedules.
+
+    :param compute: ``c_k`` per stage (s).
+    :param latency: ``l_k`` per hop (s).
+    :param transfer: ``x_k`` per hop (s).
+    :param m: micro-batches.
+    :param w: in-flight limit per stage (activations held until the weight gradient is done).
+    :return: ``(duration, [max micro-batches held at once, per stage])``.
+    """
+    p = len(compute)
+    last = p - 1
+    dur = [c / 3.0 for c in compute]  # forward, input gradient and weight gradient alike
+    fwd_in = [m] + [0] * last  # activations arrived
+    grad_in = [0] * p  # gradients arrived (the last stage uses its own forwards)
+    nf, nb, nw = [0] * p, [0] * p, [0] * p  # forwards, input gradients, weight gradients started
+    fdone, wdone = [0] * p, [0] * p
+    busy = [False] * p
+    peak = [0] * p
+    down, up = [0.0] * p, [0.0] * p  # time each hop's channel is free, per direction
+    events: list[tuple[float, int, int]] = []  # (time, push sequence, 8 * stage + code)
+    push, pop = heapq.heappush, heapq.heappop
+    seq = 0
+    for k in range(p):  # every stage's first operation at time 0 (a forward on stage 0 only)
+        op = _zb_next_op(k, last, m, w[k], fwd_in, grad_in, nf, nb, nw, fdone, wdone, peak)
+        if op >= 0:
+            busy[k] = True
+            push(events, (dur[k], seq, 8 * k + op))
+            seq += 1
+    end_time = 0.0
+    while events:
+        t, _, code = pop(events)
+        k, kind = code >> 3, code & 7
+        if kind <= _DONE_W:
+            busy[k] = False
+            end_time = max(end_time, t)
+            if kind == _DONE_F:
+                fdone[k] += 1
+                if k < last:
+                    start = max(t, down[k])
+                    free = down[k] = start + transfer[k]
+                    push(events, (free + latency[k], seq, 8 * k + 8 + _ARRIVE_ACT))
+                    seq += 1
+            elif kind == _DONE_B:
+                if k:
+                    start = max(t, up[k - 1])
+                    free = up[k - 1] = start + transfer[k - 1]
+                    push(events, (free + latency[k - 1], seq, 8 * k - 8 + _ARRIVE_GRAD))
+                    seq += 1
+            else:
+                wdone[k] += 1
+        elif kind == _ARRIVE_ACT:
+            fwd_in[k] += 1
+            if busy[k]:
+                continue
+        else:
+            grad_in[k] += 1
+            if busy[k]:
+                continue
+        # the stage is free: its next operation, as _replay's ready_ops chooses it
+        b = nb[k]
+        if b < m and b < (fdone[k] if k == last else grad_in[k]):
+            nb[k] = b + 1
+            op = _DONE_B
+        else:
+            f = nf[k]
+            if f < m and f < fwd_in[k] and f - wdone[k] < w[k]:
+                nf[k] = f + 1
+                if f + 1 - wdone[k] > peak[k]:
+                    peak[k] = f + 1 - wdone[k]
+                op = _DONE_F
+            elif nw[k] < b:  # b <= m
+                nw[k] += 1
+                op = _DONE_W
+            else:
+                continue
+        busy[k] = True
+        push(events, (t + dur[k], seq, 8 * k + op))
+        seq += 1
+    if any(nf[k] + nb[k] + nw[k] != 3 * m for k in range(p)):  # pragma: no cover - a schedule bug
+        raise RuntimeError(f"replay of a zero-bubble schedule deadlocked: {nf}, {nb}, {nw} of {m}")
+    return end_time, peak
+
+
+def _zb_next_op(
+    k: int, last: int, m: int, window: int, fwd_in: list[int], grad_in: list[int], nf: list[int], nb: list[int],
+    nw: list[int], fdone: list[int], wdone: list[int], peak: list[int],
+) -> int:
+    """Start stage ``k``'s next zero-bubble operation (counters updated): its done code, or -1 if none is ready."""
+    b = nb[k]
+    if b < m and b < (fdone[k] if k == last else grad_in[k]):
+        nb[k] = b + 1
+        return _DONE_B
+    f = nf[k]
+    if f < m and f < fwd_in[k] and f - wdone[k] < window:
+        nf[k] = f + 1
+        peak[k] = max(peak[k], f + 1 - wdone[k])
+        return _DONE_F
+    if nw[k] < b:
+        nw[k] += 1
+        return _DONE_W
+    return -1
+
+
 # ---------------------------------------------------------------------------------------------
 # fast path
 # ---------------------------------------------------------------------------------------------
@@ -377,7 +493,7 @@ def _pipeline_time_cached(
         return in_order
     # zero-bubble: the faster of the greedy order and 1F1B's order (see replay_held)
     m0 = min(m, 4 * windows[0] + 4)
-    t0 = _replay(compute, latency, transfer, m0, schedule, list(windows))[0]
+    t0 = _replay_zero_bubble(compute, latency, transfer, m0, windows)[0]
     greedy = t0 if m0 == m else t0 + (m - m0) * steady_period(compute, latency, transfer, schedule, windows)
     return min(greedy, in_order)
 

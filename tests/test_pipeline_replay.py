@@ -177,3 +177,42 @@ def test_fit_plan_widens_the_window_across_a_slow_hop():
     plan, perf = fit_plan(job, topo, [0, 1], [8, 8], ev)
     base = ev(Plan(plan.job_id, plan.stages, plan.micro_batch, plan.schedule, plan.recompute), job)
     assert plan.extra_inflight > 0 and perf.iter_time < base.iter_time
+
+
+def _zero_bubble_cases(n: int, seed: int, exact_ties: bool) -> list[tuple]:
+    """Seeded zero-bubble replays: random chains, or (``exact_ties``) binary-exact figures whose events often tie."""
+    import random
+
+    from sfenv.pipeline import default_windows
+
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(n):
+        p = rng.randint(1, 16)
+        m = rng.choice([1, 2, 3, 5, 8, 16, 33, 64, 128])
+        if exact_ties:  # sums of these are exact in binary: equal times are common, the heap's tie order decides
+            c = [rng.choice([0.375, 0.75, 1.5]) for _ in range(p)]
+            lat = [rng.choice([0.0, 0.125, 0.25]) for _ in range(p - 1)]
+            x = [rng.choice([0.0, 0.125, 0.5]) for _ in range(p - 1)]
+        else:
+            c = [rng.choice([0.01, 0.05, rng.uniform(0.001, 0.5)]) for _ in range(p)]
+            lat = [rng.choice([0.0, 1e-5, 0.02, rng.uniform(0.0, 0.2)]) for _ in range(p - 1)]
+            x = [rng.choice([0.0, 0.001, rng.uniform(0.0, 0.6)]) for _ in range(p - 1)]
+        cross = [rng.random() < 0.5 for _ in range(p - 1)]
+        schedule = rng.choice(["zb-h1", "zb-h2"])
+        w = list(default_windows(p, m, schedule, cross, rng.choice([0, 0, 1, 3])))
+        if rng.random() < 0.2:  # windows as a caller may give them: any non-increasing values in 1..m
+            w = sorted((rng.randint(1, m) for _ in range(p)), reverse=True)
+        cases.append((c, lat, x, m, schedule, w))
+    return cases
+
+
+@pytest.mark.parametrize("exact_ties", [False, True])
+def test_fast_zero_bubble_replay_equals_reference_replay(exact_ties):
+    """The inlined zero-bubble replay gives the reference event replay's duration and peaks, bit for bit."""
+    from sfenv.pipeline import _replay, _replay_zero_bubble
+
+    for c, lat, x, m, schedule, w in _zero_bubble_cases(400, seed=20 + exact_ties, exact_ties=exact_ties):
+        ref = _replay(c, lat, x, m, schedule, w)
+        fast = _replay_zero_bubble(c, lat, x, m, w)
+        assert fast[0] == ref[0] and fast[1] == ref[1], (c, lat, x, m, schedule, w)
