@@ -13,7 +13,8 @@ The generic proposers here need no agent:
 Both build plans with :func:`sfenv.planning.fit_plan` through a :class:`PlanCache`, because
 candidate building runs at every environment step: a single-region plan depends only on the job,
 region and GPU budget (never on WAN shares), so it is cached for the episode; a multi-region plan
-is cached per link state.
+is cached per state of the links among its regions (:meth:`sfenv.sim.SimView.link_state_among`:
+the only link state its modelled performance reads).
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ class PlanCache:
 
     Plans are keyed by the job's *shape* (model, global batch, GPU bounds), not its id, so they
     carry over between jobs and episodes; a single-region plan never depends on WAN shares, a
-    multi-region one is keyed by the current link state too.  ``max_entries`` bounds memory.
+    multi-region one is keyed by the current state of the links among its regions too
+    (:meth:`sfenv.sim.SimView.link_state_among`; a change elsewhere in the network leaves its plan
+    as it was).  ``max_entries`` bounds memory.
     """
 
     def __init__(self, max_entries: int = 200_000) -> None:
@@ -105,9 +108,8 @@ class PlanCache:
     ) -> tuple[Plan, PlanPerf] | None:
         """``fit_plan`` on ``chain``/``budget``, cached; the plan carries ``job``'s id."""
         chain, budget = tuple(chain), tuple(budget)
-        link_key = None
-        if len(chain) > 1:
-            link_key = (view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
+        # a multi-region plan reads the state of the links among its regions only (see Topology.links_among)
+        link_key = view.link_state_among(chain) if len(chain) > 1 else None
         # first by job id (ints only: cheap to hash), checked against the very job object
         bound_key = (job.job_id, chain, budget, link_key)
         hit = self._bound.get(bound_key)
