@@ -269,10 +269,10 @@ class Topology:
         these links instead of the whole network's (an exact key: a change elsewhere cannot change
         the plan's modelled performance).  Memoised per set of regions.
 
-        :param regions: region indices (order and repeats do not matter).
+        :param regions: region indices (order and repeats do not change the result).
         :return: sorted link indices (an integer array, treat as read-only).
         """
-        key = tuple(sorted(set(regions)))
+        key = regions if isinstance(regions, tuple) else tuple(regions)  # as given: no sort on a hit
         hit = self._among_memo.get(key)
         if hit is None:
             links: set[int] = set()
