@@ -304,17 +304,18 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
        :class:`sfenv.agents.ordering.DecisionProposer`: the decision of ``spantrain+swf`` (the best
        heuristic on the contended scenarios; its re-plans are not taken).  SpanTrain decides
        slowly: it remembers its decisions per platform state, but each new state's zero-bubble
-       plans are replayed event by event (:mod:`sfenv.pipeline`), so the env makes about 40 % of
+       plans are replayed event by event (:mod:`sfenv.pipeline`), so the env makes about 60 % of
        ``"best"``'s masked steps per second on spider-8-contended and a tenth on spider-64, over
-       1,000-step runs from a cold start (``python -m sfenv.experiments.bench_env --proposers``);
+       5,000-step runs from a cold start (``python -m sfenv.experiments.bench_env --proposers``;
+       ``docs/notes-speed.md``);
     4. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf``): the decision of
        ``spinsearch+swf`` and SpinSearch's plan for every job in the queue window;
     5. :class:`SingleRegionProposer` and 6. :class:`PathProposer`, as in :func:`default_proposers`.
 
     The decision proposers record their decision (``.decision``), the expert actions of the
     behaviour-cloning warm start (:mod:`sfenv.agents.imitation`).  Not the default: SpinSearch's
-    multi-region plans are fitted per link state, which leaves the environment about 40 % of its
-    steps per second on 8 regions and a quarter on 64.
+    multi-region plans are fitted per state of their links, which leaves the environment about an
+    eighth of its steps per second on spider-8-contended and a fifteenth on spider-64 (same runs).
 
     :param queue_window: the env's ``queue_window`` (jobs that get a plan each).
     :param cache: plan cache to share (default: a new one).
