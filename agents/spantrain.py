@@ -33,9 +33,10 @@ Our design
     - Queue: arrival order with backfilling (a job that cannot start is skipped).
     - Memoisation (speed only, decisions unchanged): a placement, a plan fit and an adapter choice
       are functions of the job's shape (:attr:`JobSpec.shape_key`), the free GPUs per region and
-      the link state (flows and capacities; a plan inside one region does not read it), so they
-      are remembered under exactly those keys for the topology they were computed on, and rebound
-      to the asking job (:meth:`Plan.for_job`).  The environment asks SpanTrain for a decision at
+      the link state (flows and capacities; a plan inside one region does not read it, a plan
+      across regions only on the links among its regions, :meth:`SimView.link_state_among`), so
+      they are remembered under exactly those keys for the topology they were computed on, and
+      rebound to the asking job (:meth:`Plan.for_job`).  The environment asks SpanTrain for a decision at
       every step (``proposers="best+spantrain"``); the same states recur within and across
       episodes.  ``memo=False`` computes everything afresh (the reference the tests compare to).
     - Adapter: :meth:`SpanTrainAgent.adapt` chooses micro-batch size and zero-bubble variant that
@@ -205,7 +206,7 @@ class SpanTrainAgent(SchedulerAgent):
         if not self.memo:
             return self._adapt(plan, job, view)
         self._memos_for(view)
-        key = (plan.shape_key, job.shape_key, self._link_key(view) if len(plan.regions) > 1 else None)
+        key = (plan.shape_key, job.shape_key, view.link_state_among(plan.regions) if len(plan.regions) > 1 else None)
         hit = self._adapt_memo.get(key)
         if hit is None:
             hit = self._adapt_memo[key] = self._adapt(plan, job, view)
@@ -286,7 +287,7 @@ class SpanTrainAgent(SchedulerAgent):
         self._memos_for(view)
         single = len(chain) == 1
         fit_chain = [view.topo.plan_class[chain[0]]] if single else list(chain)
-        key = (job.shape_key, tuple(fit_chain), tuple(budget), None if single else self._link_key(view))
+        key = (job.shape_key, tuple(fit_chain), tuple(budget), None if single else view.link_state_among(fit_chain))
         hit = self._fit_memo.get(key)
         if hit is None:
             before = self.evaluations

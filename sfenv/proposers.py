@@ -13,7 +13,8 @@ The generic proposers here need no agent:
 Both build plans with :func:`sfenv.planning.fit_plan` through a :class:`PlanCache`, because
 candidate building runs at every environment step: a single-region plan depends only on the job,
 region and GPU budget (never on WAN shares), so it is cached for the episode; a multi-region plan
-is cached per link state.
+is cached per state of the links among its regions (:meth:`sfenv.sim.SimView.link_state_among`:
+the only link state its modelled performance reads).
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ class PlanCache:
 
     Plans are keyed by the job's *shape* (model, global batch, GPU bounds), not its id, so they
     carry over between jobs and episodes; a single-region plan never depends on WAN shares, a
-    multi-region one is keyed by the current link state too.  ``max_entries`` bounds memory.
+    multi-region one is keyed by the current state of the links among its regions too
+    (:meth:`sfenv.sim.SimView.link_state_among`; a change elsewhere in the network leaves its plan
+    as it was).  ``max_entries`` bounds memory.
     """
 
     def __init__(self, max_entries: int = 200_000) -> None:
@@ -105,9 +108,8 @@ class PlanCache:
     ) -> tuple[Plan, PlanPerf] | None:
         """``fit_plan`` on ``chain``/``budget``, cached; the plan carries ``job``'s id."""
         chain, budget = tuple(chain), tuple(budget)
-        link_key = None
-        if len(chain) > 1:
-            link_key = (view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
+        # a multi-region plan reads the state of the links among its regions only (see Topology.links_among)
+        link_key = view.link_state_among(chain) if len(chain) > 1 else None
         # first by job id (ints only: cheap to hash), checked against the very job object
         bound_key = (job.job_id, chain, budget, link_key)
         hit = self._bound.get(bound_key)
@@ -302,17 +304,18 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
        :class:`sfenv.agents.ordering.DecisionProposer`: the decision of ``spantrain+swf`` (the best
        heuristic on the contended scenarios; its re-plans are not taken).  SpanTrain decides
        slowly: it remembers its decisions per platform state, but each new state's zero-bubble
-       plans are replayed event by event (:mod:`sfenv.pipeline`), so the env makes about 40 % of
+       plans are replayed event by event (:mod:`sfenv.pipeline`), so the env makes about 60 % of
        ``"best"``'s masked steps per second on spider-8-contended and a tenth on spider-64, over
-       1,000-step runs from a cold start (``python -m sfenv.experiments.bench_env --proposers``);
+       5,000-step runs from a cold start (``python -m sfenv.experiments.bench_env --proposers``;
+       ``docs/notes-speed.md``);
     4. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf``): the decision of
        ``spinsearch+swf`` and SpinSearch's plan for every job in the queue window;
     5. :class:`SingleRegionProposer` and 6. :class:`PathProposer`, as in :func:`default_proposers`.
 
     The decision proposers record their decision (``.decision``), the expert actions of the
     behaviour-cloning warm start (:mod:`sfenv.agents.imitation`).  Not the default: SpinSearch's
-    multi-region plans are fitted per link state, which leaves the environment about 40 % of its
-    steps per second on 8 regions and a quarter on 64.
+    multi-region plans are fitted per state of their links, which leaves the environment about an
+    eighth of its steps per second on spider-8-contended and a fifteenth on spider-64 (same runs).
 
     :param queue_window: the env's ``queue_window`` (jobs that get a plan each).
     :param cache: plan cache to share (default: a new one).

@@ -1044,6 +1044,15 @@ class SimView:
         """Flows currently on each link."""
         return _ro(self._sim.link_flows)
 
+    def link_state_among(self, regions: Iterable[int]) -> tuple[bytes, bytes]:
+        """Flows and capacity factors of the links a plan on ``regions`` can use (:meth:`Topology.links_among`).
+
+        Everything of the link state that :meth:`evaluate` reads for such a plan (capacities are
+        the topology's fixed bandwidths times these factors), as bytes: a key for plan memos.
+        """
+        links = self.topo.links_among(regions)
+        return self._sim.link_flows[links].tobytes(), self._sim.link_factor[links].tobytes()
+
     @property
     def waiting(self) -> list[JobSpec]:
         """Waiting jobs in arrival order (a new list: O(queue) to copy; see :meth:`waiting_head`)."""

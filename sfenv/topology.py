@@ -14,7 +14,7 @@ bottleneck of its route, shared with other jobs' flows on the same links (see :m
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -125,6 +125,7 @@ class Topology:
         self._compute_routes()
         self._fast_links = self._fastest_routes()
         self._route_memo: dict[tuple[int, int, float], tuple[tuple[int, ...], float, float]] = {}
+        self._among_memo: dict[tuple[int, ...], np.ndarray] = {}
         #: per region, the first region that plans alike (equal GPU, GPUs per server, GPU link and
         #: intra-region bandwidth and latency): a single-region plan found for one fits the other
         self.plan_class: list[int] = []
@@ -258,6 +259,33 @@ class Topology:
         if len(self._route_memo) < 1 << 16:
             self._route_memo[key] = res
         return res
+
+    def links_among(self, regions: Iterable[int]) -> np.ndarray:
+        """Every link a transfer between two of ``regions`` can take (either route of :meth:`route_for`, either way).
+
+        A plan whose stages sit in ``regions`` reads the link state (flows, capacities) on these
+        links only: its pipeline hops and all-reduce rings run between its regions, and the route
+        of each is one of those two, chosen at nominal capacities.  Plan memos key on the state of
+        these links instead of the whole network's (an exact key: a change elsewhere cannot change
+        the plan's modelled performance).  Memoised per set of regions.
+
+        :param regions: region indices (order and repeats do not change the result).
+        :return: sorted link indices (an integer array, treat as read-only).
+        """
+        key = regions if isinstance(regions, tuple) else tuple(regions)  # as given: no sort on a hit
+        hit = self._among_memo.get(key)
+        if hit is None:
+            links: set[int] = set()
+            for a in key:
+                for b in key:
+                    if a != b:
+                        links.update(self.route_links[a][b])
+                        links.update(self._fast_links[a][b])
+            hit = np.array(sorted(links), dtype=np.intp)
+            if len(self._among_memo) >= 1 << 14:
+                self._among_memo.clear()
+            self._among_memo[key] = hit
+        return hit
 
     def route(self, a: int, b: int) -> tuple[int, ...]:
         """Link indices on the static route from region ``a`` to region ``b`` (empty if a == b)."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Sequence
 
 import pytest
 from conftest import make_job, make_region
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sfenv import pipeline
 from sfenv.hardware import get_gpu
 from sfenv.perf import PerfParams, Plan, Stage, evaluate_plan
 from sfenv.pipeline import (
@@ -177,3 +179,97 @@ def test_fit_plan_widens_the_window_across_a_slow_hop():
     plan, perf = fit_plan(job, topo, [0, 1], [8, 8], ev)
     base = ev(Plan(plan.job_id, plan.stages, plan.micro_batch, plan.schedule, plan.recompute), job)
     assert plan.extra_inflight > 0 and perf.iter_time < base.iter_time
+
+
+def _zero_bubble_cases(n: int, seed: int, exact_ties: bool) -> list[tuple]:
+    """Seeded zero-bubble replays: random chains, or (``exact_ties``) binary-exact figures whose events often tie."""
+    import random
+
+    from sfenv.pipeline import default_windows
+
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(n):
+        p = rng.randint(1, 16)
+        m = rng.choice([1, 2, 3, 5, 8, 16, 33, 64, 128])
+        if exact_ties:  # sums of these are exact in binary: equal times are common, the heap's tie order decides
+            c = [rng.choice([0.375, 0.75, 1.5]) for _ in range(p)]
+            lat = [rng.choice([0.0, 0.125, 0.25]) for _ in range(p - 1)]
+            x = [rng.choice([0.0, 0.125, 0.5]) for _ in range(p - 1)]
+        else:
+            c = [rng.choice([0.01, 0.05, rng.uniform(0.001, 0.5)]) for _ in range(p)]
+            lat = [rng.choice([0.0, 1e-5, 0.02, rng.uniform(0.0, 0.2)]) for _ in range(p - 1)]
+            x = [rng.choice([0.0, 0.001, rng.uniform(0.0, 0.6)]) for _ in range(p - 1)]
+        cross = [rng.random() < 0.5 for _ in range(p - 1)]
+        schedule = rng.choice(["zb-h1", "zb-h2"])
+        w = list(default_windows(p, m, schedule, cross, rng.choice([0, 0, 1, 3])))
+        if rng.random() < 0.2:  # windows as a caller may give them: any non-increasing values in 1..m
+            w = sorted((rng.randint(1, m) for _ in range(p)), reverse=True)
+        cases.append((c, lat, x, m, schedule, w))
+    return cases
+
+
+@pytest.mark.parametrize("exact_ties", [False, True])
+def test_fast_zero_bubble_replay_equals_reference_replay(exact_ties):
+    """The inlined zero-bubble replay gives the reference event replay's duration and peaks, bit for bit."""
+    from sfenv.pipeline import _replay, _replay_zero_bubble
+
+    for c, lat, x, m, schedule, w in _zero_bubble_cases(400, seed=20 + exact_ties, exact_ties=exact_ties):
+        ref = _replay(c, lat, x, m, schedule, w)
+        fast = _replay_zero_bubble(c, lat, x, m, w)
+        assert fast[0] == ref[0] and fast[1] == ref[1], (c, lat, x, m, schedule, w)
+
+
+def _previous_sweep(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, windows: Sequence[int],
+    gpipe: bool,
+) -> float:
+    """The position sweep before :func:`sfenv.pipeline._sweep_plan`: every stage looked at twice per position."""
+    p = len(compute)
+    fwd = [c / 3.0 for c in compute]
+    bwd = [2.0 * c / 3.0 for c in compute]
+    orders = [pipeline._fixed_order("gpipe" if gpipe else "1f1b", m, windows[k]) for k in range(p)]
+    f_end = [[0.0] * m for _ in range(p)]
+    f_arr = [[0.0] * m for _ in range(p)]
+    g_arr = [[0.0] * m for _ in range(p)]
+    free = [0.0] * p
+    down = [0.0] * p  # time each hop's forward channel is free
+    up = [0.0] * p  # time each hop's backward channel is free
+    last = p - 1
+    for pos in range(2 * m):
+        for k in range(p):
+            kind, i = orders[k][pos]
+            if kind == pipeline._F:
+                t = free[k]
+                if k and f_arr[k][i] > t:
+                    t = f_arr[k][i]
+                t += fwd[k]
+                free[k] = t
+                f_end[k][i] = t
+                if k < last:
+                    st = t if t > down[k] else down[k]
+                    down[k] = st + transfer[k]
+                    f_arr[k + 1][i] = st + transfer[k] + latency[k]
+        for k in range(last, -1, -1):
+            kind, i = orders[k][pos]
+            if kind == pipeline._B:
+                t = free[k]
+                g = f_end[k][i] if k == last else g_arr[k][i]
+                if g > t:
+                    t = g
+                t += bwd[k]
+                free[k] = t
+                if k:
+                    st = t if t > up[k - 1] else up[k - 1]
+                    up[k - 1] = st + transfer[k - 1]
+                    g_arr[k - 1][i] = st + transfer[k - 1] + latency[k - 1]
+    return max(free)
+
+
+@pytest.mark.parametrize("exact_ties", [False, True])
+def test_position_sweep_equals_previous_sweep_bit_for_bit(exact_ties):
+    """The memoised-position sweep gives the previous sweep's time exactly (1F1B and GPipe, ties included)."""
+    for c, lat, x, m, _, w in _zero_bubble_cases(300, seed=40 + exact_ties, exact_ties=exact_ties):
+        for gpipe in (False, True):
+            ww = [m] * len(c) if gpipe else w
+            assert pipeline._sweep_fixed_order(c, lat, x, m, ww, gpipe) == _previous_sweep(c, lat, x, m, ww, gpipe)

@@ -1,0 +1,223 @@
+"""The recommended recipe's env (``proposers="best+spantrain"``) plays the same episodes with its caches as without.
+
+Speed work on the recipe (issue 20, section 4) may only remember or compute faster, never decide
+otherwise.  These tests play masked random actions on spider-8-contended through the env users get
+(every memo and cache on, process-wide tables shared) and through a reference whose caches are
+disabled or emptied before every step (proposers and SpanTrain with ``memo=False``, the plan cache,
+the simulator's evaluation memos, the pipeline-time and sweep-plan tables cleared, the reference
+event replay instead of the inlined zero-bubble one), and require the same observations, rewards,
+terminations and ``info`` at every step; and that an episode does not depend on what ran before it
+in the process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from sfenv.agents.ordering import DecisionProposer, ordered_class
+from sfenv.agents.spantrain import SpanTrainAgent
+
+from sfenv import pipeline
+from sfenv.env import GeoSchedEnv
+from sfenv.proposers import PlanCache, best_heuristic_proposers
+from sfenv.scenario import load_scenario
+
+SCENARIO = "spider-8-contended"
+NUM_JOBS = 24
+STEPS = 250
+
+
+def _scenario():  # noqa: ANN202
+    return load_scenario(SCENARIO).with_overrides(workload={"num_jobs": NUM_JOBS})
+
+
+def _uncached_env() -> GeoSchedEnv:
+    """The recipe's proposers computing everything afresh (memos off; :func:`_clear_caches` before each step)."""
+    cache = PlanCache()
+    proposers = best_heuristic_proposers(8, cache, spantrain=True)
+    for p in proposers:
+        if hasattr(p, "memo"):
+            p.memo = False
+    i = next(i for i, p in enumerate(proposers) if isinstance(p, DecisionProposer))
+    proposers[i] = DecisionProposer(ordered_class(SpanTrainAgent, "spantrain", "swf")(memo=False))
+    return GeoSchedEnv(_scenario(), proposers=proposers)
+
+
+def _clear_caches(env: GeoSchedEnv) -> None:
+    """Empty every cache the step reads: the env's plan cache, the simulator's memos and the process-wide tables."""
+    env.cache.clear()
+    for p in env.proposers:
+        if isinstance(p, PlanCache):
+            p.clear()
+    env._evaluations.local.clear()  # the scenario's single-region evaluations, shared by its envs
+    if env.sim is not None:
+        env.sim._memo_local.clear()
+        env.sim._memo_wan.clear()
+        env.sim._memo_wan_state = None
+    pipeline._pipeline_time_cached.cache_clear()
+    pipeline._sweep_plan.cache_clear()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, arrays compared element by element (observations and ``info`` hold arrays)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    return bool(a == b)
+
+
+def _play(env: GeoSchedEnv, seed: int, steps: int, actions: list[int] | None = None,
+          before_step: Any = None) -> tuple[list[tuple], list[int]]:
+    """``steps`` steps from ``reset(seed)``, the next episodes from seeds ``seed + 1``, ...: masked random actions.
+
+    :param actions: the actions to play (default: drawn from the masks with a generator seeded ``seed``).
+    :param before_step: called with the env before every reset and step.
+    :return: per reset ``(obs, info)`` and per step ``(obs, reward, terminated, truncated, info)``, and the actions.
+    """
+    rng = np.random.default_rng(seed)
+    if before_step:
+        before_step(env)
+    obs, info = env.reset(seed=seed)
+    out: list[tuple] = [(obs, info)]
+    played: list[int] = []
+    for t in range(steps):
+        action = actions[t] if actions is not None else int(rng.choice(np.flatnonzero(info["action_mask"])))
+        if before_step:
+            before_step(env)
+        obs, reward, term, trunc, info = env.step(action)
+        out.append((obs, reward, term, trunc, info))
+        played.append(action)
+        if term or trunc:
+            seed += 1
+            if before_step:
+                before_step(env)
+            obs, info = env.reset(seed=seed)
+            out.append((obs, info))
+    return out, played
+
+
+def _assert_same_episode(got: list[tuple], want: list[tuple]) -> None:
+    assert len(got) == len(want)
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert _same(a, b), f"step {i} differs"
+
+
+def test_recipe_caches_play_the_uncached_episode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every observation, reward and ``info`` equal over a few hundred masked random steps, with and without caches."""
+    cached = GeoSchedEnv(_scenario(), proposers="best+spantrain")
+    got, actions = _play(cached, seed=11, steps=STEPS)
+    assert len(actions) == STEPS
+    assert sum(len(s) == 5 and s[2] for s in got) >= 2  # several episodes: memos carried from one to the next
+    assert sum(int(np.sum(s[-1]["action_mask"])) > 2 for s in got) >= 50  # real choices among candidates
+    # the reference: the event replay as written first, nothing remembered between steps
+    monkeypatch.setattr(pipeline, "_replay_zero_bubble",
+                        lambda c, lat, x, m, w: pipeline._replay(c, lat, x, m, "zb-h1", list(w)))
+    pipeline._pipeline_time_cached.cache_clear()
+    reference = _uncached_env()
+    want, _ = _play(reference, seed=11, steps=STEPS, actions=actions, before_step=_clear_caches)
+    _assert_same_episode(got, want)
+
+
+def test_recipe_episode_does_not_depend_on_what_ran_before() -> None:
+    """The same seed and actions give the same episode in a fresh env and in one that played another episode first."""
+    fresh = GeoSchedEnv(_scenario(), proposers="best+spantrain")
+    first, actions = _play(fresh, seed=23, steps=150)
+    used = GeoSchedEnv(_scenario(), proposers="best+spantrain")
+    _play(used, seed=5, steps=150)  # warms every memo with another episode's states
+    again, _ = _play(used, seed=23, steps=150, actions=actions)
+    _assert_same_episode(again, first)
+    later = GeoSchedEnv(_scenario(), proposers="best+spantrain")  # a new env in a process whose tables are warm
+    once_more, _ = _play(later, seed=23, steps=150, actions=actions)
+    _assert_same_episode(once_more, first)
+
+
+def _cross_region_plans(sim, count: int, seed: int) -> list:  # noqa: ANN001
+    """Seeded plans of the first job across 2-3 random regions (fit_plan on the simulator's evaluator)."""
+    from sfenv.planning import fit_plan
+
+    rng = np.random.default_rng(seed)
+    job = sim.jobs[0].spec
+    view = sim.view()
+    plans = []
+    while len(plans) < count:
+        chain = [int(r) for r in rng.choice(sim.topo.num_regions, size=int(rng.integers(2, 4)), replace=False)]
+        res = fit_plan(job, sim.topo, chain, [8] * len(chain), view.evaluate)
+        if res is not None and len(res[0].regions) > 1:
+            plans.append(res[0])
+    return plans
+
+
+def _off_widest_plans(sim, count: int) -> list:  # noqa: ANN001
+    """Two-region plans whose hop takes the lowest-latency route, not the widest (:meth:`Topology.route_for`)."""
+    from sfenv.perf import ACT_BYTES
+    from sfenv.planning import fit_plan
+
+    topo, job, view = sim.topo, sim.jobs[0].spec, sim.view()
+    plans = []
+    for a in range(topo.num_regions):
+        for b in range(topo.num_regions):
+            if a == b or len(plans) >= count:
+                continue
+            res = fit_plan(job, topo, [a, b], [8, 8], view.evaluate)
+            if res is None or len(res[0].regions) < 2:
+                continue
+            act = ACT_BYTES * res[0].micro_batch * job.model.seq_len * job.model.hidden
+            if not set(topo.route_for(a, b, act)[0]) <= set(topo.route(a, b)) | set(topo.route(b, a)):
+                plans.append(res[0])
+    assert len(plans) == count
+    return plans
+
+
+def test_a_cross_region_plan_reads_only_the_links_among_its_regions() -> None:
+    """The memo key of cross-region plans (:meth:`SimView.link_state_among`) holds all the link state evaluation reads.
+
+    On spider-64 (many links), any change of flows or capacities outside ``Topology.links_among``
+    leaves a plan's modelled performance equal in every field; a change inside changes it.
+    """
+    from sfenv.perf import evaluate_plan
+
+    sim = load_scenario("spider-64").make_simulator(0)
+    job, topo, params = sim.jobs[0].spec, sim.topo, sim.params
+    rng = np.random.default_rng(1)
+    flows = rng.integers(0, 5, topo.num_links).astype(float)
+    cap = topo.link_bw_bps * rng.uniform(0.5, 1.0, topo.num_links)
+    for plan in _cross_region_plans(sim, 12, seed=2) + _off_widest_plans(sim, 4):
+        among = topo.links_among(plan.regions)
+        outside = np.setdiff1d(np.arange(topo.num_links), among)
+        assert 0 < len(among) < topo.num_links
+        base = evaluate_plan(plan, job, topo, params, cap, flows)
+        flows_out, cap_out = flows.copy(), cap.copy()
+        flows_out[outside] += 7.0
+        cap_out[outside] *= 0.3
+        assert evaluate_plan(plan, job, topo, params, cap_out, flows_out) == base
+        flows_in = flows.copy()
+        flows_in[among] += 7.0
+        assert evaluate_plan(plan, job, topo, params, cap, flows_in).iter_time != base.iter_time
+
+
+def test_spantrain_memo_reuses_fits_across_changes_elsewhere_and_only_there() -> None:
+    """A cross-region fit is remembered across a load change on other links (equal to a fresh one), not on its own."""
+    sim = load_scenario("spider-64").make_simulator(0)
+    view = sim.view()
+    job = sim.jobs[0].spec
+    plan = _cross_region_plans(sim, 1, seed=3)[0]
+    chain = sorted(plan.regions)
+    budget = [8] * len(chain)
+    among = sim.topo.links_among(chain)
+    outside = np.setdiff1d(np.arange(sim.topo.num_links), among)
+    agent = SpanTrainAgent()
+    first = agent._fit(view, job, chain, budget)
+    sizes = []
+    for links in (outside, among):
+        sim.link_flows[links] += 5
+        fit, fresh = agent._fit(view, job, chain, budget), SpanTrainAgent(memo=False)._fit(view, job, chain, budget)
+        assert fit is not None and fresh is not None
+        assert fit[0] == fresh[0] and fit[1] == fresh[1]
+        sizes.append(len(agent._fit_memo))
+        sim.link_flows[links] -= 5
+    assert first is not None and sizes == [1, 2]  # a hit for the change elsewhere, a new fit for its own links
