@@ -177,7 +177,8 @@ def test_quick_run_of_every_claim(tmp_path):
     assert C.main(["--quick", "--seeds", "2", "--out", str(tmp_path), "--quiet"]) == 0
     # explicit seeds are labelled as such (and the split whose range holds them named), per scenario
     seeds_line = (tmp_path / "claims.md").read_text().splitlines()[1]
-    assert seeds_line.startswith("Seeds: ") and "spider-8 0..1 (explicit seeds, in the train split's range)" in seeds_line
+    assert seeds_line.startswith("Seeds: ")
+    assert "spider-8 0..1 (explicit seeds, in the train split's range)" in seeds_line
     results = json.loads((tmp_path / "claims.json").read_text())["results"]
     assert set(results) == {c.key for c in C.CLAIMS}
     assert all(r["seeds"] >= 1 for rs in results.values() for r in rs)
