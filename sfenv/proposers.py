@@ -307,7 +307,7 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
        plans are replayed event by event (:mod:`sfenv.pipeline`), so the env makes about 60 % of
        ``"best"``'s masked steps per second on spider-8-contended and a tenth on spider-64, over
        5,000-step runs from a cold start (``python -m sfenv.experiments.bench_env --proposers``;
-       ``docs/notes-speed.md``);
+       docs/benchmarks.md, "Candidate proposers");
     4. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf``): the decision of
        ``spinsearch+swf`` and SpinSearch's plan for every job in the queue window;
     5. :class:`SingleRegionProposer` and 6. :class:`PathProposer`, as in :func:`default_proposers`.
