@@ -11,15 +11,17 @@ RL" recipes; plain torch on SB3's policy, no extra dependency):
    action (wait when the heuristic would wait).  The expert costs nothing extra.  Default expert:
    ``fastest+swf``, the best of the recorded heuristics on ``spider-8-contended`` and ``spider-16``
    (``experiments/learned_vs_heuristics.py``; ``spantrain+swf``, recorded only with
-   ``proposers="best+spantrain"``, is better on the contended scenarios).
+   ``proposers="best+spantrain"``, was better on the contended scenarios under the 0.1.0 model;
+   under the calibrated model ``fastest+swf`` is the best there too).
    Look-ahead experts (:func:`lookahead_action`) improve on a heuristic by what-if rollouts on
-   forks of the simulator.  ``"lookahead:spantrain+swf:present:proposed:queue1"`` (config
-   ``contended-rollout``) is the best state-only expert we measured: while two or more jobs wait it
-   follows ``spantrain+swf``; with one waiting job it takes whichever heuristic's decision (or
-   waiting) gives the jobs now in the system the least job-time when the rest is played by
-   ``spantrain+swf``.  It sees only the present, so its choices are a function of the state; it
-   reaches 0.951x (95 % CI 0.933-0.969) the mean JCT of ``spantrain+swf`` on spider-8-contended,
-   seeds 100-119 (looking ahead at every step instead: 0.979x, 0.957-1.002).
+   forks of the simulator.  ``"lookahead:fastest+swf:present:proposed"`` (config
+   ``contended-rollout``) is the best state-only expert we measured under the calibrated model:
+   at every decision it takes whichever heuristic's decision (or waiting) gives the jobs now in
+   the system the least job-time when the rest is played by ``fastest+swf``.  It sees only the
+   present, so its choices are a function of the state; it reaches 0.932x (95 % CI 0.914-0.950)
+   the mean JCT of ``fastest+swf`` on spider-8-contended's validation seeds 10000-10019, chosen
+   there among 7 experts (under the 0.1.0 model the best was
+   ``"lookahead:spantrain+swf:present:proposed:queue1"``).
 2. **Collection** (:func:`collect`): ``steps`` environment steps through the training
    ``VecNormalize``, so its observation and reward statistics warm up as PPO's would; the
    observations are stored raw and normalised with the final statistics.  Rounds after the first
@@ -160,10 +162,13 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | str = 0
 
     ``max_waiting=N``: when more than ``N`` jobs wait, no rollout: the answer is ``base``'s own
     decision (``base`` must then be one of the env's decision proposers).  The forks know no future
-    arrivals, which misleads them most when the queue is long: on spider-8-contended's tuning seeds
-    200-239 the present, proposed expert reaches 0.985x ``spantrain+swf``'s mean JCT looking
-    ahead at every step and 0.958x with ``N=1`` (0.976x with ``N=4``, 0.978x with ``N=8``); on
-    geo-8-contended 1.003x and 0.963x.
+    arrivals, which misleads them most when the queue is long: under the 0.1.0 model, on
+    spider-8-contended's tuning seeds 200-239, the present, proposed expert on ``spantrain+swf``
+    reached 0.985x ``spantrain+swf``'s mean JCT looking ahead at every step and 0.958x with
+    ``N=1``.  Under the calibrated model, on the validation split (seeds 10000-10019, against
+    ``fastest+swf``), the present, proposed expert on ``fastest+swf`` reaches 0.932x looking ahead
+    at every step, 0.938x with ``N=2`` and 0.949x with ``N=1`` (docs/training.md, "Choosing the
+    teacher").
 
     Costs ``max(K, 1)`` rollouts per scored action (about 40 ms each on a 40-job spider-8 episode).
     """

@@ -1,7 +1,7 @@
 """A distillation expert played online vs a heuristic: how much a student could gain by imitating it.
 
 Plays an expert of :func:`sfenv.agents.imitation.expert_action` (default: the state-only rollout
-``lookahead:spantrain+swf:present:proposed:queue1`` of config ``contended-rollout``) through the
+``lookahead:fastest+swf:present:proposed`` of config ``contended-rollout``) through the
 env on the seeds of a protocol split (:mod:`sfenv.protocol`; default: the first 20 of validation,
 as this experiment chooses recipes), and the heuristic on the same seeds, and prints the ratio of mean JCT (censored,
 unfinished jobs counted) with its paired bootstrap 95 % CI.  A student cloned from the expert
@@ -48,9 +48,10 @@ def play_expert(expert: str, scenario: str, seed: int, proposers: str = "best+sp
 def main(argv: list[str] | None = None) -> dict:
     """Play the expert and the heuristic on the seeds, print and save the comparison."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--expert", default="lookahead:spantrain+swf:present:proposed:queue1")
+    p.add_argument("--expert", default="lookahead:fastest+swf:present:proposed")
     p.add_argument("--scenario", default="spider-8-contended")
-    p.add_argument("--heuristic", default="spantrain+swf")
+    p.add_argument("--heuristic", default="fastest+swf",
+                   help="the base to beat (default: the best heuristic on spider-8-contended's validation seeds)")
     p.add_argument("--proposers", default="best+spantrain", help="the env's candidate set (records the decisions)")
     protocol.add_seed_arguments(p, default_n=20, default_split="validation")
     p.add_argument("--num-jobs", type=int, default=None)
