@@ -53,6 +53,29 @@ def _log_scale(x: float, lo: float, hi: float) -> float:
     return math.log(x / lo) / math.log(hi / lo)
 
 
+#: bound on :attr:`GeoSchedEnv._perf_features` (cleared when reached, and every episode)
+_PERF_FEATURE_ENTRIES = 4096
+
+
+def _perf_features(perf: PlanPerf, prices: list[float]) -> tuple[float, float, float, float, float, float]:
+    """A candidate's observation features that depend on its evaluation and the hour's prices only.
+
+    :param perf: the candidate's (feasible) evaluation.
+    :param prices: price per region this hour, USD/MWh.
+    :return: scaled iteration time, throughput, cost per hour, bottleneck bandwidth, memory headroom and
+        the stall-free flag, as the candidate rows of the observation hold them (before clipping).
+    """
+    cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
+    return (
+        _log_scale(perf.iter_time, 0.01, _ITER_SCALE),
+        _log_scale(perf.throughput, 1e2, 1e8),
+        cost_h / 100.0,
+        _log_scale(perf.bottleneck_bw_bps, 1e7, 1e12),
+        perf.memory_headroom,
+        1.0 if perf.stall_free else 0.0,
+    )
+
+
 def _log_scale_arr(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """:func:`_log_scale` of every element."""
     return np.array([_log_scale(float(v), lo, hi) for v in x])
@@ -319,6 +342,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._view: SimView | None = None
         self._candidates: list[Plan] = []
         self._cand_perf: list[PlanPerf | None] = []
+        #: ``id(perf) -> (perf, prices, *_perf_features(perf, prices))`` for the observation's candidate rows
+        self._perf_features: dict[int, tuple] = {}
         self._mask = np.zeros(self.N + 1, dtype=bool)
         self._last_invalid = False
         self._forced_wait = False
@@ -532,6 +557,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._job_arrival = [j.arrival for j in specs]
         self._job_iters = [float(j.iterations) for j in specs]
         self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}
+        self._perf_features.clear()  # keyed on this episode's price lists
         self._link_key = b""
 
     def _obs(self) -> dict[str, np.ndarray]:
@@ -572,23 +598,30 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             prices = fc[0]
             mask = self._mask
             cand_rows, idx = [], []
+            features = self._perf_features
+            if len(features) >= _PERF_FEATURE_ENTRIES:
+                features.clear()
             for i, plan in enumerate(self._candidates):
                 perf = self._perf(i)
                 if not perf.feasible:
                     continue
-                cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
+                # the features read from ``perf`` (and this hour's prices), per evaluation object: the
+                # plan caches hand the same shared, read-only PlanPerf to a candidate step after step
+                known = features.get(id(perf))
+                if known is None or known[0] is not perf or known[1] is not prices:
+                    known = features[id(perf)] = (perf, prices, *_perf_features(perf, prices))
                 idx.append(i)
                 cand_rows.append((
                     1.0 if mask[i] else 0.0,
                     slot.get(plan.job_id, K) / K,
-                    _log_scale(perf.iter_time, 0.01, _ITER_SCALE),
-                    _log_scale(perf.throughput, 1e2, 1e8),
-                    cost_h / 100.0,
+                    known[2],
+                    known[3],
+                    known[4],
                     len(plan.regions) / C,
                     plan.gpus / 1024,
-                    _log_scale(perf.bottleneck_bw_bps, 1e7, 1e12),
-                    perf.memory_headroom,
-                    1.0 if perf.stall_free else 0.0,
+                    known[5],
+                    known[6],
+                    known[7],
                 ))
             if cand_rows:
                 cd = buf[sl["candidates"]].reshape(N, CAND_FEATURES)
