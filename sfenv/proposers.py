@@ -30,7 +30,6 @@ import numpy as np
 from sfenv.perf import Plan, PlanPerf, Stage
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView
-from sfenv.topology import Topology
 from sfenv.workload import JobSpec
 
 __all__ = [
@@ -179,54 +178,26 @@ class SingleRegionProposer:
         self.cache = cache
         self.jobs = jobs
         self.per_job = per_job
-        # the regions and budgets a job with given GPU bounds is offered, for the last free-GPU state
-        # seen (compared, never tracked; the free GPUs change far less often than the env steps)
-        self._state: tuple[Topology, bytes] | None = None
-        self._offers: dict[tuple[int, int], list[tuple[tuple[int], tuple[int]]]] = {}
-        self._free_arr = np.zeros(0, dtype=int)
-
-    def _offers_now(self, view: SimView) -> dict[tuple[int, int], list[tuple[tuple[int], tuple[int]]]]:
-        """The offers memoised for the current free-GPU state (emptied when it or the topology changed)."""
-        free_arr = view.free_gpus
-        state = (view.topo, free_arr.tobytes())
-        if self._state is None or state[0] is not self._state[0] or state[1] != self._state[1]:
-            self._state = state
-            self._free_arr = free_arr
-            self._offers = {}
-        return self._offers
-
-    def _offered(self, view: SimView, lo: int, hi: int) -> list[tuple[tuple[int], tuple[int]]]:
-        """``((region,), (budget,))`` a job with ``lo``..``hi`` GPUs is offered now, best region first.
-
-        Regions by free compute (free GPUs x peak FLOP/s, ties by index), each with its free GPUs
-        capped at ``hi`` and rounded down (:func:`round_budget`), those below ``lo`` left out.
-        """
-        free_arr = self._free_arr
-        order = np.argsort(-(free_arr * view.topo.scalars.flops), kind="stable").tolist()
-        free = free_arr.tolist()
-        offers = []
-        for r in order:
-            f = free[r]
-            if f <= 0 or f < lo:
-                continue
-            budget = round_budget(f if f < hi else hi)
-            if budget >= lo:
-                offers.append(((r,), (budget,)))
-        return offers
 
     def candidates(self, view: SimView, k: int) -> list[Plan]:
         """See class docstring."""
+        free_arr = view.free_gpus
+        order = np.argsort(-(free_arr * view.topo.scalars.flops), kind="stable").tolist()
+        free = free_arr.tolist()
+        ranked = [r for r in order if free[r] > 0]
         fit = self.cache.fit
-        offers = self._offers_now(view)  # per (min GPUs, max GPUs) of the jobs
         out: list[Plan] = []
         for job in view.waiting_head(self.jobs):
             n = 0
-            bounds = (job.min_gpus, job.max_gpus)
-            offered = offers.get(bounds)
-            if offered is None:
-                offered = offers[bounds] = self._offered(view, *bounds)
-            for chain, budget in offered:
-                res = fit(view, job, chain, budget)
+            lo, hi = job.min_gpus, job.max_gpus
+            for r in ranked:
+                f = free[r]
+                if f < lo:
+                    continue
+                budget = round_budget(f if f < hi else hi)
+                if budget < lo:
+                    continue
+                res = fit(view, job, (r,), (budget,))
                 if res is not None:
                     out.append(res[0])
                     n += 1
@@ -275,21 +246,6 @@ class PathProposer:
         self.ends = ends
         self.max_regions = max_regions
         self._paths: dict[tuple[int, int], list[list[int]]] = {}
-        # free GPUs per region (a list), the most in one region, the total and the path ends, for the
-        # last free-GPU state seen (compared, never tracked)
-        self._state: tuple[Topology, bytes] | None = None
-        self._free: tuple[list[int], int, int, list[int]] = ([], 0, 0, [])
-
-    def _free_now(self, view: SimView) -> tuple[list[int], int, int, list[int]]:
-        """Free GPUs per region, the most in one region, the total, and the ``ends`` regions with the most free."""
-        free = view.free_gpus
-        state = (view.topo, free.tobytes())
-        if self._state is None or state[0] is not self._state[0] or state[1] != self._state[1]:
-            order = np.argsort(-free, kind="stable")
-            self._free = (free.tolist(), int(free.max()) if len(free) else 0, int(free.sum()),
-                          order[free[order] > 0][: self.ends].tolist())
-            self._state = state
-        return self._free
 
     def _k_paths(self, view: SimView, s: int, d: int) -> list[list[int]]:
         key = (s, d)
@@ -299,10 +255,14 @@ class PathProposer:
 
     def candidates(self, view: SimView, k: int) -> list[Plan]:
         """See class docstring."""
-        free, biggest, total_free, ends = self._free_now(view)
+        free = view.free_gpus
+        biggest = int(free.max()) if len(free) else 0
+        total_free = int(free.sum())
         jobs = [j for j in view.waiting_head(self.jobs) if biggest < j.min_gpus <= total_free]
         if not jobs:  # every waiting job fits in one region, or none fits anywhere
             return []
+        order = np.argsort(-free, kind="stable")
+        ends = order[free[order] > 0][: self.ends].tolist()
         out: list[Plan] = []
         for job in jobs:
             for i, s in enumerate(ends):
@@ -311,7 +271,7 @@ class PathProposer:
                         chain = [r for r in path if free[r] > 0]
                         budget, total = [], 0
                         for r in chain:
-                            take = round_budget(min(free[r], job.max_gpus - total))
+                            take = round_budget(min(int(free[r]), job.max_gpus - total))
                             budget.append(take)
                             total += take
                         if total < job.min_gpus or min(budget) < 1:
