@@ -53,23 +53,20 @@ def _log_scale(x: float, lo: float, hi: float) -> float:
     return math.log(x / lo) / math.log(hi / lo)
 
 
-#: bound on :attr:`GeoSchedEnv._perf_features` (cleared when reached, and every episode)
+#: bound on :attr:`GeoSchedEnv._perf_features` (cleared when reached)
 _PERF_FEATURE_ENTRIES = 4096
 
 
-def _perf_features(perf: PlanPerf, prices: list[float]) -> tuple[float, float, float, float, float, float]:
-    """A candidate's observation features that depend on its evaluation and the hour's prices only.
+def _perf_features(perf: PlanPerf) -> tuple[float, float, float, float, float]:
+    """A candidate's observation features that depend on its evaluation only.
 
     :param perf: the candidate's (feasible) evaluation.
-    :param prices: price per region this hour, USD/MWh.
-    :return: scaled iteration time, throughput, cost per hour, bottleneck bandwidth, memory headroom and
-        the stall-free flag, as the candidate rows of the observation hold them (before clipping).
+    :return: scaled iteration time, throughput and bottleneck bandwidth, the memory headroom and the
+        stall-free flag, as the candidate rows of the observation hold them (before clipping).
     """
-    cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
     return (
         _log_scale(perf.iter_time, 0.01, _ITER_SCALE),
         _log_scale(perf.throughput, 1e2, 1e8),
-        cost_h / 100.0,
         _log_scale(perf.bottleneck_bw_bps, 1e7, 1e12),
         perf.memory_headroom,
         1.0 if perf.stall_free else 0.0,
@@ -342,8 +339,9 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._view: SimView | None = None
         self._candidates: list[Plan] = []
         self._cand_perf: list[PlanPerf | None] = []
-        #: ``id(perf) -> (perf, prices, *_perf_features(perf, prices))`` for the observation's candidate rows
-        self._perf_features: dict[int, tuple] = {}
+        #: ``id(perf) -> [perf, _perf_features(perf), prices, scaled cost per hour at those prices]``: the
+        #: candidate rows' figures per (shared, read-only) evaluation, kept while the plan caches hand it out
+        self._perf_features: dict[int, list] = {}
         self._mask = np.zeros(self.N + 1, dtype=bool)
         self._last_invalid = False
         self._forced_wait = False
@@ -557,7 +555,6 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._job_arrival = [j.arrival for j in specs]
         self._job_iters = [float(j.iterations) for j in specs]
         self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}
-        self._perf_features.clear()  # keyed on this episode's price lists
         self._link_key = b""
 
     def _obs(self) -> dict[str, np.ndarray]:
@@ -608,20 +605,24 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                 # the features read from ``perf`` (and this hour's prices), per evaluation object: the
                 # plan caches hand the same shared, read-only PlanPerf to a candidate step after step
                 known = features.get(id(perf))
-                if known is None or known[0] is not perf or known[1] is not prices:
-                    known = features[id(perf)] = (perf, prices, *_perf_features(perf, prices))
+                if known is None or known[0] is not perf:
+                    known = features[id(perf)] = [perf, _perf_features(perf), None, 0.0]
+                if known[2] is not prices:  # the cost per hour: for this hour's prices
+                    cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
+                    known[2], known[3] = prices, cost_h / 100.0
+                f = known[1]
                 idx.append(i)
                 cand_rows.append((
                     1.0 if mask[i] else 0.0,
                     slot.get(plan.job_id, K) / K,
-                    known[2],
+                    f[0],
+                    f[1],
                     known[3],
-                    known[4],
                     len(plan.regions) / C,
                     plan.gpus / 1024,
-                    known[5],
-                    known[6],
-                    known[7],
+                    f[2],
+                    f[3],
+                    f[4],
                 ))
             if cand_rows:
                 cd = buf[sl["candidates"]].reshape(N, CAND_FEATURES)
