@@ -1,0 +1,146 @@
+"""The default env's speed work changes no observation, reward or ``info`` (docs/notes-speed64.md).
+
+The memos added for the default env's speed on spider-64 (the candidate features per evaluation in
+the observation, the replayed 1F1B / zero-bubble head and the steady period memoised without the
+iteration's micro-batch count, the time-of-use price shape per offset) and the job-mix draw from
+cumulative weights must only remember or compute faster.  These tests play seeded masked random
+actions through the default env and through a reference that empties those memos before every
+reset and step and draws the job mix with ``rng.choice``, and require every observation, reward,
+termination and ``info`` to be equal; and they check the job-mix draw against ``rng.choice`` draw
+by draw.  The rewritten position sweep is compared with the previous one bit for bit in
+``tests/test_pipeline_replay.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sfenv import pipeline, prices, scenario
+from sfenv.env import GeoSchedEnv
+from sfenv.scenario import load_scenario
+
+#: spider-64 with few jobs: several episodes (so several resets and job draws) in a few hundred steps
+NUM_JOBS = 30
+STEPS = 300
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, arrays compared element by element and dtype (observations and ``info`` hold arrays)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    return bool(a == b)
+
+
+def _play(env: GeoSchedEnv, seed: int, steps: int, actions: list[int] | None = None,
+          before: Any = None) -> tuple[list[tuple], list[int]]:
+    """``steps`` masked random steps from ``reset(seed)`` (the next episodes from ``seed + 1``, ...).
+
+    :param actions: the actions to play (default: drawn from the masks with a generator seeded ``seed``).
+    :param before: called with the env before every reset and step.
+    :return: per reset ``(obs, info)`` and per step ``(obs, reward, terminated, truncated, info)``; the actions.
+    """
+    rng = np.random.default_rng(seed)
+    if before:
+        before(env)
+    obs, info = env.reset(seed=seed)
+    out: list[tuple] = [(obs, info)]
+    played: list[int] = []
+    episode = 0
+    for i in range(steps):
+        a = actions[i] if actions is not None else int(rng.choice(np.flatnonzero(info["action_mask"])))
+        played.append(a)
+        if before:
+            before(env)
+        step = env.step(a)
+        out.append(step)
+        obs, info = step[0], step[4]
+        if step[2] or step[3]:
+            episode += 1
+            if before:
+                before(env)
+            obs, info = env.reset(seed=seed + episode)
+            out.append((obs, info))
+    return out, played
+
+
+def _forget(env: GeoSchedEnv) -> None:
+    """Empty every memo the speed work added (the reference computes each figure afresh)."""
+    env._perf_features.clear()
+    pipeline._replayed_head.cache_clear()
+    pipeline._steady_period_cached.cache_clear()
+    pipeline._pipeline_time_cached.cache_clear()  # else the head would never be asked for again
+    prices._tou_shape.cache_clear()
+
+
+def test_default_env_plays_as_without_the_speed_memos(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every observation, reward and ``info`` equal over several spider-64 episodes, memos on and emptied."""
+    sc = load_scenario("spider-64").with_overrides(workload={"num_jobs": NUM_JOBS})
+    got, actions = _play(GeoSchedEnv(sc), seed=5, steps=STEPS)
+    assert sum(len(s) == 5 and s[2] for s in got) >= 2  # several episodes: memos carried from one to the next
+    assert sum(int(np.sum(s[-1]["action_mask"])) > 2 for s in got) >= 50  # real choices among candidates
+    # the reference: the job mix drawn by rng.choice, the memos emptied before every reset and step
+    monkeypatch.setattr(scenario, "_choice_cdf", lambda weights: None)
+    want, _ = _play(GeoSchedEnv(sc), seed=5, steps=STEPS, actions=actions, before=_forget)
+    assert len(got) == len(want)
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert _same(a, b), f"entry {i} differs"
+
+
+@pytest.mark.parametrize("weights", [[1.0], [0.5, 0.3, 0.2], [0.1, 0.2, 0.3, 0.4], [1e-9, 1.0, 3.0, 1e-3, 7.0]])
+def test_job_mix_draw_is_rng_choice(weights: list[float]) -> None:
+    """``bisect_right(_choice_cdf(p), rng.random())`` gives ``rng.choice(n, p=p)``'s index and leaves the same state."""
+    p = np.array(weights, dtype=float)
+    p /= p.sum()  # as make_jobs normalises the mix
+    cdf = scenario._choice_cdf(p)
+    assert cdf is not None
+    from bisect import bisect_right
+
+    for seed in range(5):
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        drawn = [bisect_right(cdf, ours.random()) for _ in range(4000)]
+        assert drawn == [int(theirs.choice(len(p), p=p)) for _ in range(4000)]
+        assert ours.bit_generator.state == theirs.bit_generator.state
+        if len(p) > 1:
+            assert len(set(drawn)) > 1  # the draws do vary
+
+
+@pytest.mark.parametrize("weights", [[0.5, np.nan], [1.2, -0.2], [0.5, 0.4], []])
+def test_job_mix_draw_leaves_bad_weights_to_rng_choice(weights: list[float]) -> None:
+    """Weights ``rng.choice`` refuses get no cumulative list (make_jobs then calls rng.choice, which raises)."""
+    p = np.array(weights, dtype=float)
+    assert scenario._choice_cdf(p) is None
+    if len(p):
+        with pytest.raises(ValueError):
+            np.random.default_rng(0).choice(len(p), p=p)
+
+
+@pytest.mark.parametrize(("offset", "days"), [(0.0, 1), (5.5, 3), (-8.0, 7), (9, 2)])
+def test_time_of_use_shape_is_the_curve(offset: float, days: int) -> None:
+    """The memoised shape equals the time-of-use curve of the zone's local hours, and cannot be written."""
+    hours = np.arange(24 * days, dtype=float)
+    shape = prices._tou_shape(offset, days)
+    assert np.array_equal(shape, prices._tou_curve((hours + offset) % 24.0))
+    with pytest.raises(ValueError):
+        shape[0] = 1.0
+
+
+def test_replayed_head_is_shared_across_micro_batch_counts() -> None:
+    """Two iterations that differ only in ``m`` (both past ``m0``) replay the head once, with the same result."""
+    pipeline._replayed_head.cache_clear()
+    c, lat, x, w = (0.3, 0.2, 0.25), (0.01, 0.02), (0.05, 0.04), (3, 2, 1)
+    first = pipeline._pipeline_time_cached(c, lat, x, 64, "1f1b", w)
+    second = pipeline._pipeline_time_cached(c, lat, x, 96, "1f1b", w)
+    info = pipeline._replayed_head.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+    m0 = 2 * w[0] + 2
+    head = pipeline._sweep_fixed_order(c, lat, x, m0, w, gpipe=False)
+    period = pipeline.steady_period(c, lat, x, "1f1b", w)
+    assert first == head + (64 - m0) * period
+    assert second == head + (96 - m0) * period
