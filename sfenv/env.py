@@ -566,7 +566,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         sl = self._obs_slices
         # regions: free fraction, (static), outage, price now and forecast (cached per hour)
         reg = buf[sl["regions"]].reshape(C, REGION_FEATURES + H)
-        reg[:, 0] = np.where(sim.down, 0, sim.free) / self._gpu_div
+        reg[:, 0] = view.free_gpus / self._gpu_div  # free GPUs, 0 where the region is down
         reg[:, 5] = sim.down
         hour_key = int(sim.time // 3600.0)
         fc = self._forecast.get(hour_key)

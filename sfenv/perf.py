@@ -689,13 +689,17 @@ def _evaluate_chain(
     bottleneck = math.inf
     wan_bytes = 0.0
     prev = -1
+    units: dict[tuple[int, int], tuple[float, float, float, float]] = {}  # stage_unit per (region, tp)
     for k, st in enumerate(stages):
         r = chain[k]
         tp = st.tp
         layers = st.layers
         pk = layer_params * layers
         pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == last and p > 1 else 0.0)
-        per_layer, comm, head, act_layer = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
+        unit = units.get((r, tp))
+        if unit is None:
+            unit = units[(r, tp)] = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
+        per_layer, comm, head, act_layer = unit
         c = per_layer * layers + (head if k == last else 0.0)
         tp_comm.append(comm * layers)
         compute.append(c)
@@ -776,11 +780,17 @@ def compute_lower_bound(plan: Plan, job: JobSpec, topo: Topology) -> float:
     mode, sp = plan.recompute, plan.sequence_parallel
     last = len(plan.stages) - 1
     worst = 0.0
+    per_layer: dict[tuple[int, int], float] = {}  # layer time per (region, tp): most plans repeat both
     for k, st in enumerate(plan.stages):
-        c = min(layer_costs(gpu_of[r], b, s, h, model.heads, st.tp, mode, sp, 1.0)[0] * st.layers
-                + (lm_head_time(gpu_of[r], b, s, h, model.vocab, st.tp, 1.0) if k == last else 0.0)
-                for r in st.regions)
-        worst = max(worst, c)
+        tp = st.tp
+        costs = []
+        for r in st.regions:
+            unit = per_layer.get((r, tp))
+            if unit is None:
+                unit = per_layer[(r, tp)] = layer_costs(gpu_of[r], b, s, h, model.heads, tp, mode, sp, 1.0)[0]
+            costs.append(unit * st.layers
+                         + (lm_head_time(gpu_of[r], b, s, h, model.vocab, tp, 1.0) if k == last else 0.0))
+        worst = max(worst, min(costs))
     return plan.num_microbatches(job) * worst
 
 

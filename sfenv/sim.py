@@ -1008,6 +1008,10 @@ class SimView:
 
     def __init__(self, sim: Simulator):
         self._sim = sim
+        # free_gpus for the last (free, down) state seen: compared, never tracked (proposers ask several
+        # times per step, and the simulator's arrays may be edited in place)
+        self._free_state: tuple[bytes, bytes] = (b"", b"")
+        self._free_gpus = _ro(np.zeros(0, dtype=sim.free.dtype))
 
     @property
     def time(self) -> float:
@@ -1026,8 +1030,13 @@ class SimView:
 
     @property
     def free_gpus(self) -> np.ndarray:
-        """Free GPUs per region (0 for regions that are down)."""
-        return _ro(np.where(self._sim.down, 0, self._sim.free))
+        """Free GPUs per region (0 for regions that are down); the same read-only array while they do not change."""
+        sim = self._sim
+        state = (sim.free.tobytes(), sim.down.tobytes())
+        if state != self._free_state:
+            self._free_gpus = _ro(np.where(sim.down, 0, sim.free))
+            self._free_state = state
+        return self._free_gpus
 
     @property
     def down(self) -> np.ndarray:
