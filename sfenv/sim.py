@@ -280,6 +280,10 @@ class Simulator:
         self.time = 0.0
         self.free = topo.gpu_counts.copy()
         self.down = np.zeros(topo.num_regions, dtype=bool)
+        # free GPUs outside outages and their total, for the last (free, down) state seen: compared,
+        # never tracked (decision-point tests, proposers and the observation ask many times per step)
+        self._free_state: tuple[bytes, bytes] | None = None
+        self._free_now: tuple[np.ndarray, int] = (_ro(np.zeros(0, dtype=self.free.dtype)), 0)
         self.link_flows = np.zeros(topo.num_links)
         self.link_factor = np.ones(topo.num_links)
         # evaluate() results: single-region plans never depend on the WAN state, so they are
@@ -715,12 +719,23 @@ class Simulator:
         self._run_next_time()
         self.advance()
 
+    def free_gpus_now(self) -> tuple[np.ndarray, int]:
+        """Free GPUs per region (0 in regions that are down, read-only) and their total.
+
+        The same objects while ``free`` and ``down`` hold the same values (compared on every call).
+        """
+        state = (self.free.tobytes(), self.down.tobytes())
+        if state != self._free_state:
+            free = _ro(np.where(self.down, 0, self.free))
+            self._free_now = (free, int(free.sum()))
+            self._free_state = state
+        return self._free_now
+
     def is_decision_point(self) -> bool:
         """True if a job waits and the free GPUs could hold the smallest waiting job."""
         if not self.waiting:
             return False
-        free = int(self.free[~self.down].sum())
-        return free >= min(self._waiting_min)
+        return self.free_gpus_now()[1] >= min(self._waiting_min)
 
     def _enqueue(self, jid: int) -> None:
         """Put job ``jid`` in the queue at its place in id (= arrival) order."""
@@ -1008,10 +1023,6 @@ class SimView:
 
     def __init__(self, sim: Simulator):
         self._sim = sim
-        # free_gpus for the last (free, down) state seen: compared, never tracked (proposers ask several
-        # times per step, and the simulator's arrays may be edited in place)
-        self._free_state: tuple[bytes, bytes] = (b"", b"")
-        self._free_gpus = _ro(np.zeros(0, dtype=sim.free.dtype))
 
     @property
     def time(self) -> float:
@@ -1031,12 +1042,7 @@ class SimView:
     @property
     def free_gpus(self) -> np.ndarray:
         """Free GPUs per region (0 for regions that are down); the same read-only array while they do not change."""
-        sim = self._sim
-        state = (sim.free.tobytes(), sim.down.tobytes())
-        if state != self._free_state:
-            self._free_gpus = _ro(np.where(sim.down, 0, sim.free))
-            self._free_state = state
-        return self._free_gpus
+        return self._sim.free_gpus_now()[0]
 
     @property
     def down(self) -> np.ndarray:
