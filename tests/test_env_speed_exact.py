@@ -2,8 +2,9 @@
 
 The memos added for the default env's speed on spider-64 (the candidate features per evaluation in
 the observation, the replayed 1F1B / zero-bubble head and the steady period memoised without the
-iteration's micro-batch count, the time-of-use price shape per offset) and the job-mix draw from
-cumulative weights must only remember or compute faster.  These tests play seeded masked random
+iteration's micro-batch count, the time-of-use price shape per offset, chain_plan's stage tuples,
+the free GPUs per state) and the job-mix draw from cumulative weights must only remember or compute
+faster.  These tests play seeded masked random
 actions through the default env and through a reference that empties those memos before every
 reset and step and draws the job mix with ``rng.choice``, and require every observation, reward,
 termination and ``info`` to be equal; and they check the job-mix draw against ``rng.choice`` draw
@@ -18,8 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sfenv import pipeline, prices, scenario
+from sfenv import pipeline, planning, prices, scenario
 from sfenv.env import GeoSchedEnv
+from sfenv.perf import compute_lower_bound
+from sfenv.planning import chain_plan
 from sfenv.scenario import load_scenario
 
 #: spider-64 with few jobs: several episodes (so several resets and job draws) in a few hundred steps
@@ -77,6 +80,9 @@ def _forget(env: GeoSchedEnv) -> None:
     pipeline._steady_period_cached.cache_clear()
     pipeline._pipeline_time_cached.cache_clear()  # else the head would never be asked for again
     prices._tou_shape.cache_clear()
+    planning._chain_stages.cache_clear()
+    if env.sim is not None:
+        env.sim._free_state = None  # the free GPUs recomputed on the next call
 
 
 def test_default_env_plays_as_without_the_speed_memos(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,3 +150,37 @@ def test_replayed_head_is_shared_across_micro_batch_counts() -> None:
     period = pipeline.steady_period(c, lat, x, "1f1b", w)
     assert first == head + (64 - m0) * period
     assert second == head + (96 - m0) * period
+
+
+def test_lower_bound_is_the_per_stage_minimum() -> None:
+    """compute_lower_bound (layer time asked once per region and tp) equals the bound written stage by stage."""
+    from sfenv.compute import layer_costs, lm_head_time
+
+    sc = load_scenario("spider-64")
+    topo = sc.topology
+    job = sc.make_jobs(np.random.default_rng(0))[0]
+    gpu_of = topo.scalars.gpu
+    model = job.model
+    rng = np.random.default_rng(1)
+    checked = 0
+    for _ in range(200):
+        chain = [int(r) for r in rng.choice(topo.num_regions, size=int(rng.integers(1, 4)), replace=False)]
+        counts = [int(n) for n in rng.integers(1, 5, size=len(chain))]
+        b = int(rng.choice([1, 2, 4]))
+        mode = str(rng.choice(["none", "selective", "full"]))
+        plan = chain_plan(job, topo, chain, counts, dp=int(rng.choice([1, 2])), tp=int(rng.choice([1, 2, 4])),
+                          micro_batch=b, recompute=mode)
+        if plan is None:
+            continue
+        last = len(plan.stages) - 1
+        worst = 0.0
+        for k, st in enumerate(plan.stages):
+            c = min(layer_costs(gpu_of[r], b, model.seq_len, model.hidden, model.heads, st.tp, mode, False, 1.0)[0]
+                    * st.layers
+                    + (lm_head_time(gpu_of[r], b, model.seq_len, model.hidden, model.vocab, st.tp, 1.0)
+                       if k == last else 0.0)
+                    for r in st.regions)
+            worst = max(worst, c)
+        assert compute_lower_bound(plan, job, topo) == plan.num_microbatches(job) * worst
+        checked += 1
+    assert checked >= 100
