@@ -182,7 +182,7 @@ class SingleRegionProposer:
     def candidates(self, view: SimView, k: int) -> list[Plan]:
         """See class docstring."""
         free_arr = view.free_gpus
-        order = np.argsort(-(free_arr * view.topo.scalars.flops), kind="stable").tolist()
+        order = np.argsort(-(free_arr * view.topo.gpu_flops), kind="stable").tolist()  # = scalars.flops, as an array
         free = free_arr.tolist()
         ranked = [r for r in order if free[r] > 0]
         fit = self.cache.fit
