@@ -339,6 +339,10 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._view: SimView | None = None
         self._candidates: list[Plan] = []
         self._cand_perf: list[PlanPerf | None] = []
+        #: the observation's array before per-step features: the template with this hour's prices and the
+        #: current link figures (rebuilt when the forecast object or the link state changes)
+        self._base = self._template
+        self._base_forecast = None
         #: ``id(perf) -> [perf, _perf_features(perf), prices, scaled cost per hour at those prices]``: the
         #: candidate rows' figures per (shared, read-only) evaluation, kept while the plan caches hand it out
         self._perf_features: dict[int, list] = {}
@@ -556,32 +560,37 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._job_iters = [float(j.iterations) for j in specs]
         self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}
         self._link_key = b""
+        self._base_forecast: tuple | None = None  # the forecast self._base holds (rebuilt on the first step)
 
     def _obs(self) -> dict[str, np.ndarray]:
         sim, view = self.sim, self._view
         assert sim is not None and view is not None
         C, N, K, H = self.C, self.N, self.K, self.H
-        # one fresh array per step (static features already in place), views per key, one clip
-        buf = self._template.copy()
         sl = self._obs_slices
-        # regions: free fraction, (static), outage, price now and forecast (cached per hour)
-        reg = buf[sl["regions"]].reshape(C, REGION_FEATURES + H)
-        reg[:, 0] = view.free_gpus / self._gpu_div  # free GPUs, 0 where the region is down
-        reg[:, 5] = sim.down
+        # price now and forecast (cached per hour); links: capacity and flow share (recomputed only
+        # when the link state changed): both written into a base array rebuilt when either changes
         hour_key = int(sim.time // 3600.0)
         fc = self._forecast.get(hour_key)
         if fc is None:
             raw = view.price_forecast(H)
             fc = self._forecast[hour_key] = (raw[:, 0].tolist(), np.hstack([raw[:, :1], raw]) / _PRICE_SCALE)
-        reg[:, 6:] = fc[1]
-        # links: capacity and flow share, recomputed only when the link state changed
-        if self.E:
-            key = sim.link_flows.tobytes() + sim.link_factor.tobytes()
-            if key != self._link_key:
-                flows = sim.link_flows
-                self._link_dyn = np.stack([sim.link_capacity_bps / _BW_SCALE, flows / (flows + 1.0)], axis=1)
-                self._link_key = key
-            buf[sl["links"]].reshape(self.E, LINK_FEATURES)[:, :2] = self._link_dyn
+        key = sim.link_flows.tobytes() + sim.link_factor.tobytes() if self.E else b""
+        if fc is not self._base_forecast or key != self._link_key:
+            base = self._template.copy()
+            base[sl["regions"]].reshape(C, REGION_FEATURES + H)[:, 6:] = fc[1]
+            if self.E:
+                if key != self._link_key:
+                    flows = sim.link_flows
+                    self._link_dyn = np.stack([sim.link_capacity_bps / _BW_SCALE, flows / (flows + 1.0)], axis=1)
+                    self._link_key = key
+                base[sl["links"]].reshape(self.E, LINK_FEATURES)[:, :2] = self._link_dyn
+            self._base, self._base_forecast = base, fc
+        # one fresh array per step (static, price and link features already in place), views per key, one clip
+        buf = self._base.copy()
+        # regions: free fraction, (static), outage, (prices)
+        reg = buf[sl["regions"]].reshape(C, REGION_FEATURES + H)
+        reg[:, 0] = view.free_gpus / self._gpu_div  # free GPUs, 0 where the region is down
+        reg[:, 5] = sim.down
         # queue: static rows plus time waited and progress
         ids = sim.waiting[:K]
         if ids:

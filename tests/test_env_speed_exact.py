@@ -1,15 +1,15 @@
 """The default env's speed work changes no observation, reward or ``info`` (docs/notes-speed64.md).
 
 The memos added for the default env's speed on spider-64 (the candidate features per evaluation in
-the observation, the replayed 1F1B / zero-bubble head and the steady period memoised without the
-iteration's micro-batch count, the time-of-use price shape per offset, chain_plan's stage tuples,
-the free GPUs per state) and the job-mix draw from cumulative weights must only remember or compute
-faster.  These tests play seeded masked random
-actions through the default env and through a reference that empties those memos before every
-reset and step and draws the job mix with ``rng.choice``, and require every observation, reward,
-termination and ``info`` to be equal; and they check the job-mix draw against ``rng.choice`` draw
-by draw.  The rewritten position sweep is compared with the previous one bit for bit in
-``tests/test_pipeline_replay.py``.
+the observation, the observation's base array per hour and link state, the replayed 1F1B /
+zero-bubble head and the steady period memoised without the iteration's micro-batch count, the
+time-of-use price shape per offset, chain_plan's stage tuples, the free GPUs per state) and the
+job-mix draw from cumulative weights must only remember or compute faster.  These tests play
+seeded masked random actions through the default env and through a reference that empties those
+memos before every reset and step and draws the job mix with ``rng.choice``, and require every
+observation, reward, termination and ``info`` to be equal; and they check the job-mix draw
+against ``rng.choice`` draw by draw.  The rewritten position sweep is compared with the previous
+one bit for bit in ``tests/test_pipeline_replay.py``.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def _play(env: GeoSchedEnv, seed: int, steps: int, actions: list[int] | None = N
 def _forget(env: GeoSchedEnv) -> None:
     """Empty every memo the speed work added (the reference computes each figure afresh)."""
     env._perf_features.clear()
+    env._base_forecast = None  # the observation's base array (prices, links) rebuilt
     pipeline._replayed_head.cache_clear()
     pipeline._steady_period_cached.cache_clear()
     pipeline._pipeline_time_cached.cache_clear()  # else the head would never be asked for again
