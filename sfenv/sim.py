@@ -514,10 +514,11 @@ class Simulator:
         checked = self.check(plan)
         js = self.jobs[plan.job_id]
         self._accrue_busy(self.time)
-        for r, n in plan.gpus_by_region().items():
+        held = plan.gpus_by_region()  # a new dict: the job's own
+        for r, n in held.items():
             self.free[r] -= n
             self._busy_gpus += n
-        js.held = plan.gpus_by_region()
+        js.held = held
         js.flows = plan_flows(plan, self.topo, js.spec)
         for k, n in js.flows.items():
             self.link_flows[k] += n
