@@ -576,15 +576,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             fc = self._forecast[hour_key] = (raw[:, 0].tolist(), np.hstack([raw[:, :1], raw]) / _PRICE_SCALE)
         key = sim.link_flows.tobytes() + sim.link_factor.tobytes() if self.E else b""
         if fc is not self._base_forecast or key != self._link_key:
-            base = self._template.copy()
-            base[sl["regions"]].reshape(C, REGION_FEATURES + H)[:, 6:] = fc[1]
-            if self.E:
-                if key != self._link_key:
-                    flows = sim.link_flows
-                    self._link_dyn = np.stack([sim.link_capacity_bps / _BW_SCALE, flows / (flows + 1.0)], axis=1)
-                    self._link_key = key
-                base[sl["links"]].reshape(self.E, LINK_FEATURES)[:, :2] = self._link_dyn
-            self._base, self._base_forecast = base, fc
+            self._rebuild_base(fc, key)
         # one fresh array per step (static, price and link features already in place), views per key, one clip
         buf = self._base.copy()
         # regions: free fraction, (static), outage, (prices)
@@ -652,6 +644,26 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         if self.obs_mode == "compact":
             return self._compact_obs(buf, reg, fc[1])
         return {k: buf[v] for k, v in sl.items()}
+
+    def _rebuild_base(self, forecast: tuple[list[float], np.ndarray], link_key: bytes) -> None:
+        """Rebuild :attr:`_base`: the template with this hour's prices and the current link figures.
+
+        :param forecast: this hour's ``(prices now, scaled price forecast)`` (:attr:`_forecast` entry).
+        :param link_key: the link flows' and capacity factors' bytes (the link figures are recomputed
+            when they differ from the last ones seen).
+        """
+        sim = self.sim
+        assert sim is not None
+        sl = self._obs_slices
+        base = self._template.copy()
+        base[sl["regions"]].reshape(self.C, REGION_FEATURES + self.H)[:, 6:] = forecast[1]
+        if self.E:
+            if link_key != self._link_key:
+                flows = sim.link_flows
+                self._link_dyn = np.stack([sim.link_capacity_bps / _BW_SCALE, flows / (flows + 1.0)], axis=1)
+                self._link_key = link_key
+            base[sl["links"]].reshape(self.E, LINK_FEATURES)[:, :2] = self._link_dyn
+        self._base, self._base_forecast = base, forecast
 
     def _compact_obs(self, buf: np.ndarray, reg: np.ndarray, forecast: np.ndarray) -> dict[str, np.ndarray]:
         """The topology-independent observation (``obs_mode="compact"``) from the full buffer.

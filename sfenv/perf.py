@@ -689,17 +689,13 @@ def _evaluate_chain(
     bottleneck = math.inf
     wan_bytes = 0.0
     prev = -1
-    units: dict[tuple[int, int], tuple[float, float, float, float]] = {}  # stage_unit per (region, tp)
     for k, st in enumerate(stages):
         r = chain[k]
         tp = st.tp
         layers = st.layers
         pk = layer_params * layers
         pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == last and p > 1 else 0.0)
-        unit = units.get((r, tp))
-        if unit is None:
-            unit = units[(r, tp)] = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
-        per_layer, comm, head, act_layer = unit
+        per_layer, comm, head, act_layer = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
         c = per_layer * layers + (head if k == last else 0.0)
         tp_comm.append(comm * layers)
         compute.append(c)
