@@ -342,7 +342,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         #: the observation's array before per-step features: the template with this hour's prices and the
         #: current link figures (rebuilt when the forecast object or the link state changes)
         self._base = self._template
-        self._base_forecast = None
+        self._base_forecast: tuple[list[float], np.ndarray] | None = None
         #: ``id(perf) -> [perf, _perf_features(perf), prices, scaled cost per hour at those prices]``: the
         #: candidate rows' figures per (shared, read-only) evaluation, kept while the plan caches hand it out
         self._perf_features: dict[int, list] = {}
@@ -560,7 +560,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._job_iters = [float(j.iterations) for j in specs]
         self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}
         self._link_key = b""
-        self._base_forecast: tuple | None = None  # the forecast self._base holds (rebuilt on the first step)
+        self._base_forecast = None  # the forecast self._base holds: rebuilt on the episode's first step
 
     def _obs(self) -> dict[str, np.ndarray]:
         sim, view = self.sim, self._view

@@ -726,7 +726,7 @@ class Simulator:
         The same objects while ``free`` and ``down`` hold the same values (compared on every call).
         """
         state = (self.free.tobytes(), self.down.tobytes())
-        if state != self._free_state:
+        if state != self._free_state or self._free_now[0].flags.writeable:  # (a copy made by pickling)
             free = _ro(np.where(self.down, 0, self.free))
             self._free_now = (free, int(free.sum()))
             self._free_state = state
@@ -957,6 +957,7 @@ class Simulator:
                     memo[id(obj)] = obj
         twin = copy.deepcopy(self, memo)
         twin._memo_wan_state = b""
+        twin._free_state = None  # its free-GPU array is a (writable) copy: rebuilt read-only on first use
         return twin
 
     def resample_future(self, jobs: Sequence[JobSpec], rng: np.random.Generator | None = None) -> None:

@@ -185,3 +185,27 @@ def test_lower_bound_is_the_per_stage_minimum() -> None:
         assert compute_lower_bound(plan, job, topo) == plan.num_microbatches(job) * worst
         checked += 1
     assert checked >= 100
+
+
+def test_free_gpus_memo_stays_read_only_and_current_in_copies() -> None:
+    """The memoised free GPUs follow the state, are read-only, and so are a fork's and an unpickled copy's."""
+    import pickle
+
+    from sfenv.sim import Simulator
+
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 8})
+    sim = Simulator.from_scenario(sc, 0)
+    view = sim.view()
+    first = view.free_gpus
+    assert view.free_gpus is first  # the same state: the same array
+    with pytest.raises(ValueError):
+        first[0] = 1
+    sim.free[0] -= 1  # an in-place edit is seen (the state is compared, not tracked)
+    assert view.free_gpus[0] == first[0] - 1
+    sim.down[1] = True
+    assert view.free_gpus[1] == 0 and sim.free_gpus_now()[1] == int(np.where(sim.down, 0, sim.free).sum())
+    for copy in (sim.fork(), pickle.loads(pickle.dumps(sim))):
+        free = copy.view().free_gpus
+        assert np.array_equal(free, view.free_gpus)
+        with pytest.raises(ValueError):
+            free[0] = 1
