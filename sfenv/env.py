@@ -53,6 +53,26 @@ def _log_scale(x: float, lo: float, hi: float) -> float:
     return math.log(x / lo) / math.log(hi / lo)
 
 
+#: bound on :attr:`GeoSchedEnv._perf_features` (cleared when reached)
+_PERF_FEATURE_ENTRIES = 4096
+
+
+def _perf_features(perf: PlanPerf) -> tuple[float, float, float, float, float]:
+    """A candidate's observation features that depend on its evaluation only.
+
+    :param perf: the candidate's (feasible) evaluation.
+    :return: scaled iteration time, throughput and bottleneck bandwidth, the memory headroom and the
+        stall-free flag, as the candidate rows of the observation hold them (before clipping).
+    """
+    return (
+        _log_scale(perf.iter_time, 0.01, _ITER_SCALE),
+        _log_scale(perf.throughput, 1e2, 1e8),
+        _log_scale(perf.bottleneck_bw_bps, 1e7, 1e12),
+        perf.memory_headroom,
+        1.0 if perf.stall_free else 0.0,
+    )
+
+
 def _log_scale_arr(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """:func:`_log_scale` of every element."""
     return np.array([_log_scale(float(v), lo, hi) for v in x])
@@ -319,6 +339,13 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._view: SimView | None = None
         self._candidates: list[Plan] = []
         self._cand_perf: list[PlanPerf | None] = []
+        #: the observation's array before per-step features: the template with this hour's prices and the
+        #: current link figures (rebuilt when the forecast object or the link state changes)
+        self._base = self._template
+        self._base_forecast: tuple[list[float], np.ndarray] | None = None
+        #: ``id(perf) -> [perf, _perf_features(perf), prices, scaled cost per hour at those prices]``: the
+        #: candidate rows' figures per (shared, read-only) evaluation, kept while the plan caches hand it out
+        self._perf_features: dict[int, list] = {}
         self._mask = np.zeros(self.N + 1, dtype=bool)
         self._last_invalid = False
         self._forced_wait = False
@@ -533,32 +560,29 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._job_iters = [float(j.iterations) for j in specs]
         self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}
         self._link_key = b""
+        self._base_forecast = None  # the forecast self._base holds: rebuilt on the episode's first step
 
     def _obs(self) -> dict[str, np.ndarray]:
         sim, view = self.sim, self._view
         assert sim is not None and view is not None
         C, N, K, H = self.C, self.N, self.K, self.H
-        # one fresh array per step (static features already in place), views per key, one clip
-        buf = self._template.copy()
         sl = self._obs_slices
-        # regions: free fraction, (static), outage, price now and forecast (cached per hour)
-        reg = buf[sl["regions"]].reshape(C, REGION_FEATURES + H)
-        reg[:, 0] = np.where(sim.down, 0, sim.free) / self._gpu_div
-        reg[:, 5] = sim.down
+        # price now and forecast (cached per hour); links: capacity and flow share (recomputed only
+        # when the link state changed): both written into a base array rebuilt when either changes
         hour_key = int(sim.time // 3600.0)
         fc = self._forecast.get(hour_key)
         if fc is None:
             raw = view.price_forecast(H)
             fc = self._forecast[hour_key] = (raw[:, 0].tolist(), np.hstack([raw[:, :1], raw]) / _PRICE_SCALE)
-        reg[:, 6:] = fc[1]
-        # links: capacity and flow share, recomputed only when the link state changed
-        if self.E:
-            key = sim.link_flows.tobytes() + sim.link_factor.tobytes()
-            if key != self._link_key:
-                flows = sim.link_flows
-                self._link_dyn = np.stack([sim.link_capacity_bps / _BW_SCALE, flows / (flows + 1.0)], axis=1)
-                self._link_key = key
-            buf[sl["links"]].reshape(self.E, LINK_FEATURES)[:, :2] = self._link_dyn
+        key = sim.link_flows.tobytes() + sim.link_factor.tobytes() if self.E else b""
+        if fc is not self._base_forecast or key != self._link_key:
+            self._rebuild_base(fc, key)
+        # one fresh array per step (static, price and link features already in place), views per key, one clip
+        buf = self._base.copy()
+        # regions: free fraction, (static), outage, (prices)
+        reg = buf[sl["regions"]].reshape(C, REGION_FEATURES + H)
+        reg[:, 0] = view.free_gpus / self._gpu_div  # free GPUs, 0 where the region is down
+        reg[:, 5] = sim.down
         # queue: static rows plus time waited and progress
         ids = sim.waiting[:K]
         if ids:
@@ -572,23 +596,34 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             prices = fc[0]
             mask = self._mask
             cand_rows, idx = [], []
+            features = self._perf_features
+            if len(features) >= _PERF_FEATURE_ENTRIES:
+                features.clear()
             for i, plan in enumerate(self._candidates):
                 perf = self._perf(i)
                 if not perf.feasible:
                     continue
-                cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
+                # the features read from ``perf`` (and this hour's prices), per evaluation object: the
+                # plan caches hand the same shared, read-only PlanPerf to a candidate step after step
+                known = features.get(id(perf))
+                if known is None or known[0] is not perf:
+                    known = features[id(perf)] = [perf, _perf_features(perf), None, 0.0]
+                if known[2] is not prices:  # the cost per hour: for this hour's prices
+                    cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
+                    known[2], known[3] = prices, cost_h / 100.0
+                f = known[1]
                 idx.append(i)
                 cand_rows.append((
                     1.0 if mask[i] else 0.0,
                     slot.get(plan.job_id, K) / K,
-                    _log_scale(perf.iter_time, 0.01, _ITER_SCALE),
-                    _log_scale(perf.throughput, 1e2, 1e8),
-                    cost_h / 100.0,
+                    f[0],
+                    f[1],
+                    known[3],
                     len(plan.regions) / C,
                     plan.gpus / 1024,
-                    _log_scale(perf.bottleneck_bw_bps, 1e7, 1e12),
-                    perf.memory_headroom,
-                    1.0 if perf.stall_free else 0.0,
+                    f[2],
+                    f[3],
+                    f[4],
                 ))
             if cand_rows:
                 cd = buf[sl["candidates"]].reshape(N, CAND_FEATURES)
@@ -609,6 +644,26 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         if self.obs_mode == "compact":
             return self._compact_obs(buf, reg, fc[1])
         return {k: buf[v] for k, v in sl.items()}
+
+    def _rebuild_base(self, forecast: tuple[list[float], np.ndarray], link_key: bytes) -> None:
+        """Rebuild :attr:`_base`: the template with this hour's prices and the current link figures.
+
+        :param forecast: this hour's ``(prices now, scaled price forecast)`` (:attr:`_forecast` entry).
+        :param link_key: the link flows' and capacity factors' bytes (the link figures are recomputed
+            when they differ from the last ones seen).
+        """
+        sim = self.sim
+        assert sim is not None
+        sl = self._obs_slices
+        base = self._template.copy()
+        base[sl["regions"]].reshape(self.C, REGION_FEATURES + self.H)[:, 6:] = forecast[1]
+        if self.E:
+            if link_key != self._link_key:
+                flows = sim.link_flows
+                self._link_dyn = np.stack([sim.link_capacity_bps / _BW_SCALE, flows / (flows + 1.0)], axis=1)
+                self._link_key = link_key
+            base[sl["links"]].reshape(self.E, LINK_FEATURES)[:, :2] = self._link_dyn
+        self._base, self._base_forecast = base, forecast
 
     def _compact_obs(self, buf: np.ndarray, reg: np.ndarray, forecast: np.ndarray) -> dict[str, np.ndarray]:
         """The topology-independent observation (``obs_mode="compact"``) from the full buffer.

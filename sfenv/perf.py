@@ -776,11 +776,17 @@ def compute_lower_bound(plan: Plan, job: JobSpec, topo: Topology) -> float:
     mode, sp = plan.recompute, plan.sequence_parallel
     last = len(plan.stages) - 1
     worst = 0.0
+    per_layer: dict[tuple[int, int], float] = {}  # layer time per (region, tp): most plans repeat both
     for k, st in enumerate(plan.stages):
-        c = min(layer_costs(gpu_of[r], b, s, h, model.heads, st.tp, mode, sp, 1.0)[0] * st.layers
-                + (lm_head_time(gpu_of[r], b, s, h, model.vocab, st.tp, 1.0) if k == last else 0.0)
-                for r in st.regions)
-        worst = max(worst, c)
+        tp = st.tp
+        costs = []
+        for r in st.regions:
+            unit = per_layer.get((r, tp))
+            if unit is None:
+                unit = per_layer[(r, tp)] = layer_costs(gpu_of[r], b, s, h, model.heads, tp, mode, sp, 1.0)[0]
+            costs.append(unit * st.layers
+                         + (lm_head_time(gpu_of[r], b, s, h, model.vocab, tp, 1.0) if k == last else 0.0))
+        worst = max(worst, min(costs))
     return plan.num_microbatches(job) * worst
 
 

@@ -46,6 +46,7 @@ transfer or latency.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -417,63 +418,92 @@ def _sweep_fixed_order(
     stages' operation lists, forwards are resolved from the first stage down and backwards from
     the last stage up, which respects every dependency of these two schedules.  Which operations
     sit at each position comes from :func:`_sweep_plan` (memoised: the same schedule, ``m`` and
-    windows recur across evaluations), so the loop visits each operation once; the arithmetic is
-    the same, in the same order, as the previous per-stage scan (``tests/test_pipeline_replay.py``
-    compares the two bit for bit).
+    windows recur across evaluations), flattened into one list of operations, each tagged with
+    what it does (a forward that sends downstream or one on the last stage, a backward that sends
+    upstream or one on the first stage), so the loop visits each operation once with no per-stage
+    test; the arithmetic is the same, in the same order, as the previous per-stage scan
+    (``tests/test_pipeline_replay.py`` compares the two bit for bit).  The first stage's arrival
+    times are ``-inf`` (never later than its own free time: the previous scan skipped the test), and
+    the last stage's forward ends are kept where the other stages' gradient arrivals are (its
+    backward waits on them alike).
     """
     p = len(compute)
     fwd = [c / 3.0 for c in compute]
     bwd = [2.0 * c / 3.0 for c in compute]
-    f_end = [0.0] * (p * m)  # by stage * m + micro-batch
-    f_arr = [0.0] * (p * m)
-    g_arr = [0.0] * (p * m)
+    f_arr = [-math.inf] * m + [0.0] * ((p - 1) * m)  # activation arrival, by stage * m + micro-batch
+    g_arr = [0.0] * (p * m)  # gradient arrival; the last stage's forward end
     free = [0.0] * p
     down = [0.0] * p  # time each hop's forward channel is free
     up = [0.0] * p  # time each hop's backward channel is free
-    last = p - 1
-    for forwards, backwards in _sweep_plan(gpipe, m, tuple(windows)):
-        for k, j in forwards:
+    for kind, k, j, to in _sweep_plan(gpipe, m, tuple(windows)):
+        if kind == _SEND_DOWN:  # forward on stage k < p - 1: its activation goes to stage k + 1
             t = free[k]
-            if k and f_arr[j] > t:
-                t = f_arr[j]
+            a = f_arr[j]
+            if a > t:
+                t = a
             t += fwd[k]
             free[k] = t
-            f_end[j] = t
-            if k < last:
-                st = t if t > down[k] else down[k]
-                down[k] = st + transfer[k]
-                f_arr[j + m] = st + transfer[k] + latency[k]
-        for k, j in backwards:
+            d = down[k]
+            st = t if t > d else d
+            d = st + transfer[k]
+            down[k] = d
+            f_arr[to] = d + latency[k]
+        elif kind == _SEND_UP:  # backward on stage k > 0: its gradient goes to stage k - 1 (hop ``to``)
             t = free[k]
-            g = f_end[j] if k == last else g_arr[j]
+            g = g_arr[j]
             if g > t:
                 t = g
             t += bwd[k]
             free[k] = t
-            if k:
-                st = t if t > up[k - 1] else up[k - 1]
-                up[k - 1] = st + transfer[k - 1]
-                g_arr[j - m] = st + transfer[k - 1] + latency[k - 1]
+            u = up[to]
+            st = t if t > u else u
+            u = st + transfer[to]
+            up[to] = u
+            g_arr[j - m] = u + latency[to]
+        elif kind == _LAST_F:  # forward on the last stage: its backward waits on it
+            t = free[k]
+            a = f_arr[j]
+            if a > t:
+                t = a
+            t += fwd[k]
+            free[k] = t
+            g_arr[j] = t
+        else:  # backward on the first stage
+            t = free[k]
+            g = g_arr[j]
+            if g > t:
+                t = g
+            free[k] = t + bwd[k]
     return max(free)
 
 
-_OpList = tuple[tuple[int, int], ...]
+#: what an operation of :func:`_sweep_plan` does (see :func:`_sweep_fixed_order`)
+_SEND_DOWN, _SEND_UP, _LAST_F, _FIRST_B = 0, 1, 2, 3
+_Op = tuple[int, int, int, int]
 
 
 @lru_cache(maxsize=512)  # about 900 distinct keys in 1,500 steps of spider-8-contended; ~60 kB each
-def _sweep_plan(gpipe: bool, m: int, windows: tuple[int, ...]) -> tuple[tuple[_OpList, _OpList], ...]:
-    """Per position of the stages' operation lists (GPipe or 1F1B): ``(forwards, backwards)``.
+def _sweep_plan(gpipe: bool, m: int, windows: tuple[int, ...]) -> tuple[_Op, ...]:
+    """The operations of the stages' lists (GPipe or 1F1B) in the order :func:`_sweep_fixed_order` resolves them.
 
-    Each operation is ``(stage, stage * m + micro-batch)``; forwards by stage, backwards from the
-    last stage up, the order :func:`_sweep_fixed_order` resolves them in.
+    Per position, forwards by stage, then backwards from the last stage up.  Each operation is
+    ``(what, stage, stage * m + micro-batch, target)``: ``what`` one of :data:`_SEND_DOWN` (target:
+    the next stage's index of the micro-batch), :data:`_SEND_UP` (target: the hop to the previous
+    stage), :data:`_LAST_F` and :data:`_FIRST_B` (target unused).
     """
     p = len(windows)
+    last = p - 1
     orders = [_fixed_order("gpipe" if gpipe else "1f1b", m, windows[k]) for k in range(p)]
-    plan = []
+    plan: list[_Op] = []
     for pos in range(2 * m):
         ops = [(k, orders[k][pos]) for k in range(p)]
-        plan.append((tuple([(k, k * m + i) for k, (kind, i) in ops if kind == _F]),
-                     tuple([(k, k * m + i) for k, (kind, i) in reversed(ops) if kind == _B])))
+        for k, (kind, i) in ops:
+            if kind == _F:
+                j = k * m + i
+                plan.append((_SEND_DOWN, k, j, j + m) if k < last else (_LAST_F, k, j, 0))
+        for k, (kind, i) in reversed(ops):
+            if kind == _B:
+                plan.append((_SEND_UP, k, k * m + i, k - 1) if k else (_FIRST_B, k, i, 0))
     return tuple(plan)
 
 
@@ -525,8 +555,8 @@ def _pipeline_time_cached(
         return in_order
     # zero-bubble: the faster of the greedy order and 1F1B's order (see replay_held)
     m0 = min(m, 4 * windows[0] + 4)
-    t0 = _replay_zero_bubble(compute, latency, transfer, m0, windows)[0]
-    greedy = t0 if m0 == m else t0 + (m - m0) * steady_period(compute, latency, transfer, schedule, windows)
+    t0 = _replayed_head(compute, latency, transfer, m0, windows, True)
+    greedy = t0 if m0 == m else t0 + (m - m0) * _steady_period_cached(compute, latency, transfer, schedule, windows)
     return min(greedy, in_order)
 
 
@@ -536,10 +566,40 @@ def _one_f_one_b(
 ) -> float:
     """1F1B's time: the first ``2 w_0 + 2`` micro-batches exactly, the rest at the steady period."""
     m0 = min(m, 2 * windows[0] + 2)
-    t0 = _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
+    t0 = _replayed_head(compute, latency, transfer, m0, windows, False)
     if m0 == m:
         return t0
-    return t0 + (m - m0) * steady_period(compute, latency, transfer, "1f1b", windows)
+    return t0 + (m - m0) * _steady_period_cached(compute, latency, transfer, "1f1b", windows)
+
+
+#: bound on :func:`_replayed_head` and :func:`_steady_period_cached` entries (a few kB each)
+_HEAD_ENTRIES = 1 << 12
+
+
+@lru_cache(maxsize=_HEAD_ENTRIES)
+def _replayed_head(
+    compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...], m0: int,
+    windows: tuple[int, ...], zero_bubble: bool,
+) -> float:
+    """The exactly replayed first ``m0`` micro-batches of 1F1B (or of the zero-bubble greedy order), memoised.
+
+    Keyed without the iteration's ``m``: plans that differ only in their data-parallel degree (so
+    in ``m``, not in their stages) share the replayed head whenever ``m`` exceeds ``m0`` (about
+    half the replays of plan search on spider-64 were such repeats).  A pure function of its
+    arguments: the same value as calling :func:`_sweep_fixed_order` / :func:`_replay_zero_bubble`.
+    """
+    if zero_bubble:
+        return _replay_zero_bubble(compute, latency, transfer, m0, windows)[0]
+    return _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
+
+
+@lru_cache(maxsize=_HEAD_ENTRIES)
+def _steady_period_cached(
+    compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...], schedule: str,
+    windows: tuple[int, ...],
+) -> float:
+    """:func:`steady_period` memoised (it does not depend on ``m``, so it recurs like :func:`_replayed_head`)."""
+    return steady_period(compute, latency, transfer, schedule, windows)
 
 
 def pipeline_time(

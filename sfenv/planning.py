@@ -134,8 +134,17 @@ def chain_plan(
         return None
     flops = topo.scalars.flops
     split = _head_aware_split(job.model.layers, _head_layers(job), tuple([flops[r] for r in regions]))
-    stages = tuple([Stage.at(r, layers, dp, tp) for r, layers in zip(regions, split)])
-    return Plan(job.job_id, stages, micro_batch=micro_batch, schedule=schedule, recompute=recompute)
+    return Plan(job.job_id, _chain_stages(tuple(regions), split, dp, tp), micro_batch=micro_batch,
+                schedule=schedule, recompute=recompute)
+
+
+@lru_cache(maxsize=1 << 14)
+def _chain_stages(regions: tuple[int, ...], split: tuple[int, ...], dp: int, tp: int) -> tuple[Stage, ...]:
+    """The stages of :func:`chain_plan`: ``split[k]`` layers in ``regions[k]``, ``dp`` x ``tp`` each (memoised).
+
+    Plan search builds the same chains for every recomputation mode, budget and job of a shape.
+    """
+    return tuple([Stage.at(r, layers, dp, tp) for r, layers in zip(regions, split)])
 
 
 def fit_plan(

@@ -13,6 +13,7 @@ over days, optionally with noise).  :func:`read_price_csv` loads an hourly CSV.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +88,19 @@ def _tou_curve(local_hours: np.ndarray) -> np.ndarray:
     return np.clip(0.6 * morning + 1.0 * evening, 0.0, 1.0)
 
 
+@lru_cache(maxsize=256)
+def _tou_shape(utc_offset_h: float, days: int) -> np.ndarray:
+    """:func:`_tou_curve` of each UTC hour of ``days`` days in a zone ``utc_offset_h`` ahead (memoised, read-only).
+
+    A pure function of the offset and the days, the same for every episode (and for zones sharing
+    an offset); only the noise :func:`time_of_use` multiplies it by is drawn per episode.
+    """
+    hours = np.arange(24 * days, dtype=float)
+    shape = _tou_curve((hours + utc_offset_h) % 24.0)
+    shape.setflags(write=False)
+    return shape
+
+
 def time_of_use(
     rng: np.random.Generator | None,
     zones: Sequence[str],
@@ -100,11 +114,9 @@ def time_of_use(
 
     :param noise: standard deviation of a multiplicative log-normal factor per hour (0 = none).
     """
-    hours = np.arange(24 * days, dtype=float)
     rows = []
     for z in zones:
-        local = (hours + utc_offset_h.get(z, 0.0)) % 24.0
-        curve = base[z] + (peak[z] - base[z]) * _tou_curve(local)
+        curve = base[z] + (peak[z] - base[z]) * _tou_shape(utc_offset_h.get(z, 0.0), days)
         if noise > 0 and rng is not None:
             curve = curve * rng.lognormal(0.0, noise, size=curve.shape)
         rows.append(curve)

@@ -182,7 +182,7 @@ class SingleRegionProposer:
     def candidates(self, view: SimView, k: int) -> list[Plan]:
         """See class docstring."""
         free_arr = view.free_gpus
-        order = np.argsort(-(free_arr * view.topo.scalars.flops), kind="stable").tolist()
+        order = np.argsort(-(free_arr * view.topo.gpu_flops), kind="stable").tolist()  # = scalars.flops, as an array
         free = free_arr.tolist()
         ranked = [r for r in order if free[r] > 0]
         fit = self.cache.fit
@@ -255,14 +255,15 @@ class PathProposer:
 
     def candidates(self, view: SimView, k: int) -> list[Plan]:
         """See class docstring."""
-        free = view.free_gpus
-        biggest = int(free.max()) if len(free) else 0
-        total_free = int(free.sum())
+        free_arr = view.free_gpus
+        free = free_arr.tolist()  # ints: Python's max and sum are quicker than NumPy's on a few dozen
+        biggest = max(free) if free else 0
+        total_free = sum(free)
         jobs = [j for j in view.waiting_head(self.jobs) if biggest < j.min_gpus <= total_free]
         if not jobs:  # every waiting job fits in one region, or none fits anywhere
             return []
-        order = np.argsort(-free, kind="stable")
-        ends = order[free[order] > 0][: self.ends].tolist()
+        order = np.argsort(-free_arr, kind="stable")
+        ends = order[free_arr[order] > 0][: self.ends].tolist()
         out: list[Plan] = []
         for job in jobs:
             for i, s in enumerate(ends):
@@ -271,7 +272,7 @@ class PathProposer:
                         chain = [r for r in path if free[r] > 0]
                         budget, total = [], 0
                         for r in chain:
-                            take = round_budget(min(int(free[r]), job.max_gpus - total))
+                            take = round_budget(min(free[r], job.max_gpus - total))
                             budget.append(take)
                             total += take
                         if total < job.min_gpus or min(budget) < 1:

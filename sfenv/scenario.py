@@ -11,6 +11,7 @@ outages, link dynamics) from a seeded generator.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -69,6 +70,28 @@ _NUM = BeforeValidator(_not_bool)
 PosFloat = Annotated[float, _NUM, Field(gt=0)]
 NonNegFloat = Annotated[float, _NUM, Field(ge=0)]
 PosInt = Annotated[int, _NUM, Field(gt=0)]
+
+
+def _choice_cdf(weights: np.ndarray) -> list[float] | None:
+    """The cumulative weights with which ``bisect_right(cdf, rng.random())`` draws ``rng.choice(n, p=weights)``.
+
+    :meth:`numpy.random.Generator.choice` with probabilities (and replacement) takes one
+    ``rng.random()`` and returns where it falls in ``p.cumsum() / p.cumsum()[-1]`` (``searchsorted``,
+    side right), after checking ``p`` on every call; drawing from this list gives the same index
+    from the same generator state, without the per-call checks (with them, drawing a spider-64
+    episode's jobs took 4.1 ms; without, 1.5 ms).  ``tests/test_env_speed_exact.py`` compares the
+    two draw by draw.
+
+    :param weights: probabilities (non-negative, summing to 1).
+    :return: the cumulative list, or None for weights ``rng.choice`` would refuse (NaN, negative,
+        not summing to 1): callers then call it and let it raise.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 1 or not len(w) or not np.all(np.isfinite(w)) or np.any(w < 0) or abs(float(w.sum()) - 1.0) > 1e-12:
+        return None
+    cdf = w.cumsum()
+    cdf /= cdf[-1]
+    return cdf.tolist()
 
 
 class ScenarioError(SfenvError, ValueError):
@@ -496,9 +519,13 @@ class Scenario:
                 rng, w.num_jobs, self.arrival_rate_per_hour, a.burst_rate_per_hour, a.mean_calm_h, a.mean_burst_h
             )
         lo, hi = w.iterations
+        cdf = _choice_cdf(weights)
         jobs = []
         for i, t in enumerate(times):
-            model = models[int(rng.choice(len(models), p=weights))]
+            if cdf is None:  # weights rng.choice would refuse: let it say so
+                model = models[int(rng.choice(len(models), p=weights))]
+            else:
+                model = models[bisect_right(cdf, rng.random())]
             batch = int(w.global_batch[int(rng.integers(len(w.global_batch)))])
             if w.iterations_choices:
                 iters = int(w.iterations_choices[int(rng.integers(len(w.iterations_choices)))])

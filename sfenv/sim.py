@@ -280,6 +280,10 @@ class Simulator:
         self.time = 0.0
         self.free = topo.gpu_counts.copy()
         self.down = np.zeros(topo.num_regions, dtype=bool)
+        # free GPUs outside outages and their total, for the last (free, down) state seen: compared,
+        # never tracked (decision-point tests, proposers and the observation ask many times per step)
+        self._free_state: tuple[bytes, bytes] | None = None
+        self._free_now: tuple[np.ndarray, int] = (_ro(np.zeros(0, dtype=self.free.dtype)), 0)
         self.link_flows = np.zeros(topo.num_links)
         self.link_factor = np.ones(topo.num_links)
         # evaluate() results: single-region plans never depend on the WAN state, so they are
@@ -510,10 +514,11 @@ class Simulator:
         checked = self.check(plan)
         js = self.jobs[plan.job_id]
         self._accrue_busy(self.time)
-        for r, n in plan.gpus_by_region().items():
+        held = plan.gpus_by_region()  # a new dict: the job's own
+        for r, n in held.items():
             self.free[r] -= n
             self._busy_gpus += n
-        js.held = plan.gpus_by_region()
+        js.held = held
         js.flows = plan_flows(plan, self.topo, js.spec)
         for k, n in js.flows.items():
             self.link_flows[k] += n
@@ -715,12 +720,23 @@ class Simulator:
         self._run_next_time()
         self.advance()
 
+    def free_gpus_now(self) -> tuple[np.ndarray, int]:
+        """Free GPUs per region (0 in regions that are down, read-only) and their total.
+
+        The same objects while ``free`` and ``down`` hold the same values (compared on every call).
+        """
+        state = (self.free.tobytes(), self.down.tobytes())
+        if state != self._free_state or self._free_now[0].flags.writeable:  # (a copy made by pickling)
+            free = _ro(np.where(self.down, 0, self.free))
+            self._free_now = (free, int(free.sum()))
+            self._free_state = state
+        return self._free_now
+
     def is_decision_point(self) -> bool:
         """True if a job waits and the free GPUs could hold the smallest waiting job."""
         if not self.waiting:
             return False
-        free = int(self.free[~self.down].sum())
-        return free >= min(self._waiting_min)
+        return self.free_gpus_now()[1] >= min(self._waiting_min)
 
     def _enqueue(self, jid: int) -> None:
         """Put job ``jid`` in the queue at its place in id (= arrival) order."""
@@ -941,6 +957,7 @@ class Simulator:
                     memo[id(obj)] = obj
         twin = copy.deepcopy(self, memo)
         twin._memo_wan_state = b""
+        twin._free_state = None  # its free-GPU array is a (writable) copy: rebuilt read-only on first use
         return twin
 
     def resample_future(self, jobs: Sequence[JobSpec], rng: np.random.Generator | None = None) -> None:
@@ -1026,8 +1043,8 @@ class SimView:
 
     @property
     def free_gpus(self) -> np.ndarray:
-        """Free GPUs per region (0 for regions that are down)."""
-        return _ro(np.where(self._sim.down, 0, self._sim.free))
+        """Free GPUs per region (0 for regions that are down); the same read-only array while they do not change."""
+        return self._sim.free_gpus_now()[0]
 
     @property
     def down(self) -> np.ndarray:

@@ -57,6 +57,8 @@ def _clear_caches(env: GeoSchedEnv) -> None:
         env.sim._memo_wan.clear()
         env.sim._memo_wan_state = None
     pipeline._pipeline_time_cached.cache_clear()
+    pipeline._replayed_head.cache_clear()
+    pipeline._steady_period_cached.cache_clear()
     pipeline._sweep_plan.cache_clear()
 
 
@@ -118,6 +120,7 @@ def test_recipe_caches_play_the_uncached_episode(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(pipeline, "_replay_zero_bubble",
                         lambda c, lat, x, m, w: pipeline._replay(c, lat, x, m, "zb-h1", list(w)))
     pipeline._pipeline_time_cached.cache_clear()
+    pipeline._replayed_head.cache_clear()
     reference = _uncached_env()
     want, _ = _play(reference, seed=11, steps=STEPS, actions=actions, before_step=_clear_caches)
     _assert_same_episode(got, want)

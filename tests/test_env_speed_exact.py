@@ -1,0 +1,211 @@
+"""The default env's speed work changes no observation, reward or ``info`` (docs/notes-speed64.md).
+
+The memos added for the default env's speed on spider-64 (the candidate features per evaluation in
+the observation, the observation's base array per hour and link state, the replayed 1F1B /
+zero-bubble head and the steady period memoised without the iteration's micro-batch count, the
+time-of-use price shape per offset, chain_plan's stage tuples, the free GPUs per state) and the
+job-mix draw from cumulative weights must only remember or compute faster.  These tests play
+seeded masked random actions through the default env and through a reference that empties those
+memos before every reset and step and draws the job mix with ``rng.choice``, and require every
+observation, reward, termination and ``info`` to be equal; and they check the job-mix draw
+against ``rng.choice`` draw by draw.  The rewritten position sweep is compared with the previous
+one bit for bit in ``tests/test_pipeline_replay.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sfenv import pipeline, planning, prices, scenario
+from sfenv.env import GeoSchedEnv
+from sfenv.perf import compute_lower_bound
+from sfenv.planning import chain_plan
+from sfenv.scenario import load_scenario
+
+#: spider-64 with few jobs: several episodes (so several resets and job draws) in a few hundred steps
+NUM_JOBS = 30
+STEPS = 300
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, arrays compared element by element and dtype (observations and ``info`` hold arrays)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    return bool(a == b)
+
+
+def _play(env: GeoSchedEnv, seed: int, steps: int, actions: list[int] | None = None,
+          before: Any = None) -> tuple[list[tuple], list[int]]:
+    """``steps`` masked random steps from ``reset(seed)`` (the next episodes from ``seed + 1``, ...).
+
+    :param actions: the actions to play (default: drawn from the masks with a generator seeded ``seed``).
+    :param before: called with the env before every reset and step.
+    :return: per reset ``(obs, info)`` and per step ``(obs, reward, terminated, truncated, info)``; the actions.
+    """
+    rng = np.random.default_rng(seed)
+    if before:
+        before(env)
+    obs, info = env.reset(seed=seed)
+    out: list[tuple] = [(obs, info)]
+    played: list[int] = []
+    episode = 0
+    for i in range(steps):
+        a = actions[i] if actions is not None else int(rng.choice(np.flatnonzero(info["action_mask"])))
+        played.append(a)
+        if before:
+            before(env)
+        step = env.step(a)
+        out.append(step)
+        obs, info = step[0], step[4]
+        if step[2] or step[3]:
+            episode += 1
+            if before:
+                before(env)
+            obs, info = env.reset(seed=seed + episode)
+            out.append((obs, info))
+    return out, played
+
+
+def _forget(env: GeoSchedEnv) -> None:
+    """Empty every memo the speed work added (the reference computes each figure afresh)."""
+    env._perf_features.clear()
+    env._base_forecast = None  # the observation's base array (prices, links) rebuilt
+    pipeline._replayed_head.cache_clear()
+    pipeline._steady_period_cached.cache_clear()
+    pipeline._pipeline_time_cached.cache_clear()  # else the head would never be asked for again
+    prices._tou_shape.cache_clear()
+    planning._chain_stages.cache_clear()
+    if env.sim is not None:
+        env.sim._free_state = None  # the free GPUs recomputed on the next call
+
+
+def test_default_env_plays_as_without_the_speed_memos(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every observation, reward and ``info`` equal over several spider-64 episodes, memos on and emptied."""
+    sc = load_scenario("spider-64").with_overrides(workload={"num_jobs": NUM_JOBS})
+    got, actions = _play(GeoSchedEnv(sc), seed=5, steps=STEPS)
+    assert sum(len(s) == 5 and s[2] for s in got) >= 2  # several episodes: memos carried from one to the next
+    assert sum(int(np.sum(s[-1]["action_mask"])) > 2 for s in got) >= 50  # real choices among candidates
+    # the reference: the job mix drawn by rng.choice, the memos emptied before every reset and step
+    monkeypatch.setattr(scenario, "_choice_cdf", lambda weights: None)
+    want, _ = _play(GeoSchedEnv(sc), seed=5, steps=STEPS, actions=actions, before=_forget)
+    assert len(got) == len(want)
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert _same(a, b), f"entry {i} differs"
+
+
+@pytest.mark.parametrize("weights", [[1.0], [0.5, 0.3, 0.2], [0.1, 0.2, 0.3, 0.4], [1e-9, 1.0, 3.0, 1e-3, 7.0]])
+def test_job_mix_draw_is_rng_choice(weights: list[float]) -> None:
+    """``bisect_right(_choice_cdf(p), rng.random())`` gives ``rng.choice(n, p=p)``'s index and leaves the same state."""
+    p = np.array(weights, dtype=float)
+    p /= p.sum()  # as make_jobs normalises the mix
+    cdf = scenario._choice_cdf(p)
+    assert cdf is not None
+    from bisect import bisect_right
+
+    for seed in range(5):
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        drawn = [bisect_right(cdf, ours.random()) for _ in range(4000)]
+        assert drawn == [int(theirs.choice(len(p), p=p)) for _ in range(4000)]
+        assert ours.bit_generator.state == theirs.bit_generator.state
+        if len(p) > 1:
+            assert len(set(drawn)) > 1  # the draws do vary
+
+
+@pytest.mark.parametrize("weights", [[0.5, np.nan], [1.2, -0.2], [0.5, 0.4], []])
+def test_job_mix_draw_leaves_bad_weights_to_rng_choice(weights: list[float]) -> None:
+    """Weights ``rng.choice`` refuses get no cumulative list (make_jobs then calls rng.choice, which raises)."""
+    p = np.array(weights, dtype=float)
+    assert scenario._choice_cdf(p) is None
+    if len(p):
+        with pytest.raises(ValueError):
+            np.random.default_rng(0).choice(len(p), p=p)
+
+
+@pytest.mark.parametrize(("offset", "days"), [(0.0, 1), (5.5, 3), (-8.0, 7), (9, 2)])
+def test_time_of_use_shape_is_the_curve(offset: float, days: int) -> None:
+    """The memoised shape equals the time-of-use curve of the zone's local hours, and cannot be written."""
+    hours = np.arange(24 * days, dtype=float)
+    shape = prices._tou_shape(offset, days)
+    assert np.array_equal(shape, prices._tou_curve((hours + offset) % 24.0))
+    with pytest.raises(ValueError):
+        shape[0] = 1.0
+
+
+def test_replayed_head_is_shared_across_micro_batch_counts() -> None:
+    """Two iterations that differ only in ``m`` (both past ``m0``) replay the head once, with the same result."""
+    pipeline._replayed_head.cache_clear()
+    c, lat, x, w = (0.3, 0.2, 0.25), (0.01, 0.02), (0.05, 0.04), (3, 2, 1)
+    first = pipeline._pipeline_time_cached(c, lat, x, 64, "1f1b", w)
+    second = pipeline._pipeline_time_cached(c, lat, x, 96, "1f1b", w)
+    info = pipeline._replayed_head.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+    m0 = 2 * w[0] + 2
+    head = pipeline._sweep_fixed_order(c, lat, x, m0, w, gpipe=False)
+    period = pipeline.steady_period(c, lat, x, "1f1b", w)
+    assert first == head + (64 - m0) * period
+    assert second == head + (96 - m0) * period
+
+
+def test_lower_bound_is_the_per_stage_minimum() -> None:
+    """compute_lower_bound (layer time asked once per region and tp) equals the bound written stage by stage."""
+    from sfenv.compute import layer_costs, lm_head_time
+
+    sc = load_scenario("spider-64")
+    topo = sc.topology
+    job = sc.make_jobs(np.random.default_rng(0))[0]
+    gpu_of = topo.scalars.gpu
+    model = job.model
+    rng = np.random.default_rng(1)
+    checked = 0
+    for _ in range(200):
+        chain = [int(r) for r in rng.choice(topo.num_regions, size=int(rng.integers(1, 4)), replace=False)]
+        counts = [int(n) for n in rng.integers(1, 5, size=len(chain))]
+        b = int(rng.choice([1, 2, 4]))
+        mode = str(rng.choice(["none", "selective", "full"]))
+        plan = chain_plan(job, topo, chain, counts, dp=int(rng.choice([1, 2])), tp=int(rng.choice([1, 2, 4])),
+                          micro_batch=b, recompute=mode)
+        if plan is None:
+            continue
+        last = len(plan.stages) - 1
+        worst = 0.0
+        for k, st in enumerate(plan.stages):
+            c = min(layer_costs(gpu_of[r], b, model.seq_len, model.hidden, model.heads, st.tp, mode, False, 1.0)[0]
+                    * st.layers
+                    + (lm_head_time(gpu_of[r], b, model.seq_len, model.hidden, model.vocab, st.tp, 1.0)
+                       if k == last else 0.0)
+                    for r in st.regions)
+            worst = max(worst, c)
+        assert compute_lower_bound(plan, job, topo) == plan.num_microbatches(job) * worst
+        checked += 1
+    assert checked >= 100
+
+
+def test_free_gpus_memo_stays_read_only_and_current_in_copies() -> None:
+    """The memoised free GPUs follow the state, are read-only, and so are a fork's and an unpickled copy's."""
+    import pickle
+
+    from sfenv.sim import Simulator
+
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 8})
+    sim = Simulator.from_scenario(sc, 0)
+    view = sim.view()
+    first = view.free_gpus
+    assert view.free_gpus is first  # the same state: the same array
+    with pytest.raises(ValueError):
+        first[0] = 1
+    sim.free[0] -= 1  # an in-place edit is seen (the state is compared, not tracked)
+    assert view.free_gpus[0] == first[0] - 1
+    sim.down[1] = True
+    assert view.free_gpus[1] == 0 and sim.free_gpus_now()[1] == int(np.where(sim.down, 0, sim.free).sum())
+    for copy in (sim.fork(), pickle.loads(pickle.dumps(sim))):
+        free = copy.view().free_gpus
+        assert np.array_equal(free, view.free_gpus)
+        with pytest.raises(ValueError):
+            free[0] = 1
