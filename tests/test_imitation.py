@@ -312,21 +312,28 @@ def test_present_rollout_over_the_heuristics_beats_the_best_heuristic_on_a_conte
     assert jct["lookahead:spantrain+swf:present:proposed:queue1"] < jct["spantrain+swf"]
 
 
-def test_the_recipes_teacher_beats_its_base_heuristic_on_a_contended_episode():
-    """contended-rollout's teacher (state-only rollout over fastest+swf at every step) on a full 120-job episode."""
+def test_the_recipes_teacher_beats_its_base_heuristic_over_contended_episodes():
+    """contended-rollout's teacher (state-only rollout over fastest+swf at every step) on four full 120-job episodes.
+
+    A rollout that knows only the present is not better on every episode (seed 100: 1.005x), so the
+    test asks for the mean of the per-episode ratios; over 20 validation seeds the teacher reaches
+    0.932x (docs/training.md).  Seeds 100-103 are in the train range.
+    """
     env = _contended_env(proposers="best+spantrain")
-    jct = {}
-    for expert in ("fastest+swf", "lookahead:fastest+swf:present:proposed"):
-        env.reset(seed=100)
-        done = False
-        while not done:
-            _, _, term, trunc, _ = env.step(expert_action(env, expert))
-            done = term or trunc
-        report = env.unwrapped.sim.report()
-        assert report.unfinished == 0
-        jct[expert] = report.mean_jct_s
-    # over 20 validation seeds the teacher reaches 0.932x (docs/training.md); one train-range seed here
-    assert jct["lookahead:fastest+swf:present:proposed"] < jct["fastest+swf"]
+    ratios = []
+    for seed in range(100, 104):
+        jct = {}
+        for expert in ("fastest+swf", "lookahead:fastest+swf:present:proposed"):
+            env.reset(seed=seed)
+            done = False
+            while not done:
+                _, _, term, trunc, _ = env.step(expert_action(env, expert))
+                done = term or trunc
+            report = env.unwrapped.sim.report()
+            assert report.unfinished == 0
+            jct[expert] = report.mean_jct_s
+        ratios.append(jct["lookahead:fastest+swf:present:proposed"] / jct["fastest+swf"])
+    assert float(np.mean(ratios)) < 0.99
 
 
 def test_expert_vs_heuristic_experiment_compares_on_paired_seeds(tmp_path):
