@@ -188,8 +188,12 @@ def atomic_write_json(path: Path, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` through a temporary file, so a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=True))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=1, allow_nan=True))
+        os.replace(tmp, path)
+    except BaseException:  # Ctrl-C or a full disk mid-write: the old file stays whole, no temporary is left
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def evaluate_agents(
@@ -268,6 +272,7 @@ def evaluate_agents(
     order: dict[int, int] = {}  # todo index -> position in rows (completion order)
     if out_path:  # the settings first: an interrupted run leaves a file that says what it holds
         atomic_write_json(out_path, results.results_document(settings, rows))
+    saved = len(rows)  # rows the file holds
     try:
         for i, row in played:
             agent, seed = todo[i]
@@ -276,6 +281,7 @@ def evaluate_agents(
             rows.append(row)
             if out_path:
                 atomic_write_json(out_path, results.results_document(settings, rows))
+                saved = len(rows)
             if on_row:
                 on_row(row)
             if bar is not None:
@@ -284,6 +290,8 @@ def evaluate_agents(
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
+        if out_path and saved < len(rows):  # Ctrl-C came during the last write: save the episode it held
+            atomic_write_json(out_path, results.results_document(settings, rows))
         where = f" in {out_path}" if out_path else " (no --out file: nothing was saved)"
         raise Interrupted(f"interrupted: {len(rows) - first_new} episodes run now, {len(rows)} saved{where}; "
                           "run the same command again to continue") from None

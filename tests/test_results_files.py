@@ -135,7 +135,8 @@ def test_the_main_job_twice_in_one_folder_just_works(tmp_path, monkeypatch, caps
 
 def test_ctrl_c_saves_what_ran_and_says_how_to_continue(tmp_path):
     out = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "sfenv", "evaluate", "--agents", "fifo,random", "--seeds", "40", "--num-jobs", "30",
+    # 800 episodes: long enough (tens of seconds) that the run cannot end before the signal on a loaded machine
+    cmd = [sys.executable, "-m", "sfenv", "evaluate", "--agents", "fifo,random", "--seeds", "400", "--num-jobs", "30",
            "--out", str(out), "--quiet"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -149,5 +150,27 @@ def test_ctrl_c_saves_what_ran_and_says_how_to_continue(tmp_path):
     assert proc.returncode == 130, stderr
     saved = read_results(out)[1]
     assert len(lines) == 1 and lines[0].startswith("sfenv: interrupted") and f"{len(saved)} saved" in lines[0]
-    assert "again" in lines[0] and 0 < len(saved) < 80
+    assert "again" in lines[0] and 0 < len(saved) < 800
     assert os.path.getsize(out) > 0 and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_ctrl_c_during_a_write_loses_no_episode_and_leaves_no_temporary(tmp_path, monkeypatch):
+    """Ctrl-C inside the save of episode 2 (after its temporary is written): the file then holds both episodes."""
+    import sfenv.agents.evaluate as ev
+
+    from sfenv.errors import Interrupted
+
+    real_replace, calls = os.replace, []
+
+    def replace_then_interrupt(src, dst):
+        calls.append(dst)
+        if len(calls) == 3:  # the settings, episode 1, then Ctrl-C while episode 2 is being saved
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(ev.os, "replace", replace_then_interrupt)
+    out = tmp_path / "r.json"
+    with pytest.raises(Interrupted, match="2 episodes run now, 2 saved"):
+        ev.evaluate_agents(["fifo"], "spider-8", seeds=[0, 1, 2], num_jobs=3, out=out, progress=False)
+    assert [r["seed"] for r in read_results(out)[1]] == [0, 1]
+    assert not list(tmp_path.glob(".*.tmp"))
