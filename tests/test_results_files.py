@@ -133,12 +133,23 @@ def test_the_main_job_twice_in_one_folder_just_works(tmp_path, monkeypatch, caps
     assert not (tmp_path / "results" / "spider-8-2").exists()
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the child before exec: SIGINT unblocked and at its default, as a shell gives a command.
+
+    A child inherits its parent's signal mask and ignored signals; in the full parallel suite the
+    test worker sometimes has SIGINT ignored or blocked (the child then ran to the end and exited 0).
+    """
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_saves_what_ran_and_says_how_to_continue(tmp_path):
     out = tmp_path / "r.json"
     # 800 episodes: long enough (tens of seconds) that the run cannot end before the signal on a loaded machine
     cmd = [sys.executable, "-m", "sfenv", "evaluate", "--agents", "fifo,random", "--seeds", "400", "--num-jobs", "30",
            "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_as_in_a_terminal)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait for the first saved episode
         if out.exists() and read_results(out)[1]:
