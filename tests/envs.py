@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
+import numpy as np
 
 import sfenv
 from sfenv.registration import ENV_IDS
@@ -18,3 +21,44 @@ def make(env_id: str, **kw) -> gym.Env:
 
 
 assert set(REGISTERED) <= set(ENV_IDS)
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """Equal, arrays compared element by element and dtype (observations and ``info`` hold arrays)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same_values(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same_values(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    return bool(a == b)
+
+
+def play_masked(env: Any, seed: int, steps: int, actions: list[int] | None = None,
+                before_step: Any = None) -> tuple[list[tuple], list[int]]:
+    """``steps`` steps from ``reset(seed)``, the next episodes from seeds ``seed + 1``, ...: masked random actions.
+
+    :param actions: the actions to play (default: drawn from the masks with a generator seeded ``seed``).
+    :param before_step: called with the env before every reset and step.
+    :return: per reset ``(obs, info)`` and per step ``(obs, reward, terminated, truncated, info)``, and the actions.
+    """
+    rng = np.random.default_rng(seed)
+    if before_step:
+        before_step(env)
+    obs, info = env.reset(seed=seed)
+    out: list[tuple] = [(obs, info)]
+    played: list[int] = []
+    for t in range(steps):
+        action = actions[t] if actions is not None else int(rng.choice(np.flatnonzero(info["action_mask"])))
+        if before_step:
+            before_step(env)
+        obs, reward, term, trunc, info = env.step(action)
+        out.append((obs, reward, term, trunc, info))
+        played.append(action)
+        if term or trunc:
+            seed += 1
+            if before_step:
+                before_step(env)
+            obs, info = env.reset(seed=seed)
+            out.append((obs, info))
+    return out, played

@@ -14,10 +14,9 @@ one bit for bit in ``tests/test_pipeline_replay.py``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
+from envs import play_masked, same_values
 
 from sfenv import pipeline, planning, prices, scenario
 from sfenv.env import GeoSchedEnv
@@ -28,49 +27,6 @@ from sfenv.scenario import load_scenario
 #: spider-64 with few jobs: several episodes (so several resets and job draws) in a few hundred steps
 NUM_JOBS = 30
 STEPS = 300
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal, arrays compared element by element and dtype (observations and ``info`` hold arrays)."""
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray):
-        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
-    return bool(a == b)
-
-
-def _play(env: GeoSchedEnv, seed: int, steps: int, actions: list[int] | None = None,
-          before: Any = None) -> tuple[list[tuple], list[int]]:
-    """``steps`` masked random steps from ``reset(seed)`` (the next episodes from ``seed + 1``, ...).
-
-    :param actions: the actions to play (default: drawn from the masks with a generator seeded ``seed``).
-    :param before: called with the env before every reset and step.
-    :return: per reset ``(obs, info)`` and per step ``(obs, reward, terminated, truncated, info)``; the actions.
-    """
-    rng = np.random.default_rng(seed)
-    if before:
-        before(env)
-    obs, info = env.reset(seed=seed)
-    out: list[tuple] = [(obs, info)]
-    played: list[int] = []
-    episode = 0
-    for i in range(steps):
-        a = actions[i] if actions is not None else int(rng.choice(np.flatnonzero(info["action_mask"])))
-        played.append(a)
-        if before:
-            before(env)
-        step = env.step(a)
-        out.append(step)
-        obs, info = step[0], step[4]
-        if step[2] or step[3]:
-            episode += 1
-            if before:
-                before(env)
-            obs, info = env.reset(seed=seed + episode)
-            out.append((obs, info))
-    return out, played
 
 
 def _forget(env: GeoSchedEnv) -> None:
@@ -89,15 +45,15 @@ def _forget(env: GeoSchedEnv) -> None:
 def test_default_env_plays_as_without_the_speed_memos(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every observation, reward and ``info`` equal over several spider-64 episodes, memos on and emptied."""
     sc = load_scenario("spider-64").with_overrides(workload={"num_jobs": NUM_JOBS})
-    got, actions = _play(GeoSchedEnv(sc), seed=5, steps=STEPS)
+    got, actions = play_masked(GeoSchedEnv(sc), seed=5, steps=STEPS)
     assert sum(len(s) == 5 and s[2] for s in got) >= 2  # several episodes: memos carried from one to the next
     assert sum(int(np.sum(s[-1]["action_mask"])) > 2 for s in got) >= 50  # real choices among candidates
     # the reference: the job mix drawn by rng.choice, the memos emptied before every reset and step
     monkeypatch.setattr(scenario, "_choice_cdf", lambda weights: None)
-    want, _ = _play(GeoSchedEnv(sc), seed=5, steps=STEPS, actions=actions, before=_forget)
+    want, _ = play_masked(GeoSchedEnv(sc), seed=5, steps=STEPS, actions=actions, before_step=_forget)
     assert len(got) == len(want)
     for i, (a, b) in enumerate(zip(got, want)):
-        assert _same(a, b), f"entry {i} differs"
+        assert same_values(a, b), f"entry {i} differs"
 
 
 @pytest.mark.parametrize("weights", [[1.0], [0.5, 0.3, 0.2], [0.1, 0.2, 0.3, 0.4], [1e-9, 1.0, 3.0, 1e-3, 7.0]])

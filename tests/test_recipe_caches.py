@@ -12,10 +12,9 @@ in the process.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
+from envs import play_masked, same_values
 from sfenv.agents.ordering import DecisionProposer, ordered_class
 from sfenv.agents.spantrain import SpanTrainAgent
 
@@ -62,57 +61,16 @@ def _clear_caches(env: GeoSchedEnv) -> None:
     pipeline._sweep_plan.cache_clear()
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal, arrays compared element by element (observations and ``info`` hold arrays)."""
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray):
-        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
-    return bool(a == b)
-
-
-def _play(env: GeoSchedEnv, seed: int, steps: int, actions: list[int] | None = None,
-          before_step: Any = None) -> tuple[list[tuple], list[int]]:
-    """``steps`` steps from ``reset(seed)``, the next episodes from seeds ``seed + 1``, ...: masked random actions.
-
-    :param actions: the actions to play (default: drawn from the masks with a generator seeded ``seed``).
-    :param before_step: called with the env before every reset and step.
-    :return: per reset ``(obs, info)`` and per step ``(obs, reward, terminated, truncated, info)``, and the actions.
-    """
-    rng = np.random.default_rng(seed)
-    if before_step:
-        before_step(env)
-    obs, info = env.reset(seed=seed)
-    out: list[tuple] = [(obs, info)]
-    played: list[int] = []
-    for t in range(steps):
-        action = actions[t] if actions is not None else int(rng.choice(np.flatnonzero(info["action_mask"])))
-        if before_step:
-            before_step(env)
-        obs, reward, term, trunc, info = env.step(action)
-        out.append((obs, reward, term, trunc, info))
-        played.append(action)
-        if term or trunc:
-            seed += 1
-            if before_step:
-                before_step(env)
-            obs, info = env.reset(seed=seed)
-            out.append((obs, info))
-    return out, played
-
-
 def _assert_same_episode(got: list[tuple], want: list[tuple]) -> None:
     assert len(got) == len(want)
     for i, (a, b) in enumerate(zip(got, want)):
-        assert _same(a, b), f"step {i} differs"
+        assert same_values(a, b), f"step {i} differs"
 
 
 def test_recipe_caches_play_the_uncached_episode(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every observation, reward and ``info`` equal over a few hundred masked random steps, with and without caches."""
     cached = GeoSchedEnv(_scenario(), proposers="best+spantrain")
-    got, actions = _play(cached, seed=11, steps=STEPS)
+    got, actions = play_masked(cached, seed=11, steps=STEPS)
     assert len(actions) == STEPS
     assert sum(len(s) == 5 and s[2] for s in got) >= 2  # several episodes: memos carried from one to the next
     assert sum(int(np.sum(s[-1]["action_mask"])) > 2 for s in got) >= 50  # real choices among candidates
@@ -122,20 +80,20 @@ def test_recipe_caches_play_the_uncached_episode(monkeypatch: pytest.MonkeyPatch
     pipeline._pipeline_time_cached.cache_clear()
     pipeline._replayed_head.cache_clear()
     reference = _uncached_env()
-    want, _ = _play(reference, seed=11, steps=STEPS, actions=actions, before_step=_clear_caches)
+    want, _ = play_masked(reference, seed=11, steps=STEPS, actions=actions, before_step=_clear_caches)
     _assert_same_episode(got, want)
 
 
 def test_recipe_episode_does_not_depend_on_what_ran_before() -> None:
     """The same seed and actions give the same episode in a fresh env and in one that played another episode first."""
     fresh = GeoSchedEnv(_scenario(), proposers="best+spantrain")
-    first, actions = _play(fresh, seed=23, steps=150)
+    first, actions = play_masked(fresh, seed=23, steps=150)
     used = GeoSchedEnv(_scenario(), proposers="best+spantrain")
-    _play(used, seed=5, steps=150)  # warms every memo with another episode's states
-    again, _ = _play(used, seed=23, steps=150, actions=actions)
+    play_masked(used, seed=5, steps=150)  # warms every memo with another episode's states
+    again, _ = play_masked(used, seed=23, steps=150, actions=actions)
     _assert_same_episode(again, first)
     later = GeoSchedEnv(_scenario(), proposers="best+spantrain")  # a new env in a process whose tables are warm
-    once_more, _ = _play(later, seed=23, steps=150, actions=actions)
+    once_more, _ = play_masked(later, seed=23, steps=150, actions=actions)
     _assert_same_episode(once_more, first)
 
 
