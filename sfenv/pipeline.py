@@ -435,6 +435,9 @@ def _sweep_fixed_order(
     free = [0.0] * p
     down = [0.0] * p  # time each hop's forward channel is free
     up = [0.0] * p  # time each hop's backward channel is free
+    # The four branches repeat "start when the stage is free and the input has arrived" inline on
+    # purpose: this loop runs for every plan evaluation, and a helper call per operation would add a
+    # Python call to each of its 2 * p * m iterations.
     for kind, k, j, to in _sweep_plan(gpipe, m, tuple(windows)):
         if kind == _SEND_DOWN:  # forward on stage k < p - 1: its activation goes to stage k + 1
             t = free[k]
