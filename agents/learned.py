@@ -59,7 +59,7 @@ from sfenv.env import GeoSchedEnv
 from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile
 from sfenv.scenario import Scenario, load_scenario
 
-__all__ = ["ALGOS", "AlgoSpec", "DEFAULT_HP", "RECIPE_DEFAULTS", "make_env_fn", "train", "LearnedPolicy",
+__all__ = ["ALGOS", "AlgoSpec", "DEFAULT_HP", "RECIPE_DEFAULTS", "POLICIES", "make_env_fn", "train", "LearnedPolicy",
            "ScenarioLike", "ScenarioMix", "generated_scenarios", "generated_platforms", "load_config", "parse_hp",
            "bundled_configs", "check_hp", "split_model_spec", "absolute_model_spec", "run_summary"]
 
@@ -121,9 +121,16 @@ RECIPE_DEFAULTS: dict[str, Any] = {
     "algo": "maskable-ppo", "scenario": "spider-8", "eval_scenario": None, "steps": 200_000, "seed": 0,
     "n_envs": 4, "normalize": "all", "env_kwargs": {}, "hp": {}, "eval_every": None,
     "eval_seeds": protocol.seeds("validation", 5), "baselines": ["fifo", "spinsearch"],
-    "checkpoint_every": 0, "pretrain": None,
+    "checkpoint_every": 0, "pretrain": None, "policy": "default",
 }
 NORMALIZE = ("all", "reward", "none")
+#: policy networks a recipe may name (``policy:``), for ``maskable-ppo``: ``default`` is SB3's
+#: ``MultiInputPolicy`` (an MLP over the flattened observation); ``candidate-set`` is
+#: :class:`sfenv.agents.set_policy.CandidateSetPolicy` (one scorer shared by the candidate slots)
+POLICIES: dict[str, tuple[str, str] | None] = {
+    "default": None,
+    "candidate-set": ("sfenv.agents.set_policy", "CandidateSetPolicy"),
+}
 #: environment steps between evaluations when ``eval_every`` is None: a tenth of the run, at least this
 MIN_EVAL_EVERY = 2048
 
@@ -391,7 +398,42 @@ def _fits(value: Any, annotation: Any) -> bool:
     return True  # a type, a device ...: SB3 checks it
 
 
-def check_hp(algo: str, hp: dict[str, Any]) -> None:
+def policy_class(algo: str, policy: str = "default") -> Any:
+    """The SB3 policy of a recipe: the algorithm's policy name, or the class :data:`POLICIES` names.
+
+    :param algo: one of :data:`ALGOS`.
+    :param policy: a key of :data:`POLICIES`.
+    :raises InvalidInput: for an unknown policy, or ``candidate-set`` with an algorithm other than
+        ``maskable-ppo``.
+    """
+    spec = _algo(algo)
+    if policy not in POLICIES:
+        raise InvalidInput(f"policy {policy!r}: expected one of {sorted(POLICIES)}")
+    target = POLICIES[policy]
+    if target is None:
+        return spec.policy
+    if algo != "maskable-ppo":
+        raise InvalidInput(f"policy {policy!r}: needs algo maskable-ppo (its logits are per candidate and masked), "
+                           f"not {algo}")
+    return getattr(_rl_module(target[0]), target[1])
+
+
+def _policy_parameters(policy_cls: Any) -> set[str]:
+    """Keyword parameters of ``policy_cls`` (and of its base when it takes ``**kwargs``), minus the spaces."""
+    params: set[str] = set()
+    for klass in policy_cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        sig = inspect.signature(init).parameters
+        params |= {n for n, p in sig.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        if not any(p.kind == p.VAR_KEYWORD for p in sig.values()):
+            break
+    return params - set(getattr(policy_cls, "FIXED_KWARGS", ())) - {"self", "observation_space", "action_space",
+                                                                     "lr_schedule"}
+
+
+def check_hp(algo: str, hp: dict[str, Any], policy: str = "default") -> None:
     """Check SB3 keyword arguments against the algorithm's constructor, before anything runs.
 
     Keys must be parameters of the algorithm class's ``__init__`` (:func:`inspect.signature`), other
@@ -401,9 +443,11 @@ def check_hp(algo: str, hp: dict[str, Any]) -> None:
 
     :param algo: one of :data:`ALGOS`.
     :param hp: the keyword arguments.
+    :param policy: the recipe's policy (a key of :data:`POLICIES`).
     :raises InvalidInput: naming the key, the value and what was expected.
     """
     spec = _algo(algo)
+    chosen = policy_class(algo, policy)
     cls = getattr(_rl_module(spec.module), spec.cls)
     params = inspect.signature(cls.__init__).parameters
     allowed = sorted(n for n in params if n not in _SET_BY_TRAIN and n != "self")
@@ -426,14 +470,13 @@ def check_hp(algo: str, hp: dict[str, Any]) -> None:
         if numeric and ((low is not None and value < low) or (high is not None and value > high)):
             raise InvalidInput(f"hp {key}={value!r}: expected a value {text}")
     policy_kwargs = hp.get("policy_kwargs") or {}
-    policy_cls = cls.policy_aliases.get(spec.policy)
+    policy_cls = cls.policy_aliases.get(chosen) if isinstance(chosen, str) else chosen
     if policy_cls is not None and isinstance(policy_kwargs, dict):
-        policy_params = inspect.signature(policy_cls.__init__).parameters
-        skip = {"self", "observation_space", "action_space", "lr_schedule"}
+        policy_params = _policy_parameters(policy_cls)
         for key in policy_kwargs:
-            if key not in policy_params or key in skip:
+            if key not in policy_params:
                 raise InvalidInput(f"hp policy_kwargs.{key}: not a parameter of {policy_cls.__name__}; expected one "
-                                   f"of {sorted(set(policy_params) - skip)}")
+                                   f"of {sorted(policy_params)}")
 
 
 def _new_run_dir(out: Path, name: str) -> Path:
@@ -556,6 +599,7 @@ def train(
     plot: bool = True,
     pretrain: dict | None = None,
     log: Callable[[str], None] | None = None,
+    policy: str = "default",
 ) -> Path:
     """Train ``algo`` with the recipe of this module; returns the final model's path, ``<run>/model.zip``.
 
@@ -598,6 +642,8 @@ def train(
     :param log: called with progress lines (the run folder, cloning and DAgger rounds, each
         evaluation, the reference agents' levels); None: silent.  :func:`run_summary` gives the
         result in one line.
+    :param policy: the policy network, a key of :data:`POLICIES` (``candidate-set`` needs
+        ``maskable-ppo`` and ``obs_mode="compact"``; :data:`DEFAULT_HP`'s ``net_arch`` does not apply to it).
     :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
     :raises InvalidInput: (among others) for evaluation seeds in the protocol's test split.
@@ -615,13 +661,18 @@ def train(
         eval_every, eval_seeds, eval_scenario = cfg["eval_every"], cfg["eval_seeds"], cfg["eval_scenario"]
         baselines, checkpoint_every, tensorboard = cfg["baselines"], cfg["checkpoint_every"], cfg["tensorboard"]
         pretrain = None  # a resumed run continues PPO
+        policy = cfg.get("policy", "default")
     spec = _algo(algo)
+    chosen_policy = policy_class(algo, policy)
     pre_cfg = _pretrain_settings(pretrain, algo, env_kwargs)
     seeds = _checked_settings(total_timesteps, seed, n_envs, checkpoint_every, eval_every, normalize, eval_seeds)
     scenario, train_sc, first, eval_sc = _train_scenarios(scenario, eval_scenario)
     kw_env = _env_settings(env_kwargs, spec.masked, first)
-    hp = _merge(copy.deepcopy(DEFAULT_HP[algo]), copy.deepcopy(dict(algo_kwargs or {})))
-    check_hp(algo, hp)
+    defaults = copy.deepcopy(DEFAULT_HP[algo])
+    if policy != "default":  # the default MLP's layer sizes are not this policy's parameters
+        defaults.pop("policy_kwargs", None)
+    hp = _merge(defaults, copy.deepcopy(dict(algo_kwargs or {})))
+    check_hp(algo, hp, policy)
     if "batch_size" in hp and "n_steps" in hp:
         hp["batch_size"] = min(int(hp["batch_size"]), int(hp["n_steps"]) * n_envs)
     env_fn = make_env_fn(train_sc, spec.flatten, kw_env)
@@ -649,7 +700,7 @@ def train(
         vec = vec_normalize(vec, norm_obs=normalize == "all", norm_reward=True, gamma=float(hp.get("gamma", 0.99)))
     if resume is None:
         try:  # a copy: SB3 writes into policy_kwargs (A2C adds its optimiser class), hp stays plain data
-            model = cls(spec.policy, vec, seed=seed, verbose=0, device="cpu", **copy.deepcopy(hp))
+            model = cls(chosen_policy, vec, seed=seed, verbose=0, device="cpu", **copy.deepcopy(hp))
         except (TypeError, ValueError, AssertionError) as exc:  # before the run folder: nothing is written
             raise InvalidInput(f"train: {spec.cls} refused the hyperparameters {hp}: {exc}") from None
         run = _new_run_dir(Path(out_dir), f"{algo}-{sc_name}-s{seed}")
@@ -657,7 +708,7 @@ def train(
                if eval_scenario is None or isinstance(eval_scenario, str) else eval_sc.cfg.model_dump(),
                "seed": seed, "n_envs": n_envs, "normalize": normalize, "env_kwargs": kw_env, "hp": hp,
                "eval_every": eval_every, "eval_seeds": seeds, "baselines": list(baselines),
-               "checkpoint_every": checkpoint_every, "tensorboard": tensorboard, "pretrain": pre_cfg}
+               "checkpoint_every": checkpoint_every, "tensorboard": tensorboard, "pretrain": pre_cfg, "policy": policy}
         import yaml
 
         (run / "config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -666,7 +717,8 @@ def train(
         model = cls.load(str(model_path), env=vec, device="cpu",
                          tensorboard_log=str(run / "tb") if tensorboard else None)
     meta = {"algo": algo, "scenario": sc_name, "eval_scenario": eval_sc.name, "seed": seed,
-            "total_timesteps": total_timesteps, "env_kwargs": kw_env, "algo_kwargs": hp, "normalize": normalize}
+            "total_timesteps": total_timesteps, "env_kwargs": kw_env, "algo_kwargs": hp, "normalize": normalize,
+            "policy": policy}
     history = []
     if resume is not None and (run / "eval.json").is_file():
         history = [h for h in json.loads((run / "eval.json").read_text()) if h["timesteps"] <= done]

@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> dict:
                       cfg.get("seed", 0), cfg.get("n_envs", 4), args.out / "runs", env_kwargs=cfg.get("env_kwargs"),
                       algo_kwargs=cfg.get("hp"), normalize=cfg.get("normalize", "all"),
                       baselines=cfg.get("baselines", ["fifo", "spinsearch"]), pretrain=cfg.get("pretrain"),
-                      eval_seeds=cfg.get("eval_seeds"), eval_every=cfg.get("eval_every"))
+                      eval_seeds=cfg.get("eval_seeds"), eval_every=cfg.get("eval_every"),
+                      policy=cfg.get("policy", "default"))
         model = final.with_name("best_model.zip")
     else:
         model = args.model
