@@ -69,6 +69,8 @@ __all__ = [
     "allreduce_time",
     "stage_layer_split",
     "compute_lower_bound",
+    "same_region_figures",
+    "moved_perf",
 ]
 
 BUBBLE_FACTOR = {"1f1b": 1.0, "gpipe": 1.0, "zb-h1": 1.0 / 3.0, "zb-h2": 0.0}
@@ -759,6 +761,60 @@ def _evaluate_chain(
         power_by_region=power,
         bottleneck_bw_bps=bottleneck,
         wan_bytes_per_iter=wan_bytes,
+    )
+
+
+def same_region_figures(topo: Topology, a: int, b: int) -> bool:
+    """True when :func:`evaluate_plan` reads the same figures for a single-region plan in ``a`` and in ``b``.
+
+    The GPU type (compute, memory, idle and peak power), GPUs per server and the intra-region
+    bandwidth and latency; only the PUE and the region itself (the key of ``power_by_region``) may
+    differ (see :func:`moved_perf`).
+    """
+    sc = topo.scalars
+    return (sc.gpu[a] == sc.gpu[b] and sc.memory[a] == sc.memory[b] and sc.gpus_per_server[a] == sc.gpus_per_server[b]
+            and sc.intra_bw[a] == sc.intra_bw[b] and sc.intra_latency[a] == sc.intra_latency[b]
+            and sc.idle_w[a] == sc.idle_w[b] and sc.tdp_w[a] == sc.tdp_w[b])
+
+
+def moved_perf(perf: PlanPerf, plan: Plan, topo: Topology) -> PlanPerf:
+    """:func:`evaluate_plan` of ``plan`` (all stages in one region) from ``perf``, its stages' evaluation elsewhere.
+
+    ``perf`` must be the feasible evaluation of the same stages, micro-batch, schedule, window and
+    recomputation in a region with :func:`same_region_figures`: every time, memory and throughput
+    figure is then the same, and only the power (the region's PUE, keyed by the region) is
+    recomputed, with :func:`_evaluate_chain`'s expression in its order (tests compare the result
+    with :func:`evaluate_plan` field by field).
+    """
+    sc = topo.scalars
+    stages = plan.stages
+    r = stages[0].placement[0][0]
+    d = stages[0].dp
+    m, compute, t_iter = perf.microbatches, perf.compute_times, perf.iter_time
+    idle, tdp, pue = sc.idle_w[r], sc.tdp_w[r], sc.pue[r]
+    watts_total = 0.0
+    for k, st in enumerate(stages):
+        util = min(1.0, m * compute[k] / t_iter)
+        watts_total = watts_total + d * st.tp * (idle + (tdp - idle) * util) * pue
+    return PlanPerf(
+        feasible=True,
+        iter_time=t_iter,
+        pipeline_time=perf.pipeline_time,
+        compute_times=list(compute),
+        hop_times=list(perf.hop_times),
+        transfer_times=list(perf.transfer_times),
+        latency_times=list(perf.latency_times),
+        tp_comm_times=list(perf.tp_comm_times),
+        windows=list(perf.windows),
+        allreduce_times=list(perf.allreduce_times),
+        bubble_time=perf.bubble_time,
+        microbatches=m,
+        throughput=perf.throughput,
+        memory_per_gpu=list(perf.memory_per_gpu),
+        memory_headroom=perf.memory_headroom,
+        power_by_region={r: watts_total},
+        bottleneck_bw_bps=perf.bottleneck_bw_bps,
+        wan_bytes_per_iter=perf.wan_bytes_per_iter,
     )
 
 

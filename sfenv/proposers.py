@@ -145,7 +145,8 @@ class PlanCache:
         Regions with equal GPU, server and intra-region figures (:attr:`Topology.plan_class`) get
         the same plan on the same budget (fit_plan reads nothing else); the plan found for the
         class's first region is moved to ``chain[0]`` and evaluated there (its power and price zone
-        are the region's own).
+        are the region's own; :meth:`sfenv.sim.SimView.evaluate_moved` recomputes only the power
+        when the two regions' figures are the same).
         """
         topo = view.topo
         if len(chain) == 1:
@@ -162,7 +163,7 @@ class PlanCache:
                     return None
                 plan = res[0]
                 moved = replace(plan, stages=tuple([Stage.at(chain[0], s.layers, s.dp, s.tp) for s in plan.stages]))
-                return moved, view.evaluate(moved, job)
+                return moved, view.evaluate_moved(moved, job, plan, res[1])
         self.misses += 1
         return fit_plan(job, topo, chain, budget, view.evaluate)
 

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sfenv.metrics import EpisodeReport, JobRecord
-from sfenv.perf import PerfParams, Plan, PlanPerf, evaluate_plan, plan_flows
+from sfenv.perf import PerfParams, Plan, PlanPerf, evaluate_plan, moved_perf, plan_flows, same_region_figures
 from sfenv.prices import JOULES_PER_MWH, PriceSeries
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec
@@ -482,6 +482,27 @@ class Simulator:
                 memo.clear()
             perf = evaluate_plan(plan, job, self.topo, self.params, self.link_capacity_bps, self.link_flows)
             memo[key] = perf
+        return perf
+
+    def evaluate_moved(self, plan: Plan, job: JobSpec, source: Plan, source_perf: PlanPerf) -> PlanPerf:
+        """:meth:`evaluate` of ``plan``, all in one region, whose stages are ``source``'s moved from another region.
+
+        ``source_perf`` is ``source``'s evaluation; when the two regions have the same figures
+        (:func:`sfenv.perf.same_region_figures`) and it is feasible, only the power is recomputed
+        (:func:`sfenv.perf.moved_perf`: the same values :func:`evaluate_plan` gives), else the plan
+        is evaluated.  Memoised as :meth:`evaluate` is (the same memo).
+        """
+        key = (plan.shape_key, job.shape_key)
+        memo = self._memo_local
+        perf = memo.get(key)
+        if perf is None:
+            src, dst = source.stages[0].placement[0][0], plan.stages[0].placement[0][0]
+            if (len(plan.regions) != 1 or len(source.regions) != 1 or not source_perf.feasible
+                    or not same_region_figures(self.topo, src, dst)):
+                return self.evaluate(plan, job)
+            if len(memo) >= _MEMO_ENTRIES:
+                memo.clear()
+            perf = memo[key] = moved_perf(source_perf, plan, self.topo)
         return perf
 
     def check(self, plan: Plan) -> PlanPerf:
@@ -1120,6 +1141,10 @@ class SimView:
     def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
         """Predict a plan under the current link state (its own flows added)."""
         return self._sim.evaluate(plan, job)
+
+    def evaluate_moved(self, plan: Plan, job: JobSpec, source: Plan, source_perf: PlanPerf) -> PlanPerf:
+        """:meth:`evaluate` of ``plan``, ``source``'s stages moved to an equal region (:meth:`Simulator.evaluate_moved`)."""
+        return self._sim.evaluate_moved(plan, job, source, source_perf)
 
     def evaluate_replan(self, plan: Plan) -> tuple[PlanPerf, float]:
         """Predicted performance of switching a running job to ``plan`` now, and the pause (s).

@@ -9,10 +9,14 @@ seeded masked random actions through the default env and through a reference tha
 memos before every reset and step and draws the job mix with ``rng.choice``, and require every
 observation, reward, termination and ``info`` to be equal; and they check the job-mix draw
 against ``rng.choice`` draw by draw.  The rewritten position sweep is compared with the previous
-one bit for bit in ``tests/test_pipeline_replay.py``.
+one bit for bit in ``tests/test_pipeline_replay.py``.  A single-region plan moved to a region of
+equal figures gets its evaluation from its source's (only the power recomputed): the reference
+evaluates it with ``evaluate_plan``, and a test compares the two field by field.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,6 +27,7 @@ from sfenv.env import GeoSchedEnv
 from sfenv.perf import compute_lower_bound
 from sfenv.planning import chain_plan
 from sfenv.scenario import load_scenario
+from sfenv.sim import Simulator
 
 #: spider-64 with few jobs: several episodes (so several resets and job draws) in a few hundred steps
 NUM_JOBS = 30
@@ -38,8 +43,10 @@ def _forget(env: GeoSchedEnv) -> None:
     pipeline._pipeline_time_cached.cache_clear()  # else the head would never be asked for again
     prices._tou_shape.cache_clear()
     planning._chain_stages.cache_clear()
+    env._evaluations.local.clear()  # the scenario's single-region evaluations (moved plans' among them)
     if env.sim is not None:
         env.sim._free_state = None  # the free GPUs recomputed on the next call
+        env.sim._memo_local.clear()
 
 
 def test_default_env_plays_as_without_the_speed_memos(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,6 +57,8 @@ def test_default_env_plays_as_without_the_speed_memos(monkeypatch: pytest.Monkey
     assert sum(int(np.sum(s[-1]["action_mask"])) > 2 for s in got) >= 50  # real choices among candidates
     # the reference: the job mix drawn by rng.choice, the memos emptied before every reset and step
     monkeypatch.setattr(scenario, "_choice_cdf", lambda weights: None)
+    # and a moved single-region plan evaluated by evaluate_plan, not derived from its source's evaluation
+    monkeypatch.setattr(Simulator, "evaluate_moved", lambda self, plan, job, source, source_perf: self.evaluate(plan, job))
     want, _ = play_masked(GeoSchedEnv(sc), seed=5, steps=STEPS, actions=actions, before_step=_forget)
     assert len(got) == len(want)
     for i, (a, b) in enumerate(zip(got, want)):
@@ -165,3 +174,64 @@ def test_free_gpus_memo_stays_read_only_and_current_in_copies() -> None:
         assert np.array_equal(free, view.free_gpus)
         with pytest.raises(ValueError):
             free[0] = 1
+
+
+def test_moved_plan_evaluation_is_evaluate_plan() -> None:
+    """A single-region plan moved to a region of equal figures: moved_perf equals evaluate_plan field by field."""
+    from sfenv.perf import Stage, evaluate_plan, moved_perf, same_region_figures
+    from sfenv.planning import fit_plan
+    from sfenv.sim import Simulator
+
+    sc = load_scenario("spider-64")
+    topo = sc.topology
+    sim = Simulator.from_scenario(sc, 0)
+    pairs = [(topo.plan_class[r], r) for r in range(topo.num_regions) if topo.plan_class[r] != r]
+    pairs = [(a, b) for a, b in pairs if same_region_figures(topo, a, b)]
+    assert len(pairs) >= 10
+    assert any(topo.scalars.pue[a] != topo.scalars.pue[b] for a, b in pairs)  # the power does differ
+    jobs = sc.make_jobs(np.random.default_rng(3))[:12]
+    checked = 0
+    for i, job in enumerate(jobs):
+        src, dst = pairs[i % len(pairs)]
+        for budget in (4, 8, 16, 32):
+            res = fit_plan(job, topo, (src,), (budget,), sim.evaluate)
+            if res is None:
+                continue
+            # the fitted plan and the other knobs of the menu (other micro-batches, recomputation, schedules)
+            variants = [res[0]] + [replace(res[0], micro_batch=b, recompute=m, schedule=s)
+                                   for s in ("1f1b", "zb-h1", "gpipe") for b in (1, 2) for m in ("none", "full")]
+            for plan in variants:
+                perf = evaluate_plan(plan, job, topo, sim.params)
+                moved = replace(plan, stages=tuple([Stage.at(dst, s.layers, s.dp, s.tp) for s in plan.stages]))
+                want = evaluate_plan(moved, job, topo, sim.params)
+                if not perf.feasible:
+                    assert not want.feasible
+                    continue
+                got = moved_perf(perf, moved, topo)
+                assert got == want, (plan, dst)
+                assert list(got.power_by_region) == [dst]
+                checked += 1
+    assert checked >= 40
+
+
+def test_moved_plan_memo_hands_back_evaluate() -> None:
+    """Simulator.evaluate_moved gives evaluate's result, and evaluates afresh when the regions differ."""
+    from sfenv.perf import Stage, same_region_figures
+    from sfenv.planning import fit_plan
+    from sfenv.sim import Simulator
+
+    sc = load_scenario("spider-64")
+    topo = sc.topology
+    job = sc.make_jobs(np.random.default_rng(4))[0]
+    a = next(r for r in range(topo.num_regions) if topo.plan_class[r] != r)
+    rep = topo.plan_class[a]
+    other = next(r for r in range(topo.num_regions) if not same_region_figures(topo, rep, r))
+    for dst in (a, other):
+        fresh, memo = Simulator.from_scenario(sc, 0), Simulator.from_scenario(sc, 0)
+        fresh._memo_local = {}
+        memo._memo_local = {}
+        plan, perf = fit_plan(job, topo, (rep,), (8,), memo.evaluate)
+        moved = replace(plan, stages=tuple([Stage.at(dst, s.layers, s.dp, s.tp) for s in plan.stages]))
+        got = memo.evaluate_moved(moved, job, plan, perf)
+        assert got == fresh.evaluate(moved, job)
+        assert memo.evaluate(moved, job) is got  # kept in evaluate's memo
