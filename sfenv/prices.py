@@ -45,6 +45,9 @@ class PriceSeries:
         # cum[:, h] = integral of price over [0, 3600 h) in USD/MWh * s
         self._cum = np.concatenate([np.zeros((len(zones), 1)), np.cumsum(hourly * 3600.0, axis=1)], axis=1)
         self._period_total = self._cum[:, -1]
+        #: per hour since 0: ``(F at the hour's start, the hour's prices)`` (:meth:`cumulative`'s first
+        #: two terms summed as it sums them, and a contiguous copy of the price column)
+        self._hour_terms: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def _split(self, t: float) -> tuple[int, int, float]:
         hour = int(t // 3600.0)
@@ -57,9 +60,17 @@ class PriceSeries:
         return self.hourly[:, h]
 
     def cumulative(self, t: float) -> np.ndarray:
-        """Running integral F(t) of every zone's price, USD/MWh x s."""
-        periods, h, frac = self._split(t)
-        return periods * self._period_total + self._cum[:, h] + frac * self.hourly[:, h]
+        """Running integral F(t) of every zone's price, USD/MWh x s.
+
+        ``periods * total + cum[h] + frac * price[h]``, the first two terms remembered per hour
+        (the same additions in the same order: simulators ask for many times within each hour).
+        """
+        hour = int(t // 3600.0)
+        terms = self._hour_terms.get(hour)
+        if terms is None:
+            periods, h = divmod(hour, self.hours)
+            terms = self._hour_terms[hour] = (periods * self._period_total + self._cum[:, h], self.hourly[:, h].copy())
+        return terms[0] + (t - hour * 3600.0) * terms[1]
 
     def integral(self, zone: int, t0: float, t1: float) -> float:
         """Exact integral of zone ``zone``'s price over [t0, t1], USD/MWh x s."""

@@ -47,6 +47,7 @@ def _forget(env: GeoSchedEnv) -> None:
     if env.sim is not None:
         env.sim._free_state = None  # the free GPUs recomputed on the next call
         env.sim._memo_local.clear()
+        env.sim.prices._hour_terms.clear()  # the price integral's terms per hour
 
 
 def test_default_env_plays_as_without_the_speed_memos(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,7 +59,8 @@ def test_default_env_plays_as_without_the_speed_memos(monkeypatch: pytest.Monkey
     # the reference: the job mix drawn by rng.choice, the memos emptied before every reset and step
     monkeypatch.setattr(scenario, "_choice_cdf", lambda weights: None)
     # and a moved single-region plan evaluated by evaluate_plan, not derived from its source's evaluation
-    monkeypatch.setattr(Simulator, "evaluate_moved", lambda self, plan, job, source, source_perf: self.evaluate(plan, job))
+    monkeypatch.setattr(Simulator, "evaluate_moved",
+                        lambda self, plan, job, source, source_perf: self.evaluate(plan, job))
     want, _ = play_masked(GeoSchedEnv(sc), seed=5, steps=STEPS, actions=actions, before_step=_forget)
     assert len(got) == len(want)
     for i, (a, b) in enumerate(zip(got, want)):
@@ -235,3 +237,20 @@ def test_moved_plan_memo_hands_back_evaluate() -> None:
         got = memo.evaluate_moved(moved, job, plan, perf)
         assert got == fresh.evaluate(moved, job)
         assert memo.evaluate(moved, job) is got  # kept in evaluate's memo
+
+
+def test_price_integral_per_hour_terms_are_the_formula() -> None:
+    """PriceSeries.cumulative (the hour's first terms remembered) equals the running integral written out."""
+    from sfenv.prices import PriceSeries
+
+    rng = np.random.default_rng(7)
+    hourly = rng.uniform(-20.0, 300.0, size=(5, 30))  # negative prices too
+    series = PriceSeries([f"z{i}" for i in range(5)], hourly)
+    cum = np.concatenate([np.zeros((5, 1)), np.cumsum(hourly * 3600.0, axis=1)], axis=1)
+    times = np.concatenate([rng.uniform(0.0, 3600.0 * 95, size=400), np.arange(0.0, 3600.0 * 95, 1800.0)])
+    for t in np.concatenate([times, times[::-1]]):  # each hour asked first and again
+        hour = int(t // 3600.0)
+        periods, h = divmod(hour, 30)
+        want = periods * cum[:, -1] + cum[:, h] + (t - hour * 3600.0) * hourly[:, h]
+        assert np.array_equal(series.cumulative(float(t)), want)
+    assert len(series._hour_terms) == 95
