@@ -1143,7 +1143,7 @@ class SimView:
         return self._sim.evaluate(plan, job)
 
     def evaluate_moved(self, plan: Plan, job: JobSpec, source: Plan, source_perf: PlanPerf) -> PlanPerf:
-        """:meth:`evaluate` of ``plan``: ``source``'s stages moved to another region (:meth:`Simulator.evaluate_moved`)."""
+        """:meth:`evaluate` of ``plan``, ``source``'s stages moved elsewhere (:meth:`Simulator.evaluate_moved`)."""
         return self._sim.evaluate_moved(plan, job, source, source_perf)
 
     def evaluate_replan(self, plan: Plan) -> tuple[PlanPerf, float]:
