@@ -46,12 +46,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import numpy as np
 
 from sfenv.compute import RECOMPUTE_MODES, layer_costs, lm_head_time, stage_unit
-from sfenv.hashing import HashedKey, cached_hash, state_without_hash
+from sfenv.hashing import HashedKey, cached_hash, cached_value, state_without_hash
 from sfenv.pipeline import SCHEDULES, _pipeline_time_cached, default_windows
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec
@@ -176,7 +176,7 @@ class Plan:
         """Pipeline depth p."""
         return len(self.stages)
 
-    @cached_property
+    @cached_value
     def gpus(self) -> int:
         """Total GPUs."""
         return sum(s.gpus for s in self.stages)
@@ -189,7 +189,7 @@ class Plan:
                 out[r] = out.get(r, 0) + n * s.tp
         return out
 
-    @cached_property
+    @cached_value
     def regions(self) -> tuple[int, ...]:
         """Distinct regions used, in first-use order."""
         seen: dict[int, None] = {}
@@ -202,7 +202,7 @@ class Plan:
         """``m = ceil(B / (d b))``."""
         return max(1, math.ceil(job.global_batch / (self.dp * self.micro_batch)))
 
-    @cached_property
+    @cached_value
     def shape_key(self) -> HashedKey:
         """Everything but the job id (stages, micro-batch, schedule, recompute, window, SP): a hashed key."""
         return HashedKey((self.stages, self.micro_batch, self.schedule, self.recompute, self.extra_inflight,
@@ -278,7 +278,7 @@ class PlanPerf:
         busy = self.pipeline_time - self.bubble_time
         return self.bubble_time / busy if busy > 0 else 0.0
 
-    @cached_property
+    @cached_value
     def stall_free(self) -> bool:
         """BACE-Pipe's rule: every hop's transfer time (latency excluded) is at most its stages' compute."""
         c = self.compute_times

@@ -747,7 +747,7 @@ class Simulator:
         The same objects while ``free`` and ``down`` hold the same values (compared on every call).
         """
         state = (self.free.tobytes(), self.down.tobytes())
-        if state != self._free_state or self._free_now[0].flags.writeable:  # (a copy made by pickling)
+        if state != self._free_state:  # (an unpickled or forked copy starts with None: see __setstate__)
             free = _ro(np.where(self.down, 0, self.free))
             self._free_now = (free, int(free.sum()))
             self._free_state = state
@@ -959,6 +959,11 @@ class Simulator:
     def view(self) -> SimView:
         """A read-only view for agents."""
         return SimView(self)
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled or deep-copied: the free-GPU array comes back writable; it is rebuilt read-only on first use."""
+        self.__dict__.update(state)
+        self._free_state = None
 
     def fork(self) -> Simulator:
         """An independent copy of the current state, for look-ahead (what-if rollouts).
