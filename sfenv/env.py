@@ -347,6 +347,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         #: candidate rows' figures per (shared, read-only) evaluation, kept while the plan caches hand it out
         self._perf_features: dict[int, list] = {}
         self._mask = np.zeros(self.N + 1, dtype=bool)
+        #: the mask with the first n candidate slots and wait valid, per n (copied into ``_mask`` each step)
+        self._mask_rows = [np.concatenate([np.arange(self.N) < n, [True]]) for n in range(self.N + 1)]
         self._last_invalid = False
         self._forced_wait = False
         self._renderer: Any = None
@@ -519,7 +521,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         assert sim is not None and view is not None
         cands: list[Plan] = []
         self.cache.new_step()
-        if not sim.done and view.waiting:
+        if not sim.done and sim.waiting:
             seen: set[Plan] = set()
             for p in self.proposers:
                 for plan in p.candidates(view, self.N - len(cands)):
@@ -531,9 +533,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._candidates = cands[: self.N]
         recent = self.cache.recent
         self._cand_perf = [recent.get(p) for p in self._candidates]
-        self._mask[:] = False
-        self._mask[self.N] = True
-        self._mask[: len(self._candidates)] = True  # proposers return plans startable now
+        self._mask[:] = self._mask_rows[len(self._candidates)]  # proposers return plans startable now; wait
 
     def _perf(self, i: int) -> PlanPerf:
         perf = self._cand_perf[i]

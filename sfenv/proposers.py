@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 import networkx as nx
@@ -162,7 +161,10 @@ class PlanCache:
                 if res is None:
                     return None
                 plan = res[0]
-                moved = replace(plan, stages=tuple([Stage.at(chain[0], s.layers, s.dp, s.tp) for s in plan.stages]))
+                # = replace(plan, stages=...), without replace's per-call field inspection
+                moved = Plan(plan.job_id, tuple([Stage.at(chain[0], s.layers, s.dp, s.tp) for s in plan.stages]),
+                             plan.micro_batch, plan.schedule, plan.recompute, plan.extra_inflight,
+                             plan.sequence_parallel)
                 return moved, view.evaluate_moved(moved, job, plan, res[1])
         self.misses += 1
         return fit_plan(job, topo, chain, budget, view.evaluate)
@@ -179,13 +181,24 @@ class SingleRegionProposer:
         self.cache = cache
         self.jobs = jobs
         self.per_job = per_job
+        # the last free-GPU array seen, its values as ints and the regions ranked (the simulator hands
+        # out the same read-only array while the free GPUs stay the same; kept, so its id is not reused)
+        self._ranked_for: tuple[np.ndarray | None, np.ndarray | None, list[int], list[int]] = (None, None, [], [])
+
+    def _ranking(self, view: SimView) -> tuple[list[int], list[int]]:
+        """The free GPUs per region as ints and the regions with free GPUs by free compute (stable order)."""
+        free_arr, flops = view.free_gpus, view.topo.gpu_flops
+        src, src_flops, free, ranked = self._ranked_for
+        if free_arr is not src or flops is not src_flops:
+            order = np.argsort(-(free_arr * flops), kind="stable").tolist()  # = scalars.flops, as an array
+            free = free_arr.tolist()
+            ranked = [r for r in order if free[r] > 0]
+            self._ranked_for = (free_arr, flops, free, ranked)
+        return free, ranked
 
     def candidates(self, view: SimView, k: int) -> list[Plan]:
         """See class docstring."""
-        free_arr = view.free_gpus
-        order = np.argsort(-(free_arr * view.topo.gpu_flops), kind="stable").tolist()  # = scalars.flops, as an array
-        free = free_arr.tolist()
-        ranked = [r for r in order if free[r] > 0]
+        free, ranked = self._ranking(view)
         fit = self.cache.fit
         out: list[Plan] = []
         for job in view.waiting_head(self.jobs):
@@ -247,6 +260,8 @@ class PathProposer:
         self.ends = ends
         self.max_regions = max_regions
         self._paths: dict[tuple[int, int], list[list[int]]] = {}
+        # the last free-GPU array seen (kept, so its id is not reused), its values as ints, their max and sum
+        self._free_for: tuple[np.ndarray | None, list[int], int, int] = (None, [], 0, 0)
 
     def _k_paths(self, view: SimView, s: int, d: int) -> list[list[int]]:
         key = (s, d)
@@ -257,9 +272,12 @@ class PathProposer:
     def candidates(self, view: SimView, k: int) -> list[Plan]:
         """See class docstring."""
         free_arr = view.free_gpus
-        free = free_arr.tolist()  # ints: Python's max and sum are quicker than NumPy's on a few dozen
-        biggest = max(free) if free else 0
-        total_free = sum(free)
+        src, free, biggest, total_free = self._free_for
+        if free_arr is not src:  # the simulator hands out the same read-only array while nothing changed
+            free = free_arr.tolist()  # ints: Python's max and sum are quicker than NumPy's on a few dozen
+            biggest = max(free) if free else 0
+            total_free = sum(free)
+            self._free_for = (free_arr, free, biggest, total_free)
         jobs = [j for j in view.waiting_head(self.jobs) if biggest < j.min_gpus <= total_free]
         if not jobs:  # every waiting job fits in one region, or none fits anywhere
             return []

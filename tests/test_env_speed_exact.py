@@ -26,6 +26,7 @@ from sfenv import pipeline, planning, prices, scenario
 from sfenv.env import GeoSchedEnv
 from sfenv.perf import compute_lower_bound
 from sfenv.planning import chain_plan
+from sfenv.proposers import PathProposer, SingleRegionProposer
 from sfenv.scenario import load_scenario
 from sfenv.sim import Simulator
 
@@ -44,6 +45,11 @@ def _forget(env: GeoSchedEnv) -> None:
     prices._tou_shape.cache_clear()
     planning._chain_stages.cache_clear()
     env._evaluations.local.clear()  # the scenario's single-region evaluations (moved plans' among them)
+    for p in env.proposers:  # the proposers' free-GPU figures and region ranking per free-GPU array
+        if isinstance(p, SingleRegionProposer):
+            p._ranked_for = (None, None, [], [])
+        elif isinstance(p, PathProposer):
+            p._free_for = (None, [], 0, 0)
     if env.sim is not None:
         env.sim._free_state = None  # the free GPUs recomputed on the next call
         env.sim._memo_local.clear()
