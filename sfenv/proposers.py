@@ -26,6 +26,7 @@ from typing import Protocol, runtime_checkable
 import networkx as nx
 import numpy as np
 
+from sfenv.hashing import HashedKey
 from sfenv.perf import Plan, PlanPerf, Stage
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView
@@ -162,7 +163,7 @@ class PlanCache:
                     return None
                 plan = res[0]
                 # = replace(plan, stages=...), without replace's per-call field inspection
-                moved = Plan(plan.job_id, tuple([Stage.at(chain[0], s.layers, s.dp, s.tp) for s in plan.stages]),
+                moved = Plan(plan.job_id, HashedKey([Stage.at(chain[0], s.layers, s.dp, s.tp) for s in plan.stages]),
                              plan.micro_batch, plan.schedule, plan.recompute, plan.extra_inflight,
                              plan.sequence_parallel)
                 return moved, view.evaluate_moved(moved, job, plan, res[1])
