@@ -587,15 +587,19 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         ids = sim.waiting[:K]
         if ids:
             jobs, now, arrival, iters, rows = sim.jobs, sim.time, self._job_arrival, self._job_iters, self._job_rows
-            buf[sl["queue"]].reshape(K, JOB_FEATURES)[: len(ids)] = [
-                rows[j] + ((now - arrival[j]) / _WAIT_SCALE, jobs[j].progress / iters[j]) for j in ids
-            ]
+            queue: list[float] = []  # row after row, flat (NumPy converts a flat list faster than rows of tuples)
+            for j in ids:
+                queue += rows[j]
+                queue.append((now - arrival[j]) / _WAIT_SCALE)
+                queue.append(jobs[j].progress / iters[j])
+            buf[sl["queue"]][: len(queue)] = queue
         # candidates
         if self._candidates:
             slot = {j: i for i, j in enumerate(ids)}
             prices = fc[0]
             mask = self._mask
-            cand_rows, idx = [], []
+            cand_rows: list[float] = []  # row after row, flat
+            idx: list[int] = []
             features = self._perf_features
             if len(features) >= _PERF_FEATURE_ENTRIES:
                 features.clear()
@@ -613,7 +617,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                     known[2], known[3] = prices, cost_h / 100.0
                 f = known[1]
                 idx.append(i)
-                cand_rows.append((
+                cand_rows += (
                     1.0 if mask[i] else 0.0,
                     slot.get(plan.job_id, K) / K,
                     f[0],
@@ -624,13 +628,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                     f[2],
                     f[3],
                     f[4],
-                ))
+                )
             if cand_rows:
-                cd = buf[sl["candidates"]].reshape(N, CAND_FEATURES)
                 if len(idx) == idx[-1] + 1:  # the usual case: rows 0..n-1
-                    cd[: len(idx)] = cand_rows
+                    buf[sl["candidates"]][: len(cand_rows)] = cand_rows
                 else:
-                    cd[idx] = cand_rows
+                    buf[sl["candidates"]].reshape(N, CAND_FEATURES)[idx] = np.reshape(cand_rows, (len(idx), CAND_FEATURES))
         hour = (sim.time / 3600.0) % 24.0
         clock = ((math.sin(2 * math.pi * hour / 24) + 1) / 2, (math.cos(2 * math.pi * hour / 24) + 1) / 2,
                  len(sim.running) / K, len(sim.waiting) / K)

@@ -260,3 +260,29 @@ def test_price_integral_per_hour_terms_are_the_formula() -> None:
         want = periods * cum[:, -1] + cum[:, h] + (t - hour * 3600.0) * hourly[:, h]
         assert np.array_equal(series.cumulative(float(t)), want)
     assert len(series._hour_terms) == 95
+
+
+def test_candidate_rows_with_a_gap_are_the_rows_without_it() -> None:
+    """An infeasible candidate leaves its row empty; the other rows are as when every candidate is feasible."""
+    from sfenv.env import CAND_FEATURES
+    from sfenv.perf import PlanPerf
+
+    sc = load_scenario("spider-64").with_overrides(workload={"num_jobs": NUM_JOBS})
+    env = GeoSchedEnv(sc)
+    env.reset(seed=2)
+    for _ in range(200):  # wait until several candidates are offered
+        if len(env._candidates) >= 3:
+            break
+        env.step(env.N)
+    n = len(env._candidates)
+    assert n >= 3
+    full = env._obs()["candidates"].reshape(env.N, CAND_FEATURES).copy()
+    assert np.all(full[:n, 0] == 1.0) and np.all(full[n:] == 0.0)
+    for gap in (0, 1, n - 1):
+        env._cand_perf[gap] = PlanPerf(feasible=False, reason="test")
+        holed = env._obs()["candidates"].reshape(env.N, CAND_FEATURES)
+        assert np.all(holed[gap] == 0.0)
+        keep = [i for i in range(env.N) if i != gap]
+        assert np.array_equal(holed[keep], full[keep])
+        env._cand_perf[gap] = None  # evaluated afresh
+        assert np.array_equal(env._obs()["candidates"].reshape(env.N, CAND_FEATURES), full)
