@@ -53,7 +53,7 @@ import numpy as np
 from sfenv.compute import RECOMPUTE_MODES, layer_costs, lm_head_time, stage_unit
 from sfenv.hashing import HashedKey, cached_hash, cached_value, state_without_hash
 from sfenv.pipeline import SCHEDULES, _pipeline_time_cached, default_windows
-from sfenv.topology import Topology
+from sfenv.topology import Scalars, Topology
 from sfenv.workload import JobSpec
 
 __all__ = [
@@ -603,27 +603,17 @@ def _iteration_time(
     return t_pp, bubble, t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
 
 
-def _evaluate_chain(
-    plan: Plan,
-    job: JobSpec,
-    topo: Topology,
-    params: PerfParams,
-    link_capacity_bps: np.ndarray | None,
-    link_flows: np.ndarray | None,
-    include_own_flows: bool,
-) -> PlanPerf | None:
-    """:func:`evaluate_plan` for plans whose every stage sits in one region (None for others).
+def _chain_regions(plan: Plan, job: JobSpec, topo: Topology) -> list[int] | PlanPerf | None:
+    """The region of each stage of a plan whose stages each sit in one region, checked for :func:`_evaluate_chain`.
 
-    The hot path of plan search (:func:`sfenv.planning.chain_plan` builds such plans): one pass
-    over the stages for compute, memory, hops and the all-reduce, with the same arithmetic, in the
-    same order, as :func:`_evaluate_general` (tests compare the two bit for bit).
+    :return: the regions, None when some stage's replicas span regions, or an infeasible
+        :class:`PlanPerf` naming the first thing wrong (the checks and reasons of
+        :func:`_evaluate_general`).
     """
     stages = plan.stages
-    sc = topo.scalars
     nreg = topo.num_regions
-    per_server = sc.gpus_per_server
-    model = job.model
-    heads = model.heads
+    per_server = topo.scalars.gpus_per_server
+    heads = job.model.heads
     d = stages[0].dp
     chain: list[int] = []
     for k, st in enumerate(stages):
@@ -646,7 +636,32 @@ def _evaluate_chain(
     gpus = plan.gpus
     if gpus < job.min_gpus or gpus > job.max_gpus:
         return _infeasible(f"plan uses {gpus} GPUs, job accepts {job.min_gpus}..{job.max_gpus}")
+    return chain
 
+
+def _evaluate_chain(
+    plan: Plan,
+    job: JobSpec,
+    topo: Topology,
+    params: PerfParams,
+    link_capacity_bps: np.ndarray | None,
+    link_flows: np.ndarray | None,
+    include_own_flows: bool,
+) -> PlanPerf | None:
+    """:func:`evaluate_plan` for plans whose every stage sits in one region (None for others).
+
+    The hot path of plan search (:func:`sfenv.planning.chain_plan` builds such plans): one pass
+    over the stages for compute, memory, hops and the all-reduce, with the same arithmetic, in the
+    same order, as :func:`_evaluate_general` (tests compare the two bit for bit).
+    """
+    chain = _chain_regions(plan, job, topo)
+    if not isinstance(chain, list):
+        return chain  # replicas across regions (None), or a malformed plan
+
+    stages = plan.stages
+    sc = topo.scalars
+    model = job.model
+    d = stages[0].dp
     p = len(stages)
     cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
     flows: np.ndarray | None = None
@@ -691,13 +706,17 @@ def _evaluate_chain(
     bottleneck = math.inf
     wan_bytes = 0.0
     prev = -1
+    units: dict[tuple[int, int], tuple[float, float, float, float]] = {}  # stage_unit per (region, tp)
     for k, st in enumerate(stages):
         r = chain[k]
         tp = st.tp
         layers = st.layers
         pk = layer_params * layers
         pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == last and p > 1 else 0.0)
-        per_layer, comm, head, act_layer = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
+        unit = units.get((r, tp))
+        if unit is None:
+            unit = units[(r, tp)] = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
+        per_layer, comm, head, act_layer = unit
         c = per_layer * layers + (head if k == last else 0.0)
         tp_comm.append(comm * layers)
         compute.append(c)
@@ -734,14 +753,6 @@ def _evaluate_chain(
 
     t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, allreduce, m, schedule, windows, params)
 
-    power: dict[int, float] = {}
-    idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
-    for k, st in enumerate(stages):
-        util = min(1.0, m * compute[k] / t_iter)
-        r = chain[k]
-        watts = d * st.tp * (idle_w[r] + (tdp_w[r] - idle_w[r]) * util) * pue[r]
-        power[r] = power.get(r, 0.0) + watts
-
     return PlanPerf(
         feasible=True,
         iter_time=t_iter,
@@ -758,10 +769,27 @@ def _evaluate_chain(
         throughput=job.tokens_per_iteration / t_iter,
         memory_per_gpu=mem,
         memory_headroom=min_headroom,
-        power_by_region=power,
+        power_by_region=_chain_power(stages, chain, d, compute, m, t_iter, sc),
         bottleneck_bw_bps=bottleneck,
         wan_bytes_per_iter=wan_bytes,
     )
+
+
+def _chain_power(stages: Sequence[Stage], chain: Sequence[int], d: int, compute: Sequence[float], m: int,
+                 t_iter: float, sc: Scalars) -> dict[int, float]:
+    """Facility power per region of a plan whose stage k has its ``d`` replicas in region ``chain[k]``.
+
+    Each GPU draws idle power plus the busy share (``m c_k / t``, at most 1) of the rest up to its
+    TDP, times the region's PUE (the module docstring's power model).
+    """
+    power: dict[int, float] = {}
+    idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
+    for k, st in enumerate(stages):
+        util = min(1.0, m * compute[k] / t_iter)
+        r = chain[k]
+        watts = d * st.tp * (idle_w[r] + (tdp_w[r] - idle_w[r]) * util) * pue[r]
+        power[r] = power.get(r, 0.0) + watts
+    return power
 
 
 def same_region_figures(topo: Topology, a: int, b: int) -> bool:
@@ -783,19 +811,13 @@ def moved_perf(perf: PlanPerf, plan: Plan, topo: Topology) -> PlanPerf:
     ``perf`` must be the feasible evaluation of the same stages, micro-batch, schedule, window and
     recomputation in a region with :func:`same_region_figures`: every time, memory and throughput
     figure is then the same, and only the power (the region's PUE, keyed by the region) is
-    recomputed, with :func:`_evaluate_chain`'s expression in its order (tests compare the result
+    recomputed, by :func:`_evaluate_chain`'s own :func:`_chain_power` (tests compare the result
     with :func:`evaluate_plan` field by field).
     """
-    sc = topo.scalars
     stages = plan.stages
     r = stages[0].placement[0][0]
-    d = stages[0].dp
     m, compute, t_iter = perf.microbatches, perf.compute_times, perf.iter_time
-    idle, tdp, pue = sc.idle_w[r], sc.tdp_w[r], sc.pue[r]
-    watts_total = 0.0
-    for k, st in enumerate(stages):
-        util = min(1.0, m * compute[k] / t_iter)
-        watts_total = watts_total + d * st.tp * (idle + (tdp - idle) * util) * pue
+    power = _chain_power(stages, [r] * len(stages), stages[0].dp, compute, m, t_iter, topo.scalars)
     return PlanPerf(
         feasible=True,
         iter_time=t_iter,
@@ -812,7 +834,7 @@ def moved_perf(perf: PlanPerf, plan: Plan, topo: Topology) -> PlanPerf:
         throughput=perf.throughput,
         memory_per_gpu=list(perf.memory_per_gpu),
         memory_headroom=perf.memory_headroom,
-        power_by_region={r: watts_total},
+        power_by_region=power,
         bottleneck_bw_bps=perf.bottleneck_bw_bps,
         wan_bytes_per_iter=perf.wan_bytes_per_iter,
     )
