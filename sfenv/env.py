@@ -73,11 +73,6 @@ def _perf_features(perf: PlanPerf) -> tuple[float, float, float, float, float]:
     )
 
 
-def _log_scale_arr(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """:func:`_log_scale` of every element."""
-    return np.array([_log_scale(float(v), lo, hi) for v in x])
-
-
 def _with_arguments(sc: Scenario, **sections: dict[str, Any]) -> Scenario:
     """``sc`` with the constructor's non-None arguments as overrides, validated like a scenario file.
 
@@ -547,15 +542,18 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         sim = self.sim
         assert sim is not None
         specs = [js.spec for js in sim.jobs]
-        static = np.array(
-            [[1.0, j.model.params, j.min_gpus / 1024, j.max_gpus / 1024, float(j.iterations), j.global_batch / 1024]
-             for j in specs],
-            dtype=np.float64,
-        ).reshape(len(specs), 6)
-        if len(specs):
-            static[:, 1] = _log_scale_arr(static[:, 1], 1e8, 1e12)
-            static[:, 4] = _log_scale_arr(static[:, 4], 1, 1e6)
-        self._job_rows = [tuple(row) for row in static.tolist()]
+        # per job: present, log-scaled parameters (once per model size), GPU bounds, log-scaled
+        # iterations, global batch: Python floats, as the float64 table they were first read from held them
+        scaled_params: dict[float, float] = {}
+        rows: list[tuple[float, ...]] = []
+        for j in specs:
+            params = float(j.model.params)
+            scaled = scaled_params.get(params)
+            if scaled is None:
+                scaled = scaled_params[params] = _log_scale(params, 1e8, 1e12)
+            rows.append((1.0, scaled, j.min_gpus / 1024, j.max_gpus / 1024, _log_scale(float(j.iterations), 1, 1e6),
+                         j.global_batch / 1024))
+        self._job_rows = rows
         self._job_arrival = [j.arrival for j in specs]
         self._job_iters = [float(j.iterations) for j in specs]
         self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}

@@ -125,13 +125,17 @@ def time_of_use(
 
     :param noise: standard deviation of a multiplicative log-normal factor per hour (0 = none).
     """
-    rows = []
-    for z in zones:
-        curve = base[z] + (peak[z] - base[z]) * _tou_shape(utc_offset_h.get(z, 0.0), days)
-        if noise > 0 and rng is not None:
-            curve = curve * rng.lognormal(0.0, noise, size=curve.shape)
-        rows.append(curve)
-    return PriceSeries(zones, np.array(rows))
+    if not zones:
+        return PriceSeries(zones, np.array([]))  # which says what is wrong
+    # all zones at once: row z is ``base + (peak - base) * shape`` as written per zone, and the noise
+    # of all zones in one draw is the zones' draws one after another (the generator fills in order)
+    lows = np.array([float(base[z]) for z in zones]).reshape(-1, 1)
+    spans = np.array([peak[z] - base[z] for z in zones], dtype=float).reshape(-1, 1)
+    shapes = np.array([_tou_shape(utc_offset_h.get(z, 0.0), days) for z in zones]).reshape(len(zones), 24 * days)
+    curves = lows + spans * shapes
+    if noise > 0 and rng is not None:
+        curves = curves * rng.lognormal(0.0, noise, size=curves.shape)
+    return PriceSeries(zones, curves)
 
 
 def from_daily_profiles(

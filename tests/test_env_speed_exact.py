@@ -286,3 +286,53 @@ def test_candidate_rows_with_a_gap_are_the_rows_without_it() -> None:
         assert np.array_equal(holed[keep], full[keep])
         env._cand_perf[gap] = None  # evaluated afresh
         assert np.array_equal(env._obs()["candidates"].reshape(env.N, CAND_FEATURES), full)
+
+
+def _time_of_use_zone_by_zone(rng, zones, base, peak, utc_offset_h, days, noise):  # noqa: ANN001, ANN202
+    """The time-of-use prices as first written: one zone after another, one noise draw per zone."""
+    from sfenv.prices import PriceSeries
+
+    rows = []
+    for z in zones:
+        curve = base[z] + (peak[z] - base[z]) * prices._tou_curve((np.arange(24 * days, dtype=float)
+                                                                  + utc_offset_h.get(z, 0.0)) % 24.0)
+        if noise > 0 and rng is not None:
+            curve = curve * rng.lognormal(0.0, noise, size=curve.shape)
+        rows.append(curve)
+    return PriceSeries(zones, np.array(rows))
+
+
+@pytest.mark.parametrize(("noise", "days"), [(0.08, 14), (0.0, 3), (0.3, 1)])
+def test_time_of_use_all_zones_at_once_is_zone_by_zone(noise: float, days: int) -> None:
+    """The vectorised time_of_use gives the zone-by-zone prices bit for bit and leaves the generator alike."""
+    zones = [f"z{i}" for i in range(9)]
+    rng0 = np.random.default_rng(0)
+    base = {z: float(rng0.uniform(20, 80)) for z in zones}
+    peak = {z: base[z] + float(rng0.uniform(0, 150)) for z in zones}
+    peak["z3"] = 100  # an int, as a scenario file may give
+    offsets = {z: float(rng0.choice([-8.0, 0.0, 5.5, 9.0])) for z in zones[:-1]}  # the last zone: no offset
+    for seed in range(4):
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        got = prices.time_of_use(ours, zones, base, peak, offsets, days, noise)
+        want = _time_of_use_zone_by_zone(theirs, zones, base, peak, offsets, days, noise)
+        assert got.hourly.tobytes() == want.hourly.tobytes()
+        assert ours.bit_generator.state == theirs.bit_generator.state
+        assert np.array_equal(got.cumulative(3600.0 * days * 1.5), want.cumulative(3600.0 * days * 1.5))
+    with pytest.raises(ValueError):
+        prices.time_of_use(None, [], {}, {}, {}, days, noise)
+
+
+@pytest.mark.parametrize("name", ["spider-64", "spider-8-contended"])
+def test_queue_rows_are_the_float64_table(name: str) -> None:
+    """The per-job queue features built row by row equal the float64 table they were first read from."""
+    from sfenv.env import _log_scale
+
+    env = GeoSchedEnv(load_scenario(name))
+    env.reset(seed=3)
+    specs = [js.spec for js in env.sim.jobs]
+    table = np.array([[1.0, j.model.params, j.min_gpus / 1024, j.max_gpus / 1024, float(j.iterations),
+                       j.global_batch / 1024] for j in specs], dtype=np.float64)
+    table[:, 1] = [_log_scale(float(v), 1e8, 1e12) for v in table[:, 1]]
+    table[:, 4] = [_log_scale(float(v), 1, 1e6) for v in table[:, 4]]
+    assert len({j.model.params for j in specs}) > 1 and len({j.iterations for j in specs}) > 10
+    assert env._job_rows == [tuple(row) for row in table.tolist()]
