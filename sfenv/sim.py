@@ -746,11 +746,12 @@ class Simulator:
 
         The same objects while ``free`` and ``down`` hold the same values (compared on every call).
         """
-        state = (self.free.tobytes(), self.down.tobytes())
-        if state != self._free_state:  # (an unpickled or forked copy starts with None: see __setstate__)
+        free_bytes, down_bytes = self.free.tobytes(), self.down.tobytes()
+        seen = self._free_state  # None in an unpickled or forked copy (see __setstate__)
+        if seen is None or free_bytes != seen[0] or down_bytes != seen[1]:
             free = _ro(np.where(self.down, 0, self.free))
             self._free_now = (free, int(free.sum()))
-            self._free_state = state
+            self._free_state = (free_bytes, down_bytes)
         return self._free_now
 
     def is_decision_point(self) -> bool:

@@ -9,9 +9,15 @@ seeded masked random actions through the default env and through a reference tha
 memos before every reset and step and draws the job mix with ``rng.choice``, and require every
 observation, reward, termination and ``info`` to be equal; and they check the job-mix draw
 against ``rng.choice`` draw by draw.  The rewritten position sweep is compared with the previous
-one bit for bit in ``tests/test_pipeline_replay.py``.  A single-region plan moved to a region of
-equal figures gets its evaluation from its source's (only the power recomputed): the reference
-evaluates it with ``evaluate_plan``, and a test compares the two field by field.
+one bit for bit in ``tests/test_pipeline_replay.py``.
+
+The second round (docs/notes-speed64.md): a single-region plan moved to a region of equal figures
+gets its evaluation from its source's (only the power recomputed; the reference evaluates it with
+``evaluate_plan``, and a test compares the two field by field), the price integral keeps its terms
+per hour, the proposers keep their region ranking per free-GPU array (both emptied in the
+reference), and rewritten code paths are checked against what they replace: the time-of-use prices
+against the zone-by-zone loop (values and generator state), the queue table against the float64
+table, the candidate rows with a gap against the rows without it.
 """
 
 from __future__ import annotations
