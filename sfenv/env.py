@@ -584,12 +584,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         # queue: static rows plus time waited and progress
         ids = sim.waiting[:K]
         if ids:
-            jobs, now, arrival, iters, rows = sim.jobs, sim.time, self._job_arrival, self._job_iters, self._job_rows
-            queue: list[float] = []  # row after row, flat (NumPy converts a flat list faster than rows of tuples)
-            for j in ids:
-                queue += rows[j]
-                queue.append((now - arrival[j]) / _WAIT_SCALE)
-                queue.append(jobs[j].progress / iters[j])
+            queue = self._queue_rows(ids)
             buf[sl["queue"]][: len(queue)] = queue
         # candidates
         if self._candidates:
@@ -645,6 +640,22 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         if self.obs_mode == "compact":
             return self._compact_obs(buf, reg, fc[1])
         return {k: buf[v] for k, v in sl.items()}
+
+    def _queue_rows(self, ids: list[int]) -> list[float]:
+        """The queue features of waiting jobs ``ids``, row after row in one flat list.
+
+        Each row: the job's static features (:meth:`_episode_tables`), the time it has waited and
+        its progress.  (NumPy converts a flat list faster than rows of tuples.)
+        """
+        sim = self.sim
+        assert sim is not None
+        jobs, now, arrival, iters, rows = sim.jobs, sim.time, self._job_arrival, self._job_iters, self._job_rows
+        queue: list[float] = []
+        for j in ids:
+            queue += rows[j]
+            queue.append((now - arrival[j]) / _WAIT_SCALE)
+            queue.append(jobs[j].progress / iters[j])
+        return queue
 
     def _rebuild_base(self, forecast: tuple[list[float], np.ndarray], link_key: bytes) -> None:
         """Rebuild :attr:`_base`: the template with this hour's prices and the current link figures.
