@@ -185,6 +185,7 @@ class SingleRegionProposer:
         # the last free-GPU array seen, its values as ints and the regions ranked (the simulator hands
         # out the same read-only array while the free GPUs stay the same; kept, so its id is not reused)
         self._ranked_for: tuple[np.ndarray | None, np.ndarray | None, list[int], list[int]] = (None, None, [], [])
+        self._flops_positive = False  # every region's FLOP/s finite and positive (for the last FLOP/s array seen)
 
     def _ranking(self, view: SimView) -> tuple[list[int], list[int]]:
         """The free GPUs per region as ints and the regions with free GPUs by free compute (stable order)."""
@@ -193,7 +194,13 @@ class SingleRegionProposer:
         if free_arr is not src or flops is not src_flops:
             order = np.argsort(-(free_arr * flops), kind="stable").tolist()  # = scalars.flops, as an array
             free = free_arr.tolist()
-            ranked = [r for r in order if free[r] > 0]
+            if flops is not src_flops:
+                self._flops_positive = bool(np.all(np.isfinite(flops) & (flops > 0)))
+            if self._flops_positive and free and min(free) >= 0:
+                # a region with free GPUs has a key below 0, one without has -0.0: the former come first
+                ranked = order[: len(free) - free.count(0)]
+            else:
+                ranked = [r for r in order if free[r] > 0]
             self._ranked_for = (free_arr, flops, free, ranked)
         return free, ranked
 

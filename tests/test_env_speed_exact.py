@@ -342,3 +342,28 @@ def test_queue_rows_are_the_float64_table(name: str) -> None:
     table[:, 4] = [_log_scale(float(v), 1, 1e6) for v in table[:, 4]]
     assert len({j.model.params for j in specs}) > 1 and len({j.iterations for j in specs}) > 10
     assert env._job_rows == [tuple(row) for row in table.tolist()]
+
+
+def test_region_ranking_is_the_filtered_argsort() -> None:
+    """SingleRegionProposer's ranking equals argsort(-(free * flops), stable) filtered to regions with free GPUs."""
+    from types import SimpleNamespace
+
+    from sfenv.proposers import PlanCache
+
+    rng = np.random.default_rng(9)
+    prop = SingleRegionProposer(PlanCache())
+    for trial in range(400):
+        c = int(rng.integers(1, 40))
+        flops = rng.choice([1e14, 3.12e14, 9.89e14, 2.0e15], size=c)
+        if trial % 5 == 0:
+            flops[rng.integers(c)] = rng.choice([0.0, np.inf, np.nan])  # the general path
+        free = rng.choice([0, 0, 1, 4, 8, 16], size=c) if trial % 7 else rng.integers(-2, 5, size=c)
+        free_arr = free.astype(np.int64)
+        free_arr.setflags(write=False)
+        view = SimpleNamespace(free_gpus=free_arr, topo=SimpleNamespace(gpu_flops=flops))
+        with np.errstate(invalid="ignore"):  # 0 x inf
+            got_free, got = prop._ranking(view)
+            order = np.argsort(-(free_arr * flops), kind="stable").tolist()
+        assert got == [r for r in order if free_arr[r] > 0]
+        assert got_free == free_arr.tolist()
+        assert prop._ranking(view)[1] is got  # the same array: remembered
