@@ -73,11 +73,6 @@ def _perf_features(perf: PlanPerf) -> tuple[float, float, float, float, float]:
     )
 
 
-def _log_scale_arr(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """:func:`_log_scale` of every element."""
-    return np.array([_log_scale(float(v), lo, hi) for v in x])
-
-
 def _with_arguments(sc: Scenario, **sections: dict[str, Any]) -> Scenario:
     """``sc`` with the constructor's non-None arguments as overrides, validated like a scenario file.
 
@@ -347,6 +342,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         #: candidate rows' figures per (shared, read-only) evaluation, kept while the plan caches hand it out
         self._perf_features: dict[int, list] = {}
         self._mask = np.zeros(self.N + 1, dtype=bool)
+        #: the mask with the first n candidate slots and wait valid, per n (copied into ``_mask`` each step)
+        self._mask_rows = [np.concatenate([np.arange(self.N) < n, [True]]) for n in range(self.N + 1)]
         self._last_invalid = False
         self._forced_wait = False
         self._renderer: Any = None
@@ -519,7 +516,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         assert sim is not None and view is not None
         cands: list[Plan] = []
         self.cache.new_step()
-        if not sim.done and view.waiting:
+        if not sim.done and sim.waiting:
             seen: set[Plan] = set()
             for p in self.proposers:
                 for plan in p.candidates(view, self.N - len(cands)):
@@ -531,9 +528,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._candidates = cands[: self.N]
         recent = self.cache.recent
         self._cand_perf = [recent.get(p) for p in self._candidates]
-        self._mask[:] = False
-        self._mask[self.N] = True
-        self._mask[: len(self._candidates)] = True  # proposers return plans startable now
+        self._mask[:] = self._mask_rows[len(self._candidates)]  # proposers return plans startable now; wait
 
     def _perf(self, i: int) -> PlanPerf:
         perf = self._cand_perf[i]
@@ -547,15 +542,18 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         sim = self.sim
         assert sim is not None
         specs = [js.spec for js in sim.jobs]
-        static = np.array(
-            [[1.0, j.model.params, j.min_gpus / 1024, j.max_gpus / 1024, float(j.iterations), j.global_batch / 1024]
-             for j in specs],
-            dtype=np.float64,
-        ).reshape(len(specs), 6)
-        if len(specs):
-            static[:, 1] = _log_scale_arr(static[:, 1], 1e8, 1e12)
-            static[:, 4] = _log_scale_arr(static[:, 4], 1, 1e6)
-        self._job_rows = [tuple(row) for row in static.tolist()]
+        # per job: present, log-scaled parameters (once per model size), GPU bounds, log-scaled
+        # iterations, global batch: Python floats, as the float64 table they were first read from held them
+        scaled_params: dict[float, float] = {}
+        rows: list[tuple[float, ...]] = []
+        for j in specs:
+            params = float(j.model.params)
+            scaled = scaled_params.get(params)
+            if scaled is None:
+                scaled = scaled_params[params] = _log_scale(params, 1e8, 1e12)
+            rows.append((1.0, scaled, j.min_gpus / 1024, j.max_gpus / 1024, _log_scale(float(j.iterations), 1, 1e6),
+                         j.global_batch / 1024))
+        self._job_rows = rows
         self._job_arrival = [j.arrival for j in specs]
         self._job_iters = [float(j.iterations) for j in specs]
         self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}
@@ -586,16 +584,15 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         # queue: static rows plus time waited and progress
         ids = sim.waiting[:K]
         if ids:
-            jobs, now, arrival, iters, rows = sim.jobs, sim.time, self._job_arrival, self._job_iters, self._job_rows
-            buf[sl["queue"]].reshape(K, JOB_FEATURES)[: len(ids)] = [
-                rows[j] + ((now - arrival[j]) / _WAIT_SCALE, jobs[j].progress / iters[j]) for j in ids
-            ]
+            queue = self._queue_rows(ids)
+            buf[sl["queue"]][: len(queue)] = queue
         # candidates
         if self._candidates:
             slot = {j: i for i, j in enumerate(ids)}
             prices = fc[0]
             mask = self._mask
-            cand_rows, idx = [], []
+            cand_rows: list[float] = []  # row after row, flat
+            idx: list[int] = []
             features = self._perf_features
             if len(features) >= _PERF_FEATURE_ENTRIES:
                 features.clear()
@@ -613,7 +610,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                     known[2], known[3] = prices, cost_h / 100.0
                 f = known[1]
                 idx.append(i)
-                cand_rows.append((
+                cand_rows += (
                     1.0 if mask[i] else 0.0,
                     slot.get(plan.job_id, K) / K,
                     f[0],
@@ -624,13 +621,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                     f[2],
                     f[3],
                     f[4],
-                ))
+                )
             if cand_rows:
-                cd = buf[sl["candidates"]].reshape(N, CAND_FEATURES)
                 if len(idx) == idx[-1] + 1:  # the usual case: rows 0..n-1
-                    cd[: len(idx)] = cand_rows
+                    buf[sl["candidates"]][: len(cand_rows)] = cand_rows
                 else:
-                    cd[idx] = cand_rows
+                    buf[sl["candidates"]].reshape(N, CAND_FEATURES)[idx] = np.reshape(cand_rows, (len(idx), CAND_FEATURES))
         hour = (sim.time / 3600.0) % 24.0
         clock = ((math.sin(2 * math.pi * hour / 24) + 1) / 2, (math.cos(2 * math.pi * hour / 24) + 1) / 2,
                  len(sim.running) / K, len(sim.waiting) / K)
@@ -644,6 +640,22 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         if self.obs_mode == "compact":
             return self._compact_obs(buf, reg, fc[1])
         return {k: buf[v] for k, v in sl.items()}
+
+    def _queue_rows(self, ids: list[int]) -> list[float]:
+        """The queue features of waiting jobs ``ids``, row after row in one flat list.
+
+        Each row: the job's static features (:meth:`_episode_tables`), the time it has waited and
+        its progress.  (NumPy converts a flat list faster than rows of tuples.)
+        """
+        sim = self.sim
+        assert sim is not None
+        jobs, now, arrival, iters, rows = sim.jobs, sim.time, self._job_arrival, self._job_iters, self._job_rows
+        queue: list[float] = []
+        for j in ids:
+            queue += rows[j]
+            queue.append((now - arrival[j]) / _WAIT_SCALE)
+            queue.append(jobs[j].progress / iters[j])
+        return queue
 
     def _rebuild_base(self, forecast: tuple[list[float], np.ndarray], link_key: bytes) -> None:
         """Rebuild :attr:`_base`: the template with this hour's prices and the current link figures.

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import fields
 from operator import attrgetter
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-__all__ = ["HashedKey", "cached_hash", "state_without_hash"]
+__all__ = ["HashedKey", "cached_hash", "cached_value", "state_without_hash"]
 
 _GETTERS: dict[type, Callable[[Any], tuple]] = {}
 
@@ -67,3 +67,32 @@ class HashedKey(tuple):
 
     def __reduce__(self) -> tuple[type, tuple[tuple]]:
         return HashedKey, (tuple(self),)
+
+
+_T = TypeVar("_T")
+
+
+class cached_value(Generic[_T]):  # noqa: N801 - used as a decorator, like functools.cached_property
+    """:class:`functools.cached_property` without its lock: the value is computed on first access and kept.
+
+    Plans, evaluations and job specs are created by the thousand per environment step and most of
+    their derived values are read once or twice; Python 3.11's ``cached_property`` takes a lock on
+    every first access, which costs more than the values themselves.  The computed value is stored
+    in the instance's ``__dict__`` under the attribute's name (so later reads never reach this
+    descriptor, and frozen dataclasses work); two threads racing on a first access both compute
+    the same value (the functions decorated are pure).
+    """
+
+    def __init__(self, func: Callable[[Any], _T]) -> None:
+        self.func = func
+        self.attrname = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attrname = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.attrname] = self.func(instance)
+        return value

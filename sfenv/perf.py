@@ -46,14 +46,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import numpy as np
 
 from sfenv.compute import RECOMPUTE_MODES, layer_costs, lm_head_time, stage_unit
-from sfenv.hashing import HashedKey, cached_hash, state_without_hash
+from sfenv.hashing import HashedKey, cached_hash, cached_value, state_without_hash
 from sfenv.pipeline import SCHEDULES, _pipeline_time_cached, default_windows
-from sfenv.topology import Topology
+from sfenv.topology import Scalars, Topology
 from sfenv.workload import JobSpec
 
 __all__ = [
@@ -69,6 +69,8 @@ __all__ = [
     "allreduce_time",
     "stage_layer_split",
     "compute_lower_bound",
+    "same_region_figures",
+    "moved_perf",
 ]
 
 BUBBLE_FACTOR = {"1f1b": 1.0, "gpipe": 1.0, "zb-h1": 1.0 / 3.0, "zb-h2": 0.0}
@@ -174,7 +176,7 @@ class Plan:
         """Pipeline depth p."""
         return len(self.stages)
 
-    @cached_property
+    @cached_value
     def gpus(self) -> int:
         """Total GPUs."""
         return sum(s.gpus for s in self.stages)
@@ -187,7 +189,7 @@ class Plan:
                 out[r] = out.get(r, 0) + n * s.tp
         return out
 
-    @cached_property
+    @cached_value
     def regions(self) -> tuple[int, ...]:
         """Distinct regions used, in first-use order."""
         seen: dict[int, None] = {}
@@ -200,7 +202,7 @@ class Plan:
         """``m = ceil(B / (d b))``."""
         return max(1, math.ceil(job.global_batch / (self.dp * self.micro_batch)))
 
-    @cached_property
+    @cached_value
     def shape_key(self) -> HashedKey:
         """Everything but the job id (stages, micro-batch, schedule, recompute, window, SP): a hashed key."""
         return HashedKey((self.stages, self.micro_batch, self.schedule, self.recompute, self.extra_inflight,
@@ -276,7 +278,7 @@ class PlanPerf:
         busy = self.pipeline_time - self.bubble_time
         return self.bubble_time / busy if busy > 0 else 0.0
 
-    @cached_property
+    @cached_value
     def stall_free(self) -> bool:
         """BACE-Pipe's rule: every hop's transfer time (latency excluded) is at most its stages' compute."""
         c = self.compute_times
@@ -601,27 +603,17 @@ def _iteration_time(
     return t_pp, bubble, t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
 
 
-def _evaluate_chain(
-    plan: Plan,
-    job: JobSpec,
-    topo: Topology,
-    params: PerfParams,
-    link_capacity_bps: np.ndarray | None,
-    link_flows: np.ndarray | None,
-    include_own_flows: bool,
-) -> PlanPerf | None:
-    """:func:`evaluate_plan` for plans whose every stage sits in one region (None for others).
+def _chain_regions(plan: Plan, job: JobSpec, topo: Topology) -> list[int] | PlanPerf | None:
+    """The region of each stage of a plan whose stages each sit in one region, checked for :func:`_evaluate_chain`.
 
-    The hot path of plan search (:func:`sfenv.planning.chain_plan` builds such plans): one pass
-    over the stages for compute, memory, hops and the all-reduce, with the same arithmetic, in the
-    same order, as :func:`_evaluate_general` (tests compare the two bit for bit).
+    :return: the regions, None when some stage's replicas span regions, or an infeasible
+        :class:`PlanPerf` naming the first thing wrong (the checks and reasons of
+        :func:`_evaluate_general`).
     """
     stages = plan.stages
-    sc = topo.scalars
     nreg = topo.num_regions
-    per_server = sc.gpus_per_server
-    model = job.model
-    heads = model.heads
+    per_server = topo.scalars.gpus_per_server
+    heads = job.model.heads
     d = stages[0].dp
     chain: list[int] = []
     for k, st in enumerate(stages):
@@ -644,7 +636,32 @@ def _evaluate_chain(
     gpus = plan.gpus
     if gpus < job.min_gpus or gpus > job.max_gpus:
         return _infeasible(f"plan uses {gpus} GPUs, job accepts {job.min_gpus}..{job.max_gpus}")
+    return chain
 
+
+def _evaluate_chain(
+    plan: Plan,
+    job: JobSpec,
+    topo: Topology,
+    params: PerfParams,
+    link_capacity_bps: np.ndarray | None,
+    link_flows: np.ndarray | None,
+    include_own_flows: bool,
+) -> PlanPerf | None:
+    """:func:`evaluate_plan` for plans whose every stage sits in one region (None for others).
+
+    The hot path of plan search (:func:`sfenv.planning.chain_plan` builds such plans): one pass
+    over the stages for compute, memory, hops and the all-reduce, with the same arithmetic, in the
+    same order, as :func:`_evaluate_general` (tests compare the two bit for bit).
+    """
+    chain = _chain_regions(plan, job, topo)
+    if not isinstance(chain, list):
+        return chain  # replicas across regions (None), or a malformed plan
+
+    stages = plan.stages
+    sc = topo.scalars
+    model = job.model
+    d = stages[0].dp
     p = len(stages)
     cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
     flows: np.ndarray | None = None
@@ -689,13 +706,17 @@ def _evaluate_chain(
     bottleneck = math.inf
     wan_bytes = 0.0
     prev = -1
+    units: dict[tuple[int, int], tuple[float, float, float, float]] = {}  # stage_unit per (region, tp)
     for k, st in enumerate(stages):
         r = chain[k]
         tp = st.tp
         layers = st.layers
         pk = layer_params * layers
         pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == last and p > 1 else 0.0)
-        per_layer, comm, head, act_layer = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
+        unit = units.get((r, tp))
+        if unit is None:
+            unit = units[(r, tp)] = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
+        per_layer, comm, head, act_layer = unit
         c = per_layer * layers + (head if k == last else 0.0)
         tp_comm.append(comm * layers)
         compute.append(c)
@@ -732,14 +753,6 @@ def _evaluate_chain(
 
     t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, allreduce, m, schedule, windows, params)
 
-    power: dict[int, float] = {}
-    idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
-    for k, st in enumerate(stages):
-        util = min(1.0, m * compute[k] / t_iter)
-        r = chain[k]
-        watts = d * st.tp * (idle_w[r] + (tdp_w[r] - idle_w[r]) * util) * pue[r]
-        power[r] = power.get(r, 0.0) + watts
-
     return PlanPerf(
         feasible=True,
         iter_time=t_iter,
@@ -756,9 +769,74 @@ def _evaluate_chain(
         throughput=job.tokens_per_iteration / t_iter,
         memory_per_gpu=mem,
         memory_headroom=min_headroom,
-        power_by_region=power,
+        power_by_region=_chain_power(stages, chain, d, compute, m, t_iter, sc),
         bottleneck_bw_bps=bottleneck,
         wan_bytes_per_iter=wan_bytes,
+    )
+
+
+def _chain_power(stages: Sequence[Stage], chain: Sequence[int], d: int, compute: Sequence[float], m: int,
+                 t_iter: float, sc: Scalars) -> dict[int, float]:
+    """Facility power per region of a plan whose stage k has its ``d`` replicas in region ``chain[k]``.
+
+    Each GPU draws idle power plus the busy share (``m c_k / t``, at most 1) of the rest up to its
+    TDP, times the region's PUE (the module docstring's power model).
+    """
+    power: dict[int, float] = {}
+    idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
+    for k, st in enumerate(stages):
+        util = min(1.0, m * compute[k] / t_iter)
+        r = chain[k]
+        watts = d * st.tp * (idle_w[r] + (tdp_w[r] - idle_w[r]) * util) * pue[r]
+        power[r] = power.get(r, 0.0) + watts
+    return power
+
+
+def same_region_figures(topo: Topology, a: int, b: int) -> bool:
+    """True when :func:`evaluate_plan` reads the same figures for a single-region plan in ``a`` and in ``b``.
+
+    The GPU type (compute, memory, idle and peak power), GPUs per server and the intra-region
+    bandwidth and latency; only the PUE and the region itself (the key of ``power_by_region``) may
+    differ (see :func:`moved_perf`).
+    """
+    sc = topo.scalars
+    return (sc.gpu[a] == sc.gpu[b] and sc.memory[a] == sc.memory[b] and sc.gpus_per_server[a] == sc.gpus_per_server[b]
+            and sc.intra_bw[a] == sc.intra_bw[b] and sc.intra_latency[a] == sc.intra_latency[b]
+            and sc.idle_w[a] == sc.idle_w[b] and sc.tdp_w[a] == sc.tdp_w[b])
+
+
+def moved_perf(perf: PlanPerf, plan: Plan, topo: Topology) -> PlanPerf:
+    """:func:`evaluate_plan` of ``plan`` (all stages in one region) from ``perf``, its stages' evaluation elsewhere.
+
+    ``perf`` must be the feasible evaluation of the same stages, micro-batch, schedule, window and
+    recomputation in a region with :func:`same_region_figures`: every time, memory and throughput
+    figure is then the same, and only the power (the region's PUE, keyed by the region) is
+    recomputed, by :func:`_evaluate_chain`'s own :func:`_chain_power` (tests compare the result
+    with :func:`evaluate_plan` field by field).
+    """
+    stages = plan.stages
+    r = stages[0].placement[0][0]
+    m, compute, t_iter = perf.microbatches, perf.compute_times, perf.iter_time
+    power = _chain_power(stages, [r] * len(stages), stages[0].dp, compute, m, t_iter, topo.scalars)
+    return PlanPerf(
+        feasible=True,
+        iter_time=t_iter,
+        pipeline_time=perf.pipeline_time,
+        compute_times=list(compute),
+        hop_times=list(perf.hop_times),
+        transfer_times=list(perf.transfer_times),
+        latency_times=list(perf.latency_times),
+        tp_comm_times=list(perf.tp_comm_times),
+        windows=list(perf.windows),
+        allreduce_times=list(perf.allreduce_times),
+        bubble_time=perf.bubble_time,
+        microbatches=m,
+        throughput=perf.throughput,
+        memory_per_gpu=list(perf.memory_per_gpu),
+        memory_headroom=perf.memory_headroom,
+        power_by_region=power,
+        bottleneck_bw_bps=perf.bottleneck_bw_bps,
+        wan_bytes_per_iter=perf.wan_bytes_per_iter,
     )
 
 

@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from sfenv.compute import RECOMPUTE_MODES
+from sfenv.hashing import HashedKey
 from sfenv.perf import Plan, PlanPerf, Stage, compute_lower_bound, stage_layer_split
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec, ModelSpec
@@ -142,9 +143,11 @@ def chain_plan(
 def _chain_stages(regions: tuple[int, ...], split: tuple[int, ...], dp: int, tp: int) -> tuple[Stage, ...]:
     """The stages of :func:`chain_plan`: ``split[k]`` layers in ``regions[k]``, ``dp`` x ``tp`` each (memoised).
 
-    Plan search builds the same chains for every recomputation mode, budget and job of a shape.
+    Plan search builds the same chains for every recomputation mode, budget and job of a shape.  A
+    :class:`~sfenv.hashing.HashedKey` (a tuple, equal to and hashed as the plain one): a plan's hash
+    and its shape key's then ask its stages once, not each stage on every new plan.
     """
-    return tuple([Stage.at(r, layers, dp, tp) for r, layers in zip(regions, split)])
+    return HashedKey([Stage.at(r, layers, dp, tp) for r, layers in zip(regions, split)])
 
 
 def fit_plan(

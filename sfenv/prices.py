@@ -45,6 +45,9 @@ class PriceSeries:
         # cum[:, h] = integral of price over [0, 3600 h) in USD/MWh * s
         self._cum = np.concatenate([np.zeros((len(zones), 1)), np.cumsum(hourly * 3600.0, axis=1)], axis=1)
         self._period_total = self._cum[:, -1]
+        #: per hour since 0: ``(F at the hour's start, the hour's prices)`` (:meth:`cumulative`'s first
+        #: two terms summed as it sums them, and a contiguous copy of the price column)
+        self._hour_terms: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def _split(self, t: float) -> tuple[int, int, float]:
         hour = int(t // 3600.0)
@@ -57,9 +60,17 @@ class PriceSeries:
         return self.hourly[:, h]
 
     def cumulative(self, t: float) -> np.ndarray:
-        """Running integral F(t) of every zone's price, USD/MWh x s."""
-        periods, h, frac = self._split(t)
-        return periods * self._period_total + self._cum[:, h] + frac * self.hourly[:, h]
+        """Running integral F(t) of every zone's price, USD/MWh x s.
+
+        ``periods * total + cum[h] + frac * price[h]``, the first two terms remembered per hour
+        (the same additions in the same order: simulators ask for many times within each hour).
+        """
+        hour = int(t // 3600.0)
+        terms = self._hour_terms.get(hour)
+        if terms is None:
+            periods, h = divmod(hour, self.hours)
+            terms = self._hour_terms[hour] = (periods * self._period_total + self._cum[:, h], self.hourly[:, h].copy())
+        return terms[0] + (t - hour * 3600.0) * terms[1]
 
     def integral(self, zone: int, t0: float, t1: float) -> float:
         """Exact integral of zone ``zone``'s price over [t0, t1], USD/MWh x s."""
@@ -114,13 +125,17 @@ def time_of_use(
 
     :param noise: standard deviation of a multiplicative log-normal factor per hour (0 = none).
     """
-    rows = []
-    for z in zones:
-        curve = base[z] + (peak[z] - base[z]) * _tou_shape(utc_offset_h.get(z, 0.0), days)
-        if noise > 0 and rng is not None:
-            curve = curve * rng.lognormal(0.0, noise, size=curve.shape)
-        rows.append(curve)
-    return PriceSeries(zones, np.array(rows))
+    if not zones:
+        return PriceSeries(zones, np.array([]))  # which says what is wrong
+    # all zones at once: row z is ``base + (peak - base) * shape`` as written per zone, and the noise
+    # of all zones in one draw is the zones' draws one after another (the generator fills in order)
+    lows = np.array([float(base[z]) for z in zones]).reshape(-1, 1)
+    spans = np.array([peak[z] - base[z] for z in zones], dtype=float).reshape(-1, 1)
+    shapes = np.array([_tou_shape(utc_offset_h.get(z, 0.0), days) for z in zones]).reshape(len(zones), 24 * days)
+    curves = lows + spans * shapes
+    if noise > 0 and rng is not None:
+        curves = curves * rng.lognormal(0.0, noise, size=curves.shape)
+    return PriceSeries(zones, curves)
 
 
 def from_daily_profiles(

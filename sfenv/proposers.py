@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 import networkx as nx
 import numpy as np
 
+from sfenv.hashing import HashedKey
 from sfenv.perf import Plan, PlanPerf, Stage
 from sfenv.planning import fit_plan
 from sfenv.sim import SimView
@@ -145,7 +145,8 @@ class PlanCache:
         Regions with equal GPU, server and intra-region figures (:attr:`Topology.plan_class`) get
         the same plan on the same budget (fit_plan reads nothing else); the plan found for the
         class's first region is moved to ``chain[0]`` and evaluated there (its power and price zone
-        are the region's own).
+        are the region's own; :meth:`sfenv.sim.SimView.evaluate_moved` recomputes only the power
+        when the two regions' figures are the same).
         """
         topo = view.topo
         if len(chain) == 1:
@@ -161,8 +162,11 @@ class PlanCache:
                 if res is None:
                     return None
                 plan = res[0]
-                moved = replace(plan, stages=tuple([Stage.at(chain[0], s.layers, s.dp, s.tp) for s in plan.stages]))
-                return moved, view.evaluate(moved, job)
+                # = replace(plan, stages=...), without replace's per-call field inspection
+                moved = Plan(plan.job_id, HashedKey([Stage.at(chain[0], s.layers, s.dp, s.tp) for s in plan.stages]),
+                             plan.micro_batch, plan.schedule, plan.recompute, plan.extra_inflight,
+                             plan.sequence_parallel)
+                return moved, view.evaluate_moved(moved, job, plan, res[1])
         self.misses += 1
         return fit_plan(job, topo, chain, budget, view.evaluate)
 
@@ -178,13 +182,31 @@ class SingleRegionProposer:
         self.cache = cache
         self.jobs = jobs
         self.per_job = per_job
+        # the last free-GPU array seen, its values as ints and the regions ranked (the simulator hands
+        # out the same read-only array while the free GPUs stay the same; kept, so its id is not reused)
+        self._ranked_for: tuple[np.ndarray | None, np.ndarray | None, list[int], list[int]] = (None, None, [], [])
+        self._flops_positive = False  # every region's FLOP/s finite and positive (for the last FLOP/s array seen)
+
+    def _ranking(self, view: SimView) -> tuple[list[int], list[int]]:
+        """The free GPUs per region as ints and the regions with free GPUs by free compute (stable order)."""
+        free_arr, flops = view.free_gpus, view.topo.gpu_flops
+        src, src_flops, free, ranked = self._ranked_for
+        if free_arr is not src or flops is not src_flops:
+            order = np.argsort(-(free_arr * flops), kind="stable").tolist()  # = scalars.flops, as an array
+            free = free_arr.tolist()
+            if flops is not src_flops:
+                self._flops_positive = bool(np.all(np.isfinite(flops) & (flops > 0)))
+            if self._flops_positive and free and min(free) >= 0:
+                # a region with free GPUs has a key below 0, one without has -0.0: the former come first
+                ranked = order[: len(free) - free.count(0)]
+            else:
+                ranked = [r for r in order if free[r] > 0]
+            self._ranked_for = (free_arr, flops, free, ranked)
+        return free, ranked
 
     def candidates(self, view: SimView, k: int) -> list[Plan]:
         """See class docstring."""
-        free_arr = view.free_gpus
-        order = np.argsort(-(free_arr * view.topo.gpu_flops), kind="stable").tolist()  # = scalars.flops, as an array
-        free = free_arr.tolist()
-        ranked = [r for r in order if free[r] > 0]
+        free, ranked = self._ranking(view)
         fit = self.cache.fit
         out: list[Plan] = []
         for job in view.waiting_head(self.jobs):
@@ -246,6 +268,8 @@ class PathProposer:
         self.ends = ends
         self.max_regions = max_regions
         self._paths: dict[tuple[int, int], list[list[int]]] = {}
+        # the last free-GPU array seen (kept, so its id is not reused), its values as ints, their max and sum
+        self._free_for: tuple[np.ndarray | None, list[int], int, int] = (None, [], 0, 0)
 
     def _k_paths(self, view: SimView, s: int, d: int) -> list[list[int]]:
         key = (s, d)
@@ -256,9 +280,12 @@ class PathProposer:
     def candidates(self, view: SimView, k: int) -> list[Plan]:
         """See class docstring."""
         free_arr = view.free_gpus
-        free = free_arr.tolist()  # ints: Python's max and sum are quicker than NumPy's on a few dozen
-        biggest = max(free) if free else 0
-        total_free = sum(free)
+        src, free, biggest, total_free = self._free_for
+        if free_arr is not src:  # the simulator hands out the same read-only array while nothing changed
+            free = free_arr.tolist()  # ints: Python's max and sum are quicker than NumPy's on a few dozen
+            biggest = max(free) if free else 0
+            total_free = sum(free)
+            self._free_for = (free_arr, free, biggest, total_free)
         jobs = [j for j in view.waiting_head(self.jobs) if biggest < j.min_gpus <= total_free]
         if not jobs:  # every waiting job fits in one region, or none fits anywhere
             return []

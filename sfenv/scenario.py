@@ -519,6 +519,7 @@ class Scenario:
                 rng, w.num_jobs, self.arrival_rate_per_hour, a.burst_rate_per_hour, a.mean_calm_h, a.mean_burst_h
             )
         lo, hi = w.iterations
+        log_lo, log_hi = math.log(lo), math.log(hi)  # (the same values, once rather than per job)
         cdf = _choice_cdf(weights)
         jobs = []
         for i, t in enumerate(times):
@@ -530,7 +531,7 @@ class Scenario:
             if w.iterations_choices:
                 iters = int(w.iterations_choices[int(rng.integers(len(w.iterations_choices)))])
             else:
-                iters = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+                iters = int(round(math.exp(rng.uniform(log_lo, log_hi))))
             jobs.append(JobSpec(i, model, batch, iters, float(t), w.min_gpus, w.max_gpus))
         return jobs
 

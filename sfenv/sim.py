@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sfenv.metrics import EpisodeReport, JobRecord
-from sfenv.perf import PerfParams, Plan, PlanPerf, evaluate_plan, plan_flows
+from sfenv.perf import PerfParams, Plan, PlanPerf, evaluate_plan, moved_perf, plan_flows, same_region_figures
 from sfenv.prices import JOULES_PER_MWH, PriceSeries
 from sfenv.topology import Topology
 from sfenv.workload import JobSpec
@@ -484,6 +484,27 @@ class Simulator:
             memo[key] = perf
         return perf
 
+    def evaluate_moved(self, plan: Plan, job: JobSpec, source: Plan, source_perf: PlanPerf) -> PlanPerf:
+        """:meth:`evaluate` of ``plan``, all in one region, whose stages are ``source``'s moved from another region.
+
+        ``source_perf`` is ``source``'s evaluation; when the two regions have the same figures
+        (:func:`sfenv.perf.same_region_figures`) and it is feasible, only the power is recomputed
+        (:func:`sfenv.perf.moved_perf`: the same values :func:`evaluate_plan` gives), else the plan
+        is evaluated.  Memoised as :meth:`evaluate` is (the same memo).
+        """
+        key = (plan.shape_key, job.shape_key)
+        memo = self._memo_local
+        perf = memo.get(key)
+        if perf is None:
+            src, dst = source.stages[0].placement[0][0], plan.stages[0].placement[0][0]
+            if (len(plan.regions) != 1 or len(source.regions) != 1 or not source_perf.feasible
+                    or not same_region_figures(self.topo, src, dst)):
+                return self.evaluate(plan, job)
+            if len(memo) >= _MEMO_ENTRIES:
+                memo.clear()
+            perf = memo[key] = moved_perf(source_perf, plan, self.topo)
+        return perf
+
     def check(self, plan: Plan) -> PlanPerf:
         """Validate ``plan`` for starting now; return its predicted performance.
 
@@ -725,11 +746,12 @@ class Simulator:
 
         The same objects while ``free`` and ``down`` hold the same values (compared on every call).
         """
-        state = (self.free.tobytes(), self.down.tobytes())
-        if state != self._free_state or self._free_now[0].flags.writeable:  # (a copy made by pickling)
+        free_bytes, down_bytes = self.free.tobytes(), self.down.tobytes()
+        seen = self._free_state  # None in an unpickled or forked copy (see __setstate__)
+        if seen is None or free_bytes != seen[0] or down_bytes != seen[1]:
             free = _ro(np.where(self.down, 0, self.free))
             self._free_now = (free, int(free.sum()))
-            self._free_state = state
+            self._free_state = (free_bytes, down_bytes)
         return self._free_now
 
     def is_decision_point(self) -> bool:
@@ -939,6 +961,11 @@ class Simulator:
         """A read-only view for agents."""
         return SimView(self)
 
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled or deep-copied: the free-GPU array comes back writable; it is rebuilt read-only on first use."""
+        self.__dict__.update(state)
+        self._free_state = None
+
     def fork(self) -> Simulator:
         """An independent copy of the current state, for look-ahead (what-if rollouts).
 
@@ -1120,6 +1147,10 @@ class SimView:
     def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
         """Predict a plan under the current link state (its own flows added)."""
         return self._sim.evaluate(plan, job)
+
+    def evaluate_moved(self, plan: Plan, job: JobSpec, source: Plan, source_perf: PlanPerf) -> PlanPerf:
+        """:meth:`evaluate` of ``plan``, ``source``'s stages moved elsewhere (:meth:`Simulator.evaluate_moved`)."""
+        return self._sim.evaluate_moved(plan, job, source, source_perf)
 
     def evaluate_replan(self, plan: Plan) -> tuple[PlanPerf, float]:
         """Predicted performance of switching a running job to ``plan`` now, and the pause (s).

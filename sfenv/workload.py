@@ -20,13 +20,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from sfenv.csvread import csv_number, csv_rows
-from sfenv.hashing import HashedKey, cached_hash, state_without_hash
+from sfenv.hashing import HashedKey, cached_hash, cached_value, state_without_hash
 
 __all__ = [
     "ModelSpec",
@@ -130,7 +129,7 @@ class JobSpec:
         """Training FLOPs of the whole job, 6 * params * tokens."""
         return 6.0 * self.model.params * self.tokens_per_iteration * self.iterations
 
-    @cached_property
+    @cached_value
     def shape_key(self) -> HashedKey:
         """What plans and their performance depend on (model, global batch, GPU bounds): a hashed key."""
         return HashedKey((self.model, self.global_batch, self.min_gpus, self.max_gpus))

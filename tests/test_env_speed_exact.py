@@ -10,9 +10,19 @@ memos before every reset and step and draws the job mix with ``rng.choice``, and
 observation, reward, termination and ``info`` to be equal; and they check the job-mix draw
 against ``rng.choice`` draw by draw.  The rewritten position sweep is compared with the previous
 one bit for bit in ``tests/test_pipeline_replay.py``.
+
+The second round (docs/notes-speed64.md): a single-region plan moved to a region of equal figures
+gets its evaluation from its source's (only the power recomputed; the reference evaluates it with
+``evaluate_plan``, and a test compares the two field by field), the price integral keeps its terms
+per hour, the proposers keep their region ranking per free-GPU array (both emptied in the
+reference), and rewritten code paths are checked against what they replace: the time-of-use prices
+against the zone-by-zone loop (values and generator state), the queue table against the float64
+table, the candidate rows with a gap against the rows without it.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -22,7 +32,9 @@ from sfenv import pipeline, planning, prices, scenario
 from sfenv.env import GeoSchedEnv
 from sfenv.perf import compute_lower_bound
 from sfenv.planning import chain_plan
+from sfenv.proposers import PathProposer, SingleRegionProposer
 from sfenv.scenario import load_scenario
+from sfenv.sim import Simulator
 
 #: spider-64 with few jobs: several episodes (so several resets and job draws) in a few hundred steps
 NUM_JOBS = 30
@@ -38,8 +50,16 @@ def _forget(env: GeoSchedEnv) -> None:
     pipeline._pipeline_time_cached.cache_clear()  # else the head would never be asked for again
     prices._tou_shape.cache_clear()
     planning._chain_stages.cache_clear()
+    env._evaluations.local.clear()  # the scenario's single-region evaluations (moved plans' among them)
+    for p in env.proposers:  # the proposers' free-GPU figures and region ranking per free-GPU array
+        if isinstance(p, SingleRegionProposer):
+            p._ranked_for = (None, None, [], [])
+        elif isinstance(p, PathProposer):
+            p._free_for = (None, [], 0, 0)
     if env.sim is not None:
         env.sim._free_state = None  # the free GPUs recomputed on the next call
+        env.sim._memo_local.clear()
+        env.sim.prices._hour_terms.clear()  # the price integral's terms per hour
 
 
 def test_default_env_plays_as_without_the_speed_memos(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,6 +70,9 @@ def test_default_env_plays_as_without_the_speed_memos(monkeypatch: pytest.Monkey
     assert sum(int(np.sum(s[-1]["action_mask"])) > 2 for s in got) >= 50  # real choices among candidates
     # the reference: the job mix drawn by rng.choice, the memos emptied before every reset and step
     monkeypatch.setattr(scenario, "_choice_cdf", lambda weights: None)
+    # and a moved single-region plan evaluated by evaluate_plan, not derived from its source's evaluation
+    monkeypatch.setattr(Simulator, "evaluate_moved",
+                        lambda self, plan, job, source, source_perf: self.evaluate(plan, job))
     want, _ = play_masked(GeoSchedEnv(sc), seed=5, steps=STEPS, actions=actions, before_step=_forget)
     assert len(got) == len(want)
     for i, (a, b) in enumerate(zip(got, want)):
@@ -165,3 +188,182 @@ def test_free_gpus_memo_stays_read_only_and_current_in_copies() -> None:
         assert np.array_equal(free, view.free_gpus)
         with pytest.raises(ValueError):
             free[0] = 1
+
+
+def test_moved_plan_evaluation_is_evaluate_plan() -> None:
+    """A single-region plan moved to a region of equal figures: moved_perf equals evaluate_plan field by field."""
+    from sfenv.perf import Stage, evaluate_plan, moved_perf, same_region_figures
+    from sfenv.planning import fit_plan
+    from sfenv.sim import Simulator
+
+    sc = load_scenario("spider-64")
+    topo = sc.topology
+    sim = Simulator.from_scenario(sc, 0)
+    pairs = [(topo.plan_class[r], r) for r in range(topo.num_regions) if topo.plan_class[r] != r]
+    pairs = [(a, b) for a, b in pairs if same_region_figures(topo, a, b)]
+    assert len(pairs) >= 10
+    assert any(topo.scalars.pue[a] != topo.scalars.pue[b] for a, b in pairs)  # the power does differ
+    jobs = sc.make_jobs(np.random.default_rng(3))[:12]
+    checked = 0
+    for i, job in enumerate(jobs):
+        src, dst = pairs[i % len(pairs)]
+        for budget in (4, 8, 16, 32):
+            res = fit_plan(job, topo, (src,), (budget,), sim.evaluate)
+            if res is None:
+                continue
+            # the fitted plan and the other knobs of the menu (other micro-batches, recomputation, schedules)
+            variants = [res[0]] + [replace(res[0], micro_batch=b, recompute=m, schedule=s)
+                                   for s in ("1f1b", "zb-h1", "gpipe") for b in (1, 2) for m in ("none", "full")]
+            for plan in variants:
+                perf = evaluate_plan(plan, job, topo, sim.params)
+                moved = replace(plan, stages=tuple([Stage.at(dst, s.layers, s.dp, s.tp) for s in plan.stages]))
+                want = evaluate_plan(moved, job, topo, sim.params)
+                if not perf.feasible:
+                    assert not want.feasible
+                    continue
+                got = moved_perf(perf, moved, topo)
+                assert got == want, (plan, dst)
+                assert list(got.power_by_region) == [dst]
+                checked += 1
+    assert checked >= 40
+
+
+def test_moved_plan_memo_hands_back_evaluate() -> None:
+    """Simulator.evaluate_moved gives evaluate's result, and evaluates afresh when the regions differ."""
+    from sfenv.perf import Stage, same_region_figures
+    from sfenv.planning import fit_plan
+    from sfenv.sim import Simulator
+
+    sc = load_scenario("spider-64")
+    topo = sc.topology
+    job = sc.make_jobs(np.random.default_rng(4))[0]
+    a = next(r for r in range(topo.num_regions) if topo.plan_class[r] != r)
+    rep = topo.plan_class[a]
+    other = next(r for r in range(topo.num_regions) if not same_region_figures(topo, rep, r))
+    for dst in (a, other):
+        fresh, memo = Simulator.from_scenario(sc, 0), Simulator.from_scenario(sc, 0)
+        fresh._memo_local = {}
+        memo._memo_local = {}
+        plan, perf = fit_plan(job, topo, (rep,), (8,), memo.evaluate)
+        moved = replace(plan, stages=tuple([Stage.at(dst, s.layers, s.dp, s.tp) for s in plan.stages]))
+        got = memo.evaluate_moved(moved, job, plan, perf)
+        assert got == fresh.evaluate(moved, job)
+        assert memo.evaluate(moved, job) is got  # kept in evaluate's memo
+
+
+def test_price_integral_per_hour_terms_are_the_formula() -> None:
+    """PriceSeries.cumulative (the hour's first terms remembered) equals the running integral written out."""
+    from sfenv.prices import PriceSeries
+
+    rng = np.random.default_rng(7)
+    hourly = rng.uniform(-20.0, 300.0, size=(5, 30))  # negative prices too
+    series = PriceSeries([f"z{i}" for i in range(5)], hourly)
+    cum = np.concatenate([np.zeros((5, 1)), np.cumsum(hourly * 3600.0, axis=1)], axis=1)
+    times = np.concatenate([rng.uniform(0.0, 3600.0 * 95, size=400), np.arange(0.0, 3600.0 * 95, 1800.0)])
+    for t in np.concatenate([times, times[::-1]]):  # each hour asked first and again
+        hour = int(t // 3600.0)
+        periods, h = divmod(hour, 30)
+        want = periods * cum[:, -1] + cum[:, h] + (t - hour * 3600.0) * hourly[:, h]
+        assert np.array_equal(series.cumulative(float(t)), want)
+    assert len(series._hour_terms) == 95
+
+
+def test_candidate_rows_with_a_gap_are_the_rows_without_it() -> None:
+    """An infeasible candidate leaves its row empty; the other rows are as when every candidate is feasible."""
+    from sfenv.env import CAND_FEATURES
+    from sfenv.perf import PlanPerf
+
+    sc = load_scenario("spider-64").with_overrides(workload={"num_jobs": NUM_JOBS})
+    env = GeoSchedEnv(sc)
+    env.reset(seed=2)
+    for _ in range(200):  # wait until several candidates are offered
+        if len(env._candidates) >= 3:
+            break
+        env.step(env.N)
+    n = len(env._candidates)
+    assert n >= 3
+    full = env._obs()["candidates"].reshape(env.N, CAND_FEATURES).copy()
+    assert np.all(full[:n, 0] == 1.0) and np.all(full[n:] == 0.0)
+    for gap in (0, 1, n - 1):
+        env._cand_perf[gap] = PlanPerf(feasible=False, reason="test")
+        holed = env._obs()["candidates"].reshape(env.N, CAND_FEATURES)
+        assert np.all(holed[gap] == 0.0)
+        keep = [i for i in range(env.N) if i != gap]
+        assert np.array_equal(holed[keep], full[keep])
+        env._cand_perf[gap] = None  # evaluated afresh
+        assert np.array_equal(env._obs()["candidates"].reshape(env.N, CAND_FEATURES), full)
+
+
+def _time_of_use_zone_by_zone(rng, zones, base, peak, utc_offset_h, days, noise):  # noqa: ANN001, ANN202
+    """The time-of-use prices as first written: one zone after another, one noise draw per zone."""
+    from sfenv.prices import PriceSeries
+
+    rows = []
+    for z in zones:
+        curve = base[z] + (peak[z] - base[z]) * prices._tou_curve((np.arange(24 * days, dtype=float)
+                                                                  + utc_offset_h.get(z, 0.0)) % 24.0)
+        if noise > 0 and rng is not None:
+            curve = curve * rng.lognormal(0.0, noise, size=curve.shape)
+        rows.append(curve)
+    return PriceSeries(zones, np.array(rows))
+
+
+@pytest.mark.parametrize(("noise", "days"), [(0.08, 14), (0.0, 3), (0.3, 1)])
+def test_time_of_use_all_zones_at_once_is_zone_by_zone(noise: float, days: int) -> None:
+    """The vectorised time_of_use gives the zone-by-zone prices bit for bit and leaves the generator alike."""
+    zones = [f"z{i}" for i in range(9)]
+    rng0 = np.random.default_rng(0)
+    base = {z: float(rng0.uniform(20, 80)) for z in zones}
+    peak = {z: base[z] + float(rng0.uniform(0, 150)) for z in zones}
+    peak["z3"] = 100  # an int, as a scenario file may give
+    offsets = {z: float(rng0.choice([-8.0, 0.0, 5.5, 9.0])) for z in zones[:-1]}  # the last zone: no offset
+    for seed in range(4):
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        got = prices.time_of_use(ours, zones, base, peak, offsets, days, noise)
+        want = _time_of_use_zone_by_zone(theirs, zones, base, peak, offsets, days, noise)
+        assert got.hourly.tobytes() == want.hourly.tobytes()
+        assert ours.bit_generator.state == theirs.bit_generator.state
+        assert np.array_equal(got.cumulative(3600.0 * days * 1.5), want.cumulative(3600.0 * days * 1.5))
+    with pytest.raises(ValueError):
+        prices.time_of_use(None, [], {}, {}, {}, days, noise)
+
+
+@pytest.mark.parametrize("name", ["spider-64", "spider-8-contended"])
+def test_queue_rows_are_the_float64_table(name: str) -> None:
+    """The per-job queue features built row by row equal the float64 table they were first read from."""
+    from sfenv.env import _log_scale
+
+    env = GeoSchedEnv(load_scenario(name))
+    env.reset(seed=3)
+    specs = [js.spec for js in env.sim.jobs]
+    table = np.array([[1.0, j.model.params, j.min_gpus / 1024, j.max_gpus / 1024, float(j.iterations),
+                       j.global_batch / 1024] for j in specs], dtype=np.float64)
+    table[:, 1] = [_log_scale(float(v), 1e8, 1e12) for v in table[:, 1]]
+    table[:, 4] = [_log_scale(float(v), 1, 1e6) for v in table[:, 4]]
+    assert len({j.model.params for j in specs}) > 1 and len({j.iterations for j in specs}) > 10
+    assert env._job_rows == [tuple(row) for row in table.tolist()]
+
+
+def test_region_ranking_is_the_filtered_argsort() -> None:
+    """SingleRegionProposer's ranking equals argsort(-(free * flops), stable) filtered to regions with free GPUs."""
+    from types import SimpleNamespace
+
+    from sfenv.proposers import PlanCache
+
+    rng = np.random.default_rng(9)
+    prop = SingleRegionProposer(PlanCache())
+    for trial in range(400):
+        c = int(rng.integers(1, 40))
+        flops = rng.choice([1e14, 3.12e14, 9.89e14, 2.0e15], size=c)
+        if trial % 5 == 0:
+            flops[rng.integers(c)] = rng.choice([0.0, np.inf, np.nan])  # the general path
+        free = rng.choice([0, 0, 1, 4, 8, 16], size=c) if trial % 7 else rng.integers(-2, 5, size=c)
+        free_arr = free.astype(np.int64)
+        free_arr.setflags(write=False)
+        view = SimpleNamespace(free_gpus=free_arr, topo=SimpleNamespace(gpu_flops=flops))
+        with np.errstate(invalid="ignore"):  # 0 x inf
+            got_free, got = prop._ranking(view)
+            order = np.argsort(-(free_arr * flops), kind="stable").tolist()
+        assert got == [r for r in order if free_arr[r] > 0]
+        assert got_free == free_arr.tolist()
+        assert prop._ranking(view)[1] is got  # the same array: remembered
