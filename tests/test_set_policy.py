@@ -67,7 +67,8 @@ def test_invalid_slots_do_not_change_the_valid_slots_scores():
         if not invalid.any():
             continue
         noisy = cands.copy()
-        noisy[invalid, 1:] = np.random.default_rng(checked).uniform(0, 1, size=(int(invalid.sum()), COMPACT_CAND_FEATURES - 1))
+        shape = (int(invalid.sum()), COMPACT_CAND_FEATURES - 1)
+        noisy[invalid, 1:] = np.random.default_rng(checked).uniform(0, 1, size=shape)
         with th.no_grad():
             a = extractor(_batch(obs))[0].numpy()
             b = extractor(_batch(dict(obs, candidates=noisy.reshape(-1))))[0].numpy()
