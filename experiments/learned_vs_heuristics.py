@@ -65,8 +65,9 @@ def main(argv: list[str] | None = None) -> dict:
                    help="comma list of scenarios the model never trained on, to test it there too (against FIFO "
                         "and the best heuristic; needs a compact-observation model)")
     p.add_argument("--unseen-generated", type=int, default=0, metavar="N",
-                   help="also test on the first N generated platforms of the protocol's test split "
-                        "(sfenv.agents.learned.generated_platforms), each on the same seeds, pooled")
+                   help="also test on the first N generated platforms of the protocol's split (the seeds' "
+                        "split: validation platforms with --split validation, else test platforms; "
+                        "sfenv.agents.learned.generated_platforms), each on the same seeds, pooled")
     p.add_argument("--heuristics", default=",".join(HEURISTICS), help="comma list of reference agents to compare with")
     p.add_argument("--num-jobs", type=int, default=None, help="jobs per test episode (default: the scenario's)")
     p.add_argument("--out", type=Path, default=Path("results/learned"))
@@ -113,8 +114,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"unseen scenario {other}, {choice.describe()}")
         report(spec, res)
     if args.unseen_generated:
-        result["unseen_generated"] = compare_generated(spec, heuristics, args.unseen_generated, seeds, args.num_jobs)
-        print(f"unseen generated platforms (test split, {args.unseen_generated}), {choice.describe()} on each")
+        platform_split = "validation" if choice.split == "validation" else "test"
+        result["unseen_generated"] = compare_generated(spec, heuristics, args.unseen_generated, seeds, args.num_jobs,
+                                                       split=platform_split)
+        print(f"unseen generated platforms ({platform_split} split, {args.unseen_generated}), {choice.describe()} "
+              "on each")
         report(spec, result["unseen_generated"])
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out / "learned_vs_heuristics.json", result)
@@ -165,8 +169,8 @@ def _ratios(spec: str, heuristics: list[str], rows: list[dict], pairs: list[Any]
 
 
 def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[int],
-                      num_jobs: int | None = None) -> dict:
-    """:func:`compare` pooled over the first ``count`` generated platforms of the protocol's test split.
+                      num_jobs: int | None = None, split: str = "test") -> dict:
+    """:func:`compare` pooled over the first ``count`` generated platforms of a protocol split (``test``: report).
 
     Every agent plays every platform on ``seeds``; the pairs are (platform, seed), and the best
     heuristic is the one with the lowest mean JCT over all pairs (one heuristic for the family, as
@@ -175,7 +179,7 @@ def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[
     """
     from sfenv.agents.learned import generated_platforms
 
-    platforms = generated_platforms("test", count, num_jobs=num_jobs)
+    platforms = generated_platforms(split, count, num_jobs=num_jobs)
     per = {sc.name: compare(spec, heuristics, sc, seeds, num_jobs, rows_out=True) for sc in platforms}
     pooled_rows = [dict(r, seed=(i, r["seed"])) for i, res in enumerate(per.values()) for r in res.pop("rows")]
     pairs = [(i, s) for i in range(len(platforms)) for s in seeds]

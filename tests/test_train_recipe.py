@@ -284,3 +284,13 @@ def test_generated_test_platforms_are_pooled_with_one_best_heuristic():
     assert res["best_heuristic"] == best  # one heuristic for the whole family
     assert res["ratio_to_best"][0] == pytest.approx(mean["fifo+swf"] / mean[best], rel=1e-9)
     assert res["summary"]["fifo"]["mean_jct_h"] == pytest.approx(mean["fifo"], rel=1e-9)
+
+
+def test_generated_platforms_follow_the_split_asked_for():
+    """Model selection plays the protocol's validation platforms, never the test ones."""
+    from sfenv.agents.learned import generated_platforms
+    from sfenv.experiments.learned_vs_heuristics import compare_generated
+
+    res = compare_generated("fifo+swf", ["fifo"], 1, [10_000], num_jobs=3, split="validation")
+    assert res["platforms"] == [sc.name for sc in generated_platforms("validation", 1, num_jobs=3)]
+    assert res["platforms"] != [sc.name for sc in generated_platforms("test", 1, num_jobs=3)]
