@@ -668,6 +668,9 @@ def train(
     seeds = _checked_settings(total_timesteps, seed, n_envs, checkpoint_every, eval_every, normalize, eval_seeds)
     scenario, train_sc, first, eval_sc = _train_scenarios(scenario, eval_scenario)
     kw_env = _env_settings(env_kwargs, spec.masked, first)
+    if policy == "candidate-set" and kw_env.get("obs_mode") != "compact":
+        raise InvalidInput("policy 'candidate-set': needs env_kwargs obs_mode 'compact' (its scorer reads the "
+                           f"compact candidate features), got obs_mode {kw_env.get('obs_mode', 'full')!r}")
     defaults = copy.deepcopy(DEFAULT_HP[algo])
     if policy != "default":  # the default MLP's layer sizes are not this policy's parameters
         defaults.pop("policy_kwargs", None)

@@ -127,3 +127,9 @@ def test_bad_settings_are_clear_errors():
     with pytest.raises(InvalidInput, match="policy_kwargs.net_arch"):
         check_hp("maskable-ppo", {"policy_kwargs": {"net_arch": [64]}}, "candidate-set")
     check_hp("maskable-ppo", {"policy_kwargs": {"embed_dim": 32, "ortho_init": False}}, "candidate-set")
+
+
+def test_train_refuses_the_candidate_set_policy_without_the_compact_observation(tmp_path):
+    with pytest.raises(InvalidInput, match="obs_mode 'compact'"):
+        train("maskable-ppo", "spider-8", 64, out_dir=tmp_path, policy="candidate-set", plot=False, tensorboard=False)
+    assert not any(tmp_path.iterdir())  # nothing written
