@@ -29,8 +29,8 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$
   # then the project with its RL and dev extras; torch>=2.8 is then already satisfied.
   say "[2/3] installing CPU torch 2.13.0 (pip)"
   "$VENV/bin/python" -m pip install -q "torch==2.13.0"
-  say "[3/3] installing sfenv from $here with the rl, zoo, dev and docs extras (pip, editable)"
-  "$VENV/bin/python" -m pip install -q -e "$here[rl,zoo,dev,docs]"
+  say "[3/3] installing sfenv from $here with the fast, rl, zoo, dev and docs extras (pip, editable)"
+  "$VENV/bin/python" -m pip install -q -e "$here[fast,rl,zoo,dev,docs]"
   echo "$want" > "$stamp"
   say "set-up done in $((SECONDS - start)) s"
 fi

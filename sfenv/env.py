@@ -184,7 +184,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     |---|---|---|---|
     | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name, YAML path, dict or :class:`~sfenv.scenario.Scenario` |
     | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
-    | ``proposers`` | list of CandidateProposer, ``"default"``, ``"best"`` or None | None | candidate sources; None or ``"default"``: :func:`sfenv.proposers.default_proposers`; ``"best"``: :func:`sfenv.proposers.best_heuristic_proposers` (the decisions of ``fastest+swf``, candidate 0, ``fifo+swf`` and ``spinsearch+swf`` are candidates); ``"best+spantrain"``: also ``spantrain+swf``'s (about 0.04x the default proposers' step rate on spider-8-contended and 0.01x on spider-64 in 1,000-step runs of ``bench_env --proposers``) |
+    | ``proposers`` | list of CandidateProposer, ``"default"``, ``"best"`` or None | None | candidate sources; None or ``"default"``: :func:`sfenv.proposers.default_proposers`; ``"best"``: :func:`sfenv.proposers.best_heuristic_proposers` (the decisions of ``fastest+swf``, candidate 0, ``fifo+swf`` and ``spinsearch+swf`` are candidates); ``"best+spantrain"``: also ``spantrain+swf``'s (about 0.08x the default proposers' step rate on spider-8-contended and 0.03x on spider-64 in 1,000-step runs of ``bench_env --proposers`` with the ``fast`` extra; 0.06x and 0.006x without) |
     | ``max_candidates`` | int > 0 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
     | ``queue_window`` | int > 0 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
     | ``forecast_hours`` | int > 0 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |

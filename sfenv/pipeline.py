@@ -31,6 +31,10 @@ and weight gradient ``W = c/3``, Qi et al., ICLR 2024):
   hand-built orders and the optimizer step off the critical path); ZB-H2's larger window pays off
   where WAN round trips bind.
 
+With numba installed (the ``fast`` extra), the replays inside :func:`pipeline_time` run as compiled
+twins of the Python loops (:mod:`sfenv._pipeline_jit`, the same floats bit for bit);
+``SFENV_NO_JIT=1`` keeps the Python loops.
+
 Windows can be widened per WAN hop (``extra_inflight``): every stage before a cross-region hop
 keeps e more micro-batches in flight per such hop downstream of it, which hides the hop's round
 trip at the price of activation memory, as cross-region pipelines do.
@@ -49,6 +53,9 @@ import heapq
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from types import ModuleType
+
+import numpy as np
 
 __all__ = ["SCHEDULES", "default_windows", "replay_pipeline", "replay_held", "pipeline_time", "steady_period"]
 
@@ -591,9 +598,45 @@ def _replayed_head(
     half the replays of plan search on spider-64 were such repeats).  A pure function of its
     arguments: the same value as calling :func:`_sweep_fixed_order` / :func:`_replay_zero_bubble`.
     """
+    jit = _jit_kernels()
+    if jit is None:
+        if zero_bubble:
+            return _replay_zero_bubble(compute, latency, transfer, m0, windows)[0]
+        return _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
+    c = np.array(compute, dtype=np.float64)
+    lat = np.array(latency, dtype=np.float64)
+    x = np.array(transfer, dtype=np.float64)
     if zero_bubble:
-        return _replay_zero_bubble(compute, latency, transfer, m0, windows)[0]
-    return _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
+        duration, _, completed = jit.replay_zero_bubble(c, lat, x, m0, np.array(windows, dtype=np.int64))
+        if not completed:  # pragma: no cover - a schedule bug, not an input error
+            raise RuntimeError(f"replay of a zero-bubble schedule deadlocked: windows {windows}, m {m0}")
+        return float(duration)
+    return float(jit.sweep_fixed_order(c, lat, x, m0, _sweep_plan_rows(False, m0, windows)))
+
+
+#: :mod:`sfenv._pipeline_jit` when numba is usable, None when not, False before the first look
+_jit: ModuleType | None | bool = False
+
+
+def _jit_kernels() -> ModuleType | None:
+    """The compiled replays (:mod:`sfenv._pipeline_jit`), or None without numba or with ``SFENV_NO_JIT=1``.
+
+    Looked up at the first replay, so that importing sfenv does not import numba.
+    """
+    global _jit
+    if _jit is False:
+        from sfenv import _pipeline_jit
+
+        _jit = _pipeline_jit if _pipeline_jit.AVAILABLE else None
+    return _jit  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=512)
+def _sweep_plan_rows(gpipe: bool, m: int, windows: tuple[int, ...]) -> np.ndarray:
+    """:func:`_sweep_plan` as an ``(operations, 4)`` integer array, built by the compiled code (read-only)."""
+    rows = _jit_kernels().sweep_plan(gpipe, m, np.array(windows, dtype=np.int64))  # type: ignore[union-attr]
+    rows.setflags(write=False)
+    return rows
 
 
 @lru_cache(maxsize=_HEAD_ENTRIES)

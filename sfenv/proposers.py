@@ -332,10 +332,10 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
        :class:`sfenv.agents.ordering.DecisionProposer`: the decision of ``spantrain+swf`` (the best
        heuristic on the contended scenarios; its re-plans are not taken).  SpanTrain decides
        slowly: it remembers its decisions per platform state, but each new state's zero-bubble
-       plans are replayed event by event (:mod:`sfenv.pipeline`), so the env makes about 60 % of
-       ``"best"``'s masked steps per second on spider-8-contended and a tenth on spider-64, over
-       5,000-step runs from a cold start (``python -m sfenv.experiments.bench_env --proposers``;
-       docs/benchmarks.md, "Candidate proposers");
+       plans are replayed event by event (:mod:`sfenv.pipeline`; compiled with the ``fast``
+       extra), so on spider-64 the env makes about 40 % of ``"best"``'s masked steps per second
+       (``python -m sfenv.experiments.bench_env --proposers``; docs/benchmarks.md, "Candidate
+       proposers");
     4. :class:`sfenv.agents.ordering.SpinSearchProposer` (``swf``): the decision of
        ``spinsearch+swf`` and SpinSearch's plan for every job in the queue window;
     5. :class:`SingleRegionProposer` and 6. :class:`PathProposer`, as in :func:`default_proposers`.

@@ -59,6 +59,7 @@ def _clear_caches(env: GeoSchedEnv) -> None:
     pipeline._replayed_head.cache_clear()
     pipeline._steady_period_cached.cache_clear()
     pipeline._sweep_plan.cache_clear()
+    pipeline._sweep_plan_rows.cache_clear()
 
 
 def _assert_same_episode(got: list[tuple], want: list[tuple]) -> None:
@@ -74,7 +75,8 @@ def test_recipe_caches_play_the_uncached_episode(monkeypatch: pytest.MonkeyPatch
     assert len(actions) == STEPS
     assert sum(len(s) == 5 and s[2] for s in got) >= 2  # several episodes: memos carried from one to the next
     assert sum(int(np.sum(s[-1]["action_mask"])) > 2 for s in got) >= 50  # real choices among candidates
-    # the reference: the event replay as written first, nothing remembered between steps
+    # the reference: the event replay as written first (in Python), nothing remembered between steps
+    monkeypatch.setattr(pipeline, "_jit", None)
     monkeypatch.setattr(pipeline, "_replay_zero_bubble",
                         lambda c, lat, x, m, w: pipeline._replay(c, lat, x, m, "zb-h1", list(w)))
     pipeline._pipeline_time_cached.cache_clear()

@@ -131,7 +131,7 @@ def test_run_sh_set_up_says_what_it_does_and_runs_the_benchmark_by_default(tmp_p
     assert [s.split("]")[0] for s in steps] == ["run.sh: [1/3", "run.sh: [2/3", "run.sh: [3/3"]
     assert "set-up done" in proc.stderr
     calls = (tmp_path / "calls.log").read_text().splitlines()
-    assert any("pip install" in c and f"-e {REPO}[rl,zoo,dev,docs]" in c for c in calls)
+    assert any("pip install" in c and f"-e {REPO}[fast,rl,zoo,dev,docs]" in c for c in calls)
     assert calls[-1] == f"sfenv {user} benchmark"  # the main job, in the caller's folder
     # set up once: the second call goes straight to the command, with the caller's relative paths
     proc = subprocess.run(["bash", str(REPO / "run.sh"), "run", "--scenario", "my.yaml"], cwd=user, env=env,
