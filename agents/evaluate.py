@@ -87,6 +87,9 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
 
 #: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`sfenv.agents.learned`)
 MODEL_PREFIX = "model:"
+#: keyword arguments a ``model:PATH`` agent takes from ``agent_kwargs`` (those of :class:`LearnedPolicy` that
+#: change how it is played)
+MODEL_PLAY_KWARGS = ("work_conserving",)
 #: an ``agents`` entry ``"rllib:PATH"`` is an RLlib PPO checkpoint (see :mod:`sfenv.agents.rllib`)
 RLLIB_PREFIX = "rllib:"
 
@@ -150,6 +153,8 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
     row["stopped_early"] = not done
     if env_kwargs.get("privileged_obs"):
         row["privileged_obs"] = True  # played on the v0 observation (see sfenv.env, Version History)
+    if env_kwargs.get("work_conserving"):
+        row["work_conserving"] = True  # wait masked while a candidate could start
     if log is not None:
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = {"decisions": log, "replans": []}
@@ -353,7 +358,9 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
     if agent.startswith(MODEL_PREFIX):
         algo, name = split_model_spec(agent[len(MODEL_PREFIX):])
         path = Path(name)
-        return {"algo": algo, "model_sha": results.file_hash(path) if path.is_file() else None}
+        kwargs = dict((agent_kwargs or {}).get(agent, {}))
+        return {"algo": algo, "model_sha": results.file_hash(path) if path.is_file() else None,
+                **({"kwargs": kwargs} if kwargs else {})}
     if agent.startswith(RLLIB_PREFIX):
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
     return {"kwargs": dict((agent_kwargs or {}).get(agent, {}))}
@@ -370,8 +377,9 @@ def _payload(agent: Any) -> Any:
     """What a worker needs to rebuild ``agent``: the instance, or a saved policy's spec with an absolute path."""
     if isinstance(agent, SchedulerAgent):
         return agent
-    if agent.name.startswith(MODEL_PREFIX):  # model:[ALGO:]PATH
-        return MODEL_PREFIX + absolute_model_spec(agent.name[len(MODEL_PREFIX):])
+    if agent.name.startswith(MODEL_PREFIX):  # model:[ALGO:]PATH, and its play settings if any
+        spec = MODEL_PREFIX + absolute_model_spec(agent.name[len(MODEL_PREFIX):])
+        return (spec, agent.play_kwargs) if getattr(agent, "play_kwargs", None) else spec
     if agent.name.startswith(RLLIB_PREFIX):
         return RLLIB_PREFIX + str(Path(agent.name[len(RLLIB_PREFIX):]).resolve())
     raise InvalidInput(f"{agent.name}: neither a scheduler agent nor a saved policy spec; the ray backend "
@@ -385,10 +393,12 @@ _LOADED: dict[str, Any] = {}
 def _episode_task(sc: Scenario, payload: Any, seed: int, record_actions: bool = False) -> dict[str, Any]:
     """A Ray task: rebuild the agent from :func:`_payload`'s output and play one episode (:func:`_play`)."""
     quiet_solver_banner()
-    if isinstance(payload, str):
-        if payload not in _LOADED:
-            _LOADED[payload] = _instance(payload, None)
-        agent = _LOADED[payload]
+    if isinstance(payload, (str, tuple)):  # a saved policy's spec, or (spec, its play settings)
+        spec, kwargs = (payload, {}) if isinstance(payload, str) else payload
+        key = json.dumps([spec, kwargs], sort_keys=True)
+        if key not in _LOADED:
+            _LOADED[key] = _instance(spec, {spec: kwargs})
+        agent = _LOADED[key]
     else:
         agent = payload
     return _play(agent, sc, seed, record_actions)
@@ -398,8 +408,13 @@ def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> 
     if isinstance(a, SchedulerAgent):
         return a
     if a.startswith(MODEL_PREFIX):
-        policy = LearnedPolicy(a[len(MODEL_PREFIX):])
+        kwargs = dict((agent_kwargs or {}).get(a, {}))
+        unknown = sorted(set(kwargs) - set(MODEL_PLAY_KWARGS))
+        if unknown:
+            raise InvalidInput(f"{a}: unknown play setting(s) {unknown}; a saved model takes {list(MODEL_PLAY_KWARGS)}")
+        policy = LearnedPolicy(a[len(MODEL_PREFIX):], **kwargs)
         policy.name = a  # rows are keyed by the spec as given (resume finds them again)
+        policy.play_kwargs = kwargs  # type: ignore[attr-defined]  # for a Ray worker to rebuild it alike
         return policy
     if a.startswith(RLLIB_PREFIX):
         from sfenv.agents.rllib import RLlibPolicy  # imports ray.rllib (the ray extra), so only when asked

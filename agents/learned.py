@@ -894,9 +894,15 @@ class LearnedPolicy:
     :param path: the model ``.zip``; its ``.json`` sidecar (written by :func:`train`) gives the
         algorithm, otherwise pass ``algo`` or write ``ALGO:PATH``.
     :param algo: the algorithm, one of :data:`ALGOS` (default: the sidecar's, or the ``ALGO:`` prefix).
+    :param work_conserving: play it in an env with ``work_conserving=True`` (wait masked while a
+        candidate can start; :class:`~sfenv.env.GeoSchedEnv`), whatever it was trained with; None:
+        as trained.  Only masked algorithms read the mask.
     """
 
-    def __init__(self, path: str | Path, algo: str | None = None):
+    def __init__(self, path: str | Path, algo: str | None = None, work_conserving: bool | None = None):
+        if work_conserving is not None and not isinstance(work_conserving, bool):
+            raise InvalidInput(f"LearnedPolicy: invalid argument work_conserving={work_conserving!r}: "
+                               "expected True, False or None")
         if algo is None:
             algo, path = split_model_spec(str(path))
         path = Path(path)
@@ -922,6 +928,9 @@ class LearnedPolicy:
             found = sorted(path.parent.glob("*/vecnormalize.pkl"))
             if len(found) == 1:
                 self.meta["vecnormalize"] = str(found[0].relative_to(path.parent))
+        if work_conserving is not None:
+            self.meta = {**self.meta, "env_kwargs": {**self.meta.get("env_kwargs", {}),
+                                                     "work_conserving": work_conserving}}
         self.name = f"model:{path.name}"
         self.vec_normalize: Any = None
         self.normalize_obs: Callable[[Any], Any] | None = None

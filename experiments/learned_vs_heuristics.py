@@ -12,6 +12,8 @@ bootstrap 95 % CI over seeds (:func:`sfenv.stats.paired_ratio`, BCa).  Results g
 ``<out>/learned_vs_heuristics.json``.  ``--unseen NAMES`` tests the model on other scenarios too;
 ``--unseen-generated N`` on the first N generated platforms of the protocol's test split (platforms
 no training config may use), pooled over (platform, seed) pairs with one best heuristic for the family.
+``--work-conserving`` plays the model with wait masked while a candidate can start
+(:class:`sfenv.env.GeoSchedEnv`'s ``work_conserving``), whatever it was trained with.
 
 Run (about 30 minutes at the default 150k steps on 2 cores)::
 
@@ -70,6 +72,9 @@ def main(argv: list[str] | None = None) -> dict:
                         "sfenv.agents.learned.generated_platforms), each on the same seeds, pooled")
     p.add_argument("--heuristics", default=",".join(HEURISTICS), help="comma list of reference agents to compare with")
     p.add_argument("--num-jobs", type=int, default=None, help="jobs per test episode (default: the scenario's)")
+    p.add_argument("--work-conserving", action="store_true",
+                   help="play the model with wait masked while a candidate can start (GeoSchedEnv work_conserving), "
+                        "whatever it was trained with")
     p.add_argument("--out", type=Path, default=Path("results/learned"))
     args = p.parse_args(argv)
     choice = protocol.seed_choice_from_args(args, parser=p)
@@ -104,19 +109,23 @@ def main(argv: list[str] | None = None) -> dict:
         except (UnknownName, ImportError):
             continue
         heuristics.append(h)
+    play = {"work_conserving": True} if args.work_conserving else {}
     result = {"scenario": scenario, **choice.record(), "model": str(model), "train_wall_s": train_s,
-              **compare(spec, heuristics, scenario, seeds, args.num_jobs)}
-    print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min")
+              "work_conserving": args.work_conserving,
+              **compare(spec, heuristics, scenario, seeds, args.num_jobs, play=play)}
+    print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min"
+          + (", the model played work-conserving (wait masked while a candidate can start)"
+             if args.work_conserving else ""))
     report(spec, result)
     result["unseen"] = {}
     for other in [s.strip() for s in args.unseen.split(",") if s.strip()]:
-        res = result["unseen"][other] = compare(spec, heuristics, other, seeds, args.num_jobs)
+        res = result["unseen"][other] = compare(spec, heuristics, other, seeds, args.num_jobs, play=play)
         print(f"unseen scenario {other}, {choice.describe()}")
         report(spec, res)
     if args.unseen_generated:
         platform_split = "validation" if choice.split == "validation" else "test"
         result["unseen_generated"] = compare_generated(spec, heuristics, args.unseen_generated, seeds, args.num_jobs,
-                                                       split=platform_split)
+                                                       split=platform_split, play=play)
         print(f"unseen generated platforms ({platform_split} split, {args.unseen_generated}), {choice.describe()} "
               "on each")
         report(spec, result["unseen_generated"])
@@ -126,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def compare(spec: str, heuristics: list[str], scenario: Any, seeds: list[int], num_jobs: int | None = None,
-            rows_out: bool = False) -> dict:
+            rows_out: bool = False, play: dict | None = None) -> dict:
     """Play ``spec`` (a ``model:PATH``) and ``heuristics`` on ``seeds``; per-agent means and the model's ratios.
 
     Ratios of mean JCT (censored) to the best heuristic's and to FIFO's, of cost to the cheapest
@@ -135,8 +144,10 @@ def compare(spec: str, heuristics: list[str], scenario: Any, seeds: list[int], n
 
     :param scenario: a bundled name or a :class:`~sfenv.scenario.Scenario`.
     :param rows_out: also return the episode rows (key ``rows``).
+    :param play: how to play the model (``agent_kwargs`` of ``spec``, e.g. ``{"work_conserving": True}``).
     """
-    rows = evaluate_agents([spec, *heuristics], scenario, seeds, num_jobs=num_jobs, progress=True)
+    rows = evaluate_agents([spec, *heuristics], scenario, seeds, num_jobs=num_jobs, progress=True,
+                           agent_kwargs={spec: play} if play else None)
     res = _ratios(spec, heuristics, rows, list(seeds), {s: scenario for s in seeds}, num_jobs)
     if rows_out:
         res["rows"] = rows
@@ -169,7 +180,7 @@ def _ratios(spec: str, heuristics: list[str], rows: list[dict], pairs: list[Any]
 
 
 def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[int],
-                      num_jobs: int | None = None, split: str = "test") -> dict:
+                      num_jobs: int | None = None, split: str = "test", play: dict | None = None) -> dict:
     """:func:`compare` pooled over the first ``count`` generated platforms of a protocol split (``test``: report).
 
     Every agent plays every platform on ``seeds``; the pairs are (platform, seed), and the best
@@ -180,7 +191,7 @@ def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[
     from sfenv.agents.learned import generated_platforms
 
     platforms = generated_platforms(split, count, num_jobs=num_jobs)
-    per = {sc.name: compare(spec, heuristics, sc, seeds, num_jobs, rows_out=True) for sc in platforms}
+    per = {sc.name: compare(spec, heuristics, sc, seeds, num_jobs, rows_out=True, play=play) for sc in platforms}
     pooled_rows = [dict(r, seed=(i, r["seed"])) for i, res in enumerate(per.values()) for r in res.pop("rows")]
     pairs = [(i, s) for i in range(len(platforms)) for s in seeds]
     pooled = _ratios(spec, heuristics, pooled_rows, pairs, {(i, s): platforms[i] for i, s in pairs}, num_jobs)

@@ -108,7 +108,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     change, a bandwidth change or an outage). Candidates come from proposers (default:
     :func:`sfenv.proposers.default_proposers`; reference agents can be proposers too).
     ``action_masks()`` (and ``info["action_mask"]``) is True for valid actions; waiting is always
-    valid; before the first ``reset()`` it raises. An action is a Python ``int`` in ``[0, N]``, a
+    valid (with ``work_conserving=True`` only while no candidate can start: a work-conserving
+    scheduler); before the first ``reset()`` it raises. An action is a Python ``int`` in ``[0, N]``, a
     NumPy integer scalar or a 0-d integer array (what SB3 and vector envs pass). An action outside
     the space (a float, a string, a bool, an out-of-range integer) raises ``ValueError``, as
     Gymnasium's own environments refuse it. An action in the space that is masked (an empty or
@@ -196,6 +197,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     | ``obs_mode`` | str | ``"full"`` | ``"full"`` (per-region and per-link features) or ``"compact"`` (topology-independent size, see Observation Space) |
     | ``invalid_action_limit`` | int > 0 or None | None | masked actions in a row after which a masked action acts as wait (None: never) |
     | ``privileged_obs`` | bool | False | add the share of jobs still to arrive to ``time`` (privileged, see Observation Space; True for the ``-v0`` ids) |
+    | ``work_conserving`` | bool | False | wait is masked while a candidate can start (GPUs never idle while a queued job fits); waiting then is an invalid action |
 
     >>> import gymnasium as gym, sfenv
     >>> env = gym.make("sfenv/GeoSched-v1", num_jobs=8, max_candidates=4)
@@ -232,6 +234,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         obs_mode: str = "full",
         invalid_action_limit: int | None = None,
         privileged_obs: bool = False,
+        work_conserving: bool = False,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
@@ -247,6 +250,10 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             raise InvalidInput(f"GeoSchedEnv: invalid argument privileged_obs={privileged_obs!r}: expected True or False")
         self.obs_mode = obs_mode
         self.privileged_obs = bool(privileged_obs)
+        if not isinstance(work_conserving, (bool, np.bool_)):
+            raise InvalidInput(f"GeoSchedEnv: invalid argument work_conserving={work_conserving!r}: expected True or False")
+        #: wait is valid only when no candidate can start (see the parameter table)
+        self.work_conserving = bool(work_conserving)
         n_time = PRIVILEGED_GLOBAL_FEATURES if self.privileged_obs else GLOBAL_FEATURES
         self.invalid_action_limit = None if invalid_action_limit is None else int(invalid_action_limit)
         self._invalid_run = 0
@@ -343,7 +350,9 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._perf_features: dict[int, list] = {}
         self._mask = np.zeros(self.N + 1, dtype=bool)
         #: the mask with the first n candidate slots and wait valid, per n (copied into ``_mask`` each step)
-        self._mask_rows = [np.concatenate([np.arange(self.N) < n, [True]]) for n in range(self.N + 1)]
+        #: (work_conserving: wait valid only when no candidate is)
+        self._mask_rows = [np.concatenate([np.arange(self.N) < n, [n == 0 or not self.work_conserving]])
+                           for n in range(self.N + 1)]
         self._last_invalid = False
         self._forced_wait = False
         self._renderer: Any = None
@@ -379,7 +388,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         invalid = forced = False
         if sim.done:
             invalid = True
-        elif a == self.N:
+        elif a == self.N and self._mask[a]:
             sim.wait()
         elif 0 <= a < self.N and self._mask[a]:
             sim.schedule(self._candidates[a])
@@ -414,7 +423,9 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         return self._obs(), float(reward), bool(terminated), False, info
 
     def action_masks(self) -> np.ndarray:
-        """Valid actions (True = valid): candidate slots that can start now, and wait (always).
+        """Valid actions (True = valid): candidate slots that can start now, and wait.
+
+        Wait is always valid, or with ``work_conserving`` only when no candidate can start.
 
         :raises RuntimeError: before the first :meth:`reset` (there is no state to mask yet).
         """
