@@ -1,0 +1,123 @@
+"""``work_conserving``: wait is masked while a candidate can start, in the env and for a saved policy."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from sfenv.agents.evaluate import _episode_task, _instance, _payload, evaluate_agents, run_policy_episode
+from sfenv.agents.learned import LearnedPolicy, make_env_fn, train
+
+import sfenv  # noqa: F401  (registers the ids)
+from sfenv.env import GeoSchedEnv
+from sfenv.results import SettingsMismatch
+from sfenv.scenario import load_scenario
+
+SMALL = {"n_steps": 64, "batch_size": 64, "n_epochs": 1}
+
+
+def _masked_random(env: GeoSchedEnv, seed: int, steps: int) -> list[tuple[np.ndarray, dict]]:
+    """Masked random steps; each step's mask (before acting) and info."""
+    rng = np.random.default_rng(seed)
+    _, info = env.reset(seed=seed)
+    out = []
+    for _ in range(steps):
+        mask = env.action_masks()
+        _, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        out.append((mask, info))
+        if term or trunc:
+            env.reset()
+    return out
+
+
+def test_wait_is_masked_exactly_while_a_candidate_can_start() -> None:
+    """The env asks for a decision when a job could start, so wait is masked there; at an episode's end it is not."""
+    env = GeoSchedEnv("spider-8-contended", num_jobs=20, work_conserving=True)
+    steps = _masked_random(env, seed=4, steps=300)
+    masks = [info["action_mask"] for _, info in steps]  # after each step, terminal states included
+    assert sum(not m[:-1].any() for m in masks) >= 2  # episodes ended
+    for mask, info in steps:
+        assert not info["invalid_action"]
+        assert mask[-1] == (not mask[:-1].any())
+    for mask in masks:
+        assert mask[-1] == (not mask[:-1].any())
+    default = GeoSchedEnv("spider-8-contended", num_jobs=20)
+    assert all(m[-1] for m, _ in _masked_random(default, seed=4, steps=100))  # off by default: wait always valid
+
+
+def test_waiting_while_a_candidate_can_start_is_an_invalid_no_op() -> None:
+    env = GeoSchedEnv("spider-8", num_jobs=6, work_conserving=True)
+    env.reset(seed=1)
+    assert env.action_masks()[:-1].any()
+    now = env.sim.time
+    _, reward, _, _, info = env.step(env.wait_action)
+    assert info["invalid_action"] and not info["forced_wait"]
+    assert env.sim.time == now and reward == pytest.approx(-env.invalid_action_penalty)
+    limited = GeoSchedEnv("spider-8", num_jobs=6, work_conserving=True, invalid_action_limit=1)
+    limited.reset(seed=1)
+    _, _, _, _, info = limited.step(limited.wait_action)
+    assert info["invalid_action"] and info["forced_wait"]  # the limit makes it act as wait, as for other masked actions
+
+
+def test_bad_value_names_the_argument_and_the_checker_passes() -> None:
+    with pytest.raises(ValueError, match="work_conserving='yes'"):
+        GeoSchedEnv("spider-8", work_conserving="yes")
+    check_env(gym.make("sfenv/GeoSched-v1", num_jobs=6, work_conserving=True).unwrapped, skip_render_check=True)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("wc")
+    final = train("maskable-ppo", "spider-8", total_timesteps=128, seed=0, n_envs=2, out_dir=out,
+                  env_kwargs={"num_jobs": 6, "obs_mode": "compact"}, algo_kwargs=SMALL, eval_every=128,
+                  eval_seeds=[10_000], baselines=["fifo"])
+    return str(final.with_name("best_model.zip"))
+
+
+def _played_by_hand(policy: LearnedPolicy, seed: int, work_conserving: bool) -> tuple[float, int]:
+    """The policy's episode stepped here: (mean JCT, waits while a start was possible)."""
+    sc = load_scenario("spider-8")
+    kwargs = {k: v for k, v in policy.meta["env_kwargs"].items() if k != "num_jobs"}
+    env = make_env_fn(sc, policy.spec.flatten, {**kwargs, "work_conserving": work_conserving})()
+    obs, _ = env.reset(seed=seed)
+    base, done, bad_waits = env.unwrapped, False, 0
+    while not done:
+        mask = base.action_masks()
+        action, _ = policy.predict(obs, deterministic=True, action_masks=mask)
+        bad_waits += int(action) == base.wait_action and bool(mask[:-1].any())
+        obs, _, term, trunc, _ = env.step(int(action))
+        done = term or trunc
+    return base.sim.report().to_dict()["mean_jct_s"], bad_waits
+
+
+def test_a_saved_model_is_played_work_conserving(model: str) -> None:
+    plain, wc = LearnedPolicy(model), LearnedPolicy(model, work_conserving=True)
+    assert "work_conserving" not in plain.meta["env_kwargs"] and wc.meta["env_kwargs"]["work_conserving"] is True
+    row = run_policy_episode(wc, load_scenario("spider-8"), 10_001)
+    as_trained = run_policy_episode(plain, load_scenario("spider-8"), 10_001)
+    assert row["work_conserving"] is True and "work_conserving" not in as_trained
+    jct, bad_waits = _played_by_hand(plain, 10_001, work_conserving=True)
+    assert row["mean_jct_s"] == jct and bad_waits == 0
+    jct_plain, waits_plain = _played_by_hand(plain, 10_001, work_conserving=False)
+    assert waits_plain > 0 and as_trained["mean_jct_s"] == jct_plain != jct  # as trained, this model waits
+    with pytest.raises(ValueError, match="work_conserving=1"):
+        LearnedPolicy(model, work_conserving=1)  # type: ignore[arg-type]
+
+
+def test_play_settings_reach_the_evaluator_and_keep_results_apart(model: str, tmp_path) -> None:  # noqa: ANN001
+    spec = f"model:{model}"
+    with pytest.raises(ValueError, match="unknown play setting"):
+        _instance(spec, {spec: {"obs_mode": "full"}})
+    policy = _instance(spec, {spec: {"work_conserving": True}})
+    payload = _payload(policy)  # what a Ray worker receives: the spec and its play settings
+    assert payload[1] == {"work_conserving": True}
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 6})
+    assert _episode_task(sc, payload, 10_002)["work_conserving"] is True
+    out = tmp_path / "r.json"
+    rows = evaluate_agents([spec], "spider-8", [10_002], num_jobs=6, out=out, progress=False,
+                           agent_kwargs={spec: {"work_conserving": True}})
+    assert rows[0]["work_conserving"] is True
+    with pytest.raises(SettingsMismatch):  # the same model played as trained is another agent: not mixed in
+        evaluate_agents([spec], "spider-8", [10_002], num_jobs=6, out=out, progress=False)
+
