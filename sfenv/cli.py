@@ -134,9 +134,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     choice = _seed_choice(args, sc.name)
     seeds = list(choice.seeds)
     backend = _backend(args)
+    play = {n: {"work_conserving": True} for n in names if n.startswith("model:")} if args.work_conserving else None
+    if args.work_conserving and not play:
+        raise InvalidInput("--work-conserving plays saved models (model:PATH) work-conserving; --agents names none")
     out = args.out
     if out is not None and out.exists() and not args.overwrite:  # never mixed into, never replaced unasked
-        settings = run_settings(names, sc, seeds=seeds, split=choice.split, record_actions=args.record_actions)
+        settings = run_settings(names, sc, play, seeds=seeds, split=choice.split, record_actions=args.record_actions)
         diffs = file_differences(out, settings)
         if diffs and args.resume:
             raise SettingsMismatch(out, diffs)
@@ -147,7 +150,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     quiet_solver_banner()
     ran: list[dict] = []
     rows = evaluate_agents(names, sc, seeds, out=out, progress=not args.quiet, overwrite=args.overwrite,
-                           on_row=ran.append, record_actions=args.record_actions, split=choice.split, **backend)
+                           on_row=ran.append, record_actions=args.record_actions, split=choice.split,
+                           agent_kwargs=play, **backend)
     summary = summarise([r for r in rows if r["agent"] in names and r["seed"] in seeds])
     print(f"scenario {sc.name}, {choice.describe()}")
     print(format_table(summary))
@@ -460,6 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "`sfenv validate` can replay")
     e.add_argument("--num-jobs", type=job_count, metavar="N",
                    help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
+    e.add_argument("--work-conserving", action="store_true",
+                   help="play every model:PATH agent with wait masked while a candidate can start (the env's "
+                        "work_conserving), whatever it was trained with; recorded in --out's settings")
     e.add_argument("--out", type=Path, metavar="FILE",
                    help="JSON results file, written atomically after each episode (default: none)")
     e.add_argument("--resume", action="store_true",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -121,3 +123,20 @@ def test_play_settings_reach_the_evaluator_and_keep_results_apart(model: str, tm
     with pytest.raises(SettingsMismatch):  # the same model played as trained is another agent: not mixed in
         evaluate_agents([spec], "spider-8", [10_002], num_jobs=6, out=out, progress=False)
 
+
+
+def test_sfenv_evaluate_work_conserving(model: str, tmp_path, capsys) -> None:  # noqa: ANN001
+    """``sfenv evaluate --work-conserving``: the model's rows say so and the file's settings keep it apart."""
+    from sfenv.cli import main
+
+    out = tmp_path / "r.json"
+    args = ["evaluate", "--agents", f"fifo,model:{model}", "--num-jobs", "6", "--seeds", "1", "--split", "validation",
+            "--out", str(out), "--quiet"]
+    assert main([*args, "--work-conserving"]) == 0
+    rows = json.loads(out.read_text())["episodes"]
+    assert {r["agent"].split(":")[0]: r.get("work_conserving") for r in rows} == {"fifo": None, "model": True}
+    capsys.readouterr()
+    assert main(args) == 0  # played as trained: another setting, written beside the file
+    assert "holds results of other settings" in capsys.readouterr().err and (tmp_path / "r-2.json").is_file()
+    assert main(["evaluate", "--agents", "fifo", "--work-conserving", "--quiet"]) == 2
+    assert capsys.readouterr().err.strip().startswith("sfenv: --work-conserving plays saved models")
