@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-__all__ = ["AVAILABLE", "replay_zero_bubble", "sweep_fixed_order", "sweep_plan"]
+__all__ = ["AVAILABLE", "replay_zero_bubble", "sweep_fixed_order", "sweep_plan", "warm_up"]
 
 try:  # numba is optional: ``pip install sfenv[fast]``
     if os.environ.get("SFENV_NO_JIT", "0") not in ("", "0"):
@@ -283,6 +283,15 @@ def _sweep_plan(gpipe: bool, m: int, windows: np.ndarray) -> np.ndarray:
                     rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = 3, k, index[k, pos], 0
                 r += 1
     return rows[:r]
+
+
+def warm_up() -> None:
+    """Load (or compile) every kernel for the argument types :mod:`sfenv.pipeline` passes, on tiny inputs."""
+    c, hops, w = np.array([1.0, 2.0]), np.array([0.1]), np.array([2, 1], dtype=np.int64)
+    replay_zero_bubble(c, hops, hops, 4, w)
+    rows = sweep_plan(False, 4, w)
+    rows.setflags(write=False)  # pipeline._sweep_plan_rows hands out read-only tables
+    sweep_fixed_order(c, hops, hops, 4, rows)
 
 
 if AVAILABLE:

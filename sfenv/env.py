@@ -12,6 +12,7 @@ from gymnasium import spaces
 
 from sfenv.errors import InvalidInput
 from sfenv.perf import Plan, PlanPerf
+from sfenv.pipeline import prepare_compiled
 from sfenv.proposers import CandidateProposer, PlanCache, best_heuristic_proposers, default_proposers
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, ScenarioError, load_scenario
 from sfenv.sim import Simulator, SimView, evaluation_cache_for
@@ -265,6 +266,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
                     "invalid_action_penalty": invalid_action_penalty},
         )
         self.scenario = sc
+        prepare_compiled()  # the compiled pipeline replays load here (once per process), not in a step
         ecfg, rcfg = sc.cfg.env, sc.cfg.reward
         self.N = ecfg.max_candidates
         self.K = ecfg.queue_window

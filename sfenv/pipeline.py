@@ -57,7 +57,8 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["SCHEDULES", "default_windows", "replay_pipeline", "replay_held", "pipeline_time", "steady_period"]
+__all__ = ["SCHEDULES", "default_windows", "replay_pipeline", "replay_held", "pipeline_time", "steady_period",
+           "prepare_compiled"]
 
 SCHEDULES = ("1f1b", "gpipe", "zb-h1", "zb-h2")
 
@@ -621,14 +622,28 @@ _jit: ModuleType | None | bool = False
 def _jit_kernels() -> ModuleType | None:
     """The compiled replays (:mod:`sfenv._pipeline_jit`), or None without numba or with ``SFENV_NO_JIT=1``.
 
-    Looked up at the first replay, so that importing sfenv does not import numba.
+    Looked up at the first replay (or by :func:`prepare_compiled`), so that importing sfenv does not
+    import numba.
     """
     global _jit
     if _jit is False:
         from sfenv import _pipeline_jit
 
+        if _pipeline_jit.AVAILABLE:
+            _pipeline_jit.warm_up()
         _jit = _pipeline_jit if _pipeline_jit.AVAILABLE else None
     return _jit  # type: ignore[return-value]
+
+
+def prepare_compiled() -> bool:
+    """Load the compiled replays now rather than at the first replay; True if they are used.
+
+    Loading them costs about half a second once per process (importing numba and reading its
+    on-disk cache; the first process after an install also compiles, a few seconds).
+    :class:`sfenv.env.GeoSchedEnv` calls this when it is built, so that the cost falls on
+    ``gym.make`` and not on a step.
+    """
+    return _jit_kernels() is not None
 
 
 @lru_cache(maxsize=512)

@@ -88,3 +88,18 @@ def test_sfenv_no_jit_turns_the_compiled_replays_off() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "SFENV_NO_JIT": "1"})
     assert out.stdout.split() == ["True", "False"]
+
+
+def test_building_an_env_loads_the_compiled_replays_so_no_step_pays_for_it() -> None:
+    """``gym.make`` imports numba and loads every kernel for the types the replays pass (not the first step)."""
+    code = ("import sys, gymnasium as gym, sfenv; from sfenv import pipeline; "
+            "assert 'numba' not in sys.modules; gym.make('sfenv/GeoSched-v1'); j = pipeline._jit; "
+            "print(len(j.replay_zero_bubble.signatures), len(j.sweep_fixed_order.signatures), "
+            "len(j.sweep_plan.signatures)); "
+            "pipeline.pipeline_time((1.0, 2.0, 1.5), (0.1, 0.2), (0.2, 0.1), 32, 'zb-h1'); "
+            "pipeline.pipeline_time((1.0, 2.0, 1.5), (0.1, 0.2), (0.2, 0.1), 32, '1f1b'); "
+            "print(len(j.replay_zero_bubble.signatures), len(j.sweep_fixed_order.signatures), "
+            "len(j.sweep_plan.signatures))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded, after_replays = out.stdout.strip().splitlines()
+    assert loaded == after_replays == "1 1 1"  # replays after gym.make need no new compiled version
