@@ -193,44 +193,25 @@ def _sweep_fixed_order(
     up = np.zeros(p)
     for r in range(plan.shape[0]):
         kind, k, j, to = plan[r, 0], plan[r, 1], plan[r, 2], plan[r, 3]
-        if kind == 0:  # forward that sends downstream
-            t = free[k]
-            a = f_arr[j]
-            if a > t:
-                t = a
-            t += fwd[k]
-            free[k] = t
+        forward = kind == 0 or kind == 2  # sends downstream (0), or on the last stage (2)
+        t = free[k]
+        ready = f_arr[j] if forward else g_arr[j]  # the input's arrival
+        if ready > t:
+            t = ready
+        t += fwd[k] if forward else bwd[k]
+        free[k] = t
+        if kind == 0:  # the activation goes to stage k + 1 (index ``to``)
             d = down[k]
-            st = t if t > d else d
-            d = st + transfer[k]
+            d = (t if t > d else d) + transfer[k]
             down[k] = d
             f_arr[to] = d + latency[k]
-        elif kind == 1:  # backward that sends upstream over hop ``to``
-            t = free[k]
-            g = g_arr[j]
-            if g > t:
-                t = g
-            t += bwd[k]
-            free[k] = t
+        elif kind == 1:  # the gradient goes to stage k - 1 over hop ``to``
             u = up[to]
-            st = t if t > u else u
-            u = st + transfer[to]
+            u = (t if t > u else u) + transfer[to]
             up[to] = u
             g_arr[j - m] = u + latency[to]
-        elif kind == 2:  # forward on the last stage
-            t = free[k]
-            a = f_arr[j]
-            if a > t:
-                t = a
-            t += fwd[k]
-            free[k] = t
+        elif kind == 2:  # the last stage's backward waits on its forward
             g_arr[j] = t
-        else:  # backward on the first stage
-            t = free[k]
-            g = g_arr[j]
-            if g > t:
-                t = g
-            free[k] = t + bwd[k]
     best = free[0]
     for k in range(1, p):
         if free[k] > best:
