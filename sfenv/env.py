@@ -198,7 +198,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     | ``obs_mode`` | str | ``"full"`` | ``"full"`` (per-region and per-link features) or ``"compact"`` (topology-independent size, see Observation Space) |
     | ``invalid_action_limit`` | int > 0 or None | None | masked actions in a row after which a masked action acts as wait (None: never) |
     | ``privileged_obs`` | bool | False | add the share of jobs still to arrive to ``time`` (privileged, see Observation Space; True for the ``-v0`` ids) |
-    | ``work_conserving`` | bool | False | wait is masked while a candidate can start (GPUs never idle while a queued job fits); waiting then is an invalid action |
+    | ``work_conserving`` | bool | False | wait is masked while a candidate can start (a work-conserving scheduler: it never waits while it could start a job); waiting then is an invalid action |
 
     >>> import gymnasium as gym, sfenv
     >>> env = gym.make("sfenv/GeoSched-v1", num_jobs=8, max_candidates=4)
