@@ -93,8 +93,19 @@ def training_share(train_steps: int) -> tuple[float, float]:
     return StepTimer.total / wall, wall
 
 
+#: a probe's first lines: refuse to measure a mix of two revisions' sources
+_SAME_SOURCE = """
+import pathlib, sfenv
+try:
+    import sfenv.agents as _agents
+except ImportError:  # a checkout from before the agents moved under sfenv
+    _agents = sfenv
+_roots = {pathlib.Path(m.__file__).resolve().parents[1] for m in (sfenv, _agents)}
+assert len(_roots) == 1, f"sfenv and sfenv.agents come from different sources: {_roots}"
+"""
+
 #: run in a fresh interpreter by :func:`compare_with_checkout`: masked steps/s of two envs and CartPole
-_PROBE = """
+_PROBE = _SAME_SOURCE + """
 import json, sys
 try:
     from sfenv.experiments.bench_env import cartpole_steps_per_s, steps_per_s
@@ -103,12 +114,12 @@ except ImportError:  # a checkout from before the packages were renamed
 import sfenv
 steps, ids = int(sys.argv[1]), sys.argv[2].split(",")
 cp = cartpole_steps_per_s(4 * steps)
-print(json.dumps({"sfenv": sfenv.__file__, "cartpole": cp, **{i: steps_per_s(i, steps, True) for i in ids}}))
+print(json.dumps({"sfenv": str(pathlib.Path(sfenv.__file__).resolve()), "cartpole": cp, **{i: steps_per_s(i, steps, True) for i in ids}}))
 """
 
 
 #: run in a fresh interpreter by :func:`proposer_rows`: masked steps/s of one env id with one proposer set
-_PROPOSER_PROBE = """
+_PROPOSER_PROBE = _SAME_SOURCE + """
 import json, sys
 from sfenv.experiments.bench_env import steps_per_s
 print(json.dumps(steps_per_s(sys.argv[1], int(sys.argv[2]), True, proposers=sys.argv[3])))
@@ -118,6 +129,32 @@ print(json.dumps(steps_per_s(sys.argv[1], int(sys.argv[2]), True, proposers=sys.
 PROPOSER_SETS = ("default", "best", "best+spantrain")
 #: env ids :func:`proposer_rows` measures by default (the recommended configs' and the largest platform)
 PROPOSER_ENV_IDS = ("sfenv/Spider8Contended-v0", "sfenv/Spider64-v0")
+
+
+def import_root(source: Path, scratch: Path) -> Path:
+    """A folder to put first on ``PYTHONPATH`` so that every ``sfenv`` package comes from ``source``.
+
+    The source tree keeps ``agents/``, ``experiments/`` and ``scenarios/`` beside ``sfenv/`` (they
+    install as ``sfenv.agents`` etc.), so ``source`` alone would mix that revision's ``sfenv``
+    with the installed ``sfenv.agents``.  This builds ``scratch/sfenv``: links to ``source/sfenv``'s
+    entries and to those three folders, where Python's path import finds them first.
+
+    :param source: a checkout's root (e.g. ``git worktree add /tmp/old REV``).
+    :param scratch: an empty folder to build the links in.
+    :return: ``scratch``, or ``source`` when its ``sfenv`` already holds ``agents``.
+    """
+    pkg = source / "sfenv"
+    if (pkg / "agents").is_dir() or not (source / "agents").is_dir():
+        return source
+    overlay = scratch / "sfenv"
+    overlay.mkdir(parents=True)
+    for entry in pkg.iterdir():
+        if entry.name != "__pycache__":
+            (overlay / entry.name).symlink_to(entry.resolve())
+    for sub in ("agents", "experiments", "scenarios"):
+        if (source / sub).is_dir() and not (overlay / sub).exists():
+            (overlay / sub).symlink_to((source / sub).resolve())
+    return scratch
 
 
 def proposer_rows(
@@ -138,20 +175,22 @@ def proposer_rows(
     :return: per round ``{"this" or "other": {env id: {set: steps/s}}}``.
     """
     here = Path(__file__).resolve().parents[1]
-    codes = ([("other", Path(checkout).resolve())] if checkout else []) + [("this", here)]
+    sources = ([("other", Path(checkout).resolve())] if checkout else []) + [("this", here)]
     out = []
-    for _ in range(rounds):
-        row: dict[str, dict[str, dict[str, float]]] = {name: {} for name, _ in codes}
-        for env_id in env_ids:
-            for name, path in codes:
-                env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
-                row[name][env_id] = {}
-                for proposers in sets:
-                    res = subprocess.run([sys.executable, "-c", _PROPOSER_PROBE, env_id, str(steps), proposers],
-                                         env=env, capture_output=True, text=True, check=True,
-                                         cwd=tempfile.gettempdir())
-                    row[name][env_id][proposers] = float(res.stdout.strip().splitlines()[-1])
-        out.append(row)
+    with tempfile.TemporaryDirectory() as scratch:
+        codes = [(name, import_root(path, Path(scratch) / name)) for name, path in sources]
+        for _ in range(rounds):
+            row: dict[str, dict[str, dict[str, float]]] = {name: {} for name, _ in codes}
+            for env_id in env_ids:
+                for name, path in codes:
+                    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
+                    row[name][env_id] = {}
+                    for proposers in sets:
+                        res = subprocess.run([sys.executable, "-c", _PROPOSER_PROBE, env_id, str(steps), proposers],
+                                             env=env, capture_output=True, text=True, check=True,
+                                             cwd=tempfile.gettempdir())
+                        row[name][env_id][proposers] = float(res.stdout.strip().splitlines()[-1])
+            out.append(row)
     return out
 
 
@@ -186,14 +225,17 @@ def compare_with_checkout(
     """
     here = Path(__file__).resolve().parents[1]
     out = []
-    for _ in range(rounds):
-        row = {}
-        for name, path in (("other", Path(checkout).resolve()), ("this", here)):
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
-            res = subprocess.run([sys.executable, "-c", _PROBE, str(steps), ",".join(env_ids)], env=env,
-                                 capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
-            row[name] = json.loads(res.stdout.strip().splitlines()[-1])
-        out.append(row)
+    with tempfile.TemporaryDirectory() as scratch:
+        codes = [(name, import_root(path, Path(scratch) / name))
+                 for name, path in (("other", Path(checkout).resolve()), ("this", here))]
+        for _ in range(rounds):
+            row = {}
+            for name, path in codes:
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
+                res = subprocess.run([sys.executable, "-c", _PROBE, str(steps), ",".join(env_ids)], env=env,
+                                     capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+                row[name] = json.loads(res.stdout.strip().splitlines()[-1])
+            out.append(row)
     return out
 
 

@@ -139,3 +139,29 @@ def test_bench_env_proposer_rows_measure_each_set(capsys):
     bench_env.print_proposer_rows(rows)
     this = rows[0]["this"]["sfenv/Spider8-v0"]
     assert f"best/default {this['best'] / this['default']:.3f}" in capsys.readouterr().out
+
+
+def test_bench_env_imports_every_package_of_the_other_checkout(tmp_path):
+    """A checkout keeps agents/ beside sfenv/: the probe imports both from it, never mixed with the install."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(bench_env.__file__).resolve().parents[1]
+    other = tmp_path / "other"
+    for sub in ("sfenv", "agents", "experiments", "scenarios"):
+        shutil.copytree(here / sub, other / sub, ignore=shutil.ignore_patterns("__pycache__"))
+    (other / "agents" / "_only_in_other.py").write_text("MARK = 1\n")
+    check = "\nimport sfenv.agents._only_in_other\nprint(sfenv.agents.__file__)"
+
+    def probe(path: Path) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(path)}
+        return subprocess.run([sys.executable, "-c", bench_env._SAME_SOURCE + check], env=env,
+                              capture_output=True, text=True, cwd=tmp_path)
+
+    mixed = probe(other)  # the checkout's root alone: its sfenv, the installed sfenv.agents
+    assert mixed.returncode != 0 and "different sources" in mixed.stderr
+    ok = probe(bench_env.import_root(other, tmp_path / "scratch"))
+    assert ok.returncode == 0, ok.stderr
+    assert Path(ok.stdout.strip()).resolve().parent == (other / "agents").resolve()
