@@ -23,7 +23,9 @@ InfiniBand per GPU (DGX A100: 8 HDR links per server).  Plans with tensor parall
 servers (TP 16) are rejected by the model (``tp exceeds GPUs/server``) and counted.
 
 Per set it prints: runs modelled (and rejected, with reasons), MAPE, the median model/measured
-ratio and its range, Spearman's rank correlation per model group (mean and each group), and in
+ratio and its range, Spearman's rank correlation per model group (mean and each group), the
+per-run error spread a model could have and still rank each group at 0.9 on average (beside this
+model's: :func:`error_for_rank_target`), and in
 how many groups of runs of the same model, GPU count and global batch the measured-best plan is
 predicted within 5 % of the predicted best.
 
@@ -56,7 +58,7 @@ from sfenv.topology import Region, Topology
 from sfenv.workload import JobSpec, ModelSpec
 
 __all__ = ["Run", "load_runs", "default_data_dir", "predict", "summarise", "fit_kernel_model", "MEGATRON_TABLE1",
-           "main"]
+           "error_for_rank_target", "main"]
 
 SINGLE = "megatron_a100_single_node.csv"
 MULTI = "megatron_a100_multinode_calibration.csv"
@@ -195,6 +197,33 @@ def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
+def error_for_rank_target(measured: Sequence[float], target: float = 0.9, draws: int = 2000, seed: int = 0) -> float:
+    """The largest independent per-run error at which a model still ranks ``measured`` at ``target`` on average.
+
+    A model exact up to independent log-normal errors of spread ``sigma`` (predictions
+    ``t exp(N(0, sigma^2))``) has an expected Spearman correlation with ``measured`` that falls as
+    ``sigma`` grows; this returns the ``sigma`` (a fraction, to 0.1 %) where it crosses ``target``,
+    from ``draws`` seeded draws per value.  It says how exact a model must be to meet a rank
+    target on a set whose runs lie close together (a common scale factor changes no rank).
+    """
+    t = np.log(np.asarray(measured, dtype=float))
+    n = len(t)
+    noise = np.random.default_rng(seed).standard_normal((draws, n))  # the same draws for every sigma
+    true_ranks = t.argsort().argsort().astype(float)
+    true_ranks -= true_ranks.mean()
+
+    def mean_spearman(sigma: float) -> float:
+        ranks = (t + sigma * noise).argsort(axis=1).argsort(axis=1).astype(float)
+        ranks -= ranks.mean(axis=1, keepdims=True)
+        return float(np.mean(ranks @ true_ranks / (true_ranks @ true_ranks)))
+
+    lo, hi = 0.0, 1.0
+    while hi - lo > 5e-4:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if mean_spearman(mid) >= target else (lo, mid)
+    return lo
+
+
 def summarise(runs: Sequence[Run], kernels: KernelModel | None = None) -> dict:
     """Model-vs-measured figures of a set (see the module docstring for what each means)."""
     pred: list[float] = []
@@ -217,6 +246,10 @@ def summarise(runs: Sequence[Run], kernels: KernelModel | None = None) -> dict:
         by_case[(run.group, run.gpus, run.batch)].append(i)
     spearman = {g: _spearman([pred[i] for i in idx], [meas[i] for i in idx])
                 for g, idx in by_group.items() if len(idx) > 2}
+    # how exact a model must be for Spearman 0.9 on each group, and how exact this one is there
+    # (the spread of log(model / measured) about the group's mean: a common factor changes no rank)
+    needed = {g: error_for_rank_target([meas[i] for i in idx]) for g, idx in by_group.items() if len(idx) > 2}
+    scatter = {g: float(np.std(np.log(ratio[idx]))) for g, idx in by_group.items() if len(idx) > 2}
     best_hits = 0
     cases = [idx for idx in by_case.values() if len(idx) > 1]
     for idx in cases:
@@ -227,6 +260,7 @@ def summarise(runs: Sequence[Run], kernels: KernelModel | None = None) -> dict:
         "mape": float(np.mean(np.abs(ratio - 1.0))) if len(kept) else float("nan"),
         "median_ratio": float(np.median(ratio)), "min_ratio": float(ratio.min()), "max_ratio": float(ratio.max()),
         "spearman": spearman, "spearman_mean": float(np.nanmean(list(spearman.values()))),
+        "error_for_spearman_0_9": needed, "log_error_sd": scatter,
         "best_within_5pct": best_hits, "best_cases": len(cases),
     }
 
@@ -297,6 +331,9 @@ def _print_set(name: str, s: dict) -> None:
           f"(range {s['min_ratio']:.2f}-{s['max_ratio']:.2f})")
     groups = "  ".join(f"{g} {v:.2f}" for g, v in sorted(s["spearman"].items()))
     print(f"  Spearman per model: mean {s['spearman_mean']:.2f}   [{groups}]")
+    need = "  ".join(f"{g} {100 * s['error_for_spearman_0_9'][g]:.1f} % (this model {100 * s['log_error_sd'][g]:.1f} %)"
+                     for g in sorted(s["spearman"]))
+    print(f"  Spearman 0.9 needs a per-run error spread of at most: {need}")
     print(f"  measured-best plan predicted within 5 % of best: {s['best_within_5pct']} of {s['best_cases']} "
           "groups (same model, GPUs and global batch)")
 
