@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from sfenv.hardware import GPUSpec
 from sfenv.perf import PerfParams
 from sfenv.prices import PriceSeries
 from sfenv.topology import Link, Region, Topology
 from sfenv.workload import JobSpec, ModelSpec
+
+# Property tests draw the same examples on every run and machine (CI included), so a failure is
+# reproducible, never a coin flip; HYPOTHESIS_PROFILE=explore draws fresh examples (and keeps
+# failing ones in .hypothesis/) to look for counterexamples.
+settings.register_profile("sfenv", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "sfenv"))
 
 # A round-number GPU so hand computations stay readable.
 TOY_GPU = GPUSpec("toy", tflops=100.0, memory_gb=80.0, tdp_w=400.0, idle_w=100.0)
