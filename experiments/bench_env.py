@@ -114,7 +114,8 @@ except ImportError:  # a checkout from before the packages were renamed
 import sfenv
 steps, ids = int(sys.argv[1]), sys.argv[2].split(",")
 cp = cartpole_steps_per_s(4 * steps)
-print(json.dumps({"sfenv": str(pathlib.Path(sfenv.__file__).resolve()), "cartpole": cp, **{i: steps_per_s(i, steps, True) for i in ids}}))
+here = str(pathlib.Path(sfenv.__file__).resolve())
+print(json.dumps({"sfenv": here, "cartpole": cp, **{i: steps_per_s(i, steps, True) for i in ids}}))
 """
 
 

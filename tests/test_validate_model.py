@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 import numpy as np
+import pytest
 from scipy.stats import spearmanr
 from sfenv.experiments.validate_model import (
     MULTI,
@@ -67,7 +67,7 @@ def test_error_for_rank_target_is_where_a_noisy_exact_model_ranks_at_the_target(
 
 
 def test_multi_node_ranks_need_more_exactness_than_the_model_has():
-    """What the script prints beside the missed target: the 18.4B group needs a few per cent; the model is off by more."""
+    """What the script prints beside the missed target: 18.4B needs a few per cent; the model is off by more."""
     s = summarise(load_runs(DATA / MULTI, True))
     need, have = s["error_for_spearman_0_9"], s["log_error_sd"]
     assert need["18.4B"] < 0.05 < have["18.4B"]
