@@ -153,6 +153,15 @@ class SpanTrainAgent(SchedulerAgent):
             self._adapt_memo.clear()
             self._memo_context = context
 
+    def fit_keys(self) -> list[tuple]:
+        """The keys of the plans fitted since the memos were last cleared, one per :meth:`_fit_now` search.
+
+        Each is ``(job shape, regions, GPUs per region, link state)``; the link state is None for a
+        single-region fit (it reads no link).  Diagnostics (``bench_env --fit-reuse``) count how
+        often fits repeat.
+        """
+        return list(self._fit_memo)
+
     def reset(self, seed: int | None = None) -> None:
         """Reset the evaluation and switch counters."""
         self.evaluations = 0

@@ -12,6 +12,9 @@ proposers, ``"best"`` and ``"best+spantrain"`` (the recommended recipe's) on spi
 spider-64, each in a fresh interpreter (process-wide memos start cold for every row), ``--rounds``
 times, and the ratio ``best+spantrain / default`` of each round (target >= 0.5); with ``--against
 DIR`` the other checkout's rows too, just before this code's in each round.
+
+``--fit-reuse`` counts instead how often that recipe's SpanTrain plan searches repeat
+(:func:`fit_reuse`): how much any memo of them could save.
 """
 
 from __future__ import annotations
@@ -31,25 +34,72 @@ import numpy as np
 import sfenv  # noqa: F401
 
 
-def steps_per_s(env_id: str, steps: int, masked: bool = True, **kw) -> float:
-    env = gym.make(env_id, **kw)
-    rng = np.random.default_rng(0)
-    obs, info = env.reset(seed=0)
-    for _ in range(200):  # warm caches
-        a = int(rng.choice(np.flatnonzero(info["action_mask"])))
-        obs, r, term, trunc, info = env.step(a)
-        if term or trunc:
-            obs, info = env.reset()
-    t = time.perf_counter()
+def _random_steps(env: gym.Env, info: dict, steps: int, masked: bool, rng: np.random.Generator) -> dict:
+    """``steps`` random actions (valid ones if ``masked``), resetting at episode ends; the last info."""
     for _ in range(steps):
         if masked:
             a = int(rng.choice(np.flatnonzero(info["action_mask"])))
         else:
             a = int(rng.integers(env.action_space.n))
-        obs, r, term, trunc, info = env.step(a)
+        _, _, term, trunc, info = env.step(a)
         if term or trunc:
-            obs, info = env.reset()
+            _, info = env.reset()
+    return info
+
+
+def steps_per_s(env_id: str, steps: int, masked: bool = True, **kw) -> float:
+    """Random steps per second of ``gym.make(env_id, **kw)`` after 200 masked warm-up steps."""
+    env = gym.make(env_id, **kw)
+    rng = np.random.default_rng(0)
+    _, info = env.reset(seed=0)
+    info = _random_steps(env, info, 200, True, rng)  # warm caches
+    t = time.perf_counter()
+    _random_steps(env, info, steps, masked, rng)
     return steps / (time.perf_counter() - t)
+
+
+def fit_reuse(env_id: str, steps: int) -> dict[str, dict[str, int]]:
+    """How often the recommended recipe's plan searches repeat over ``steps`` masked random steps.
+
+    Plays ``gym.make(env_id, proposers="best+spantrain")`` from seed 0 and reads the memo of its
+    SpanTrain decision proposer (:meth:`sfenv.agents.spantrain.SpanTrainAgent.fit_keys`) and the
+    env's shared :class:`~sfenv.proposers.PlanCache` (:meth:`~sfenv.proposers.PlanCache.fit_keys`,
+    the other proposers' searches): every entry is one plan search (a memo miss).
+    ``multi_region_distinct_without_links`` counts the multi-region searches that stay distinct when
+    the link state is dropped from the key: the fewest any memo keyed on job shape, regions and
+    GPUs could have made, exact or not; ``multi_region_distinct_rounded`` the same with each
+    region's GPUs rounded down to :data:`sfenv.proposers.BUDGETS` too.
+    """
+    from sfenv.agents.spantrain import SpanTrainAgent
+
+    from sfenv.proposers import round_budget
+
+    env = gym.make(env_id, proposers="best+spantrain")
+    # DecisionProposer(spantrain+swf).agent.placement: the SpanTrain agent behind the ordered one
+    agents = [getattr(getattr(p, "agent", None), "placement", None) for p in env.unwrapped.proposers]
+    spantrain = next(a for a in agents if isinstance(a, SpanTrainAgent))
+    _, info = env.reset(seed=0)
+    _random_steps(env, info, steps, True, np.random.default_rng(0))
+    cache = env.unwrapped.cache
+    out: dict[str, dict[str, int]] = {}
+    # SpanTrain stores one key per search; the cache also stores plans moved between equal regions
+    for name, keys, fits in (("spantrain", spantrain.fit_keys(), None), ("plan_cache", cache.fit_keys(), cache.misses)):
+        multi = [k for k in keys if len(k[1]) > 1]
+        out[name] = {"fits": len(keys) if fits is None else fits, "multi_region": len(multi),
+                     "multi_region_distinct_without_links": len({k[:3] for k in multi}),
+                     "multi_region_distinct_rounded": len({(k[0], k[1], tuple(map(round_budget, k[2])))
+                                                           for k in multi})}
+    return out
+
+
+def print_fit_reuse(env_id: str, steps: int, counts: dict[str, dict[str, int]]) -> None:
+    """Per env id: the plan searches of SpanTrain and of the shared plan cache, and what a link-blind memo keeps."""
+    print(f"{env_id}, {steps} masked random steps with best+spantrain:")
+    for name, label in (("spantrain", "SpanTrain's decision"), ("plan_cache", "other proposers (PlanCache)")):
+        c = counts[name]
+        print(f"  {label:<28}: {c['fits']:5d} plan searches, {c['multi_region']:5d} on several regions; "
+              f"of these {c['multi_region_distinct_without_links']:5d} distinct without the link state, "
+              f"{c['multi_region_distinct_rounded']:5d} with GPUs rounded too")
 
 
 def cartpole_steps_per_s(steps: int) -> float:
@@ -251,7 +301,14 @@ def main() -> None:
                     help="measure only the proposer sets default, best and best+spantrain on spider-8-contended "
                          "and spider-64 (each in a fresh interpreter) and print best+spantrain/default")
     ap.add_argument("--rounds", type=int, default=2, help="repetitions of the --proposers measurement")
+    ap.add_argument("--fit-reuse", action="store_true",
+                    help="count only how often best+spantrain's SpanTrain plan searches repeat over --steps masked "
+                         "random steps on spider-8-contended and spider-64")
     args = ap.parse_args()
+    if args.fit_reuse:
+        for env_id in PROPOSER_ENV_IDS:
+            print_fit_reuse(env_id, args.steps, fit_reuse(env_id, args.steps))
+        return
     if args.proposers:
         print_proposer_rows(proposer_rows(args.steps, args.rounds, checkout=args.against))
         return

@@ -95,6 +95,15 @@ class PlanCache:
         self._bound.clear()
         self.recent.clear()
 
+    def fit_keys(self) -> list[tuple]:
+        """The keys of the stored results: ``(job shape, regions, GPUs per region, link state or None)``.
+
+        A multi-region key is one :func:`fit_plan` search; a single-region result moved from an
+        equal region adds a key without a search (:attr:`misses` counts the searches).  For
+        diagnostics (``bench_env --fit-reuse``).
+        """
+        return list(self._store)
+
     def new_episode(self) -> None:
         """Forget the per-job bindings of the last episode (shape-keyed results are kept)."""
         self._bound.clear()

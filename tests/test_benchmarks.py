@@ -165,3 +165,48 @@ def test_bench_env_imports_every_package_of_the_other_checkout(tmp_path):
     ok = probe(bench_env.import_root(other, tmp_path / "scratch"))
     assert ok.returncode == 0, ok.stderr
     assert Path(ok.stdout.strip()).resolve().parent == (other / "agents").resolve()
+
+
+def test_bench_env_fit_reuse_counts_every_search(monkeypatch, capsys):
+    """--fit-reuse: its counts equal the plan searches SpanTrain and the plan cache really make, and print."""
+    from sfenv.agents import spantrain
+
+    from sfenv import proposers
+
+    searches: dict[str, list[tuple]] = {"spantrain": [], "plan_cache": []}
+    st_search, fit_plan = spantrain.SpanTrainAgent._fit_now, proposers.fit_plan
+
+    def counted_st(self, view, job, chain, budget):
+        searches["spantrain"].append((job.shape_key, tuple(chain), tuple(budget)))
+        return st_search(self, view, job, chain, budget)
+
+    def counted_fit(job, topo, chain, budget, *a, **kw):
+        searches["plan_cache"].append((job.shape_key, tuple(chain), tuple(budget)))
+        return fit_plan(job, topo, chain, budget, *a, **kw)
+
+    monkeypatch.setattr(spantrain.SpanTrainAgent, "_fit_now", counted_st)
+    monkeypatch.setattr(proposers, "fit_plan", counted_fit)
+    counts = bench_env.fit_reuse("sfenv/Spider8Contended-v0", 300)
+    for name, seen in searches.items():
+        multi = [k for k in seen if len(k[1]) > 1]
+        assert counts[name]["fits"] == len(seen) > 0
+        assert counts[name]["multi_region"] == len(multi)
+        assert counts[name]["multi_region_distinct_without_links"] == len(set(multi))
+        rounded = {(k[0], k[1], tuple(map(proposers.round_budget, k[2]))) for k in multi}
+        assert counts[name]["multi_region_distinct_rounded"] == len(rounded)
+    assert counts["plan_cache"]["multi_region"] > 0  # the scenario makes cross-region searches to count
+    bench_env.print_fit_reuse("sfenv/Spider8Contended-v0", 300, counts)
+    out = capsys.readouterr().out
+    assert f"{counts['spantrain']['fits']:5d} plan searches" in out
+
+
+def test_bench_env_fit_reuse_command(monkeypatch, capsys):
+    """Smoke of the documented command `bench_env --fit-reuse`: both scenarios, both proposer rows."""
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["bench_env", "--fit-reuse", "--steps", "40"])
+    bench_env.main()
+    out = capsys.readouterr().out
+    for env_id in bench_env.PROPOSER_ENV_IDS:
+        assert f"{env_id}, 40 masked random steps with best+spantrain:" in out
+    assert out.count("plan searches") == 2 * len(bench_env.PROPOSER_ENV_IDS)
