@@ -180,6 +180,8 @@ print(json.dumps(steps_per_s(sys.argv[1], int(sys.argv[2]), True, proposers=sys.
 PROPOSER_SETS = ("default", "best", "best+spantrain")
 #: env ids :func:`proposer_rows` measures by default (the recommended configs' and the largest platform)
 PROPOSER_ENV_IDS = ("sfenv/Spider8Contended-v0", "sfenv/Spider64-v0")
+#: env ids ``--fit-reuse`` plays: the same scenarios at the current version (it runs in this process only)
+FIT_REUSE_ENV_IDS = tuple(env_id.replace("-v0", "-v1") for env_id in PROPOSER_ENV_IDS)
 
 
 def import_root(source: Path, scratch: Path) -> Path:
@@ -306,7 +308,7 @@ def main() -> None:
                          "random steps on spider-8-contended and spider-64")
     args = ap.parse_args()
     if args.fit_reuse:
-        for env_id in PROPOSER_ENV_IDS:
+        for env_id in FIT_REUSE_ENV_IDS:
             print_fit_reuse(env_id, args.steps, fit_reuse(env_id, args.steps))
         return
     if args.proposers:

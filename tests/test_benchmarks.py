@@ -186,7 +186,7 @@ def test_bench_env_fit_reuse_counts_every_search(monkeypatch, capsys):
 
     monkeypatch.setattr(spantrain.SpanTrainAgent, "_fit_now", counted_st)
     monkeypatch.setattr(proposers, "fit_plan", counted_fit)
-    counts = bench_env.fit_reuse("sfenv/Spider8Contended-v0", 300)
+    counts = bench_env.fit_reuse("sfenv/Spider8Contended-v1", 300)
     for name, seen in searches.items():
         multi = [k for k in seen if len(k[1]) > 1]
         assert counts[name]["fits"] == len(seen) > 0
@@ -195,7 +195,7 @@ def test_bench_env_fit_reuse_counts_every_search(monkeypatch, capsys):
         rounded = {(k[0], k[1], tuple(map(proposers.round_budget, k[2]))) for k in multi}
         assert counts[name]["multi_region_distinct_rounded"] == len(rounded)
     assert counts["plan_cache"]["multi_region"] > 0  # the scenario makes cross-region searches to count
-    bench_env.print_fit_reuse("sfenv/Spider8Contended-v0", 300, counts)
+    bench_env.print_fit_reuse("sfenv/Spider8Contended-v1", 300, counts)
     out = capsys.readouterr().out
     assert f"{counts['spantrain']['fits']:5d} plan searches" in out
 
@@ -207,6 +207,7 @@ def test_bench_env_fit_reuse_command(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["bench_env", "--fit-reuse", "--steps", "40"])
     bench_env.main()
     out = capsys.readouterr().out
-    for env_id in bench_env.PROPOSER_ENV_IDS:
+    assert bench_env.FIT_REUSE_ENV_IDS == ("sfenv/Spider8Contended-v1", "sfenv/Spider64-v1")
+    for env_id in bench_env.FIT_REUSE_ENV_IDS:
         assert f"{env_id}, 40 masked random steps with best+spantrain:" in out
-    assert out.count("plan searches") == 2 * len(bench_env.PROPOSER_ENV_IDS)
+    assert out.count("plan searches") == 2 * len(bench_env.FIT_REUSE_ENV_IDS)
