@@ -13,8 +13,9 @@ spider-64, each in a fresh interpreter (process-wide memos start cold for every 
 times, and the ratio ``best+spantrain / default`` of each round (target >= 0.5); with ``--against
 DIR`` the other checkout's rows too, just before this code's in each round.
 
-``--fit-reuse`` counts instead how often that recipe's SpanTrain plan searches repeat
-(:func:`fit_reuse`): how much any memo of them could save.
+``--fit-reuse`` counts instead how often that recipe's plan searches repeat, and measures its rate
+with every search answered from memos (:func:`fit_reuse`): how much any memo or faster search
+could save.
 """
 
 from __future__ import annotations
@@ -58,8 +59,26 @@ def steps_per_s(env_id: str, steps: int, masked: bool = True, **kw) -> float:
     return steps / (time.perf_counter() - t)
 
 
-def fit_reuse(env_id: str, steps: int) -> dict[str, dict[str, int]]:
-    """How often the recommended recipe's plan searches repeat over ``steps`` masked random steps.
+def _timed_play(env: gym.Env, steps: int, actions: list[int] | None = None) -> tuple[list[int], float]:
+    """``steps`` steps from ``reset(seed=0)``: masked random actions (seed 0), or ``actions`` replayed.
+
+    :return: the actions taken and the steps per second.
+    """
+    rng = np.random.default_rng(0)
+    _, info = env.reset(seed=0)
+    taken: list[int] = []
+    t = time.perf_counter()
+    for i in range(steps):
+        a = actions[i] if actions is not None else int(rng.choice(np.flatnonzero(info["action_mask"])))
+        taken.append(a)
+        _, _, term, trunc, info = env.step(a)
+        if term or trunc:
+            _, info = env.reset()
+    return taken, steps / (time.perf_counter() - t)
+
+
+def fit_reuse(env_id: str, steps: int) -> dict[str, dict[str, float]]:
+    """How often the recommended recipe's plan searches repeat over ``steps`` random steps; its rate with them free.
 
     Plays ``gym.make(env_id, proposers="best+spantrain")`` from seed 0 and reads the memo of its
     SpanTrain decision proposer (:meth:`sfenv.agents.spantrain.SpanTrainAgent.fit_keys`) and the
@@ -69,6 +88,11 @@ def fit_reuse(env_id: str, steps: int) -> dict[str, dict[str, int]]:
     the link state is dropped from the key: the fewest any memo keyed on job shape, regions and
     GPUs could have made, exact or not; ``multi_region_distinct_rounded`` the same with each
     region's GPUs rounded down to :data:`sfenv.proposers.BUDGETS` too.
+
+    ``rates`` bounds what any memo or faster search could give: the same steps replayed twice (same
+    seed, same actions, so every state and plan search was met before and is answered from the
+    memos) with ``best+spantrain`` and with the default proposers; ``*_first`` is the first pass,
+    ``*_replayed`` the faster replay (steps/s).
     """
     from sfenv.agents.spantrain import SpanTrainAgent
 
@@ -78,10 +102,9 @@ def fit_reuse(env_id: str, steps: int) -> dict[str, dict[str, int]]:
     # DecisionProposer(spantrain+swf).agent.placement: the SpanTrain agent behind the ordered one
     agents = [getattr(getattr(p, "agent", None), "placement", None) for p in env.unwrapped.proposers]
     spantrain = next(a for a in agents if isinstance(a, SpanTrainAgent))
-    _, info = env.reset(seed=0)
-    _random_steps(env, info, steps, True, np.random.default_rng(0))
+    actions, first = _timed_play(env, steps)
     cache = env.unwrapped.cache
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, float]] = {}
     # SpanTrain stores one key per search; the cache also stores plans moved between equal regions
     for name, keys, fits in (("spantrain", spantrain.fit_keys(), None), ("plan_cache", cache.fit_keys(), cache.misses)):
         multi = [k for k in keys if len(k[1]) > 1]
@@ -89,17 +112,29 @@ def fit_reuse(env_id: str, steps: int) -> dict[str, dict[str, int]]:
                      "multi_region_distinct_without_links": len({k[:3] for k in multi}),
                      "multi_region_distinct_rounded": len({(k[0], k[1], tuple(map(round_budget, k[2])))
                                                            for k in multi})}
+    searched = cache.misses + len(spantrain.fit_keys())
+    rates = {"recipe_first": first, "recipe_replayed": max(_timed_play(env, steps, actions)[1] for _ in range(2))}
+    rates["replay_searches"] = cache.misses + len(spantrain.fit_keys()) - searched  # 0: the replays met no new search
+    default_env = gym.make(env_id)
+    default_actions, rates["default_first"] = _timed_play(default_env, steps)
+    rates["default_replayed"] = max(_timed_play(default_env, steps, default_actions)[1] for _ in range(2))
+    out["rates"] = rates
     return out
 
 
-def print_fit_reuse(env_id: str, steps: int, counts: dict[str, dict[str, int]]) -> None:
-    """Per env id: the plan searches of SpanTrain and of the shared plan cache, and what a link-blind memo keeps."""
+def print_fit_reuse(env_id: str, steps: int, counts: dict[str, dict[str, float]]) -> None:
+    """Per env id: SpanTrain's and the plan cache's searches, what a link-blind memo keeps, and the rates."""
     print(f"{env_id}, {steps} masked random steps with best+spantrain:")
     for name, label in (("spantrain", "SpanTrain's decision"), ("plan_cache", "other proposers (PlanCache)")):
         c = counts[name]
         print(f"  {label:<28}: {c['fits']:5d} plan searches, {c['multi_region']:5d} on several regions; "
               f"of these {c['multi_region_distinct_without_links']:5d} distinct without the link state, "
               f"{c['multi_region_distinct_rounded']:5d} with GPUs rounded too")
+    r = counts["rates"]
+    print(f"  steps/s, first pass: best+spantrain {r['recipe_first']:.0f}, default {r['default_first']:.0f} "
+          f"({r['recipe_first'] / r['default_first']:.3f}); the same steps replayed, every search answered "
+          f"from the memos: {r['recipe_replayed']:.0f} and {r['default_replayed']:.0f} "
+          f"({r['recipe_replayed'] / r['default_replayed']:.3f})")
 
 
 def cartpole_steps_per_s(steps: int) -> float:
@@ -304,8 +339,8 @@ def main() -> None:
                          "and spider-64 (each in a fresh interpreter) and print best+spantrain/default")
     ap.add_argument("--rounds", type=int, default=2, help="repetitions of the --proposers measurement")
     ap.add_argument("--fit-reuse", action="store_true",
-                    help="count only how often best+spantrain's SpanTrain plan searches repeat over --steps masked "
-                         "random steps on spider-8-contended and spider-64")
+                    help="count only how often best+spantrain's plan searches repeat over --steps masked random steps "
+                         "on spider-8-contended and spider-64, and its steps/s with every search answered from memos")
     args = ap.parse_args()
     if args.fit_reuse:
         for env_id in FIT_REUSE_ENV_IDS:

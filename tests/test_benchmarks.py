@@ -176,14 +176,25 @@ def test_bench_env_fit_reuse_counts_every_search(monkeypatch, capsys):
     searches: dict[str, list[tuple]] = {"spantrain": [], "plan_cache": []}
     st_search, fit_plan = spantrain.SpanTrainAgent._fit_now, proposers.fit_plan
 
+    recording = [True]  # the counts are of the recipe's first pass (then come replays and the default env)
+    timed_play = bench_env._timed_play
+
+    def first_pass_only(*a, **kw):
+        out = timed_play(*a, **kw)
+        recording[0] = False
+        return out
+
     def counted_st(self, view, job, chain, budget):
-        searches["spantrain"].append((job.shape_key, tuple(chain), tuple(budget)))
+        if recording[0]:
+            searches["spantrain"].append((job.shape_key, tuple(chain), tuple(budget)))
         return st_search(self, view, job, chain, budget)
 
     def counted_fit(job, topo, chain, budget, *a, **kw):
-        searches["plan_cache"].append((job.shape_key, tuple(chain), tuple(budget)))
+        if recording[0]:
+            searches["plan_cache"].append((job.shape_key, tuple(chain), tuple(budget)))
         return fit_plan(job, topo, chain, budget, *a, **kw)
 
+    monkeypatch.setattr(bench_env, "_timed_play", first_pass_only)
     monkeypatch.setattr(spantrain.SpanTrainAgent, "_fit_now", counted_st)
     monkeypatch.setattr(proposers, "fit_plan", counted_fit)
     counts = bench_env.fit_reuse("sfenv/Spider8Contended-v1", 300)
@@ -195,6 +206,9 @@ def test_bench_env_fit_reuse_counts_every_search(monkeypatch, capsys):
         rounded = {(k[0], k[1], tuple(map(proposers.round_budget, k[2]))) for k in multi}
         assert counts[name]["multi_region_distinct_rounded"] == len(rounded)
     assert counts["plan_cache"]["multi_region"] > 0  # the scenario makes cross-region searches to count
+    rates = counts["rates"]
+    assert rates["replay_searches"] == 0  # the replayed steps were answered from the memos, as printed
+    assert min(rates[k] for k in ("recipe_first", "recipe_replayed", "default_first", "default_replayed")) > 0
     bench_env.print_fit_reuse("sfenv/Spider8Contended-v1", 300, counts)
     out = capsys.readouterr().out
     assert f"{counts['spantrain']['fits']:5d} plan searches" in out
