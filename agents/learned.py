@@ -550,9 +550,9 @@ def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None
                            f"{sorted(PRETRAIN_DEFAULTS)}")
     if algo != "maskable-ppo":
         raise InvalidInput(f"train: pretrain needs algo maskable-ppo, not {algo!r}")
-    if (env_kwargs or {}).get("proposers") not in ("best", "best+spantrain"):
+    if (env_kwargs or {}).get("proposers") not in ("first-fit", "best", "best+spantrain"):
         raise InvalidInput("train: pretrain imitates a heuristic whose decisions the env's candidates record; "
-                           "set env_kwargs proposers: best")
+                           "set env_kwargs proposers: best (or first-fit, best+spantrain)")
     pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}
     for name in ("steps", "rounds", "epochs", "batch_size"):
         _check_int(f"pretrain.{name}", pre_cfg[name], 1)
@@ -567,11 +567,10 @@ def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None
     else:
         needs = None if pre_cfg["expert"] is None else str(pre_cfg["expert"])
     if needs is not None:  # the expert answers with this heuristic's recorded decision
-        from sfenv.proposers import best_heuristic_proposers
+        from sfenv.proposers import named_proposers
 
         sets = env_kwargs["proposers"]
-        recorded = {getattr(q, "name", None) for q in best_heuristic_proposers(spantrain=sets == "best+spantrain")
-                    if hasattr(q, "decision")}
+        recorded = {getattr(q, "name", None) for q in named_proposers(sets) if hasattr(q, "decision")}
         if needs not in recorded:
             raise InvalidInput(f"train: pretrain.expert {pre_cfg['expert']!r} needs the decision of {needs!r}, "
                                f"which proposers {sets!r} do not record (they record {sorted(recorded)})")

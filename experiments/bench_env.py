@@ -338,6 +338,9 @@ def main() -> None:
                     help="measure only the proposer sets default, best and best+spantrain on spider-8-contended "
                          "and spider-64 (each in a fresh interpreter) and print best+spantrain/default")
     ap.add_argument("--rounds", type=int, default=2, help="repetitions of the --proposers measurement")
+    ap.add_argument("--sets", default=",".join(PROPOSER_SETS),
+                    help="comma-separated proposer sets for --proposers, the ratios' denominator first "
+                         f"(default {','.join(PROPOSER_SETS)}; also first-fit)")
     ap.add_argument("--fit-reuse", action="store_true",
                     help="count only how often best+spantrain's plan searches repeat over --steps masked random steps "
                          "on spider-8-contended and spider-64, and its steps/s with every search answered from memos")
@@ -347,7 +350,12 @@ def main() -> None:
             print_fit_reuse(env_id, args.steps, fit_reuse(env_id, args.steps))
         return
     if args.proposers:
-        print_proposer_rows(proposer_rows(args.steps, args.rounds, checkout=args.against))
+        sets = tuple(args.sets.split(","))
+        from sfenv.proposers import PROPOSER_SETS as known
+
+        if not set(sets) <= set(known):
+            ap.error(f"argument --sets: {args.sets!r}; expected names among {','.join(known)}")
+        print_proposer_rows(proposer_rows(args.steps, args.rounds, sets=sets, checkout=args.against))
         return
     if args.against:
         for i, row in enumerate(compare_with_checkout(args.against, args.steps)):

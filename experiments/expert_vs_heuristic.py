@@ -27,6 +27,7 @@ from sfenv.agents.registry import make_agent
 
 from sfenv import protocol
 from sfenv.env import GeoSchedEnv
+from sfenv.proposers import PROPOSER_SETS
 from sfenv.scenario import load_scenario
 from sfenv.stats import paired_ratio
 
@@ -52,7 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--scenario", default="spider-8-contended")
     p.add_argument("--heuristic", default="fastest+swf",
                    help="the base to beat (default: the best heuristic on spider-8-contended's validation seeds)")
-    p.add_argument("--proposers", default="best+spantrain", help="the env's candidate set (records the decisions)")
+    p.add_argument("--proposers", default="best+spantrain", choices=PROPOSER_SETS,
+                   help="the env's candidate set (records the decisions)")
     protocol.add_seed_arguments(p, default_n=20, default_split="validation")
     p.add_argument("--num-jobs", type=int, default=None)
     p.add_argument("--out", type=Path, default=Path("results/expert"))
@@ -85,7 +87,8 @@ def main(argv: list[str] | None = None) -> dict:
     ratio = list(paired_ratio(a, b))
     print(f"{args.expert} / {args.heuristic} on {args.scenario}: mean JCT {a.mean():.3f} h vs {b.mean():.3f} h, "
           f"ratio {ratio[0]:.3f} [95 % CI {ratio[1]:.3f}, {ratio[2]:.3f}]")
-    result = {"expert": args.expert, "heuristic": args.heuristic, "scenario": args.scenario, **choice.record(),
+    result = {"expert": args.expert, "heuristic": args.heuristic, "scenario": args.scenario,
+              "proposers": args.proposers, "num_jobs": args.num_jobs, **choice.record(),
               "ratio": ratio,
               "interval": "paired bootstrap 95 % BCa over seeds (sfenv.stats.paired_ratio)", "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)

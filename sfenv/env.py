@@ -13,7 +13,7 @@ from gymnasium import spaces
 from sfenv.errors import InvalidInput
 from sfenv.perf import Plan, PlanPerf
 from sfenv.pipeline import prepare_compiled
-from sfenv.proposers import CandidateProposer, PlanCache, best_heuristic_proposers, default_proposers
+from sfenv.proposers import PROPOSER_SETS, CandidateProposer, PlanCache, default_proposers, named_proposers
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, ScenarioError, load_scenario
 from sfenv.sim import Simulator, SimView, evaluation_cache_for
 
@@ -33,8 +33,6 @@ PRIVILEGED_GLOBAL_FEATURES = 6
 COMPACT_CAND_FEATURES = 15
 PLATFORM_FEATURES = 18
 OBS_MODES = ("full", "compact")
-#: named candidate-proposer sets for ``proposers=`` (YAML configs and ``gym.make`` can name them)
-PROPOSER_SETS = ("default", "best", "best+spantrain")
 _REGIONS_SCALE = 8.0  # regions a compact candidate uses, mapped to 1.0 at 8 (clipped)
 _PRICE_SCALE = 300.0  # USD/MWh mapped to 1.0
 _TFLOPS_SCALE = 1000.0
@@ -186,7 +184,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     |---|---|---|---|
     | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name, YAML path, dict or :class:`~sfenv.scenario.Scenario` |
     | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
-    | ``proposers`` | list of CandidateProposer, ``"default"``, ``"best"`` or None | None | candidate sources; None or ``"default"``: :func:`sfenv.proposers.default_proposers`; ``"best"``: :func:`sfenv.proposers.best_heuristic_proposers` (the decisions of ``fastest+swf``, candidate 0, ``fifo+swf`` and ``spinsearch+swf`` are candidates); ``"best+spantrain"``: also ``spantrain+swf``'s (about 0.08x the default proposers' step rate on spider-8-contended and 0.03x on spider-64 in 1,000-step runs of ``bench_env --proposers`` with the ``fast`` extra; 0.06x and 0.006x without) |
+    | ``proposers`` | list of CandidateProposer, a name of :data:`sfenv.proposers.PROPOSER_SETS` or None | None | candidate sources (:func:`sfenv.proposers.named_proposers`); None or ``"default"``: :func:`sfenv.proposers.default_proposers`; ``"first-fit"``: also the decisions of ``fastest+swf`` (candidate 0) and ``fifo+swf``; ``"best"``: also ``spinsearch+swf``'s and SpinSearch's plans (:func:`sfenv.proposers.best_heuristic_proposers`); ``"best+spantrain"``: also ``spantrain+swf``'s.  Each richer set costs steps/s: docs/env.md gives measured rates |
     | ``max_candidates`` | int > 0 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
     | ``queue_window`` | int > 0 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
     | ``forecast_hours`` | int > 0 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |
@@ -284,11 +282,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             if proposers not in PROPOSER_SETS:
                 raise InvalidInput(f"GeoSchedEnv: invalid argument proposers={proposers!r}: expected one of "
                                    f"{list(PROPOSER_SETS)} or a list of proposers")
-            self.proposers: list[CandidateProposer] = (
-                best_heuristic_proposers(self.K, self.cache, spantrain=proposers == "best+spantrain")
-                if proposers.startswith("best")
-                else default_proposers(self.cache, self.K)
-            )
+            self.proposers: list[CandidateProposer] = named_proposers(proposers, self.K, self.cache)
         else:
             self.proposers = list(proposers) if proposers is not None else default_proposers(self.cache, self.K)
         self.action_space = spaces.Discrete(self.N + 1)

@@ -41,6 +41,8 @@ __all__ = [
     "PathProposer",
     "default_proposers",
     "best_heuristic_proposers",
+    "PROPOSER_SETS",
+    "named_proposers",
 ]
 
 
@@ -327,7 +329,7 @@ def default_proposers(cache: PlanCache, queue_window: int) -> list[CandidateProp
 
 
 def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = None,
-                             spantrain: bool = False) -> list[CandidateProposer]:
+                             spantrain: bool = False, spinsearch: bool = True) -> list[CandidateProposer]:
     """Proposers whose candidates hold the decisions of the fastest, fifo, spantrain and spinsearch heuristics (+swf).
 
     Pass them as ``GeoSchedEnv(proposers=...)`` or ``proposers="best"`` so that a policy can always
@@ -357,6 +359,8 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
     :param queue_window: the env's ``queue_window`` (jobs that get a plan each).
     :param cache: plan cache to share (default: a new one).
     :param spantrain: add ``spantrain+swf``'s decision (3. above).
+    :param spinsearch: add SpinSearch's decision and plans (4. above; without them, ``proposers="first-fit"``:
+        the first-fit decisions and the default proposers only, the cheapest set that records a decision).
     """
     from sfenv.agents.ordering import (  # agents build on sfenv
         DecisionProposer,
@@ -369,5 +373,28 @@ def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = No
     cache = PlanCache() if cache is None else cache
     return [FirstFitProposer(cache, order="swf", placement="fastest"), FirstFitProposer(cache, order="swf"),
             *([DecisionProposer(ordered_class(SpanTrainAgent, "spantrain", "swf")())] if spantrain else []),
-            SpinSearchProposer(cache, order="swf", jobs=queue_window),
+            *([SpinSearchProposer(cache, order="swf", jobs=queue_window)] if spinsearch else []),
             SingleRegionProposer(cache, jobs=queue_window), PathProposer(cache)]
+
+
+#: the proposer sets ``GeoSchedEnv(proposers=NAME)`` builds by name (:func:`named_proposers`)
+PROPOSER_SETS = ("default", "first-fit", "first-fit+spantrain", "best", "best+spantrain")
+
+
+def named_proposers(name: str, queue_window: int = 8, cache: PlanCache | None = None) -> list[CandidateProposer]:
+    """The proposer set ``name`` of :data:`PROPOSER_SETS`.
+
+    ``"default"``: :func:`default_proposers`; ``"first-fit"``: the decisions of ``fastest+swf``
+    (candidate 0) and ``fifo+swf``, then the default proposers' plans; ``"best"``: also
+    ``spinsearch+swf``'s decision and SpinSearch's plans; a ``"+spantrain"`` suffix adds
+    ``spantrain+swf``'s decision (:func:`best_heuristic_proposers`).
+
+    :raises ValueError: for another name.
+    """
+    if name not in PROPOSER_SETS:
+        raise ValueError(f"proposers={name!r}: expected one of {list(PROPOSER_SETS)}")
+    cache = PlanCache() if cache is None else cache
+    if name == "default":
+        return default_proposers(cache, queue_window)
+    return best_heuristic_proposers(queue_window, cache, spantrain=name.endswith("+spantrain"),
+                                    spinsearch=name.startswith("best"))

@@ -225,3 +225,18 @@ def test_bench_env_fit_reuse_command(monkeypatch, capsys):
     for env_id in bench_env.FIT_REUSE_ENV_IDS:
         assert f"{env_id}, 40 masked random steps with best+spantrain:" in out
     assert out.count("plan searches") == 2 * len(bench_env.FIT_REUSE_ENV_IDS)
+
+
+def test_bench_env_proposers_sets_option(monkeypatch, capsys):
+    """`bench_env --proposers --sets A,B`: those sets on both scenarios, ratios to the first; a bad name exits 2."""
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["bench_env", "--proposers", "--steps", "10", "--rounds", "1",
+                                      "--sets", "default,first-fit"])
+    bench_env.main()
+    out = capsys.readouterr().out
+    assert out.count("first-fit/default") == len(bench_env.PROPOSER_ENV_IDS)
+    monkeypatch.setattr(sys, "argv", ["bench_env", "--proposers", "--sets", "default,bestest"])
+    with pytest.raises(SystemExit) as exc:
+        bench_env.main()
+    assert exc.value.code == 2 and "--sets" in capsys.readouterr().err

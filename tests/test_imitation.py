@@ -138,7 +138,16 @@ def test_pretrain_settings_are_checked_before_anything_is_written(tmp_path):
         with pytest.raises(InvalidInput, match="do not record"):  # "best" does not record spantrain+swf
             train("maskable-ppo", "spider-8", 256, out_dir=tmp_path, env_kwargs={"proposers": "best"},
                   pretrain={"expert": expert})
+    with pytest.raises(InvalidInput, match=r"do not record \(they record \['fastest\+swf', 'fifo\+swf'\]\)"):
+        train("maskable-ppo", "spider-8", 256, out_dir=tmp_path, env_kwargs={"proposers": "first-fit"},
+              pretrain={"expert": "spinsearch+swf"})
+    with pytest.raises(InvalidInput, match="proposers"):
+        train("maskable-ppo", "spider-8", 256, out_dir=tmp_path, env_kwargs={"proposers": "default"}, pretrain={})
     assert not any(tmp_path.iterdir())
+    from sfenv.agents.learned import _pretrain_settings  # first-fit records what a fastest+swf expert needs
+
+    for expert in ("fastest+swf", "lookahead:fastest+swf:present:proposed"):
+        assert _pretrain_settings({"expert": expert}, "maskable-ppo", {"proposers": "first-fit"})["expert"] == expert
 
 
 def test_lookahead_specs_parse_and_malformed_ones_name_the_part():
@@ -341,11 +350,13 @@ def test_expert_vs_heuristic_experiment_compares_on_paired_seeds(tmp_path):
     assert res["ratio"] == pytest.approx([1.0, 1.0, 1.0])
     saved = json.loads((tmp_path / "expert_vs_heuristic.json").read_text())
     assert saved["seeds"] == [10_000, 10_001] and saved["split"] == "validation"  # its default split's first two
+    assert saved["proposers"] == "best+spantrain" and saved["num_jobs"] == 12  # the settings, to re-run it
     res = expert_main(["--expert", "fifo+swf", "--heuristic", "spantrain+swf", "--seeds", "2",
                        "--num-jobs", "12", "--out", str(tmp_path)])
     assert res["ratio"][0] != pytest.approx(1.0)  # a different expert plays different episodes
     for bad in (["--seeds", "0"], ["--num-jobs", "-1"], ["--expert", "lookahead:fifo+swf:queuex", "--num-jobs", "6"],
-                ["--expert", "lookahead:spantrain+swf:present:queue1", "--proposers", "best", "--num-jobs", "6"]):
+                ["--expert", "lookahead:spantrain+swf:present:queue1", "--proposers", "best", "--num-jobs", "6"],
+                ["--proposers", "bestest"]):
         with pytest.raises(SystemExit) as exc:
             expert_main([*bad, "--out", str(tmp_path / "bad")])
         assert exc.value.code == 2

@@ -66,6 +66,23 @@ def test_default_proposers_unchanged_by_opt_in():
     with_spantrain = GeoSchedEnv("spider-8", num_jobs=4, proposers="best+spantrain").proposers
     assert [getattr(p, "name", None) for p in with_spantrain] == [
         "fastest+swf", "fifo+swf", "spantrain+swf", "spinsearch+swf", None, None]
+    first_fit = GeoSchedEnv("spider-8", num_jobs=4, proposers="first-fit").proposers
+    assert [getattr(p, "name", None) for p in first_fit] == ["fastest+swf", "fifo+swf", None, None]
+    assert [type(p).__name__ for p in first_fit[2:]] == ["SingleRegionProposer", "PathProposer"]
+
+
+def test_named_proposer_sets_and_a_bad_name():
+    """Every name of PROPOSER_SETS builds; another name is refused naming the argument."""
+    from sfenv.proposers import PROPOSER_SETS, named_proposers
+
+    assert PROPOSER_SETS == ("default", "first-fit", "first-fit+spantrain", "best", "best+spantrain")
+    names = [[getattr(p, "name", None) for p in named_proposers(name)] for name in PROPOSER_SETS]
+    assert names == [[None, None], ["fastest+swf", "fifo+swf", None, None],
+                     ["fastest+swf", "fifo+swf", "spantrain+swf", None, None],
+                     ["fastest+swf", "fifo+swf", "spinsearch+swf", None, None],
+                     ["fastest+swf", "fifo+swf", "spantrain+swf", "spinsearch+swf", None, None]]
+    with pytest.raises(ValueError, match="proposers='spinsearch'"):
+        named_proposers("spinsearch")
 
 
 def test_unknown_proposer_set_is_refused():
@@ -75,15 +92,18 @@ def test_unknown_proposer_set_is_refused():
         GeoSchedEnv("spider-8", num_jobs=4, proposers="bestest")
 
 
-@pytest.mark.parametrize(("name", "index"), [("fastest+swf", 0), ("fifo+swf", 1), ("spantrain+swf", 2)])
+@pytest.mark.parametrize(("name", "index", "proposers"), [
+    ("fastest+swf", 0, "best"), ("fifo+swf", 1, "best"), ("spantrain+swf", 2, "best+spantrain"),
+    ("fastest+swf", 0, "first-fit"), ("fifo+swf", 1, "first-fit")])
 @pytest.mark.parametrize(("scenario", "seed"), [("spider-8-contended", 2), ("spider-64", 0)])
-def test_first_fit_decisions_are_candidates_and_their_rollout_is_their_own_episode(scenario, seed, name, index):
+def test_first_fit_decisions_are_candidates_and_their_rollout_is_their_own_episode(scenario, seed, name, index,
+                                                                                   proposers):
     """fastest+swf's decision is candidate 0; the others' are candidates; playing one gives its own episode."""
     sc = load_scenario(scenario).with_overrides(workload={"num_jobs": 30})
     agent = make_agent(name)
     agent.reset(seed)
     own = sc.make_simulator(seed).run(agent.decide)
-    env = GeoSchedEnv(sc, proposers="best+spantrain" if name == "spantrain+swf" else "best")
+    env = GeoSchedEnv(sc, proposers=proposers)
     env.reset(seed=seed)
     done, starts = False, 0
     while not done:
