@@ -550,9 +550,12 @@ def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None
                            f"{sorted(PRETRAIN_DEFAULTS)}")
     if algo != "maskable-ppo":
         raise InvalidInput(f"train: pretrain needs algo maskable-ppo, not {algo!r}")
-    if (env_kwargs or {}).get("proposers") not in ("first-fit", "best", "best+spantrain"):
+    from sfenv.proposers import PROPOSER_SETS
+
+    recording = [name for name in PROPOSER_SETS if name != "default"]  # the sets with decision proposers
+    if (env_kwargs or {}).get("proposers") not in recording:
         raise InvalidInput("train: pretrain imitates a heuristic whose decisions the env's candidates record; "
-                           "set env_kwargs proposers: best (or first-fit, best+spantrain)")
+                           f"set env_kwargs proposers: best (or one of {', '.join(recording)})")
     pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}
     for name in ("steps", "rounds", "epochs", "batch_size"):
         _check_int(f"pretrain.{name}", pre_cfg[name], 1)

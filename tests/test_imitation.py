@@ -146,8 +146,11 @@ def test_pretrain_settings_are_checked_before_anything_is_written(tmp_path):
     assert not any(tmp_path.iterdir())
     from sfenv.agents.learned import _pretrain_settings  # first-fit records what a fastest+swf expert needs
 
-    for expert in ("fastest+swf", "lookahead:fastest+swf:present:proposed"):
-        assert _pretrain_settings({"expert": expert}, "maskable-ppo", {"proposers": "first-fit"})["expert"] == expert
+    from sfenv.proposers import PROPOSER_SETS
+
+    for sets in PROPOSER_SETS[1:]:  # every named set but the default records fastest+swf's decision
+        for expert in ("fastest+swf", "lookahead:fastest+swf:present:proposed"):
+            assert _pretrain_settings({"expert": expert}, "maskable-ppo", {"proposers": sets})["expert"] == expert
 
 
 def test_lookahead_specs_parse_and_malformed_ones_name_the_part():
