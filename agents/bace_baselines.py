@@ -14,7 +14,7 @@ from regions in its order and starts with fewer if that reaches the job's minimu
 minimum ("capped at K*").  CR-LDF starts at the region with the most free GPUs and adds the region
 maximising free GPUs x route bandwidth from the current tail.  No stall check, no path search.
 The plans come from :func:`sfenv.agents.bace_pipe.pp_plan` (tensor degree chosen by the model,
-each plan completed by :func:`sfenv.planning.complete_plan` as BACE-Pipe's are), so only
+each plan completed by :func:`sfenv.model.planning.complete_plan` as BACE-Pipe's are), so only
 placement differs from BACE-Pipe.
 """
 
@@ -23,11 +23,11 @@ from __future__ import annotations
 from sfenv.agents.bace_pipe import k_star, min_stages, pp_plan
 from sfenv.agents.base import SchedulerAgent
 
-from sfenv.perf import Plan
+from sfenv.model.perf import Plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
-__all__ = ["LCFAgent", "LDFAgent", "CRLCFAgent", "CRLDFAgent"]
+__all__ = ["CRLCFAgent", "CRLDFAgent", "LCFAgent", "LDFAgent"]
 
 
 class _BaceBaseline(SchedulerAgent):

@@ -46,7 +46,7 @@ Our design (the summaries give no detail, or our model differs)
       [Before, one budget of 32 paths was shared by all starts, and the first start's depth-first
       search could fill it before any other start was tried.]  Each is allocated by Cost-Min,
       planned (tensor degree by the uncompleted plans' times, to keep the evaluations down),
-      completed by the shared completion step (:func:`sfenv.planning.complete_plan`:
+      completed by the shared completion step (:func:`sfenv.model.planning.complete_plan`:
       micro-batch, recomputation, in-flight window; the stages, hence ``K*`` and the path, stay;
       the summaries fix neither micro-batch nor window), evaluated under current link shares and
       kept if feasible and stall-free (``transfer <= compute`` on every hop of the final plan;
@@ -69,14 +69,24 @@ from dataclasses import dataclass
 import numpy as np
 from sfenv.agents.base import SchedulerAgent
 
-from sfenv.perf import Plan, PlanPerf, evaluate_plan, plan_flows
-from sfenv.planning import DEFAULT_MENU, RECOMPUTE_MODES, PlanMenu, chain_plan, complete_plan
+from sfenv.model.perf import Plan, PlanPerf, evaluate_plan, plan_flows
+from sfenv.model.planning import DEFAULT_MENU, RECOMPUTE_MODES, PlanMenu, chain_plan, complete_plan
 from sfenv.sim import SimView
-from sfenv.topology import Topology
-from sfenv.workload import JobSpec
+from sfenv.world.topology import Topology
+from sfenv.world.workload import JobSpec
 
-__all__ = ["BACEPipeAgent", "KStar", "pp_plan", "k_star", "knee_point", "min_stages", "transfer_times",
-           "stall_free", "K_GRID", "KNEE_THRESHOLD"]
+__all__ = [
+    "KNEE_THRESHOLD",
+    "K_GRID",
+    "BACEPipeAgent",
+    "KStar",
+    "k_star",
+    "knee_point",
+    "min_stages",
+    "pp_plan",
+    "stall_free",
+    "transfer_times",
+]
 
 TP_OPTIONS = (1, 2, 4, 8)
 #: GPU counts tried for ``K*``
@@ -177,7 +187,7 @@ def pp_plan(
 
     For every tensor degree t (the model chooses it: lowest modelled iteration time), region i
     holds ``gpus[i] // t`` stages of t GPUs; recomputation only when the plain plan does not fit.
-    Each tensor degree's plan is completed (:func:`sfenv.planning.complete_plan` with ``menu``;
+    Each tensor degree's plan is completed (:func:`sfenv.model.planning.complete_plan` with ``menu``;
     None: not completed) before they are compared.
 
     :param exact: only tensor degrees that divide every ``gpus[i]`` (the plan then uses exactly

@@ -14,16 +14,20 @@ from typing import Any
 
 import numpy as np
 
-from sfenv.perf import Plan
-from sfenv.planning import fit_plan
+from sfenv.env.proposers import Proposer
+from sfenv.model.perf import Plan
+from sfenv.model.planning import fit_plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
 __all__ = ["SchedulerAgent", "best_single_region_plan", "fill_budget", "index_order_chain", "index_order_plan"]
 
 
-class SchedulerAgent:
+class SchedulerAgent(Proposer):
     """Base class: order the queue, propose plans per job, start the first that fits.
+
+    An agent is also a candidate :class:`~sfenv.env.proposers.Proposer` (:meth:`candidates`), reset by
+    the env at every episode when it is one of the env's proposers.
 
     Subclasses override :meth:`order` and :meth:`propose`; ``blocking=True`` makes the agent
     wait whenever the first job in its order cannot start (strict FIFO head-of-line blocking).

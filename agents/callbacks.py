@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from sfenv.scenario import Scenario
+from sfenv.sim import make_simulator
 
-__all__ = ["play_episode", "make_eval_callback", "heuristic_levels", "plot_learning_curve", "training_summary"]
+__all__ = ["heuristic_levels", "make_eval_callback", "play_episode", "plot_learning_curve", "training_summary"]
 
 
 def play_episode(
@@ -37,7 +38,7 @@ def play_episode(
 
     :param predict: an SB3 ``predict``-like function.
     :param env: a GeoSchedEnv, possibly wrapped (e.g. ``FlattenObservation``).
-    :param seed: the episode seed (the episode of ``Simulator.from_scenario(scenario, seed)``).
+    :param seed: the episode seed (the episode of ``make_simulator(scenario, seed)``).
     :param masked: pass the env's action masks to ``predict``.
     :param normalize: applied to every observation before ``predict`` (VecNormalize's ``normalize_obs``).
     :return: the episode report (a dict) and the raw undiscounted return.  An episode that does not
@@ -176,7 +177,7 @@ def heuristic_levels(agents: Sequence[str], scenario: Scenario, seeds: Sequence[
         for s in seeds:  # the evaluator's episode (run_episode), without importing the evaluator
             agent = make_agent(name)
             agent.reset(int(s))
-            sim = scenario.make_simulator(int(s))
+            sim = make_simulator(scenario, int(s))
             rows.append(sim.run(agent.decide, replan=agent.replan if agent.replans else None))
         out[name] = {
             "mean_jct_h": float(np.mean([r.mean_jct_s for r in rows]) / 3600.0),

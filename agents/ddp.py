@@ -27,7 +27,7 @@ What it models
 
 Our design
     - Micro-batch and recomputation: like every agent's plan, the DDP plan goes through the shared
-      completion step (:func:`sfenv.planning.complete_plan`; one stage, so no pipeline window): a
+      completion step (:func:`sfenv.model.planning.complete_plan`; one stage, so no pipeline window): a
       DDP user tunes the per-GPU micro-batch too.  ``micro_batch=N`` fixes it instead.
     - Queue: strict arrival order with head-of-line blocking, as :class:`~sfenv.agents.fifo.FIFOAgent`
       (the pipeline baseline), so the two differ only in the plan's shape.
@@ -44,10 +44,10 @@ from __future__ import annotations
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.fifo import FIFOAgent
 
-from sfenv.perf import Plan, PlanPerf, Stage
-from sfenv.planning import DEFAULT_MENU, RECOMPUTE_MODES, PlanMenu, complete_plan
+from sfenv.model.perf import Plan, PlanPerf, Stage
+from sfenv.model.planning import DEFAULT_MENU, RECOMPUTE_MODES, PlanMenu, complete_plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
 __all__ = ["DataParallelAgent", "data_parallel_plan"]
 
@@ -100,7 +100,7 @@ class DataParallelAgent(SchedulerAgent):
     """DDP-style data parallelism across regions, FIFO queue (see the module docstring).
 
     :param micro_batch: sequences per micro-batch (gradient accumulation step); None (default):
-        chosen by the shared completion step among :data:`sfenv.planning.MICRO_BATCHES`.
+        chosen by the shared completion step among :data:`sfenv.model.planning.MICRO_BATCHES`.
     :param max_regions: at most this many regions per job (None: no limit).
     :param fallback: give jobs whose replica fits no server FIFO's pipeline plan (else they wait).
     """

@@ -4,17 +4,17 @@ Serves jobs strictly in arrival order (head-of-line blocking: if the oldest job 
 waits).  For the head job it takes the first region, in index order, whose free GPUs reach the
 job's minimum, and uses up to ``max_gpus`` of them; if no single region is large enough, it chains
 regions in index order until the minimum is met (ignoring the topology).  The plan shape comes
-from :func:`sfenv.planning.fit_plan`.
+from :func:`sfenv.model.planning.fit_plan`.
 """
 
 from __future__ import annotations
 
 from sfenv.agents.base import SchedulerAgent, index_order_plan
 
-from sfenv.perf import Plan
-from sfenv.planning import fit_plan
+from sfenv.model.perf import Plan
+from sfenv.model.planning import fit_plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
 __all__ = ["FIFOAgent"]
 

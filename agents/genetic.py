@@ -16,7 +16,7 @@ Our design
       of clusters, hence the GPU count: a job may run on one small fast cluster rather than the
       largest one.  [An earlier decoder fixed the GPU target at the largest free cluster: on
       spider-8 it had to take 64 A100 or more when 32 H100 model faster.]  The decoded chain is
-      the pipeline order, and :func:`sfenv.planning.fit_plan` builds its plan.
+      the pipeline order, and :func:`sfenv.model.planning.fit_plan` builds its plan.
     - Fitness = the performance model's iteration time of that plan (compute included, unlike
       DT-FM's communication-only cost).  An evaluation (trial) is one fitness call; decoded
       chains are memoised, so repeated trials cost a dictionary look-up.
@@ -56,12 +56,12 @@ from collections.abc import Callable
 import numpy as np
 from sfenv.agents.base import SchedulerAgent
 
-from sfenv.perf import Plan, PlanPerf
-from sfenv.planning import fit_plan
+from sfenv.model.perf import Plan, PlanPerf
+from sfenv.model.planning import fit_plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
-__all__ = ["GeneticAgent", "ChainFitness", "random_search", "BUDGETS"]
+__all__ = ["BUDGETS", "ChainFitness", "GeneticAgent", "random_search"]
 
 #: named budgets: (population, generations, local-search moves)
 BUDGETS: dict[str, tuple[int, int, int]] = {
@@ -196,10 +196,10 @@ class GeneticAgent(SchedulerAgent):
             def __init__(self) -> None:
                 super().__init__(n_var=n, n_obj=1, xl=0, xu=n - 1, vtype=int)
 
-            def _evaluate(self, x, out, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+            def _evaluate(self, x, out, *args, **kwargs):
                 out["F"] = fitness(np.asarray(x, dtype=int))
 
-        def phenotypes(pop) -> np.ndarray:  # noqa: ANN001 - a pymoo Population
+        def phenotypes(pop) -> np.ndarray:
             return np.array([fitness.phenotype(np.asarray(x, dtype=int)) for x in pop.get("X")])
 
         algo = GA(pop_size=self.population, sampling=PermutationRandomSampling(), crossover=OrderCrossover(),

@@ -7,7 +7,7 @@ clusters^2 ordering arcs, which is what makes such schedulers slow on large plat
 
 Plan family (one MILP per data-parallel degree d in ``dp_options`` and micro-batch size b in
 ``micro_batches``; the same menus as the other agents: TP degrees of
-:func:`sfenv.planning.fit_plan`, micro-batch sizes of TPA): an ordered chain of regions; region r
+:func:`sfenv.model.planning.fit_plan`, micro-batch sizes of TPA): an ordered chain of regions; region r
 picks an option ``(g_r, t_r)`` (``g_r`` GPUs from a menu of multiples of ``d t_r``, ``t_r`` within
 a server and dividing the heads) and holds ``g_r / (d t_r)`` consecutive pipeline stages of
 ``t_r``-way tensor parallelism with ``l_r`` layers in total; stages are d-way data parallel
@@ -36,7 +36,7 @@ the largest t is offered (it dominates; :func:`dominant_options`), and the agent
 solution with the full model together with variants whose tensor degree is capped at each
 smaller menu degree (same GPUs and layers, more stages).  [An earlier version had t = 1, b = 1
 only and no all-reduce term.]  The best plan then goes through the shared completion step
-(:func:`sfenv.planning.complete_plan`): the MILP's chain, GPUs and layer split stay, while
+(:func:`sfenv.model.planning.complete_plan`): the MILP's chain, GPUs and layer split stay, while
 micro-batch size, recomputation and the in-flight window per WAN hop are chosen by the full model
 as for every other agent.  [Before, the ILP's plans kept the plain 1F1B window, a handicap
 against agents built on ``fit_plan``.]
@@ -68,12 +68,12 @@ from sfenv.agents.fifo import FIFOAgent
 from sfenv.agents.milp import new_var, solve
 from sfenv.agents.tpa import MICRO_BATCHES
 
-from sfenv.perf import Plan, PlanPerf, Stage
-from sfenv.planning import DEFAULT_MENU, RECOMPUTE_MODES, TP_DEGREES, complete_plan
+from sfenv.model.perf import Plan, PlanPerf, Stage
+from sfenv.model.planning import DEFAULT_MENU, RECOMPUTE_MODES, TP_DEGREES, complete_plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
-__all__ = ["ILPAgent", "ILPInstance", "solve_instance", "brute_force_instance", "build_instance", "dominant_options"]
+__all__ = ["ILPAgent", "ILPInstance", "brute_force_instance", "build_instance", "dominant_options", "solve_instance"]
 
 MENU = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 

@@ -5,7 +5,7 @@ jobs first, place them well) before it can do better; under contention a random 
 leaves jobs waiting to the horizon.  The warm start (our design, in the spirit of DQfD / "BC then
 RL" recipes; plain torch on SB3's policy, no extra dependency):
 
-1. **Expert.**  With ``proposers="best"`` (:func:`sfenv.proposers.best_heuristic_proposers`) the
+1. **Expert.**  With ``proposers="best"`` (:func:`sfenv.agents.proposer_sets.best_heuristic_proposers`) the
    decision proposers record the decisions of ``fastest+swf`` (candidate 0), ``fifo+swf`` and
    ``spinsearch+swf`` at every step: :func:`expert_action` maps the chosen expert's decision to its
    action (wait when the heuristic would wait).  The expert costs nothing extra.  Default expert:
@@ -47,8 +47,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PRETRAIN_DEFAULTS", "expert_action", "parse_lookahead", "lookahead_action", "collect", "fit_policy",
-           "pretrain", "Demonstrations"]
+from sfenv.env.proposers import DecisionRecorder
+
+__all__ = [
+    "PRETRAIN_DEFAULTS",
+    "Demonstrations",
+    "collect",
+    "expert_action",
+    "fit_policy",
+    "lookahead_action",
+    "parse_lookahead",
+    "pretrain",
+]
 
 #: keys of the ``pretrain`` recipe setting and their defaults
 PRETRAIN_DEFAULTS: dict[str, Any] = {"expert": "fastest+swf", "steps": 20_000, "rounds": 2, "epochs": 8,
@@ -68,8 +78,8 @@ def expert_action(env: Any, expert: str | None = None) -> int:
     base = _scenario_env(env)
     if expert is not None and expert.startswith("lookahead:"):
         return lookahead_action(env, **parse_lookahead(expert))
-    proposer = next((p for p in base.proposers if hasattr(p, "decision")
-                     and (expert is None or getattr(p, "name", None) == expert)), None)
+    proposer = next((p for p in base.proposers if isinstance(p, DecisionRecorder)
+                     and (expert is None or p.name == expert)), None)
     if proposer is None:
         raise ValueError(f"no proposer records the decision of {expert or 'an expert'}; "
                          "build the env with proposers=\"best\"")
@@ -178,7 +188,7 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | str = 0
     agent = _ROLLOUT_AGENTS.get(base)
     if agent is None:
         agent = _ROLLOUT_AGENTS[base] = make_agent(base)
-    own = expert_action(env, base) if base in {getattr(p, "name", None) for p in e.proposers} else None
+    own = expert_action(env, base) if base in {p.name for p in e.proposers if isinstance(p, DecisionRecorder)} else None
     if max_waiting is not None:
         if own is None:
             raise ValueError(f"max_waiting needs the decision of {base!r} recorded: build the env with proposers "
@@ -188,7 +198,7 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | str = 0
     mask = e.action_masks()
     if among == "proposed":
         actions = {e.action_for(p.decision) for p in e.proposers
-                   if getattr(p, "decision", None) is not None} | {e.wait_action}
+                   if isinstance(p, DecisionRecorder) and p.decision is not None} | {e.wait_action}
         if own is not None:
             actions.add(own)
         valid = sorted(a for a in actions if mask[a])

@@ -31,7 +31,7 @@ The recipe (:func:`train`), our choices (not from a paper):
   with the topology-independent observation (``obs_mode="compact"``).
 
 :class:`LearnedPolicy` reloads a model as an SB3 ``PolicyPredictor``; the evaluator
-(:mod:`sfenv.agents.evaluate`, :func:`~sfenv.agents.evaluate.evaluate_model`) plays it.  This module
+(:mod:`sfenv.app.evaluate`, :func:`~sfenv.app.evaluate.evaluate_model`) plays it.  This module
 does not import the evaluator at module level.  torch / SB3 are imported lazily: importing this
 module is cheap, and without the ``rl`` extra :func:`train` and :class:`LearnedPolicy` raise
 :class:`~sfenv.errors.DependencyNotInstalled` naming ``pip install "sfenv[rl]"``.
@@ -54,14 +54,32 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from sfenv import protocol
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile
+from sfenv.runs import protocol
 from sfenv.scenario import Scenario, load_scenario
 
-__all__ = ["ALGOS", "AlgoSpec", "DEFAULT_HP", "RECIPE_DEFAULTS", "POLICIES", "make_env_fn", "train", "LearnedPolicy",
-           "ScenarioLike", "ScenarioMix", "generated_scenarios", "generated_platforms", "load_config", "parse_hp",
-           "bundled_configs", "check_hp", "split_model_spec", "absolute_model_spec", "run_summary"]
+__all__ = [
+    "ALGOS",
+    "DEFAULT_HP",
+    "POLICIES",
+    "RECIPE_DEFAULTS",
+    "AlgoSpec",
+    "LearnedPolicy",
+    "ScenarioLike",
+    "ScenarioMix",
+    "absolute_model_spec",
+    "bundled_configs",
+    "check_hp",
+    "generated_platforms",
+    "generated_scenarios",
+    "load_config",
+    "make_env_fn",
+    "parse_hp",
+    "run_summary",
+    "split_model_spec",
+    "train",
+]
 
 #: what every ``scenario`` argument accepts: a bundled name, a YAML path, a dict or a Scenario
 ScenarioLike = str | Path | dict | Scenario
@@ -253,10 +271,10 @@ def generated_scenarios(
 
 
 def generated_platforms(split: str, count: int, num_jobs: int | None = None) -> list[Scenario]:
-    """The first ``count`` generated platforms of a protocol split (:mod:`sfenv.protocol`).
+    """The first ``count`` generated platforms of a protocol split (:mod:`sfenv.runs.protocol`).
 
-    :func:`generated_scenarios` over :data:`sfenv.protocol.GENERATED_FAMILY` with the split's
-    first generator seed (:data:`sfenv.protocol.GENERATOR_SEEDS`): train on ``"train"``, report
+    :func:`generated_scenarios` over :data:`sfenv.runs.protocol.GENERATED_FAMILY` with the split's
+    first generator seed (:data:`sfenv.runs.protocol.GENERATOR_SEEDS`): train on ``"train"``, report
     on ``"test"``.
 
     :param num_jobs: jobs per episode (None: the family's).
@@ -550,7 +568,7 @@ def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None
                            f"{sorted(PRETRAIN_DEFAULTS)}")
     if algo != "maskable-ppo":
         raise InvalidInput(f"train: pretrain needs algo maskable-ppo, not {algo!r}")
-    from sfenv.proposers import PROPOSER_SETS
+    from sfenv.env.proposers import PROPOSER_SETS
 
     recording = [name for name in PROPOSER_SETS if name != "default"]  # the sets with decision proposers
     if (env_kwargs or {}).get("proposers") not in recording:
@@ -570,10 +588,10 @@ def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None
     else:
         needs = None if pre_cfg["expert"] is None else str(pre_cfg["expert"])
     if needs is not None:  # the expert answers with this heuristic's recorded decision
-        from sfenv.proposers import named_proposers
+        from sfenv.env.proposers import DecisionRecorder, named_proposers
 
         sets = env_kwargs["proposers"]
-        recorded = {getattr(q, "name", None) for q in named_proposers(sets) if hasattr(q, "decision")}
+        recorded = {q.name for q in named_proposers(sets) if isinstance(q, DecisionRecorder)}
         if needs not in recorded:
             raise InvalidInput(f"train: pretrain.expert {pre_cfg['expert']!r} needs the decision of {needs!r}, "
                                f"which proposers {sets!r} do not record (they record {sorted(recorded)})")
@@ -631,7 +649,7 @@ def train(
     :param eval_every: steps between evaluations on ``eval_seeds`` (None: a tenth of the run, at least
         :data:`MIN_EVAL_EVERY`; 0: only at the end).
     :param eval_seeds: held-out episode seeds (default: the first 5 of the protocol's validation
-        split, 10000..10004, :mod:`sfenv.protocol`); test seeds are refused (a model is selected on them).
+        split, 10000..10004, :mod:`sfenv.runs.protocol`); test seeds are refused (a model is selected on them).
     :param eval_scenario: the evaluation scenario (default: the training scenario, the first of a list).
     :param baselines: reference agents whose levels on the evaluation seeds the learning curve shows.
     :param resume: a run folder to continue (its ``config.yml`` gives the settings; the arguments

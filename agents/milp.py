@@ -23,7 +23,7 @@ from typing import Any
 
 import pulp
 
-__all__ = ["SolveResult", "solve", "new_var", "HARD_LIMIT_GRACE_S"]
+__all__ = ["HARD_LIMIT_GRACE_S", "SolveResult", "new_var", "solve"]
 
 
 def new_var(problem: pulp.LpProblem, name: str, **kwargs: object) -> pulp.LpVariable:
@@ -55,7 +55,7 @@ def _solver(time_limit: float) -> tuple[pulp.LpSolver, str]:
         s = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=GAP_REL, gapAbs=GAP_ABS, threads=1)
         if s.available():
             return s, "HiGHS"
-    except Exception:  # noqa: BLE001 - any failure to build the HiGHS interface falls back to CBC
+    except Exception:
         pass
     return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=GAP_REL, gapAbs=GAP_ABS), "CBC"
 
@@ -76,7 +76,7 @@ def _solve_in_child(problem: pulp.LpProblem, solver: pulp.LpSolver, conn: Any) -
         problem.solve(solver)
         values = {v.name: v.varValue for v in problem.variables()}
         conn.send((problem.status, getattr(problem, "sol_status", None), values))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+    except BaseException as exc:
         conn.send(exc)
     finally:
         conn.close()

@@ -38,13 +38,23 @@ from typing import Any
 
 from sfenv.agents.base import SchedulerAgent, fill_budget, index_order_chain
 
+from sfenv.env.proposers import DecisionRecorder
 from sfenv.errors import UnknownName
-from sfenv.perf import Plan
+from sfenv.model.perf import Plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
-__all__ = ["DecisionProposer", "ORDERS", "OrderedAgent", "ordered_class", "remaining_work", "gpu_demand", "order_jobs",
-           "SpinSearchProposer", "FirstFitProposer"]
+__all__ = [
+    "ORDERS",
+    "DecisionProposer",
+    "FirstFitProposer",
+    "OrderedAgent",
+    "SpinSearchProposer",
+    "gpu_demand",
+    "order_jobs",
+    "ordered_class",
+    "remaining_work",
+]
 
 #: order name -> one line
 ORDERS: dict[str, str] = {
@@ -199,7 +209,7 @@ class _PlanMemo:
         self._last_state = state
         return (job.shape_key, state)
 
-    def get(self, key: tuple, job: JobSpec) -> Plan | None | bool:
+    def get(self, key: tuple, job: JobSpec) -> Plan | bool | None:
         """The remembered plan for ``job`` (None: no plan), or False when ``key`` is not remembered."""
         hit = self._store.get(key, False)
         if hit is None or hit is False:
@@ -214,7 +224,7 @@ class _PlanMemo:
         self._store[key] = None if plan is None else (plan, self.cache.recent.get(plan))
 
 
-class _MemoisedPlans:
+class _MemoisedPlans(DecisionRecorder):
     """Proposers whose ``plan`` is :meth:`_plan`'s answer, remembered per job shape and platform state.
 
     The memo is :class:`_PlanMemo` in ``self._memo``; ``self.memo = False`` computes at every call.
@@ -241,15 +251,15 @@ class _MemoisedPlans:
 
 
 class SpinSearchProposer(_MemoisedPlans):
-    """Candidate proposer: the plans ``spinsearch+ORDER`` would choose (see :mod:`sfenv.proposers`).
+    """Candidate proposer: the plans ``spinsearch+ORDER`` would choose (see :mod:`sfenv.env.proposers`).
 
     First the combined agent's decision (the first job in ``order`` whose SpinSearch plan can
     start now), then SpinSearch's plan for each of the first ``jobs`` waiting jobs (the env's queue
     window, arrival order).  The plans are SpinSearch's own: its chains
     (:meth:`~sfenv.agents.spinsearch.SpinSearchAgent.chains`), each filled as it fills them and
     ranked as it ranks them (modelled iteration time, then fewer clusters, then the earlier
-    chain), but every :func:`~sfenv.planning.fit_plan` goes through the environment's
-    :class:`~sfenv.proposers.PlanCache`, which makes it cheap enough to run at every step.
+    chain), but every :func:`~sfenv.model.planning.fit_plan` goes through the environment's
+    :class:`~sfenv.env.proposers.PlanCache`, which makes it cheap enough to run at every step.
     ``tests/test_proposers_best.py`` checks along rollouts that the agent's decision is always
     among the candidates.
 
@@ -333,7 +343,7 @@ class FirstFitProposer(_MemoisedPlans):
     order, with the job's minimum free) or :meth:`sfenv.agents.simple.FastestRegionAgent.propose`
     (``"fastest"``: the region where the job's plan has the shortest iteration time) places it,
     using up to ``max_gpus`` of the region's free GPUs, else regions chained in index order; every
-    :func:`~sfenv.planning.fit_plan` goes through the environment's plan cache.  It records the
+    :func:`~sfenv.model.planning.fit_plan` goes through the environment's plan cache.  It records the
     decision as :attr:`decision` (None: the agent would wait) and proposes only that plan.
 
     :param cache: the environment's plan cache.
@@ -395,7 +405,7 @@ class FirstFitProposer(_MemoisedPlans):
         return []
 
 
-class DecisionProposer:
+class DecisionProposer(DecisionRecorder):
     """Candidate proposer: the decision of any registered agent (e.g. ``spantrain+swf``), recorded.
 
     Asks the agent to decide at every step and proposes that plan alone; :attr:`decision` holds it

@@ -9,7 +9,7 @@ from sfenv.agents.base import SchedulerAgent
 
 from sfenv.errors import InvalidInput, UnknownName
 
-__all__ = ["AGENTS", "DESCRIPTIONS", "GROUPS", "make_agent", "available_agents", "resolve_names", "describe"]
+__all__ = ["AGENTS", "DESCRIPTIONS", "GROUPS", "available_agents", "describe", "make_agent", "resolve_names"]
 
 #: name -> "module:Class"
 AGENTS: dict[str, str] = {
@@ -107,7 +107,7 @@ def resolve_names(spec: str | list[str]) -> list[str]:
     for item in (i.strip() for i in items if i.strip()):
         if item == "all":
             names = avail
-        elif item.startswith(("model:", "rllib:")):  # a saved policy, see sfenv.agents.evaluate.MODEL_PREFIX
+        elif item.startswith(("model:", "rllib:")):  # a saved policy, see sfenv.app.evaluate.MODEL_PREFIX
             names = [item]
         elif item in GROUPS:
             names = [n for n in GROUPS[item] if n in avail or "+" in n]

@@ -52,8 +52,19 @@ from sfenv.env import GeoSchedEnv
 from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile
 from sfenv.scenario import Scenario, load_scenario
 
-__all__ = ["ALGO", "SPEC", "PolicySpec", "META_FILE", "PPO_DEFAULTS", "InvalidActionSampled", "MaskedGeoSchedEnv",
-           "masked_ppo_module_class", "train_rllib", "checkpoint_path", "RLlibPolicy"]
+__all__ = [
+    "ALGO",
+    "META_FILE",
+    "PPO_DEFAULTS",
+    "SPEC",
+    "InvalidActionSampled",
+    "MaskedGeoSchedEnv",
+    "PolicySpec",
+    "RLlibPolicy",
+    "checkpoint_path",
+    "masked_ppo_module_class",
+    "train_rllib",
+]
 
 #: the algorithm name on the command line (``sfenv train --algo rllib-ppo``)
 ALGO = "rllib-ppo"
@@ -279,7 +290,7 @@ def train_rllib(
     MaskedGeoSchedEnv(env_config).close()  # bad env arguments fail here, before Ray starts
     settings = {**PPO_DEFAULTS, **(algo_kwargs or {})}
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    from sfenv.distributed import ray_session
+    from sfenv.runs.distributed import ray_session
 
     ppo = _ray_module("ray.rllib.algorithms.ppo")
     rl_module_spec = _ray_module("ray.rllib.core.rl_module.rl_module").RLModuleSpec
@@ -333,7 +344,7 @@ class RLlibPolicy:
 
     Only the RL module is loaded (torch, CPU); no Ray cluster is started.  ``predict`` takes the
     plain :class:`~sfenv.env.GeoSchedEnv` observation and ``action_masks`` (all actions valid if
-    None), so :func:`sfenv.agents.evaluate.run_policy_episode` plays it like an SB3 model.
+    None), so :func:`sfenv.app.evaluate.run_policy_episode` plays it like an SB3 model.
 
     :param path: the checkpoint folder (``<out>/rllib-ppo-<scenario>-s<seed>``).
     """

@@ -8,7 +8,7 @@
   right now among those whose free GPUs reach the job's minimum, using up to ``max_gpus`` GPUs.
 - :class:`FastestRegionAgent`: serves jobs in arrival order with backfilling and places each in
   the region where it runs fastest now (shortest modelled iteration time of
-  :func:`sfenv.planning.fit_plan` on the region's free GPUs, up to ``max_gpus``) among those whose
+  :func:`sfenv.model.planning.fit_plan` on the region's free GPUs, up to ``max_gpus``) among those whose
   free GPUs reach the job's minimum; when none does, a chain of regions in index order, as FIFO.
   FIFO's first fit, but choosing the region by speed instead of index: with the
   shortest-work-first order (``fastest+swf``) it cuts mean JCT by 5.7 % against ``fifo+swf`` on
@@ -20,13 +20,13 @@ from __future__ import annotations
 import numpy as np
 from sfenv.agents.base import SchedulerAgent, index_order_plan
 
-from sfenv.perf import Plan
-from sfenv.planning import fit_plan
-from sfenv.proposers import PathProposer, PlanCache, SingleRegionProposer
+from sfenv.env.proposers import PathProposer, PlanCache, SingleRegionProposer
+from sfenv.model.perf import Plan
+from sfenv.model.planning import fit_plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
-__all__ = ["RandomAgent", "CheapestRegionAgent", "FastestRegionAgent"]
+__all__ = ["CheapestRegionAgent", "FastestRegionAgent", "RandomAgent"]
 
 
 class RandomAgent(SchedulerAgent):

@@ -25,9 +25,9 @@ Our design
       sub-groups order regions inside a group by GPU speed (fastest first).
     - Placement: the network group with the most free compute that can hold the job alone;
       otherwise groups are chained, largest first, until the job's minimum GPUs are met.  The
-      plan shape comes from :func:`sfenv.planning.fit_plan` (stages follow the chain, data
+      plan shape comes from :func:`sfenv.model.planning.fit_plan` (stages follow the chain, data
       parallelism inside regions) with a zero-bubble schedule; its completion step
-      (:func:`sfenv.planning.complete_plan`, the menu every agent gets) picks the zero-bubble
+      (:func:`sfenv.model.planning.complete_plan`, the menu every agent gets) picks the zero-bubble
       variant among ``schedules``, the micro-batch among ``micro_batches``, recomputation and the
       in-flight window; then the adapter may re-tune micro-batch, variant and window.
     - Queue: arrival order with backfilling (a job that cannot start is skipped).
@@ -65,10 +65,10 @@ import networkx as nx
 import numpy as np
 from sfenv.agents.base import SchedulerAgent
 
-from sfenv.perf import Plan, PlanPerf, Stage
-from sfenv.planning import PlanMenu, fit_plan
+from sfenv.model.perf import Plan, PlanPerf, Stage
+from sfenv.model.planning import PlanMenu, fit_plan
 from sfenv.sim import InvalidDecision, SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
 __all__ = ["SpanTrainAgent", "SpanTrainPlacementAgent", "SpanTrainZeroBubbleAgent"]
 
@@ -288,7 +288,7 @@ class SpanTrainAgent(SchedulerAgent):
         """:meth:`_fit_now`, memoised: a single-region fit is found once per class of equal regions.
 
         Regions with equal GPU, server and intra-region figures (:attr:`Topology.plan_class`) get the
-        same plan on the same budget (as in :class:`sfenv.proposers.PlanCache`): the plan found for
+        same plan on the same budget (as in :class:`sfenv.env.proposers.PlanCache`): the plan found for
         the class's first region is moved to ``chain[0]`` and evaluated there.
         """
         if not self.memo:

@@ -2,10 +2,10 @@
 
 Source: the abstract only [paper]; both parts are our designs built to its description (see
 :mod:`sfenv.agents.spinsearch` and :mod:`sfenv.agents.tpa`).  SpinSearch proposes cluster chains along the WAN
-graph; each chain gets SpinSearch's own plan (:func:`sfenv.planning.fit_plan`), and the chains are
+graph; each chain gets SpinSearch's own plan (:func:`sfenv.model.planning.fit_plan`), and the chains are
 ranked by that plan's modelled iteration time (ties: fewer clusters).  TPA turns the best
 ``n_chains`` of them into plans with its two-level planner, each completed by the shared
-completion step (:func:`sfenv.planning.complete_plan`: micro-batch, recomputation, in-flight
+completion step (:func:`sfenv.model.planning.complete_plan`: micro-batch, recomputation, in-flight
 window); the completed TPA plan with the lowest modelled iteration time wins [our design].
 
 Parameters
@@ -19,9 +19,9 @@ from sfenv.agents.base import SchedulerAgent, fill_budget
 from sfenv.agents.spinsearch import SpinSearchAgent
 from sfenv.agents.tpa import tpa_plan
 
-from sfenv.perf import Plan
+from sfenv.model.perf import Plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
 __all__ = ["SpiderFlowAgent"]
 

@@ -12,7 +12,7 @@ Our design (everything else; the sketch in the project's research notes, tagged 
     - From each seed, a chain grows along WAN *edges* (neighbours of the chain's tail in the
       graph), "spinning" to the neighbour with the best fair-share bandwidth from the tail
       (ties: more free compute), up to ``max_chain`` clusters; every prefix whose free GPUs reach
-      the job's minimum is turned into a plan by :func:`sfenv.planning.fit_plan` (data parallelism
+      the job's minimum is turned into a plan by :func:`sfenv.model.planning.fit_plan` (data parallelism
       inside clusters, pipeline stages across them) and scored by the performance model.
     - The best plan (lowest modelled iteration time; ties: fewer clusters) wins.  Work per
       decision is at most ``k_seeds x max_chain`` plan fits plus ``O(k_seeds x max_chain x C)``
@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from sfenv.agents.base import SchedulerAgent, fill_budget
 
-from sfenv.perf import Plan, PlanPerf
-from sfenv.planning import fit_plan
+from sfenv.model.perf import Plan, PlanPerf
+from sfenv.model.planning import fit_plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
 __all__ = ["SpinSearchAgent"]
 
@@ -53,8 +53,8 @@ class SpinSearchAgent(SchedulerAgent):
         self.evaluations = 0
         self.fits = 0
 
-    def _evaluate(self, view: SimView):  # noqa: ANN202
-        def ev(plan, job):  # noqa: ANN001, ANN202
+    def _evaluate(self, view: SimView):
+        def ev(plan, job):
             self.evaluations += 1
             return view.evaluate(plan, job)
 
@@ -97,7 +97,7 @@ class SpinSearchAgent(SchedulerAgent):
     def ranked_chains(self, view: SimView, job: JobSpec) -> list[tuple[list[int], Plan, PlanPerf]]:
         """Every chain of :meth:`chains` with a feasible plan, as ``(chain, plan, perf)``, best first.
 
-        Ranked by the modelled iteration time of the chain's :func:`~sfenv.planning.fit_plan`
+        Ranked by the modelled iteration time of the chain's :func:`~sfenv.model.planning.fit_plan`
         plan, ties to fewer clusters (then to the earlier chain).
         """
         free = view.free_gpus

@@ -31,7 +31,7 @@ Our design (the abstract gives no detail)
       [Earlier versions solved one MILP per ``(d, b)``: about 30 HiGHS calls and ~97 % of
       SpiderFlow's decision time for the same optimum.]
     - Completion: the winning plan goes through the shared completion step
-      (:func:`sfenv.planning.complete_plan`): TPA's stages stay, the micro-batch size,
+      (:func:`sfenv.model.planning.complete_plan`): TPA's stages stay, the micro-batch size,
       recomputation and the in-flight window per WAN hop are chosen by the full model, as for every
       agent (the abstract says nothing that fixes them).  [Before, TPA's plans kept the 1F1B
       window while ``fit_plan``'s plans widened it: a median 1.29x handicap on spider-8's WAN chains.]
@@ -57,14 +57,23 @@ import pulp
 from sfenv.agents.base import SchedulerAgent, index_order_chain
 from sfenv.agents.milp import new_var, solve
 
-from sfenv.compute import activation_bytes
-from sfenv.perf import Plan, PlanPerf, Stage
-from sfenv.planning import DEFAULT_MENU, PlanMenu, complete_plan
+from sfenv.model.compute import activation_bytes
+from sfenv.model.perf import Plan, PlanPerf, Stage
+from sfenv.model.planning import DEFAULT_MENU, PlanMenu, complete_plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
-__all__ = ["TPAAgent", "ClusterOption", "level2_enumerate", "level2_objective", "intra_cluster_ilp", "brute_force",
-           "level1_split", "tpa_plan", "MICRO_BATCHES"]
+__all__ = [
+    "MICRO_BATCHES",
+    "ClusterOption",
+    "TPAAgent",
+    "brute_force",
+    "intra_cluster_ilp",
+    "level1_split",
+    "level2_enumerate",
+    "level2_objective",
+    "tpa_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -255,7 +264,7 @@ def tpa_plan(
     :param stats: if given, counts ``level2`` problems, ``milp_solves``, ``level2_beats``,
         full-model ``evaluations`` of the search and ``completion_evaluations`` of the completion
         step; ``optimal`` stays True while every level-2 optimum is proven.
-    :param menu: the completion step's menu (:func:`sfenv.planning.complete_plan`); None returns
+    :param menu: the completion step's menu (:func:`sfenv.model.planning.complete_plan`); None returns
         TPA's own plan uncompleted (for comparisons).
     :return: ``(plan, perf)`` with the lowest modelled iteration time, or None.
     """

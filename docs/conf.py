@@ -17,7 +17,7 @@ import sfenv  # noqa: E402
 
 project = "sfenv"
 author = "sfenv developers"
-copyright = "sfenv developers"  # noqa: A001
+copyright = "sfenv developers"
 release = version = sfenv.__version__
 
 extensions = [

@@ -3,7 +3,7 @@
 Every table of results in the documentation is made here from a result file, never typed by hand:
 ``python docs/make_results.py`` reads each ``data/<name>.json`` (a ``benchmark.json`` written by
 ``sfenv benchmark`` or a file written by ``sfenv evaluate --out``), summarises it with
-:func:`sfenv.agents.evaluate.summarise` (mean and 95 % Student-t interval over seeds) and writes
+:func:`sfenv.app.evaluate.summarise` (mean and 95 % Student-t interval over seeds) and writes
 ``docs/results/<name>.md`` and all of them, in ``SOURCES.yml``'s order, into
 ``docs/results/all.md``, which the benchmarks page includes. For a ``benchmark.json`` it also redraws the
 JCT, cost and trade-off figures into ``docs/results/figures/<name>/`` (``--no-figures`` skips
@@ -81,7 +81,7 @@ def render_table(name: str, rows: list[dict[str, Any]], meta: dict[str, Any], so
     :param source: its ``SOURCES.yml`` entry: ``command``, ``date``, ``machine`` (and optional ``title``).
     :return: Markdown: a heading, the command, the table and a note on the interval.
     """
-    from sfenv.agents.evaluate import summarise
+    from sfenv.app.evaluate import summarise
 
     summary = summarise(rows)
     scenarios = sorted({r["scenario"] for r in rows})
@@ -117,9 +117,8 @@ def draw_figures(name: str, rows: list[dict[str, Any]], meta: dict[str, Any]) ->
 
     :return: the PNG paths written.
     """
-    from sfenv.agents.evaluate import summarise
-
-    from sfenv.benchmark import write_plots
+    from sfenv.app.benchmark import write_plots
+    from sfenv.app.evaluate import summarise
 
     out = RESULTS / "figures" / name
     out.mkdir(parents=True, exist_ok=True)

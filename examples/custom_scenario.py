@@ -13,9 +13,9 @@ import os
 import gymnasium as gym
 import numpy as np
 import yaml
-from sfenv.agents.evaluate import evaluate_agents, format_table, summarise
 
 import sfenv  # noqa: F401  (registers the env ids)
+from sfenv.app.evaluate import evaluate_agents, format_table, summarise
 from sfenv.scenario import ScenarioError, load_scenario
 
 SCENARIO = """

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from sfenv.agents.evaluate import evaluate_agents, format_table, summarise
 from sfenv.agents.learned import train
+
+from sfenv.app.evaluate import evaluate_agents, format_table, summarise
 
 
 def main() -> None:

@@ -17,12 +17,12 @@ import os
 
 import gymnasium as gym
 from sfenv.agents.base import SchedulerAgent, best_single_region_plan
-from sfenv.agents.evaluate import evaluate_agents, format_table, summarise
 
 import sfenv  # noqa: F401  (registers the env ids)
-from sfenv.perf import Plan
+from sfenv.app.evaluate import evaluate_agents, format_table, summarise
+from sfenv.model.perf import Plan
 from sfenv.sim import SimView
-from sfenv.workload import JobSpec
+from sfenv.world.workload import JobSpec
 
 
 class SmallJobsCheapRegion(SchedulerAgent):

@@ -16,7 +16,7 @@ resumes where it stopped; ``config.json`` holds the settings and a resumed run m
 
 Run: ``python -m sfenv.experiments.bace_sensitivity [--perms 20] [--seeds 3] [--quick]``;
 ``--quick`` (2 permutations, 1 seed, 4 jobs) is a smoke run of a few seconds.  The episode seeds are the
-first ``--seeds`` of the protocol split ``--split`` (default test, :mod:`sfenv.protocol`), or explicit
+first ``--seeds`` of the protocol split ``--split`` (default test, :mod:`sfenv.runs.protocol`), or explicit
 seeds ``--first-seed S`` .. ``S+N-1``, labelled "explicit seeds".
 """
 
@@ -29,14 +29,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sfenv.agents.evaluate import atomic_write_json, run_episode
 from sfenv.agents.registry import make_agent
 
-from sfenv import protocol
+from sfenv.app.evaluate import atomic_write_json, run_episode
+from sfenv.runs import protocol
 from sfenv.scenario import Scenario, load_scenario
 
-__all__ = ["SYSTEM", "BASELINES", "permuted", "permutations", "run_sensitivity", "summarise", "format_markdown",
-           "main"]
+__all__ = [
+    "BASELINES",
+    "SYSTEM",
+    "format_markdown",
+    "main",
+    "permutations",
+    "permuted",
+    "run_sensitivity",
+    "summarise",
+]
 
 SYSTEM = "bace-pipe"
 BASELINES = ("lcf", "ldf", "cr-lcf", "cr-ldf")

@@ -31,14 +31,22 @@ from pathlib import Path
 from typing import Any
 
 from sfenv.agents.base import SchedulerAgent
-from sfenv.agents.evaluate import atomic_write_json
 from sfenv.agents.fifo import FIFOAgent
 from sfenv.agents.registry import make_agent, resolve_names
 
+from sfenv.app.evaluate import atomic_write_json
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
-__all__ = ["PRESETS", "decision_times", "format_rows", "overhead_ratios", "make_bench_agent", "budget_of",
-           "atomic_write_json"]
+__all__ = [
+    "PRESETS",
+    "atomic_write_json",
+    "budget_of",
+    "decision_times",
+    "format_rows",
+    "make_bench_agent",
+    "overhead_ratios",
+]
 
 SCENARIOS = ("spider-8", "spider-16", "spider-32", "spider-64")
 #: benchmark names that are a registered agent at another budget
@@ -85,7 +93,7 @@ def _warm_up(sc: Any, names: list[str], points: int, seed: int) -> None:
     Every agent decides once at the first point; SpinSearch (whose fit_plan calls the other
     plan builders share) at every point.  Otherwise the first agent timed would warm them for the rest.
     """
-    sim = sc.make_simulator(seed)
+    sim = make_simulator(sc, seed)
     for n in names:
         make_bench_agent(n).decide(sim.view())
     spin, fifo = make_agent("spinsearch"), FIFOAgent()
@@ -106,7 +114,7 @@ def decision_times(scenario: str, names: list[str], points: int, num_jobs: int, 
     regions = 0
     _warm_up(sc, names, points, seed)
     for n in names:
-        sim = sc.make_simulator(seed)
+        sim = make_simulator(sc, seed)
         regions = sim.topo.num_regions
         view = sim.view()
         agent = make_bench_agent(n)

@@ -82,12 +82,12 @@ def fit_reuse(env_id: str, steps: int) -> dict[str, dict[str, float]]:
 
     Plays ``gym.make(env_id, proposers="best+spantrain")`` from seed 0 and reads the memo of its
     SpanTrain decision proposer (:meth:`sfenv.agents.spantrain.SpanTrainAgent.fit_keys`) and the
-    env's shared :class:`~sfenv.proposers.PlanCache` (:meth:`~sfenv.proposers.PlanCache.fit_keys`,
+    env's shared :class:`~sfenv.env.proposers.PlanCache` (:meth:`~sfenv.env.proposers.PlanCache.fit_keys`,
     the other proposers' searches): every entry is one plan search (a memo miss).
     ``multi_region_distinct_without_links`` counts the multi-region searches that stay distinct when
     the link state is dropped from the key: the fewest any memo keyed on job shape, regions and
     GPUs could have made, exact or not; ``multi_region_distinct_rounded`` the same with each
-    region's GPUs rounded down to :data:`sfenv.proposers.BUDGETS` too.
+    region's GPUs rounded down to :data:`sfenv.env.proposers.BUDGETS` too.
 
     ``rates`` bounds what any memo or faster search could give: the same steps replayed twice (same
     seed, same actions, so every state and plan search was met before and is answered from the
@@ -96,7 +96,7 @@ def fit_reuse(env_id: str, steps: int) -> dict[str, dict[str, float]]:
     """
     from sfenv.agents.spantrain import SpanTrainAgent
 
-    from sfenv.proposers import round_budget
+    from sfenv.env.proposers import round_budget
 
     env = gym.make(env_id, proposers="best+spantrain")
     # DecisionProposer(spantrain+swf).agent.placement: the SpanTrain agent behind the ordered one
@@ -351,7 +351,7 @@ def main() -> None:
         return
     if args.proposers:
         sets = tuple(args.sets.split(","))
-        from sfenv.proposers import PROPOSER_SETS as known
+        from sfenv.env.proposers import PROPOSER_SETS as known
 
         if not set(sets) <= set(known):
             ap.error(f"argument --sets: {args.sets!r}; expected names among {','.join(known)}")

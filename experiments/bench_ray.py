@@ -35,10 +35,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sfenv.agents.evaluate import quiet_solver_banner
 from sfenv.experiments.claims import CLAIMS, QUICK_BUDGETS, run_claims
 
-from sfenv.distributed import ray_session
+from sfenv.app.evaluate import quiet_solver_banner
+from sfenv.runs.distributed import ray_session
 
 TIMING = ("decision_time_mean_s", "decision_time_max_s")
 

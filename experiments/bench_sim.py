@@ -9,7 +9,7 @@ Target: 1,000 jobs on 64 regions < 10 s.
 **Trace replay.**  A job trace (``--trace PATH`` or the environment variable ``SFENV_TRACE``; the
 Philly week of the project's measured data has 11,386 jobs) replayed
 through the scenario machinery: spider-64 with ``workload.arrival = {process: trace, path: ...}``,
-so every row becomes a job by :func:`sfenv.workload.jobs_from_trace` (model size by GPU count,
+so every row becomes a job by :func:`sfenv.world.workload.jobs_from_trace` (model size by GPU count,
 iterations by duration, capped at the scenario's largest iteration count; ``min_gpus`` 1,
 ``max_gpus`` 8 x the row's GPUs).  Each agent (FIFO and SpinSearch by default) runs the whole
 episode in a fresh process, so its peak RSS is its own (the interpreter and imports included) and
@@ -38,9 +38,10 @@ from pathlib import Path
 from sfenv.agents.fifo import FIFOAgent
 from sfenv.agents.registry import make_agent, resolve_names
 
-from sfenv.perf import evaluate_plan
-from sfenv.planning import fit_plan
+from sfenv.model.perf import evaluate_plan
+from sfenv.model.planning import fit_plan
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
 #: the trace replayed when --trace is not given: the file named by SFENV_TRACE, if set
 DEFAULT_TRACE: Path | None = Path(os.environ["SFENV_TRACE"]) if os.environ.get("SFENV_TRACE") else None
@@ -67,7 +68,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
 
 
-def records_digest(sim) -> str:  # noqa: ANN001
+def records_digest(sim) -> str:
     """A short SHA-256 of the episode's job records and end time: equal digests = identical episodes."""
     return hashlib.sha256(repr((sim.records(), sim.time)).encode()).hexdigest()[:12]
 
@@ -80,7 +81,7 @@ def run(name: str, jobs: int, rate_scale: float) -> dict:
         workload={"num_jobs": jobs, "arrival": {"process": "poisson", "rate_per_hour": base_rate * rate_scale}}
     )
     t0 = time.perf_counter()
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     report = sim.run(FIFOAgent().decide)
     wall = time.perf_counter() - t0
     job = sim.jobs[0].spec
@@ -126,13 +127,13 @@ def run_trace(
     rss0 = peak_rss_mb()
     t0 = time.perf_counter()
     sc = trace_scenario(path, jobs, time_scale, scenario)
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     t1 = time.perf_counter()
     ag = make_agent(agent)
     ag.reset(0)
     calls = 0
 
-    def decide(view):  # noqa: ANN001, ANN202
+    def decide(view):
         nonlocal calls
         calls += 1
         return ag.decide(view)

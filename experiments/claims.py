@@ -1,7 +1,7 @@
 """Reproduce the seed papers' headline claims as ratios measured in sfenv, with plots.
 
 Every claim is checked the same way: the system and its baselines run on the same seeded episodes
-(:func:`sfenv.agents.evaluate.evaluate_agents`), each seed gives a paired ratio of one metric, and the
+(:func:`sfenv.app.evaluate.evaluate_agents`), each seed gives a paired ratio of one metric, and the
 claim's figure is the geometric mean of those ratios.  Its 95 % interval is a Student-t interval
 of the mean per-seed log ratio (``--interval t``, default: exact for normal log ratios and
 well-behaved at 10 seeds), or SciPy's bias-corrected and accelerated bootstrap of that mean
@@ -26,7 +26,7 @@ re-implementations):
   the FIFO first-fit planner, whose pipelines go through the same plan completion as every agent's
   but keep 1F1B, and vs ``ddp``, data parallelism across regions with a WAN all-reduce, both in
   arrival order, on the cloud-edge-end ``cee`` scenario).  The throughput metric is the mean
-  per-job run rate (tokens per second of a job's run time, :mod:`sfenv.metrics`), not the
+  per-job run rate (tokens per second of a job's run time, :mod:`sfenv.sim.metrics`), not the
   system's throughput; mean JCT is reported beside it (the source claims nothing about JCT).
   An ablation says what wins (review finding 5): ``spantrain-placement`` (SpanTrain's placement
   alone: 1F1B, micro-batch 1, plain window, no adapter), ``spantrain-zb`` (+ zero-bubble) and
@@ -43,7 +43,7 @@ Run: ``python -m sfenv.experiments.claims [--seeds 10] [--quick] [--only spiderf
 ``--backend ray [--workers N] [--address ADDR]`` runs every episode as a Ray task (the ``ray``
 extra; one Ray session for all scenarios, results identical to the serial run but the decision
 times, which are measured wherever the episode runs).
-``--split test`` plays the first N seeds of a protocol split (:mod:`sfenv.protocol`) instead of
+``--split test`` plays the first N seeds of a protocol split (:mod:`sfenv.runs.protocol`) instead of
 explicit seeds 0..N-1; the report names the seeds either way.
 ``--quick`` (at most 10 jobs per episode, small ILP and genetic budgets) takes minutes.  At default
 budgets the ILP baseline dominates: 20-40 s per decision on 16-64 clusters (12 MILPs with a 2 s
@@ -69,14 +69,28 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
-from sfenv.agents.evaluate import atomic_write_json, evaluate_agents, quiet_solver_banner
 
-from sfenv import protocol
-from sfenv.results import read_results
+from sfenv.app.evaluate import atomic_write_json, evaluate_agents, quiet_solver_banner
+from sfenv.runs import protocol
+from sfenv.runs.results import read_results
 from sfenv.scenario import load_scenario
 
-__all__ = ["Claim", "CLAIMS", "QUICK_BUDGETS", "JOB_CAPS", "INTERVALS", "DEFAULT_SEEDS", "run_claims", "load_runs",
-           "measure", "interval", "job_caps", "plot_claims", "plot_overhead", "main"]
+__all__ = [
+    "CLAIMS",
+    "DEFAULT_SEEDS",
+    "INTERVALS",
+    "JOB_CAPS",
+    "QUICK_BUDGETS",
+    "Claim",
+    "interval",
+    "job_caps",
+    "load_runs",
+    "main",
+    "measure",
+    "plot_claims",
+    "plot_overhead",
+    "run_claims",
+]
 
 SPIDER = ("spider-8", "spider-16", "spider-32", "spider-64")
 #: seeds per scenario by default
@@ -227,7 +241,7 @@ def run_claims(
 ) -> dict[str, list[dict[str, Any]]]:
     """Run (or resume) every episode the claims need; returns the rows per scenario.
 
-    ``split``: the protocol split (:mod:`sfenv.protocol`) whose first ``len(seeds)`` seeds of each
+    ``split``: the protocol split (:mod:`sfenv.runs.protocol`) whose first ``len(seeds)`` seeds of each
     scenario are played (``seeds`` is then ignored); None plays ``seeds`` as explicit seeds, and
     the results files say so.
 
@@ -537,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_only:
         rows = load_runs(claims, args.out)
     else:
-        from sfenv.distributed import check_backend, ray_session
+        from sfenv.runs.distributed import check_backend, ray_session
 
         check_backend(args.backend, args.address, args.workers)
         session = ray_session(args.address, args.workers) if args.backend == "ray" else contextlib.nullcontext()

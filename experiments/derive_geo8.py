@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sfenv.prices import read_price_csv
+from sfenv.world.prices import read_price_csv
 
 
 def region_name(cloud_region: str) -> str:

@@ -2,7 +2,7 @@
 
 Plays an expert of :func:`sfenv.agents.imitation.expert_action` (default: the state-only rollout
 ``lookahead:fastest+swf:present:proposed`` of config ``contended-rollout``) through the
-env on the seeds of a protocol split (:mod:`sfenv.protocol`; default: the first 20 of validation,
+env on the seeds of a protocol split (:mod:`sfenv.runs.protocol`; default: the first 20 of validation,
 as this experiment chooses recipes), and the heuristic on the same seeds, and prints the ratio of mean JCT (censored,
 unfinished jobs counted) with its paired bootstrap 95 % CI.  A student cloned from the expert
 rarely beats it, so this ratio bounds what the ``contended-rollout`` recipe can reach.  Results go
@@ -21,15 +21,15 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from sfenv.agents.evaluate import atomic_write_json, run_episode
 from sfenv.agents.imitation import expert_action
 from sfenv.agents.registry import make_agent
 
-from sfenv import protocol
+from sfenv.app.evaluate import atomic_write_json, run_episode
 from sfenv.env import GeoSchedEnv
-from sfenv.proposers import PROPOSER_SETS
+from sfenv.env.proposers import PROPOSER_SETS
+from sfenv.runs import protocol
+from sfenv.runs.stats import paired_ratio
 from sfenv.scenario import load_scenario
-from sfenv.stats import paired_ratio
 
 
 def play_expert(expert: str, scenario: str, seed: int, proposers: str = "best+spantrain",
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"expert": args.expert, "heuristic": args.heuristic, "scenario": args.scenario,
               "proposers": args.proposers, "num_jobs": args.num_jobs, **choice.record(),
               "ratio": ratio,
-              "interval": "paired bootstrap 95 % BCa over seeds (sfenv.stats.paired_ratio)", "rows": rows}
+              "interval": "paired bootstrap 95 % BCa over seeds (sfenv.runs.stats.paired_ratio)", "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out / "expert_vs_heuristic.json", result)
     return result

@@ -58,7 +58,7 @@ def _scenarios(split: str) -> list[Scenario]:
 
 def _episodes(split: str) -> Iterator[tuple[Scenario, int]]:
     """(scenario, episode seed) round robin over the split's scenarios, seeds from the protocol's split."""
-    from sfenv import protocol
+    from sfenv.runs import protocol
 
     scenarios = _scenarios(split)
     for seed in protocol.SEED_RANGES[split]:

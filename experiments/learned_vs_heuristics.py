@@ -3,12 +3,12 @@
 Trains MaskablePPO with ``sfenv train``'s recipe (default config ``contended``: compact observation,
 VecNormalize, 4 envs, evaluation on seeds 10000..10004 that keeps the best model) on the training
 scenario (``spider-8-contended`` when bundled, else ``spider-8``), then plays the best model and
-every reference agent on the seeds of a protocol split (:mod:`sfenv.protocol`: ``--split``, by
+every reference agent on the seeds of a protocol split (:mod:`sfenv.runs.protocol`: ``--split``, by
 default the first 20 of ``test``; ``--first-seed S`` plays explicit seeds ``S..S+N-1`` instead,
 labelled "explicit seeds") and reports per agent the censored mean
 JCT (unfinished jobs counted), cost and unfinished jobs, and the learned policy's ratio of mean JCT
 to the best heuristic's (lowest mean over the seeds, ordering baselines included) with a paired
-bootstrap 95 % CI over seeds (:func:`sfenv.stats.paired_ratio`, BCa).  Results go to
+bootstrap 95 % CI over seeds (:func:`sfenv.runs.stats.paired_ratio`, BCa).  Results go to
 ``<out>/learned_vs_heuristics.json``.  ``--unseen NAMES`` tests the model on other scenarios too;
 ``--unseen-generated N`` on the first N generated platforms of the protocol's test split (platforms
 no training config may use), pooled over (platform, seed) pairs with one best heuristic for the family.
@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sfenv.agents.evaluate import atomic_write_json, evaluate_agents
 from sfenv.agents.learned import load_config, train
 
-from sfenv import protocol
+from sfenv.app.evaluate import atomic_write_json, evaluate_agents
+from sfenv.runs import protocol
+from sfenv.runs.stats import paired_ratio
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
-from sfenv.stats import paired_ratio
 
 HEURISTICS = ("fifo", "random", "spinsearch", "bace-pipe", "cr-ldf", "fastest", "fifo+swf", "fastest+swf",
               "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace", "spantrain+swf")
@@ -46,7 +46,9 @@ def default_scenario() -> str:
 
 
 def paired_bootstrap_ratio(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """Ratio ``mean(a) / mean(b)`` and its paired bootstrap 95 % interval over seeds (:func:`sfenv.stats.paired_ratio`).
+    """Ratio ``mean(a) / mean(b)`` and its paired bootstrap 95 % interval over seeds.
+
+    (:func:`sfenv.runs.stats.paired_ratio`.)
 
     :param a: per-seed values of the learned policy.
     :param b: per-seed values of the reference, same seeds in the same order.

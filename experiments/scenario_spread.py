@@ -4,12 +4,12 @@ For every scenario (default: every bundled one), every agent plays the same seed
 table gives per scenario its offered load (:attr:`sfenv.scenario.Scenario.offered_load`), the
 best agent by mean JCT (the bar a learned policy must beat), the worst heuristic, random, and
 the spreads ``worst / best - 1`` and ``random / best - 1``.  JCT is the episode's mean JCT with
-unfinished jobs censored at the episode's end (:class:`sfenv.metrics.EpisodeReport`), averaged
+unfinished jobs censored at the episode's end (:class:`sfenv.sim.metrics.EpisodeReport`), averaged
 over seeds.  A scenario where random is within a few percent of the best says little about a
 scheduler.
 
-Episodes are played as :func:`sfenv.agents.evaluate.run_episode` plays them (``agent.reset(seed)``,
-``scenario.make_simulator(seed)``, ``agent.decide`` at every decision point, the agent's
+Episodes are played as :func:`sfenv.app.evaluate.run_episode` plays them (``agent.reset(seed)``,
+``make_simulator(scenario, seed)``, ``agent.decide`` at every decision point, the agent's
 re-planning hook), without the evaluator's timing.  Rows go to a JSON file written atomically
 after each episode; ``--resume`` skips the episodes already there.
 
@@ -27,14 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sfenv.agents.evaluate import atomic_write_json
 from sfenv.agents.registry import make_agent, resolve_names
 
-from sfenv import protocol
+from sfenv.app.evaluate import atomic_write_json
 from sfenv.errors import InvalidInput
+from sfenv.runs import protocol
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
+from sfenv.sim import make_simulator
 
-__all__ = ["SPREAD_AGENTS", "play", "run_spread", "spread_table", "format_markdown", "main"]
+__all__ = ["SPREAD_AGENTS", "format_markdown", "main", "play", "run_spread", "spread_table"]
 
 #: agents compared by default: the simple baselines, the papers' fast agents and the ordering baselines
 #: (ILP, genetic, TPA and SpiderFlow are left out: minutes per episode on the large scenarios)
@@ -49,7 +50,7 @@ def play(agent_name: str, scenario: Scenario, seed: int) -> dict[str, Any]:
     """One seeded episode of ``agent_name`` on ``scenario``: the episode report as a dict, with names."""
     agent = make_agent(agent_name)
     agent.reset(seed)
-    sim = scenario.make_simulator(seed)
+    sim = make_simulator(scenario, seed)
     report = sim.run(agent.decide, replan=agent.replan if agent.replans else None)
     return {"scenario": scenario.name, "agent": agent_name, "seed": seed, **report.to_dict()}
 
@@ -164,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--scenarios", default="all", help="comma list of scenarios (names or paths), or 'all' bundled")
     ap.add_argument("--agents", default="spread", help="comma list of agents or groups; 'spread' = SPREAD_AGENTS")
     ap.add_argument("--split", choices=protocol.SPLITS, default=None,
-                    help="the protocol's seed split (sfenv.protocol; default: validation, as the spread guides "
+                    help="the protocol's seed split (sfenv.runs.protocol; default: validation, as the spread guides "
                          "scenario design, unless --seed-list is given)")
     ap.add_argument("--seeds", type=int, default=5, metavar="N", help="number of seeds of the split")
     ap.add_argument("--seed-list", default=None,

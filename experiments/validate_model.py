@@ -29,13 +29,13 @@ model's: :func:`error_for_rank_target`), and in
 how many groups of runs of the same model, GPU count and global batch the measured-best plan is
 predicted within 5 % of the predicted best.
 
-``--fit`` refits the kernel model (:class:`sfenv.hardware.KernelModel`) by least squares on
+``--fit`` refits the kernel model (:class:`sfenv.world.hardware.KernelModel`) by least squares on
 ``log(model / measured)`` over both shared sets and prints held-out checks (fit on the
 single-server set, check multi-node; fit on hidden 1024, check hidden 2048), and the ceiling of
 the model's form on the multi-node set (its six constants fitted on that set itself: 18.4B still
 ranks at 0.64, against the 0.9 target; 10 of its 14 modelled runs lie within 9.6-11.0 s, and their
 order in micro-batch is not monotone, e.g. TP 4 PP 2 measures b 2 < b 8 < b 4).  The fitted
-constants live in :data:`sfenv.hardware.A100_KERNELS`.
+constants live in :data:`sfenv.world.hardware.A100_KERNELS`.
 """
 
 from __future__ import annotations
@@ -52,13 +52,22 @@ from pathlib import Path
 
 import numpy as np
 
-from sfenv.hardware import A100_KERNELS, GPUSpec, KernelModel, get_gpu
-from sfenv.perf import PerfParams, Plan, Stage, evaluate_plan, stage_layer_split
-from sfenv.topology import Region, Topology
-from sfenv.workload import JobSpec, ModelSpec
+from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan, stage_layer_split
+from sfenv.world.hardware import A100_KERNELS, GPUSpec, KernelModel, get_gpu
+from sfenv.world.topology import Region, Topology
+from sfenv.world.workload import JobSpec, ModelSpec
 
-__all__ = ["Run", "load_runs", "default_data_dir", "predict", "summarise", "fit_kernel_model", "MEGATRON_TABLE1",
-           "error_for_rank_target", "main"]
+__all__ = [
+    "MEGATRON_TABLE1",
+    "Run",
+    "default_data_dir",
+    "error_for_rank_target",
+    "fit_kernel_model",
+    "load_runs",
+    "main",
+    "predict",
+    "summarise",
+]
 
 SINGLE = "megatron_a100_single_node.csv"
 MULTI = "megatron_a100_multinode_calibration.csv"

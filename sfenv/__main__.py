@@ -2,6 +2,6 @@
 
 import sys
 
-from sfenv.cli import main
+from sfenv.app.cli import main
 
 sys.exit(main())

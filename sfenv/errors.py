@@ -9,7 +9,7 @@ say what was given, what was expected and, where it helps, what to do.
 
 from __future__ import annotations
 
-__all__ = ["SfenvError", "InvalidInput", "UnknownName", "MissingFile", "DependencyNotInstalled", "Interrupted"]
+__all__ = ["DependencyNotInstalled", "Interrupted", "InvalidInput", "MissingFile", "SfenvError", "UnknownName"]
 
 
 class SfenvError(Exception):

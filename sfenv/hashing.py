@@ -72,7 +72,7 @@ class HashedKey(tuple):
 _T = TypeVar("_T")
 
 
-class cached_value(Generic[_T]):  # noqa: N801 - used as a decorator, like functools.cached_property
+class cached_value(Generic[_T]):
     """:class:`functools.cached_property` without its lock: the value is computed on first access and kept.
 
     Plans, evaluations and job specs are created by the thousand per environment step and most of

@@ -1,7 +1,7 @@
 """Gymnasium registration of the sfenv environment ids (idempotent).
 
 The ids carry the environment's version (``-v1``, the benchmark protocol's version,
-:data:`sfenv.protocol.ENV_VERSION`).  The previous version's ids (``-v0``, whose observation
+:data:`sfenv.runs.protocol.ENV_VERSION`).  The previous version's ids (``-v0``, whose observation
 held the privileged share of jobs still to arrive) stay registered with that behaviour
 (``privileged_obs=True``) so that old results and models can be reproduced, as Gymnasium keeps
 old environment versions; they are deprecated: new results use the ``-v1`` ids.
@@ -14,7 +14,7 @@ from importlib import resources
 import gymnasium as gym
 import yaml
 
-__all__ = ["ENV_IDS", "DEPRECATED_ENV_IDS", "ENV_KWARGS", "ENV_VERSION", "register_envs"]
+__all__ = ["DEPRECATED_ENV_IDS", "ENV_IDS", "ENV_KWARGS", "ENV_VERSION", "register_envs"]
 
 #: the version suffix of the current ids
 ENV_VERSION = "v1"

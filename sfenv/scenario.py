@@ -11,6 +11,7 @@ outages, link dynamics) from a seeded generator.
 from __future__ import annotations
 
 import math
+import warnings
 from bisect import bisect_right
 from functools import cached_property
 from importlib import resources
@@ -22,12 +23,12 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sfenv.errors import SfenvError
-from sfenv.generators import GeneratedTopology, spider_topology, waxman_topology
-from sfenv.hardware import GPU_CATALOGUE, get_gpu
-from sfenv.perf import SCHEDULES
-from sfenv.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
-from sfenv.topology import Link, Region, Topology
-from sfenv.workload import (
+from sfenv.model.perf import SCHEDULES
+from sfenv.world.generators import GeneratedTopology, spider_topology, waxman_topology
+from sfenv.world.hardware import GPU_CATALOGUE, get_gpu
+from sfenv.world.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
+from sfenv.world.topology import Link, Region, Topology
+from sfenv.world.workload import (
     MODEL_ZOO,
     JobSpec,
     ModelSpec,
@@ -42,8 +43,16 @@ from sfenv.workload import (
     read_trace_csv,
 )
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "bundled_scenarios", "DEFAULT_SCENARIO",
-           "MAX_JOBS", "MAX_REGIONS", "MAX_PRICE_DAYS"]
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "MAX_JOBS",
+    "MAX_PRICE_DAYS",
+    "MAX_REGIONS",
+    "Scenario",
+    "ScenarioError",
+    "bundled_scenarios",
+    "load_scenario",
+]
 
 DEFAULT_SCENARIO = "spider-8"
 
@@ -111,7 +120,7 @@ class _Strict(BaseModel):
 
 
 class RegionCfg(_Strict):
-    """A region (cluster): see :class:`sfenv.topology.Region`."""
+    """A region (cluster): see :class:`sfenv.world.topology.Region`."""
 
     name: str
     gpu: str
@@ -449,7 +458,7 @@ class Scenario:
         """``read(resolved path)``, with its errors as a :class:`ScenarioError` naming ``field`` and the file."""
         try:
             return read(self._resolve(path))
-        except ValueError as e:  # InvalidInput from sfenv.csvread: file, line and column in the message
+        except ValueError as e:  # InvalidInput from sfenv.world.csvread: file, line and column in the message
             raise ScenarioError(f"{self.source}: {field}: {e}") from None
 
     @cached_property
@@ -541,17 +550,17 @@ class Scenario:
         """Jobs per hour the platform completes with every GPU busy, for this scenario's job mix.
 
         A job's work in region ``r`` is its GPU-seconds on its fastest plan inside ``r`` alone:
-        :func:`sfenv.planning.fit_plan` on all the region's GPUs up to the job's ``max_gpus``
+        :func:`sfenv.model.planning.fit_plan` on all the region's GPUs up to the job's ``max_gpus``
         (the plan a job gets in an idle region), GPUs x modelled iteration time x mean
-        iterations (:func:`sfenv.workload.mean_iterations`), under the scenario's performance
+        iterations (:func:`sfenv.world.workload.mean_iterations`), under the scenario's performance
         settings; averaged over the model and batch mix.  The platform completes
-        :func:`sfenv.workload.platform_job_rate` of those jobs.  Regions where a shape does not
+        :func:`sfenv.world.workload.platform_job_rate` of those jobs.  Regions where a shape does not
         fit are left out for that shape.  Trace workloads have no job mix: NaN.
 
         :raises ScenarioError: if some job shape fits in no single region.
         """
-        from sfenv.perf import PerfParams, evaluate_plan
-        from sfenv.planning import fit_plan
+        from sfenv.model.perf import PerfParams, evaluate_plan
+        from sfenv.model.planning import fit_plan
 
         w, s = self.cfg.workload, self.cfg.sim
         if w.arrival.process == "trace":
@@ -615,18 +624,18 @@ class Scenario:
         return self._dynamic_links
 
     def make_simulator(self, rng: np.random.Generator | int | None = None, evaluation_cache: Any = None) -> Any:
-        """One episode's simulator: a convenience for :meth:`sfenv.sim.Simulator.from_scenario`.
+        """Deprecated: :func:`sfenv.sim.make_simulator` (``make_simulator(scenario, rng, cache)``)."""
+        warnings.warn("Scenario.make_simulator is deprecated; use sfenv.sim.make_simulator(scenario, rng, cache)",
+                      DeprecationWarning, stacklevel=2)
+        from sfenv.sim import make_simulator  # deprecated shim: an allowed upward import (tests/test_imports.py)
 
-        The simulator reads the scenario, not the other way round: this module does not import
-        :mod:`sfenv.sim` at module level, only here when called.
-        """
-        from sfenv.sim import Simulator
-
-        return Simulator.from_scenario(self, rng, evaluation_cache)
+        return make_simulator(self, rng, evaluation_cache)
 
     def evaluation_cache(self) -> Any:
-        """A plan-evaluation cache for this scenario's simulators (see :func:`sfenv.sim.evaluation_cache_for`)."""
-        from sfenv.sim import evaluation_cache_for
+        """Deprecated: :func:`sfenv.sim.evaluation_cache_for` (``evaluation_cache_for(scenario)``)."""
+        warnings.warn("Scenario.evaluation_cache is deprecated; use sfenv.sim.evaluation_cache_for(scenario)",
+                      DeprecationWarning, stacklevel=2)
+        from sfenv.sim import evaluation_cache_for  # deprecated shim: an allowed upward import (tests/test_imports.py)
 
         return evaluation_cache_for(self)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from sfenv.hardware import get_gpu
-from sfenv.prices import PriceSeries
 from sfenv.sim import SimConfig, Simulator
-from sfenv.topology import Link, Region, Topology
-from sfenv.workload import MODEL_ZOO, JobSpec
+from sfenv.world.hardware import get_gpu
+from sfenv.world.prices import PriceSeries
+from sfenv.world.topology import Link, Region, Topology
+from sfenv.world.workload import MODEL_ZOO, JobSpec
 
 
 def region(name: str, gpus: int, zone: str, gpu: str = "A100-80GB") -> Region:

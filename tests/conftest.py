@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-from sfenv.hardware import GPUSpec
-from sfenv.perf import PerfParams
-from sfenv.prices import PriceSeries
-from sfenv.topology import Link, Region, Topology
-from sfenv.workload import JobSpec, ModelSpec
+from sfenv.model.perf import PerfParams
+from sfenv.world.hardware import GPUSpec
+from sfenv.world.prices import PriceSeries
+from sfenv.world.topology import Link, Region, Topology
+from sfenv.world.workload import JobSpec, ModelSpec
 
 # Property tests draw the same examples on every run and machine (CI included), so a failure is
 # reproducible, never a coin flip; HYPOTHESIS_PROFILE=explore draws fresh examples (and keeps

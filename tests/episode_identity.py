@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from sfenv.sim import make_simulator
+
 #: the fixture, next to this file
 FIXTURE = Path(__file__).resolve().parent / "data" / "episode_identity.json"
 #: steps per episode (the report is read at this cap if the episode has not ended)
@@ -61,8 +63,9 @@ def _pick(mask: np.ndarray, step: int, seed: int) -> int:
 
 def play(env_id: str, kwargs: dict[str, Any], seed: int) -> dict[str, Any]:
     """One episode of the fixed policy; what the fixture records of it."""
-    import gymnasium as gym
     import warnings
+
+    import gymnasium as gym
 
     import sfenv  # noqa: F401  (registers the ids)
 
@@ -98,12 +101,13 @@ AGENT_SCENARIO = ("cee", {"workload": {"num_jobs": 10},
 def play_agent(name: str, seed: int) -> dict[str, Any]:
     """One episode of a reference agent, as the evaluator plays it; its report and re-plan count."""
     from sfenv.agents.registry import make_agent
+
     from sfenv.scenario import load_scenario
 
     scenario = load_scenario(AGENT_SCENARIO[0]).with_overrides(**AGENT_SCENARIO[1])
     agent = make_agent(name)
     agent.reset(seed)
-    sim = scenario.make_simulator(seed)
+    sim = make_simulator(scenario, seed)
     report = sim.run(agent.decide, replan=agent.replan if agent.replans else None)
     return {"report": {k: repr(v) for k, v in sorted(report.to_dict().items())}, "replans": sim.replans,
             "events": sim.events_processed, "decisions": sim.decisions,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent_worlds import job, region, world
 from sfenv.agents.bace_baselines import CRLCFAgent, CRLDFAgent, LCFAgent, LDFAgent
 
-from sfenv.topology import Link
+from sfenv.world.topology import Link
 
 
 def three_regions(j):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent_worlds import job, region, world
 from sfenv.agents.bace_pipe import BACEPipeAgent
 
-from sfenv.topology import Link
+from sfenv.world.topology import Link
 
 
 def test_prefers_the_cheaper_of_two_equal_regions():
@@ -67,7 +67,8 @@ import pytest  # noqa: E402
 from sfenv.agents.bace_pipe import K_GRID, k_star, knee_point, pp_plan  # noqa: E402
 
 from sfenv.scenario import load_scenario  # noqa: E402
-from sfenv.workload import MODEL_ZOO, JobSpec  # noqa: E402
+from sfenv.sim import make_simulator  # noqa: E402
+from sfenv.world.workload import MODEL_ZOO, JobSpec  # noqa: E402
 
 
 def test_knee_point_on_hand_curves():
@@ -89,7 +90,7 @@ def _bace6_job(model) -> JobSpec:
 
 
 def test_kstar_below_grid_top_and_grows_with_model_size():
-    view = load_scenario("bace-6").make_simulator(0).view()
+    view = make_simulator(load_scenario("bace-6"), 0).view()
     sizes = ["gpt-1.3b", "gpt-6.7b", "gpt-13b"]
     ks = [k_star(view, _bace6_job(MODEL_ZOO[m])).k for m in sizes]
     assert all(k < K_GRID[-1] for k in ks), ks
@@ -137,7 +138,7 @@ def test_never_starts_below_kstar_it_waits():
 def test_bace6_episode_every_run_on_kstar_gpus():
     sc = load_scenario("bace-6")
     agent = BACEPipeAgent()
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     view = sim.view()
     sim.run(agent.decide)
     for rec in sim.records():
@@ -186,13 +187,13 @@ def test_stall_test_uses_transfer_time_not_latency():
 
 
 def test_tensor_degree_is_the_models_best():
-    view = load_scenario("bace-6").make_simulator(0).view()
+    view = make_simulator(load_scenario("bace-6"), 0).view()
     j = JobSpec(0, MODEL_ZOO["gpt-13b"], 256, 100, 0.0, 8, 256)
     best = pp_plan(view, j, [1], [64])
     assert best is not None
     for tp in (1, 2, 4, 8):  # brute force over tensor degrees (recomputation only if needed)
         for recompute in (False, True):
-            from sfenv.planning import chain_plan
+            from sfenv.model.planning import chain_plan
 
             plan = chain_plan(j, view.topo, [1], [64 // tp], dp=1, tp=tp, recompute=recompute)
             if plan is None:  # more stages than layers
@@ -209,7 +210,7 @@ def test_priority_overtakes_on_bace6():
     overtakes = 0
     for seed in range(6):
         agent = BACEPipeAgent()
-        sim = sc.make_simulator(seed)
+        sim = make_simulator(sc, seed)
 
         def decide(view, agent=agent):
             nonlocal overtakes

@@ -10,10 +10,10 @@ from sfenv.agents.ddp import DataParallelAgent
 from sfenv.agents.fifo import FIFOAgent
 
 import sfenv  # noqa: F401
-from sfenv.perf import Plan, Stage
+from sfenv.model.perf import Plan, Stage
 from sfenv.registration import ENV_IDS
 from sfenv.scenario import bundled_scenarios
-from sfenv.topology import Link
+from sfenv.world.topology import Link
 
 
 def _two_regions(gbps: float, min_gpus: int = 16, model: str = "gpt-1.3b"):

@@ -11,14 +11,15 @@ import pytest
 from sfenv.agents.base import fill_budget
 from sfenv.agents.genetic import BUDGETS, ChainFitness, GeneticAgent, random_search
 
-from sfenv.planning import fit_plan
+from sfenv.model.planning import fit_plan
 from sfenv.scenario import load_scenario
-from sfenv.workload import MODEL_ZOO, JobSpec
+from sfenv.sim import make_simulator
+from sfenv.world.workload import MODEL_ZOO, JobSpec
 
 
 def _case(seed: int = 0):
     sc = load_scenario("spider-16")
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     view = sim.view()
     big = JobSpec(999, MODEL_ZOO["gpt-6.7b"], 512, 100, 0.0, min_gpus=136, max_gpus=160)  # > any one cluster
     regions = [r for r in range(sim.topo.num_regions) if view.free_gpus[r] > 0]
@@ -26,7 +27,7 @@ def _case(seed: int = 0):
 
 
 def _spider8_first_job():
-    sim = load_scenario("spider-8").make_simulator(0)
+    sim = make_simulator(load_scenario("spider-8"), 0)
     view = sim.view()
     return view, view.waiting[0]
 

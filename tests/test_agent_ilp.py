@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from sfenv.agents.ilp import ILPAgent, ILPInstance, brute_force_instance, build_instance, objective, solve_instance
 
 from sfenv.scenario import load_scenario
-from sfenv.topology import Link
+from sfenv.sim import make_simulator
+from sfenv.world.topology import Link
 
 
 @settings(max_examples=20, deadline=None)
@@ -88,7 +89,7 @@ def test_tp_and_microbatch_menu_beats_the_old_family():
 
 def test_menus_respect_the_server_and_the_heads():
     sc = load_scenario("spider-8")
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     view = sim.view()
     j = view.waiting[0]
     inst = build_instance(view, j, d=2, b=2, tp_options=(1, 2, 4, 8))
@@ -101,7 +102,7 @@ def test_menus_respect_the_server_and_the_heads():
 
 def test_time_limit_is_honoured():
     sc = load_scenario("spider-64")
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     view = sim.view()
     job0 = view.waiting[0]
     inst = build_instance(view, job0, d=1, tp_options=(1, 2, 4, 8))
@@ -117,7 +118,7 @@ def test_time_limit_is_honoured():
 
 def test_agent_plans_are_feasible_and_counted():
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 4})
-    sim = sc.make_simulator(1)
+    sim = make_simulator(sc, 1)
     agent = ILPAgent(time_limit=1.0, dp_options=(1, 2))
     plan = agent.decide(sim.view())
     assert plan is not None and sim.view().evaluate(plan).feasible
@@ -129,6 +130,6 @@ def test_solver_timeout_falls_back_to_first_fit_and_the_episode_ends():
     # would ever start and the episode would idle to its horizon
     sc = load_scenario("spider-64").with_overrides(workload={"num_jobs": 2})
     agent = ILPAgent(time_limit=0.05, dp_options=(1,), micro_batches=(1,))
-    report = sc.make_simulator(0).run(agent.decide)
+    report = make_simulator(sc, 0).run(agent.decide)
     assert agent.fallbacks >= 1
     assert report.finished == 2

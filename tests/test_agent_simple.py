@@ -6,7 +6,8 @@ from agent_worlds import job, region, world
 from sfenv.agents.simple import CheapestRegionAgent, RandomAgent
 
 from sfenv.scenario import load_scenario
-from sfenv.topology import Link
+from sfenv.sim import make_simulator
+from sfenv.world.topology import Link
 
 
 def test_cheapest_picks_the_cheapest_fitting_region():
@@ -23,7 +24,7 @@ def test_random_is_seeded_and_valid():
     for seed in (1, 1, 2):
         agent = RandomAgent()
         agent.reset(seed)
-        reports.append(sc.make_simulator(0).run(agent.decide))
+        reports.append(make_simulator(sc, 0).run(agent.decide))
     assert reports[0] == reports[1]
     assert reports[0] != reports[2]
     assert reports[0].finished == 10

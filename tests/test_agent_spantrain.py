@@ -7,16 +7,16 @@ import pytest
 from agent_worlds import job, region, world
 from sfenv.agents.spantrain import SpanTrainAgent
 
-from sfenv.perf import Plan, Stage
-from sfenv.prices import PriceSeries
+from sfenv.model.perf import Plan, Stage
 from sfenv.scenario import load_scenario
-from sfenv.sim import LinkDynamics, SimConfig, Simulator
-from sfenv.topology import Link, Topology
+from sfenv.sim import LinkDynamics, SimConfig, Simulator, make_simulator
+from sfenv.world.prices import PriceSeries
+from sfenv.world.topology import Link, Topology
 
 
 def test_network_groups_on_cee():
     sc = load_scenario("cee")
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     groups = SpanTrainAgent().groups(sim.view())
     names = [{sim.topo.regions[r].name for r in g} for g in groups]
     assert {"cloud-0", "cloud-1"} in names
@@ -60,7 +60,7 @@ def _dropping_world(config: SimConfig | None = None) -> Simulator:
                      dynamics=dyn, rng=np.random.default_rng(0))
 
 
-def _run_with_hook(agent: SpanTrainAgent, config: SimConfig | None, record) -> Simulator:  # noqa: ANN001
+def _run_with_hook(agent: SpanTrainAgent, config: SimConfig | None, record) -> Simulator:
     sim = _dropping_world(config)
 
     def hook(view):

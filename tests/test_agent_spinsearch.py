@@ -6,11 +6,11 @@ import numpy as np
 from agent_worlds import job, region, world
 from sfenv.agents.spinsearch import SpinSearchAgent
 
-from sfenv.generators import spider_topology
-from sfenv.prices import PriceSeries
 from sfenv.scenario import Scenario
 from sfenv.sim import SimConfig, Simulator
-from sfenv.topology import Link
+from sfenv.world.generators import spider_topology
+from sfenv.world.prices import PriceSeries
+from sfenv.world.topology import Link
 
 
 def test_avoids_a_10x_slower_link_at_equal_gpu_count():
@@ -84,7 +84,7 @@ def test_spiderflow_hands_tpa_the_chains_with_the_lowest_modelled_time(monkeypat
     seen: list[list[int]] = []
     real = sf.tpa_plan
 
-    def spy(view, job, chain, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def spy(view, job, chain, *args, **kwargs):
         seen.append(list(chain))
         return real(view, job, chain, *args, **kwargs)
 

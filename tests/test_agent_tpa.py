@@ -19,9 +19,10 @@ from sfenv.agents.tpa import (
     tpa_plan,
 )
 
-from sfenv.perf import evaluate_plan
+from sfenv.model.perf import evaluate_plan
 from sfenv.scenario import load_scenario
-from sfenv.topology import Link
+from sfenv.sim import make_simulator
+from sfenv.world.topology import Link
 
 OPTIONS = st.lists(
     st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.integers(1, 4), st.floats(0.01, 5.0)), min_size=1, max_size=5),
@@ -68,7 +69,7 @@ def test_enumeration_scans_at_most_one_beat_per_option():
 
 def _decision_states(n: int = 3):
     sc = load_scenario("spider-16").with_overrides(workload={"num_jobs": 8})
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     view = sim.view()
     spin = SpiderFlowAgent().spin
     out = []

@@ -12,6 +12,7 @@ from sfenv.agents.registry import AGENTS, available_agents, make_agent
 import sfenv  # noqa: F401
 from sfenv.registration import ENV_IDS
 from sfenv.scenario import bundled_scenarios, load_scenario
+from sfenv.sim import make_simulator
 
 AVAILABLE = available_agents()
 SEEDS = tuple(range(5))
@@ -38,7 +39,7 @@ def test_no_rejected_plan_in_the_simulator(name, scenario):
     sc = load_scenario(scenario).with_overrides(workload={"num_jobs": 6})
     agent = _make(name)
     agent.reset(0)
-    report = sc.make_simulator(0).run(agent.decide)  # InvalidDecision would raise
+    report = make_simulator(sc, 0).run(agent.decide)  # InvalidDecision would raise
     assert report.jobs == 6
 
 

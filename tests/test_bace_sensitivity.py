@@ -7,7 +7,7 @@ import json
 import pytest
 from sfenv.experiments.bace_sensitivity import BASELINES, main, permutations, permuted, run_sensitivity, summarise
 
-from sfenv import protocol
+from sfenv.runs import protocol
 from sfenv.scenario import load_scenario
 
 

@@ -15,8 +15,9 @@ import gymnasium as gym
 import pytest
 
 import sfenv  # noqa: F401  (registers the ids)
-from sfenv.cli import main
+from sfenv.app.cli import main
 from sfenv.scenario import MAX_JOBS, ScenarioError, load_scenario
+from sfenv.sim import make_simulator
 
 TWO_REGIONS = """\
 name: csv-check
@@ -116,7 +117,7 @@ def test_bad_csv_at_gym_make_is_a_value_error_naming_file_and_field(case, tmp_pa
 def test_good_csv_files_are_read_and_used(tmp_path):
     """The checks do not refuse good files: the prices and the trace arrive in the episode."""
     prices = load_scenario(_write_case(tmp_path, PRICES_YAML, "prices.csv", GOOD_PRICES))
-    sim = prices.make_simulator(0)
+    sim = make_simulator(prices, 0)
     assert sim.prices.hourly.tolist() == [[50.0, 55.0], [60.0, 70.0]]
     trace = load_scenario(_write_case(tmp_path, TRACE_YAML, "trace.csv", GOOD_TRACE))
     jobs = trace.make_jobs(None)

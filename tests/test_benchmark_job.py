@@ -10,12 +10,12 @@ import sys
 
 import numpy as np
 import pytest
-from sfenv.agents.evaluate import format_table, mean_ci, summarise, write_csv
 
-from sfenv.benchmark import DEFAULT_SEEDS, FILES, run_benchmark
-from sfenv.cli import build_parser, main
+from sfenv.app.benchmark import DEFAULT_SEEDS, FILES, run_benchmark
+from sfenv.app.cli import build_parser, main
+from sfenv.app.evaluate import format_table, mean_ci, summarise, write_csv
 from sfenv.errors import InvalidInput
-from sfenv.results import read_results
+from sfenv.runs.results import read_results
 
 # two-sided 95 % Student t quantiles t_{0.975, df} from printed tables (not from the code under test)
 T975 = {1: 12.706204736, 2: 4.302652730, 4: 2.776445105}
@@ -148,7 +148,7 @@ def test_cli_benchmark_and_plot_from_a_temporary_folder(tmp_path):
 
 def test_highs_banner_is_kept_off_stdout():
     code = "import highspy; {}highspy.Highs(); highspy.Highs(); print('ok')"
-    quiet = "from sfenv.agents.evaluate import quiet_solver_banner; quiet_solver_banner(); "
+    quiet = "from sfenv.app.evaluate import quiet_solver_banner; quiet_solver_banner(); "
     plain = subprocess.run([sys.executable, "-c", code.format("")], capture_output=True, text=True, check=True)
     assert "Running HiGHS" in plain.stdout  # the banner exists (else this test proves nothing)
     fixed = subprocess.run([sys.executable, "-c", code.format(quiet)], capture_output=True, text=True, check=True)

@@ -43,7 +43,7 @@ def test_trace_replay_smoke_on_the_first_300_philly_jobs():
 
 @needs_trace
 def test_trace_scenario_replays_the_csv_rows():
-    from sfenv.workload import read_trace_csv
+    from sfenv.world.workload import read_trace_csv
 
     sc = bench_sim.trace_scenario(TRACE, jobs=50, time_scale=0.5)
     jobs = sc.make_jobs(np.random.default_rng(0))
@@ -171,7 +171,7 @@ def test_bench_env_fit_reuse_counts_every_search(monkeypatch, capsys):
     """--fit-reuse: its counts equal the plan searches SpanTrain and the plan cache really make, and print."""
     from sfenv.agents import spantrain
 
-    from sfenv import proposers
+    from sfenv.env import proposers
 
     searches: dict[str, list[tuple]] = {"spantrain": [], "plan_cache": []}
     st_search, fit_plan = spantrain.SpanTrainAgent._fit_now, proposers.fit_plan

@@ -15,10 +15,10 @@ import yaml
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("sb3_contrib")
 
-import torch  # noqa: E402
-from sfenv.agents.learned import bundled_configs, load_config  # noqa: E402
+import torch
+from sfenv.agents.learned import bundled_configs, load_config
 
-from sfenv.cli import main  # noqa: E402
+from sfenv.app.cli import main
 
 torch.set_num_threads(1)
 

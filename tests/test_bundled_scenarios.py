@@ -7,7 +7,7 @@ import pytest
 from sfenv.agents.fifo import FIFOAgent
 
 from sfenv.scenario import bundled_scenarios, load_scenario
-from sfenv.sim import link_dynamics_for
+from sfenv.sim import link_dynamics_for, make_simulator
 
 EXPECTED = {"spider-8", "spider-16", "spider-32", "spider-64", "cee", "geo-8", "bace-6"}
 
@@ -23,7 +23,7 @@ def test_scenario_is_well_formed_and_runs(name):
     assert nx.is_connected(topo.graph)
     prices = sc.make_prices(None)
     assert {r.zone for r in topo.regions} <= set(prices.zones)
-    sim = sc.with_overrides(workload={"num_jobs": 6}).make_simulator(0)
+    sim = make_simulator(sc.with_overrides(workload={"num_jobs": 6}), 0)
     report = sim.run(FIFOAgent().decide)
     assert report.finished == 6 and report.cost_usd > 0 and report.energy_kwh > 0
 

@@ -13,10 +13,11 @@ import pytest
 from agent_worlds import job, region, world
 from sfenv.agents.fifo import FIFOAgent
 
-from sfenv.perf import Plan, Stage, evaluate_plan
+from sfenv.model.perf import Plan, Stage, evaluate_plan
 from sfenv.scenario import load_scenario
-from sfenv.topology import Link
-from sfenv.workload import MODEL_ZOO
+from sfenv.sim import evaluation_cache_for, make_simulator
+from sfenv.world.topology import Link
+from sfenv.world.workload import MODEL_ZOO
 
 
 def _cross_plan(job_id: int) -> Plan:
@@ -46,7 +47,7 @@ def test_pickled_plan_hashes_correctly_in_another_process():
     blob = pickle.dumps({_cross_plan(5): "x"})
     code = (
         "import pickle, sys\n"
-        "from sfenv.perf import Plan, Stage\n"
+        "from sfenv.model.perf import Plan, Stage\n"
         "d = pickle.loads(sys.stdin.buffer.read())\n"
         "p = Plan(5, (Stage.at(0, 12, dp=2), Stage.at(1, 12, dp=2)))\n"
         "print(d[p])\n"
@@ -79,12 +80,12 @@ def test_wan_evaluations_follow_link_changes():
 
 def test_single_region_evaluations_are_shared_across_episodes():
     sc = load_scenario("spider-8")
-    cache = sc.evaluation_cache()
-    first = sc.make_simulator(0, cache)
+    cache = evaluation_cache_for(sc)
+    first = make_simulator(sc, 0, cache)
     plan = Plan(first.waiting[0], (Stage.at(0, 24, dp=8),))
     perf = first.evaluate(plan)
     assert perf == _fresh(first, plan)
-    second = sc.make_simulator(1, cache)
+    second = make_simulator(sc, 1, cache)
     same_shape = next(j for j in second.jobs if j.spec.model == first.jobs[plan.job_id].spec.model
                       and j.spec.global_batch == first.jobs[plan.job_id].spec.global_batch
                       and (j.spec.min_gpus, j.spec.max_gpus) == (first.jobs[plan.job_id].spec.min_gpus,
@@ -93,25 +94,25 @@ def test_single_region_evaluations_are_shared_across_episodes():
 
 
 def test_evaluation_cache_rejects_another_topology():
-    cache = load_scenario("spider-8").evaluation_cache()
+    cache = evaluation_cache_for(load_scenario("spider-8"))
     with pytest.raises(ValueError, match="another topology"):
-        load_scenario("spider-16").make_simulator(0, cache)
+        make_simulator(load_scenario("spider-16"), 0, cache)
 
 
 def test_shared_cache_does_not_change_episodes():
     sc = load_scenario("spider-8")
-    cache = sc.evaluation_cache()
+    cache = evaluation_cache_for(sc)
     for seed in (0, 1):
         reports = []
         for c in (None, cache):
-            sim = sc.make_simulator(seed, c)
+            sim = make_simulator(sc, seed, c)
             reports.append(sim.run(FIFOAgent().decide).to_dict())
         assert reports[0] == reports[1]
 
 
 def test_memo_tells_plans_apart_by_their_in_flight_window():
     """Regression: the memo key once left out ``extra_inflight``, so a widened plan got the narrow plan's figures."""
-    sim = load_scenario("spider-8").make_simulator(0)
+    sim = make_simulator(load_scenario("spider-8"), 0)
     job = sim.jobs[sim.waiting[0]].spec
     half = job.model.layers // 2
     plan = Plan(job.job_id, (Stage.at(0, half, 1, 4), Stage.at(1, job.model.layers - half, 1, 4)))
@@ -122,7 +123,7 @@ def test_memo_tells_plans_apart_by_their_in_flight_window():
 
 
 def test_hashed_keys_survive_pickling_into_a_fresh_interpreter():
-    sim = load_scenario("spider-8").make_simulator(0)
+    sim = make_simulator(load_scenario("spider-8"), 0)
     job = sim.jobs[0].spec
     plan = Plan(job.job_id, (Stage.at(0, job.model.layers),))
     blob = pickle.dumps((plan.shape_key, job.shape_key, plan, job))
@@ -136,8 +137,8 @@ def test_hashed_keys_survive_pickling_into_a_fresh_interpreter():
 
 def test_single_region_plans_move_between_regions_that_plan_alike():
     """PlanCache.fit moves a plan found for one region to an equal one: the same plan as fit_plan's there."""
-    from sfenv.planning import fit_plan
-    from sfenv.proposers import PlanCache
+    from sfenv.env.proposers import PlanCache
+    from sfenv.model.planning import fit_plan
 
     sc = load_scenario("spider-64")
     topo = sc.topology
@@ -148,7 +149,7 @@ def test_single_region_plans_move_between_regions_that_plan_alike():
         assert (a.gpu, a.gpus_per_server, a.intra_bw_gbps, a.intra_latency_ms) == \
             (b.gpu, b.gpus_per_server, b.intra_bw_gbps, b.intra_latency_ms)
     assert len(classes) < topo.num_regions  # spider-64 repeats its cluster types
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     view = sim.view()
     cache = PlanCache()
     moved = calls = 0

@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
-import sfenv.agents.evaluate as evaluate_mod
 from scipy import stats
 from sfenv.experiments import claims as C
 
-from sfenv.results import read_results
+import sfenv.app.evaluate as evaluate_mod
+from sfenv.runs.results import read_results
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -186,7 +186,7 @@ def test_quick_run_of_every_claim(tmp_path):
 
 
 def test_split_plays_the_splits_first_seeds_and_says_so(tmp_path):
-    from sfenv import protocol
+    from sfenv.runs import protocol
 
     argv = ["--quick", "--seeds", "2", "--split", "test", "--only", "bace", "--out", str(tmp_path), "--quiet"]
     assert C.main(argv) == 0

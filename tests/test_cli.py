@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from sfenv import protocol
-from sfenv.cli import main
-from sfenv.results import read_results
+from sfenv.app.cli import main
+from sfenv.runs import protocol
+from sfenv.runs.results import read_results
 
 
 def test_run_prints_metrics(capsys):

@@ -3,13 +3,14 @@
 from sfenv.agents.fifo import FIFOAgent
 
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
 
 def _run(name: str, seed: int):
     sc = load_scenario(name).with_overrides(
         workload={"num_jobs": 15}, outages={"rate_per_region_per_day": 1.0}, dynamics={"links": "all"}
     )
-    sim = sc.make_simulator(seed)
+    sim = make_simulator(sc, seed)
     report = sim.run(FIFOAgent().decide)
     return report, sim.records()
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sfenv.hardware import get_gpu
-from sfenv.perf import PerfParams, Plan, Stage, evaluate_plan
-from sfenv.planning import window_to_hide_round_trips
-from sfenv.topology import Link, Region, Topology
-from sfenv.workload import JobSpec, ModelSpec
+from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan
+from sfenv.model.planning import window_to_hide_round_trips
+from sfenv.world.hardware import get_gpu
+from sfenv.world.topology import Link, Region, Topology
+from sfenv.world.workload import JobSpec, ModelSpec
 
 CITIES = ("Oregon", "Virginia", "Ohio", "Tokyo", "Seoul", "London", "Frankfurt", "Ireland")
 # (delay ms, bandwidth Gbit/s) per city pair, DT-FM's case 4

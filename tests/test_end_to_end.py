@@ -5,11 +5,12 @@ import math
 from sfenv.agents.fifo import FIFOAgent
 
 from sfenv.scenario import DEFAULT_SCENARIO, load_scenario
+from sfenv.sim import make_simulator
 
 
 def test_default_scenario_runs_with_fifo():
     sc = load_scenario(DEFAULT_SCENARIO)
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     report = sim.run(FIFOAgent().decide)
     records = sim.records()
     assert report.jobs == sc.cfg.workload.num_jobs

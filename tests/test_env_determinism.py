@@ -7,6 +7,7 @@ from envs import make
 from sfenv.agents.fifo import FIFOAgent
 
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
 
 def _rollout(seed: int, steps: int = 500):
@@ -54,5 +55,5 @@ def test_reset_seed_matches_simulator_episode():
         assert not info["invalid_action"]
         done = term or trunc
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 12})
-    direct = sc.make_simulator(11).run(FIFOAgent().decide)
+    direct = make_simulator(sc, 11).run(FIFOAgent().decide)
     assert info["episode_report"] == direct.to_dict()

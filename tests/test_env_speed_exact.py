@@ -28,13 +28,15 @@ import numpy as np
 import pytest
 from envs import play_masked, same_values
 
-from sfenv import pipeline, planning, prices, scenario
+from sfenv import scenario
 from sfenv.env import GeoSchedEnv
-from sfenv.perf import compute_lower_bound
-from sfenv.planning import chain_plan
-from sfenv.proposers import PathProposer, SingleRegionProposer
+from sfenv.env.proposers import PathProposer, SingleRegionProposer
+from sfenv.model import pipeline, planning
+from sfenv.model.perf import compute_lower_bound
+from sfenv.model.planning import chain_plan
 from sfenv.scenario import load_scenario
-from sfenv.sim import Simulator
+from sfenv.sim import Simulator, make_simulator
+from sfenv.world import prices
 
 #: spider-64 with few jobs: several episodes (so several resets and job draws) in a few hundred steps
 NUM_JOBS = 30
@@ -57,8 +59,8 @@ def _forget(env: GeoSchedEnv) -> None:
         elif isinstance(p, PathProposer):
             p._free_for = (None, [], 0, 0)
     if env.sim is not None:
-        env.sim._free_state = None  # the free GPUs recomputed on the next call
-        env.sim._memo_local.clear()
+        env.sim.gpus.forget()  # the free GPUs recomputed on the next call
+        env.sim.links.memo_local.clear()
         env.sim.prices._hour_terms.clear()  # the price integral's terms per hour
 
 
@@ -134,7 +136,7 @@ def test_replayed_head_is_shared_across_micro_batch_counts() -> None:
 
 def test_lower_bound_is_the_per_stage_minimum() -> None:
     """compute_lower_bound (layer time asked once per region and tp) equals the bound written stage by stage."""
-    from sfenv.compute import layer_costs, lm_head_time
+    from sfenv.model.compute import layer_costs, lm_head_time
 
     sc = load_scenario("spider-64")
     topo = sc.topology
@@ -170,10 +172,9 @@ def test_free_gpus_memo_stays_read_only_and_current_in_copies() -> None:
     """The memoised free GPUs follow the state, are read-only, and so are a fork's and an unpickled copy's."""
     import pickle
 
-    from sfenv.sim import Simulator
 
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 8})
-    sim = Simulator.from_scenario(sc, 0)
+    sim = make_simulator(sc, 0)
     view = sim.view()
     first = view.free_gpus
     assert view.free_gpus is first  # the same state: the same array
@@ -192,13 +193,12 @@ def test_free_gpus_memo_stays_read_only_and_current_in_copies() -> None:
 
 def test_moved_plan_evaluation_is_evaluate_plan() -> None:
     """A single-region plan moved to a region of equal figures: moved_perf equals evaluate_plan field by field."""
-    from sfenv.perf import Stage, evaluate_plan, moved_perf, same_region_figures
-    from sfenv.planning import fit_plan
-    from sfenv.sim import Simulator
+    from sfenv.model.perf import Stage, evaluate_plan, moved_perf, same_region_figures
+    from sfenv.model.planning import fit_plan
 
     sc = load_scenario("spider-64")
     topo = sc.topology
-    sim = Simulator.from_scenario(sc, 0)
+    sim = make_simulator(sc, 0)
     pairs = [(topo.plan_class[r], r) for r in range(topo.num_regions) if topo.plan_class[r] != r]
     pairs = [(a, b) for a, b in pairs if same_region_figures(topo, a, b)]
     assert len(pairs) >= 10
@@ -230,9 +230,8 @@ def test_moved_plan_evaluation_is_evaluate_plan() -> None:
 
 def test_moved_plan_memo_hands_back_evaluate() -> None:
     """Simulator.evaluate_moved gives evaluate's result, and evaluates afresh when the regions differ."""
-    from sfenv.perf import Stage, same_region_figures
-    from sfenv.planning import fit_plan
-    from sfenv.sim import Simulator
+    from sfenv.model.perf import Stage, same_region_figures
+    from sfenv.model.planning import fit_plan
 
     sc = load_scenario("spider-64")
     topo = sc.topology
@@ -241,9 +240,9 @@ def test_moved_plan_memo_hands_back_evaluate() -> None:
     rep = topo.plan_class[a]
     other = next(r for r in range(topo.num_regions) if not same_region_figures(topo, rep, r))
     for dst in (a, other):
-        fresh, memo = Simulator.from_scenario(sc, 0), Simulator.from_scenario(sc, 0)
-        fresh._memo_local = {}
-        memo._memo_local = {}
+        fresh, memo = make_simulator(sc, 0), make_simulator(sc, 0)
+        fresh.links.memo_local = {}
+        memo.links.memo_local = {}
         plan, perf = fit_plan(job, topo, (rep,), (8,), memo.evaluate)
         moved = replace(plan, stages=tuple([Stage.at(dst, s.layers, s.dp, s.tp) for s in plan.stages]))
         got = memo.evaluate_moved(moved, job, plan, perf)
@@ -253,7 +252,7 @@ def test_moved_plan_memo_hands_back_evaluate() -> None:
 
 def test_price_integral_per_hour_terms_are_the_formula() -> None:
     """PriceSeries.cumulative (the hour's first terms remembered) equals the running integral written out."""
-    from sfenv.prices import PriceSeries
+    from sfenv.world.prices import PriceSeries
 
     rng = np.random.default_rng(7)
     hourly = rng.uniform(-20.0, 300.0, size=(5, 30))  # negative prices too
@@ -271,7 +270,7 @@ def test_price_integral_per_hour_terms_are_the_formula() -> None:
 def test_candidate_rows_with_a_gap_are_the_rows_without_it() -> None:
     """An infeasible candidate leaves its row empty; the other rows are as when every candidate is feasible."""
     from sfenv.env import CAND_FEATURES
-    from sfenv.perf import PlanPerf
+    from sfenv.model.perf import PlanPerf
 
     sc = load_scenario("spider-64").with_overrides(workload={"num_jobs": NUM_JOBS})
     env = GeoSchedEnv(sc)
@@ -294,9 +293,9 @@ def test_candidate_rows_with_a_gap_are_the_rows_without_it() -> None:
         assert np.array_equal(env._obs()["candidates"].reshape(env.N, CAND_FEATURES), full)
 
 
-def _time_of_use_zone_by_zone(rng, zones, base, peak, utc_offset_h, days, noise):  # noqa: ANN001, ANN202
+def _time_of_use_zone_by_zone(rng, zones, base, peak, utc_offset_h, days, noise):
     """The time-of-use prices as first written: one zone after another, one noise draw per zone."""
-    from sfenv.prices import PriceSeries
+    from sfenv.world.prices import PriceSeries
 
     rows = []
     for z in zones:
@@ -331,7 +330,7 @@ def test_time_of_use_all_zones_at_once_is_zone_by_zone(noise: float, days: int) 
 @pytest.mark.parametrize("name", ["spider-64", "spider-8-contended"])
 def test_queue_rows_are_the_float64_table(name: str) -> None:
     """The per-job queue features built row by row equal the float64 table they were first read from."""
-    from sfenv.env import _log_scale
+    from sfenv.env.geosched import _log_scale
 
     env = GeoSchedEnv(load_scenario(name))
     env.reset(seed=3)
@@ -348,7 +347,7 @@ def test_region_ranking_is_the_filtered_argsort() -> None:
     """SingleRegionProposer's ranking equals argsort(-(free * flops), stable) filtered to regions with free GPUs."""
     from types import SimpleNamespace
 
-    from sfenv.proposers import PlanCache
+    from sfenv.env.proposers import PlanCache
 
     rng = np.random.default_rng(9)
     prop = SingleRegionProposer(PlanCache())

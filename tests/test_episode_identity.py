@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import episode_identity as ei
+import pytest
 
 RECORDED = json.loads(ei.FIXTURE.read_text())
 ENV_CASES = [(f"{label}/seed={seed}", env_id, kwargs, seed) for label, env_id, kwargs in ei.cases()

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from sfenv.agents.evaluate import evaluate_agents, format_table, summarise
 from sfenv.agents.fifo import FIFOAgent
 
-from sfenv.results import read_results
+from sfenv.app.evaluate import evaluate_agents, format_table, summarise
+from sfenv.runs.results import read_results
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
 
 def test_agents_see_identical_episodes():
     rows = evaluate_agents(["fifo", "cheapest"], "spider-8", seeds=[0, 1], num_jobs=8, progress=False)
     assert [(r["agent"], r["seed"]) for r in rows] == [("fifo", 0), ("fifo", 1), ("cheapest", 0), ("cheapest", 1)]
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 8})
-    direct = sc.make_simulator(1).run(FIFOAgent().decide).to_dict()
+    direct = make_simulator(sc, 1).run(FIFOAgent().decide).to_dict()
     assert {k: rows[1][k] for k in direct} == direct  # the evaluator's episode is the seeded episode
     assert all(r["decisions"] >= 8 and r["decision_time_max_s"] >= r["decision_time_mean_s"] > 0 for r in rows)
 

@@ -3,13 +3,14 @@
 import numpy as np
 from sfenv.agents.registry import make_agent
 
-from sfenv.planning import fit_plan
+from sfenv.model.planning import fit_plan
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
 
 def test_fastest_takes_the_region_with_the_shortest_iteration_time():
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 6})
-    sim = sc.make_simulator(1)
+    sim = make_simulator(sc, 1)
     view = sim.view()
     job = view.waiting[0]
     free = view.free_gpus
@@ -36,6 +37,6 @@ def test_fastest_swf_beats_fifo_swf_under_load():
         for name in ("fifo+swf", "fastest+swf"):
             agent = make_agent(name)
             agent.reset(seed)
-            jct[name] = sc.make_simulator(seed).run(agent.decide).mean_jct_s
+            jct[name] = make_simulator(sc, seed).run(agent.decide).mean_jct_s
         ratios.append(jct["fastest+swf"] / jct["fifo+swf"])
     assert float(np.mean(ratios)) < 0.98, ratios

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import sfenv  # noqa: F401  (registers the ids)
-from sfenv import benchmark, plots
+from sfenv.app import benchmark, plots
 
 # eleven agents, six of them within a few percent of each other (as on spider-8 today)
 CLUSTER = {"fifo": (2.64, 180), "spiderflow": (2.01, 171), "bace-pipe": (2.03, 170), "spantrain": (2.02, 172),

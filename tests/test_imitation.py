@@ -12,13 +12,14 @@ import pytest
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("sb3_contrib")
 
-import gymnasium as gym  # noqa: E402
-import torch  # noqa: E402
-from sfenv.agents.imitation import collect, expert_action, pretrain  # noqa: E402
-from sfenv.agents.learned import train  # noqa: E402
-from sfenv.agents.registry import make_agent  # noqa: E402
+import gymnasium as gym
+import torch
+from sfenv.agents.imitation import collect, expert_action, pretrain
+from sfenv.agents.learned import train
+from sfenv.agents.registry import make_agent
 
-from sfenv.errors import InvalidInput  # noqa: E402
+from sfenv.errors import InvalidInput
+from sfenv.sim import make_simulator
 
 torch.set_num_threads(1)
 ENV_KW = {"num_jobs": 10, "proposers": "best", "obs_mode": "compact"}
@@ -146,7 +147,7 @@ def test_pretrain_settings_are_checked_before_anything_is_written(tmp_path):
     assert not any(tmp_path.iterdir())
     from sfenv.agents.learned import _pretrain_settings  # first-fit records what a fastest+swf expert needs
 
-    from sfenv.proposers import PROPOSER_SETS
+    from sfenv.env.proposers import PROPOSER_SETS
 
     for sets in PROPOSER_SETS[1:]:  # every named set but the default records fastest+swf's decision
         for expert in ("fastest+swf", "lookahead:fastest+swf:present:proposed"):
@@ -178,7 +179,7 @@ def _sim_after(decisions: int, seed: int = 4):
     from sfenv.scenario import load_scenario
 
     scenario = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 12})
-    sim = scenario.make_simulator(seed)
+    sim = make_simulator(scenario, seed)
     sim.run(make_agent("fifo+swf").decide, max_decisions=decisions)
     return scenario, sim
 
@@ -396,7 +397,7 @@ def test_contended_rollout_beats_the_best_heuristic_on_unseen_seeds(scenario, tm
     every heuristic; the paired 95 % interval of the ratio of mean JCT (and, under a cost weight, of the reward's
     objective) lies below 1, and no job is left unfinished.  Measured 2026-11-24: 0.925x fastest+swf, interval
     0.899-0.947, 8.1 minutes of training (docs/training.md).  spider-8-contended is the only contended
-    scenario a training config may use: the geo-8 ones are held out by the protocol (sfenv.protocol).
+    scenario a training config may use: the geo-8 ones are held out by the protocol (sfenv.runs.protocol).
     The default run's smoke version is ``tests/test_bundled_configs_train.py``."""
     from sfenv.experiments.learned_vs_heuristics import main as compare_main
 
@@ -422,7 +423,7 @@ def test_generalise_rollout_played_work_conserving_is_no_worse_than_the_best_heu
 
     from sfenv.experiments.learned_vs_heuristics import main as compare_main
 
-    from sfenv.cli import main as sfenv_main
+    from sfenv.app.cli import main as sfenv_main
 
     monkeypatch.chdir(tmp_path)
     start = time.perf_counter()

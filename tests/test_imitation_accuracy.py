@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip("sb3_contrib")
-from sfenv.agents.imitation import expert_action  # noqa: E402
-from sfenv.experiments import imitation_accuracy as ia  # noqa: E402
+from sfenv.agents.imitation import expert_action
+from sfenv.experiments import imitation_accuracy as ia
 
-from sfenv.env import GeoSchedEnv  # noqa: E402
-from sfenv.scenario import load_scenario  # noqa: E402
+from sfenv.env import GeoSchedEnv
+from sfenv.scenario import load_scenario
 
 
 @pytest.fixture(scope="module")

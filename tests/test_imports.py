@@ -1,7 +1,11 @@
-"""Package names and layering: no top-level agents/experiments/scenarios, no import circles.
+"""Package names and layering: the layer order of docs/architecture.md, no import circles, no top-level agents/....
 
 Static checks read the source (every import, also those inside functions, but not those under
 ``if TYPE_CHECKING:``); runtime checks import in a fresh interpreter and look at ``sys.modules``.
+The layers, from the bottom: ``base`` (errors, hashing, registration, the package itself) ->
+``world`` -> ``model`` -> ``scenario`` -> ``sim`` -> ``env`` and ``runs`` (side by side, neither
+importing the other) -> ``agents`` -> ``app``; ``experiments`` are scripts on top.  A module imports
+modules of its own layer and of the layers below it, never above.
 """
 
 from __future__ import annotations
@@ -22,8 +26,13 @@ PACKAGES = {"sfenv": "sfenv", "agents": "sfenv.agents", "experiments": "sfenv.ex
 def _modules() -> dict[str, Path]:
     out = {}
     for folder, pkg in PACKAGES.items():
-        for f in sorted((REPO / folder).glob("*.py")):
-            out[pkg if f.stem == "__init__" else f"{pkg}.{f.stem}"] = f
+        base = REPO / folder
+        for f in sorted(base.rglob("*.py")):
+            rel = f.relative_to(base).with_suffix("").parts
+            if pkg == "sfenv" and rel[0] in ("agents", "experiments", "hyperparams", "data"):
+                continue  # not sfenv's own source (hyperparams holds only its path helper)
+            parts = rel[:-1] if rel[-1] == "__init__" else rel
+            out[".".join((pkg, *parts))] = f
     return out
 
 
@@ -101,22 +110,86 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+#: layer -> the layers it may import (its own layer always)
+ALLOWED: dict[str, set[str]] = {
+    "base": set(),
+    "world": {"base"},
+    "model": {"base", "world"},
+    "scenario": {"base", "world", "model"},
+    "sim": {"base", "world", "model", "scenario"},
+    "env": {"base", "world", "model", "scenario", "sim"},
+    "runs": {"base", "world", "model", "scenario", "sim"},
+    "agents": {"base", "world", "model", "scenario", "sim", "env", "runs"},
+    "app": {"base", "world", "model", "scenario", "sim", "env", "runs", "agents"},
+    "experiments": {"base", "world", "model", "scenario", "sim", "env", "runs", "agents", "app"},
+}
+#: deprecated shims, each a function-level import that warns and goes with the old API in the next release
+#: (CHANGELOG, 0.2.0): (importer, imported)
+DEPRECATED_SHIMS = {("sfenv.scenario", "sfenv.sim"), ("sfenv.sim.engine", "sfenv.sim.episode")}
+
+
+def layer_of(module: str) -> str:
+    """The layer a module belongs to."""
+    parts = module.split(".")
+    if module == "sfenv.__main__":
+        return "app"
+    if len(parts) == 1 or parts[1] in ("errors", "hashing", "registration", "_moved"):
+        return "base"
+    if parts[1] == "scenario":
+        return "scenario"
+    assert parts[1] in ALLOWED, f"{module}: no layer; add it to docs/architecture.md and ALLOWED"
+    return parts[1]
+
+
 def test_the_import_graph_sees_known_edges():
     """The checker itself: it finds module-level and function-level imports, and skips TYPE_CHECKING ones."""
     g = _graph()
-    assert "sfenv.sim" in g["sfenv.env"]  # module level
-    assert "sfenv.render" in g["sfenv.env"]  # inside GeoSchedEnv.render
-    assert "sfenv.agents.learned" in g["sfenv.agents.evaluate"]
-    assert "sfenv.scenario" not in g["sfenv.sim"]  # only for type hints
+    assert "sfenv.sim" in g["sfenv.env.geosched"]  # module level
+    assert "sfenv.env.render" in g["sfenv.env.geosched"]  # inside GeoSchedEnv.render
+    assert "sfenv.agents.learned" in g["sfenv.app.evaluate"]
+    assert "sfenv.sim.engine" not in g["sfenv.sim.view"]  # only for type hints
+    assert {"sfenv.sim.engine", "sfenv.world.topology", "sfenv.agents.base", "sfenv.experiments.claims"} <= set(g)
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def test_every_module_has_a_layer():
+    assert {layer_of(m) for m in MODULES} == set(ALLOWED)
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    """The layer order itself: every import (also inside functions) goes down or stays in its layer."""
+    upward = sorted((a, b) for a, targets in _graph().items() for b in targets
+                    if layer_of(b) != layer_of(a) and layer_of(b) not in ALLOWED[layer_of(a)]
+                    and (a, b) not in DEPRECATED_SHIMS)
+    assert upward == []
+
+
+def test_nothing_below_the_application_layer_imports_agents():
+    below = [(a, b) for a, targets in _graph().items() for b in targets
+             if b.startswith("sfenv.agents") and layer_of(a) not in ("agents", "app", "experiments")]
+    assert below == []
+
+
+def test_the_deprecated_shims_are_still_there_and_only_they_climb():
+    g = _graph()
+    for a, b in DEPRECATED_SHIMS:
+        assert b in g[a] and b not in _imports(MODULES[a], module_level_only=True)
+
+
+def test_the_layer_check_catches_an_upward_import():
+    assert layer_of("sfenv.sim.engine") == "sim" and "env" not in ALLOWED["sim"]
+    assert layer_of("sfenv.agents.base") == "agents" and "app" not in ALLOWED["agents"]
+    assert "runs" not in ALLOWED["env"] and "env" not in ALLOWED["runs"]
+
+
 def test_no_import_cycles():
-    assert _cycles(_graph()) == []
+    """No two modules import each other, through any path (layers cannot see cycles inside one layer)."""
+    graph = {a: {b for b in targets if (a, b) not in DEPRECATED_SHIMS} for a, targets in _graph().items()}
+    assert _cycles(graph) == []
 
 
-@pytest.mark.parametrize(("a", "b"), [("sfenv.agents.evaluate", "sfenv.agents.learned"),
-                                      ("sfenv.env", "sfenv.render")])
+@pytest.mark.parametrize(("a", "b"), [("sfenv.app.evaluate", "sfenv.agents.learned"),
+                                      ("sfenv.env.geosched", "sfenv.env.render")])
 def test_former_circles_are_one_way(a, b):
     g = _graph()
     assert b in g[a] and a not in g[b]
@@ -124,7 +197,7 @@ def test_former_circles_are_one_way(a, b):
 
 def test_scenario_does_not_import_the_simulator_at_module_level():
     assert "sfenv.sim" not in _imports(MODULES["sfenv.scenario"], module_level_only=True)
-    assert "sfenv.env" not in _imports(MODULES["sfenv.render"])
+    assert "sfenv.env.geosched" not in _imports(MODULES["sfenv.env.render"])
 
 
 def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -136,11 +209,12 @@ def test_runtime_imports_stay_apart(tmp_path):
     proc = _run("""
         import sys
         import sfenv.env
-        assert "sfenv.render" not in sys.modules, "env imports render at module level"
+        assert "sfenv.env.render" not in sys.modules, "env imports render at module level"
+        assert not [m for m in sys.modules if m.startswith(("sfenv.agents", "sfenv.app", "sfenv.runs"))]
         for m in [m for m in sys.modules if m.startswith("sfenv")]:
             del sys.modules[m]
-        import sfenv.render
-        assert "sfenv.env" not in sys.modules, "render imports env"
+        import sfenv.sim
+        assert not [m for m in sys.modules if m.startswith(("sfenv.env", "sfenv.agents", "sfenv.app", "sfenv.runs"))]
         for m in [m for m in sys.modules if m.startswith("sfenv")]:
             del sys.modules[m]
         from sfenv.scenario import load_scenario
@@ -150,7 +224,7 @@ def test_runtime_imports_stay_apart(tmp_path):
         for m in [m for m in sys.modules if m.startswith("sfenv")]:
             del sys.modules[m]
         import sfenv.agents.learned
-        assert "sfenv.agents.evaluate" not in sys.modules, "learned imports evaluate"
+        assert "sfenv.app.evaluate" not in sys.modules, "learned imports evaluate"
         print("ok")
     """, tmp_path)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

@@ -13,7 +13,7 @@ import textwrap
 import gymnasium as gym
 import pytest
 
-from sfenv.cli import build_parser, main
+from sfenv.app.cli import build_parser, main
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import InvalidInput, SfenvError
 from sfenv.scenario import ScenarioError, load_scenario
@@ -79,7 +79,7 @@ def test_num_jobs_is_used_not_replaced(capsys):
 
 def test_internal_errors_are_not_reported_as_bad_input(monkeypatch):
     """Only sfenv's own errors become exit code 2; a bug keeps its exception (and traceback)."""
-    import sfenv.cli as cli
+    import sfenv.app.cli as cli
 
     def broken(args):
         raise ValueError("an internal bug")
@@ -100,7 +100,7 @@ def test_train_without_the_rl_extra_names_the_install_command(tmp_path):
         import sys
         for m in ("torch", "stable_baselines3", "sb3_contrib"):
             sys.modules[m] = None  # as if not installed: importing raises ImportError
-        from sfenv.cli import main
+        from sfenv.app.cli import main
         sys.exit(main(["train", "--steps", "10", "--out", "runs"]))
     """)
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)

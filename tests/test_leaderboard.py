@@ -10,9 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from sfenv import protocol
-from sfenv.cli import main
-from sfenv.stats import iqm_interval, paired_ratio, probability_of_improvement
+from sfenv.app.cli import main
+from sfenv.runs import protocol
+from sfenv.runs.stats import iqm_interval, paired_ratio, probability_of_improvement
+from sfenv.sim import make_simulator
 
 TINY = ["--agents", "fifo,spinsearch", "--scenario", "spider-8", "--seeds", "2", "--num-jobs", "4", "--quiet"]
 
@@ -139,7 +140,7 @@ def test_leaderboard_on_a_tiny_configuration(tmp_path, capsys):
 
 
 def test_leaderboard_says_spider64_is_capped(tmp_path):
-    from sfenv.leaderboard import JOB_CAPS, write_outputs
+    from sfenv.app.leaderboard import JOB_CAPS, write_outputs
 
     settings = {"sfenv": "x", "protocol": 1, "env_version": "v1", "seeds_per_scenario": 2, "scenarios": {},
                 "caps": {"spider-64": JOB_CAPS["spider-64"]}}
@@ -169,13 +170,13 @@ def test_plans_survive_the_action_log(agent):
     """Every plan an agent starts comes back equal from its JSON form (all fields: schedule, recompute ...)."""
     from sfenv.agents.registry import make_agent
 
-    from sfenv.replay import plan_from_json, plan_to_json
+    from sfenv.runs.replay import plan_from_json, plan_to_json
     from sfenv.scenario import load_scenario
 
     sc = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 6})
     ag = make_agent(agent)
     ag.reset(1_000_000)
-    sim = sc.make_simulator(1_000_000)
+    sim = make_simulator(sc, 1_000_000)
     plans = []
 
     def decide(view):

@@ -6,7 +6,8 @@ import pytest
 from sfenv.agents.registry import make_agent
 
 from sfenv.scenario import ScenarioError, load_scenario
-from sfenv.workload import mean_iterations, platform_job_rate, rate_for_load
+from sfenv.sim import make_simulator
+from sfenv.world.workload import mean_iterations, platform_job_rate, rate_for_load
 
 
 def _busy_fraction(sim, t0: float, t1: float) -> float:
@@ -25,7 +26,7 @@ def test_long_fifo_run_uses_the_asked_utilisation(rho):
     """Busy GPU-time / capacity over the arrival period (first 10 % dropped) is within 10 % of rho."""
     sc = load_scenario("spider-8").with_overrides(workload={"load": rho, "num_jobs": 1500}, sim={"horizon_h": 5000})
     assert sc.cfg.workload.arrival.rate_per_hour is None
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     agent = make_agent("fifo")
     agent.reset(0)
     sim.run(agent.decide)

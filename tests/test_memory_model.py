@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from conftest import make_job, make_region
 
-from sfenv.compute import RECOMPUTE_MODES, activation_bytes
-from sfenv.hardware import get_gpu
-from sfenv.perf import PerfParams, Plan, Stage, evaluate_plan
-from sfenv.pipeline import default_windows, replay_held
-from sfenv.planning import fit_plan
-from sfenv.topology import Link, Region, Topology
-from sfenv.workload import JobSpec, ModelSpec
+from sfenv.model.compute import RECOMPUTE_MODES, activation_bytes
+from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan
+from sfenv.model.pipeline import default_windows, replay_held
+from sfenv.model.planning import fit_plan
+from sfenv.world.hardware import get_gpu
+from sfenv.world.topology import Link, Region, Topology
+from sfenv.world.workload import JobSpec, ModelSpec
 
 GPT3 = ModelSpec("gpt-3-175b", layers=96, hidden=12288, heads=96, seq_len=2048, vocab=51200)
 

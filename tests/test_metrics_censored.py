@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 import pytest
-from sfenv.agents.evaluate import run_episode
 from sfenv.agents.fifo import FIFOAgent
 
-from sfenv.metrics import EpisodeReport, JobRecord
+from sfenv.app.evaluate import run_episode
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
+from sfenv.sim.metrics import EpisodeReport, JobRecord
 
 VICTIM = 2
 HORIZON_H = 48.0
@@ -37,7 +38,7 @@ def _scenario(num_jobs: int = 6, horizon_h: float = HORIZON_H):
 @pytest.fixture(scope="module")
 def starved():
     sc = _scenario()
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     report = sim.run(StarvingAgent(VICTIM).decide)
     return sc, sim, report, sim.records()
 
@@ -75,7 +76,7 @@ def test_evaluator_rows_carry_censored_jcts():
 def test_partial_work_of_a_job_running_at_the_end_counts():
     # a horizon too short for the jobs started: they are still running when the episode ends
     sc = _scenario(num_jobs=4, horizon_h=1.0)
-    sim = sc.make_simulator(0)
+    sim = make_simulator(sc, 0)
     report = sim.run(FIFOAgent().decide)
     records = sim.records()
     end = report.makespan_s
@@ -94,7 +95,7 @@ def test_partial_work_of_a_job_running_at_the_end_counts():
 
 
 def test_report_mid_episode_censors_at_the_current_time():
-    sim = _scenario(num_jobs=8).make_simulator(1)
+    sim = make_simulator(_scenario(num_jobs=8), 1)
     agent = FIFOAgent()
     for _ in range(3):  # a few decisions, then stop (as an env truncation would)
         plan = agent.decide(sim.view())

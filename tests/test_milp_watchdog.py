@@ -6,6 +6,8 @@ import pulp
 import pytest
 from sfenv.agents import milp
 
+from sfenv.sim import make_simulator
+
 
 def _knapsack() -> tuple[pulp.LpProblem, list[pulp.LpVariable]]:
     prob = pulp.LpProblem("knap", pulp.LpMaximize)
@@ -53,7 +55,7 @@ def test_a_forked_solve_after_an_in_process_one_does_not_hang(monkeypatch):
 
     from sfenv.scenario import load_scenario
 
-    view = load_scenario("spider-8").make_simulator(0).view()
+    view = make_simulator(load_scenario("spider-8"), 0).view()
     job = view.waiting[0]
     instances = [build_instance(view, job, d, None, MICRO_BATCHES[0], TP_DEGREES) for d in (1, 2)]
     with monkeypatch.context() as m:

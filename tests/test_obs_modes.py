@@ -88,8 +88,9 @@ def test_compact_features_say_what_the_docstring_says():
 
 def test_a_policy_trained_on_8_regions_runs_on_16(tmp_path):
     pytest.importorskip("sb3_contrib")
-    from sfenv.agents.evaluate import evaluate_agents, evaluate_model
     from sfenv.agents.learned import LearnedPolicy, train
+
+    from sfenv.app.evaluate import evaluate_agents, evaluate_model
 
     path = train("maskable-ppo", "spider-8", total_timesteps=128, n_envs=1, out_dir=tmp_path, tensorboard=False,
                  env_kwargs={"num_jobs": 4, "obs_mode": "compact"}, eval_every=0, eval_seeds=[1], plot=False,

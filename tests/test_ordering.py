@@ -7,6 +7,7 @@ from sfenv.agents.registry import make_agent, resolve_names
 
 from sfenv.errors import UnknownName
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
 
 def _burst(name: str, jobs: int = 24):
@@ -16,7 +17,7 @@ def _burst(name: str, jobs: int = 24):
 
 def _queues(agent, sc, seed=0, limit=60):
     """Play ``agent``; yield (view, its order, its decision) at each of the first decision points with >= 3 waiting."""
-    sim = sc.make_simulator(seed)
+    sim = make_simulator(sc, seed)
     agent.reset(seed)
     view = sim.view()
     n = 0
@@ -99,7 +100,7 @@ def test_swf_shortens_mean_jct_under_load():
     for name in ("fifo", "fifo+swf"):
         agent = make_agent(name)
         agent.reset(0)
-        jct[name] = sc.make_simulator(0).run(agent.decide).mean_jct_s
+        jct[name] = make_simulator(sc, 0).run(agent.decide).mean_jct_s
     assert jct["fifo+swf"] < jct["fifo"]
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfenv.perf import (
+from sfenv.model.perf import (
     SCHEDULES,
     PerfParams,
     Plan,
@@ -19,15 +19,16 @@ from sfenv.perf import (
     evaluate_plan,
 )
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
-SIM = load_scenario("spider-8").make_simulator(0)
+SIM = make_simulator(load_scenario("spider-8"), 0)
 TOPO = SIM.topo
 JOBS = [js.spec for js in SIM.jobs[:12]]
 PARAMS = PerfParams()
 
 
 @st.composite
-def chain_plans(draw):  # noqa: ANN201 - a hypothesis strategy
+def chain_plans(draw):
     job = draw(st.sampled_from(JOBS))
     p = draw(st.integers(1, min(12, job.model.layers)))
     chain = draw(st.lists(st.integers(0, TOPO.num_regions - 1), min_size=p, max_size=p))

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from conftest import TOY_GPU, TOY_MODEL, flat_prices, make_job, make_region, two_region_topo
 
-from sfenv.hardware import GPUSpec
-from sfenv.perf import PerfParams, Plan, Stage, allreduce_time, evaluate_plan
-from sfenv.pipeline import replay_pipeline
-from sfenv.prices import PriceSeries
+from sfenv.model.perf import PerfParams, Plan, Stage, allreduce_time, evaluate_plan
+from sfenv.model.pipeline import replay_pipeline
 from sfenv.sim import SimConfig, Simulator
-from sfenv.topology import Topology
-from sfenv.workload import ModelSpec
+from sfenv.world.hardware import GPUSpec
+from sfenv.world.prices import PriceSeries
+from sfenv.world.topology import Topology
+from sfenv.world.workload import ModelSpec
 
 F = 100e12  # toy GPU peak FLOP/s
 H, S, L = 1024, 1024, 4

@@ -7,9 +7,9 @@ from conftest import make_job, make_region, two_region_topo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfenv.perf import PerfParams, Plan, Stage, evaluate_plan
-from sfenv.topology import Topology
-from sfenv.workload import MODEL_ZOO, ModelSpec
+from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan
+from sfenv.world.topology import Topology
+from sfenv.world.workload import MODEL_ZOO, ModelSpec
 
 PARAMS = PerfParams()
 

@@ -1,4 +1,4 @@
-"""The compiled pipeline replays (:mod:`sfenv._pipeline_jit`) equal the Python loops bit for bit."""
+"""The compiled pipeline replays (:mod:`sfenv.model._pipeline_jit`) equal the Python loops bit for bit."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from sfenv import pipeline
-from sfenv.pipeline import _replay, _replay_zero_bubble, _sweep_fixed_order, _sweep_plan, default_windows
+from sfenv.model import pipeline
+from sfenv.model.pipeline import _replay, _replay_zero_bubble, _sweep_fixed_order, _sweep_plan, default_windows
 
-jit = pytest.importorskip("sfenv._pipeline_jit")
+jit = pytest.importorskip("sfenv.model._pipeline_jit")
 if not jit.AVAILABLE:  # pragma: no cover - numba missing or SFENV_NO_JIT set
     pytest.skip("numba is not installed (or SFENV_NO_JIT is set)", allow_module_level=True)
 
@@ -62,7 +62,7 @@ def test_fixed_order_sweep_equals_the_python_loop(gpipe: bool) -> None:
 
 
 def test_pipeline_time_is_the_same_with_and_without_the_compiled_replays(monkeypatch: pytest.MonkeyPatch) -> None:
-    """:func:`sfenv.pipeline.pipeline_time` on 300 chains and every schedule: equal floats either way."""
+    """:func:`sfenv.model.pipeline.pipeline_time` on 300 chains and every schedule: equal floats either way."""
     cases = _cases(300, seed=7)
     schedules = ("1f1b", "zb-h1", "zb-h2", "gpipe")
 
@@ -83,7 +83,8 @@ def test_pipeline_time_is_the_same_with_and_without_the_compiled_replays(monkeyp
 
 def test_sfenv_no_jit_turns_the_compiled_replays_off() -> None:
     """``SFENV_NO_JIT=1``: the Python loops run (and numba is not imported by the replay)."""
-    code = ("import sys; from sfenv import pipeline; pipeline.pipeline_time((1.0, 2.0), (0.1,), (0.2,), 8, 'zb-h1'); "
+    code = ("import sys; from sfenv.model import pipeline; "
+            "pipeline.pipeline_time((1.0, 2.0), (0.1,), (0.2,), 8, 'zb-h1'); "
             "print(pipeline._jit is None, 'numba' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "SFENV_NO_JIT": "1"})
@@ -92,7 +93,7 @@ def test_sfenv_no_jit_turns_the_compiled_replays_off() -> None:
 
 def test_building_an_env_loads_the_compiled_replays_so_no_step_pays_for_it() -> None:
     """``gym.make`` imports numba and loads every kernel for the types the replays pass (not the first step)."""
-    code = ("import sys, gymnasium as gym, sfenv; from sfenv import pipeline; "
+    code = ("import sys, gymnasium as gym, sfenv; from sfenv.model import pipeline; "
             "assert 'numba' not in sys.modules; gym.make('sfenv/GeoSched-v1'); j = pipeline._jit; "
             "print(len(j.replay_zero_bubble.signatures), len(j.sweep_fixed_order.signatures), "
             "len(j.sweep_plan.signatures)); "

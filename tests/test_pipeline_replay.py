@@ -11,19 +11,19 @@ from conftest import make_job, make_region
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfenv import pipeline
-from sfenv.hardware import get_gpu
-from sfenv.perf import PerfParams, Plan, Stage, evaluate_plan
-from sfenv.pipeline import (
+from sfenv.model import pipeline
+from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan
+from sfenv.model.pipeline import (
     SCHEDULES,
     _sweep_fixed_order,
     default_windows,
     pipeline_time,
     replay_pipeline,
 )
-from sfenv.planning import chain_plan, fit_plan
-from sfenv.topology import Link, Region, Topology
-from sfenv.workload import MODEL_ZOO, JobSpec
+from sfenv.model.planning import chain_plan, fit_plan
+from sfenv.world.hardware import get_gpu
+from sfenv.world.topology import Link, Region, Topology
+from sfenv.world.workload import MODEL_ZOO, JobSpec
 
 ACT_BITS = 2 * 2048 * 4096 * 8  # one GPT-6.7B-sized micro-batch boundary, b = 1
 
@@ -185,7 +185,7 @@ def _zero_bubble_cases(n: int, seed: int, exact_ties: bool) -> list[tuple]:
     """Seeded zero-bubble replays: random chains, or (``exact_ties``) binary-exact figures whose events often tie."""
     import random
 
-    from sfenv.pipeline import default_windows
+    from sfenv.model.pipeline import default_windows
 
     rng = random.Random(seed)
     cases = []
@@ -212,7 +212,7 @@ def _zero_bubble_cases(n: int, seed: int, exact_ties: bool) -> list[tuple]:
 @pytest.mark.parametrize("exact_ties", [False, True])
 def test_fast_zero_bubble_replay_equals_reference_replay(exact_ties):
     """The inlined zero-bubble replay gives the reference event replay's duration and peaks, bit for bit."""
-    from sfenv.pipeline import _replay, _replay_zero_bubble
+    from sfenv.model.pipeline import _replay, _replay_zero_bubble
 
     for c, lat, x, m, schedule, w in _zero_bubble_cases(400, seed=20 + exact_ties, exact_ties=exact_ties):
         ref = _replay(c, lat, x, m, schedule, w)
@@ -224,7 +224,7 @@ def _previous_sweep(
     compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, windows: Sequence[int],
     gpipe: bool,
 ) -> float:
-    """The position sweep before :func:`sfenv.pipeline._sweep_plan`: every stage looked at twice per position."""
+    """The position sweep before :func:`sfenv.model.pipeline._sweep_plan`: every stage looked at twice per position."""
     p = len(compute)
     fwd = [c / 3.0 for c in compute]
     bwd = [2.0 * c / 3.0 for c in compute]

@@ -1,4 +1,4 @@
-"""One plan menu for every agent: the completion step (sfenv.planning.complete_plan) and its property.
+"""One plan menu for every agent: the completion step (sfenv.model.planning.complete_plan) and its property.
 
 Property (issue 19, section 3): on the same job, chain and GPU budget, every agent's final plan is
 at least as good as any plan with the agent's stages and knobs from the shared menu, in particular
@@ -19,10 +19,11 @@ from sfenv.agents.ilp import ILPAgent
 from sfenv.agents.spantrain import SpanTrainAgent
 from sfenv.agents.tpa import tpa_plan
 
-from sfenv.perf import Plan
-from sfenv.planning import DEFAULT_MENU, PlanMenu, complete_plan, fit_plan, window_to_hide_round_trips
+from sfenv.model.perf import Plan
+from sfenv.model.planning import DEFAULT_MENU, PlanMenu, complete_plan, fit_plan, window_to_hide_round_trips
 from sfenv.scenario import load_scenario
-from sfenv.topology import Link
+from sfenv.sim import make_simulator
+from sfenv.world.topology import Link
 
 TOL = 1e-9  # relative
 # zero-bubble plans: the replayed time is not exactly monotone in the window (up to 2.2e-5 of the
@@ -32,7 +33,7 @@ TOL_ZB = 1e-4
 
 def _spider8_cases(n: int = 8, seed: int = 0):
     """``n`` seeded (view, job, chain, budget) cases: a spider-8 job on an ordered pair of WAN neighbours."""
-    sim = load_scenario("spider-8").with_overrides(workload={"num_jobs": 16}).make_simulator(0)
+    sim = make_simulator(load_scenario("spider-8").with_overrides(workload={"num_jobs": 16}), 0)
     view = sim.view()
     topo = view.topo
     jobs = [state.spec for state in sim.jobs]

@@ -8,10 +8,10 @@ import sys
 
 import numpy as np
 import pytest
-from sfenv.agents.evaluate import evaluate_agents, summarise
 
-from sfenv import plots
-from sfenv.benchmark import episode_timeline
+from sfenv.app import plots
+from sfenv.app.benchmark import episode_timeline
+from sfenv.app.evaluate import evaluate_agents, summarise
 from sfenv.scenario import load_scenario
 
 AGENTS = ["fifo", "cheapest", "random"]
@@ -129,6 +129,6 @@ def test_lanes_never_overlap():
 
 
 def test_import_sfenv_does_not_import_matplotlib():
-    code = "import sys, sfenv, sfenv.plots, sfenv.benchmark, sfenv.cli; print('matplotlib' in sys.modules)"
+    code = "import sys, sfenv, sfenv.app.plots, sfenv.app.benchmark, sfenv.app.cli; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -16,11 +16,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from sfenv.agents.ordering import DecisionProposer, FirstFitProposer, SpinSearchProposer, ordered_class
+from sfenv.agents.proposer_sets import best_heuristic_proposers
 from sfenv.agents.spantrain import SpanTrainAgent
 
 from sfenv.env import GeoSchedEnv
-from sfenv.proposers import PlanCache, best_heuristic_proposers
+from sfenv.env.proposers import PlanCache
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
 
 def _recipe_env(scenario, memo: bool) -> GeoSchedEnv:
@@ -44,7 +46,7 @@ def _spantrain(env: GeoSchedEnv) -> SpanTrainAgent:
     return next(p for p in env.proposers if isinstance(p, DecisionProposer)).agent.placement
 
 
-def _spantrain_decision(env: GeoSchedEnv):  # noqa: ANN202
+def _spantrain_decision(env: GeoSchedEnv):
     return next(p for p in env.proposers if isinstance(p, DecisionProposer)).decision
 
 
@@ -100,19 +102,19 @@ def test_memo_is_not_carried_to_another_platform():
         fresh = ordered_class(SpanTrainAgent, "spantrain", "swf")(memo=False)
         decided = []
 
-        def decide(view, fresh=fresh, decided=decided):  # noqa: ANN001, ANN202
+        def decide(view, fresh=fresh, decided=decided):
             plan = agent.decide(view)
             assert plan == fresh.decide(view)
             decided.append(plan)
             return plan
 
-        sc.make_simulator(5).run(decide)
+        make_simulator(sc, 5).run(decide)
         assert sum(p is not None for p in decided) >= 30
 
 
 def test_memo_follows_the_link_state():
     """A cross-region fit and adapter choice remembered under one link state are not reused under another."""
-    sim = load_scenario("spider-8-contended").make_simulator(0)
+    sim = make_simulator(load_scenario("spider-8-contended"), 0)
     view = sim.view()
     job = sim.jobs[0].spec
     agent = SpanTrainAgent()
@@ -134,7 +136,7 @@ def test_memo_follows_the_link_state():
 
 def test_proposer_memos_follow_the_link_state():
     """SpinSearch's and first fit's plans for a job no region holds alone are not reused under another link load."""
-    sim = load_scenario("spider-8-contended").make_simulator(0)
+    sim = make_simulator(load_scenario("spider-8-contended"), 0)
     view = sim.view()
     biggest = int(view.free_gpus.max())
     job = replace(sim.jobs[0].spec, min_gpus=biggest + 1, max_gpus=2 * biggest)

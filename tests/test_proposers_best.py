@@ -1,11 +1,12 @@
 """The best fast heuristic's decisions are among the env's candidates with best_heuristic_proposers."""
 
 import pytest
+from sfenv.agents.proposer_sets import best_heuristic_proposers
 from sfenv.agents.registry import make_agent
 
 from sfenv.env import GeoSchedEnv
-from sfenv.proposers import best_heuristic_proposers
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
 
 @pytest.mark.parametrize(("scenario", "seed"), [("spider-8-contended", 0), ("geo-8-contended", 1)])
@@ -14,7 +15,7 @@ def test_rollout_of_spinsearch_swf_through_the_env_plays_its_own_episode(scenari
     sc = load_scenario(scenario).with_overrides(workload={"num_jobs": 40})
     agent = make_agent("spinsearch+swf")
     agent.reset(seed)
-    own = sc.make_simulator(seed).run(agent.decide)
+    own = make_simulator(sc, seed).run(agent.decide)
 
     env = GeoSchedEnv(sc, proposers=best_heuristic_proposers(8))
     env.reset(seed=seed)
@@ -73,7 +74,7 @@ def test_default_proposers_unchanged_by_opt_in():
 
 def test_named_proposer_sets_and_a_bad_name():
     """Every name of PROPOSER_SETS builds; another name is refused naming the argument."""
-    from sfenv.proposers import PROPOSER_SETS, named_proposers
+    from sfenv.env.proposers import PROPOSER_SETS, named_proposers
 
     assert PROPOSER_SETS == ("default", "first-fit", "first-fit+spantrain", "best", "best+spantrain")
     names = [[getattr(p, "name", None) for p in named_proposers(name)] for name in PROPOSER_SETS]
@@ -102,7 +103,7 @@ def test_first_fit_decisions_are_candidates_and_their_rollout_is_their_own_episo
     sc = load_scenario(scenario).with_overrides(workload={"num_jobs": 30})
     agent = make_agent(name)
     agent.reset(seed)
-    own = sc.make_simulator(seed).run(agent.decide)
+    own = make_simulator(sc, seed).run(agent.decide)
     env = GeoSchedEnv(sc, proposers=proposers)
     env.reset(seed=seed)
     done, starts = False, 0
@@ -128,7 +129,7 @@ def test_short_paths_equal_networkx_k_shortest_filtered_by_length():
     import networkx as nx
     import numpy as np
 
-    from sfenv.proposers import short_paths
+    from sfenv.env.proposers import short_paths
 
     rng = np.random.default_rng(3)
     g = nx.gnp_random_graph(12, 0.4, seed=3)

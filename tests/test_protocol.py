@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 import sfenv
-from sfenv import protocol
 from sfenv.errors import InvalidInput
+from sfenv.runs import protocol
 from sfenv.scenario import bundled_scenarios
 
-#: protocol 1's ranges, pinned here: changing one in sfenv.protocol must break this test (and bump the version)
+#: protocol 1's ranges, pinned here: changing one in sfenv.runs.protocol must break this test (and bump the version)
 PINNED = {"train": (0, 10_000), "validation": (10_000, 20_000), "test": (1_000_000, 1_010_000)}
 PINNED_GENERATOR = {"train": (0, 1_000), "validation": (10_000, 11_000), "test": (1_000_000, 1_001_000)}
 
@@ -136,7 +136,7 @@ def test_train_refuses_test_seeds_for_model_selection(tmp_path):
 
 
 def test_cli_train_refuses_the_test_split(capsys, tmp_path):
-    from sfenv.cli import main
+    from sfenv.app.cli import main
 
     assert main(["train", "--eval-split", "test", "--steps", "64", "--out", str(tmp_path)]) == 2
     assert "nothing is chosen on the test split" in capsys.readouterr().err

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sfenv.agents.evaluate import evaluate_agents
 from sfenv.agents.fifo import FIFOAgent
 from sfenv.agents.rllib import InvalidActionSampled, MaskedGeoSchedEnv
 
-from sfenv.cli import main as cli_main
-from sfenv.distributed import check_backend
+from sfenv.app.cli import main as cli_main
+from sfenv.app.evaluate import evaluate_agents
 from sfenv.errors import InvalidInput
-from sfenv.results import read_results
+from sfenv.runs.distributed import check_backend
+from sfenv.runs.results import read_results
 
 HAS_RAY = subprocess.run([sys.executable, "-c", "import ray"], capture_output=True).returncode == 0
 AGENTS = ["fifo", "random", "spinsearch", "bace-pipe"]
@@ -47,9 +47,9 @@ def _strip(rows: list[dict]) -> str:
 
 
 def test_nothing_imports_ray_unless_asked(tmp_path):
-    code = ("import sys, sfenv, sfenv.cli, sfenv.distributed, sfenv.agents.evaluate, sfenv.agents.rllib, "
-            "sfenv.benchmark, sfenv.experiments.claims\n"
-            "from sfenv.agents.evaluate import evaluate_agents\n"
+    code = ("import sys, sfenv, sfenv.app.cli, sfenv.runs.distributed, sfenv.app.evaluate, sfenv.agents.rllib, "
+            "sfenv.app.benchmark, sfenv.experiments.claims\n"
+            "from sfenv.app.evaluate import evaluate_agents\n"
             "evaluate_agents(['fifo'], 'spider-8', [0], num_jobs=3, progress=False)\n"
             "bad = sorted(m for m in sys.modules if m == 'ray' or m.startswith(('ray.', 'torch')))\n"
             "print(bad)")
@@ -232,7 +232,7 @@ class _DiesOnceFIFO(FIFOAgent):
         super().reset(seed)
         self._seed = seed
 
-    def decide(self, view):  # noqa: ANN001
+    def decide(self, view):
         if self._seed == self.victim_seed:
             try:
                 fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # only the first attempt

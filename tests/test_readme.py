@@ -35,7 +35,7 @@ def test_quick_start_code_runs():
     assert code is not None
     assert len(code.group(1).strip().splitlines()) <= 13  # "ten lines": a short example, as promised
     namespace: dict = {}
-    exec(compile(code.group(1), "README.md quick start", "exec"), namespace)  # noqa: S102
+    exec(compile(code.group(1), "README.md quick start", "exec"), namespace)
     report = namespace["info"]["episode_report"]
     assert namespace["terminated"] and report["jobs"] == 10 and report["finished"] == 10
 
@@ -62,7 +62,7 @@ def test_every_python_block_runs(page: Path, index: int, tmp_path: Path, monkeyp
         torch.set_num_threads(1)  # as the other SB3 tests: a tiny MLP, and the cores are shared with xdist
     monkeypatch.chdir(tmp_path)  # a block that writes files writes them here
     monkeypatch.setenv("MPLBACKEND", os.environ.get("MPLBACKEND", "Agg"))
-    exec(compile(code, f"{page.name} python block {index}", "exec"), {"__name__": "__docs__"})  # noqa: S102
+    exec(compile(code, f"{page.name} python block {index}", "exec"), {"__name__": "__docs__"})
 
 
 def test_the_pages_have_python_blocks_and_every_yaml_block_is_a_valid_scenario():

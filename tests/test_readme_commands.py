@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sfenv.cli import main
+from sfenv.app.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ LISTING = {"scenarios", "agents"}
 
 
 def readme_commands(text: str) -> list[list[str]]:
-    """The sfenv commands of the README's bash blocks, as argument lists for :func:`sfenv.cli.main`."""
+    """The sfenv commands of the README's bash blocks, as argument lists for :func:`sfenv.app.cli.main`."""
     out = []
     for block in re.findall(r"```(?:bash|sh|console)\n(.*?)```", text, flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():

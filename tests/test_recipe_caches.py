@@ -16,19 +16,21 @@ import numpy as np
 import pytest
 from envs import play_masked, same_values
 from sfenv.agents.ordering import DecisionProposer, ordered_class
+from sfenv.agents.proposer_sets import best_heuristic_proposers
 from sfenv.agents.spantrain import SpanTrainAgent
 
-from sfenv import pipeline
 from sfenv.env import GeoSchedEnv
-from sfenv.proposers import PlanCache, best_heuristic_proposers
+from sfenv.env.proposers import PlanCache
+from sfenv.model import pipeline
 from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
 
 SCENARIO = "spider-8-contended"
 NUM_JOBS = 24
 STEPS = 250
 
 
-def _scenario():  # noqa: ANN202
+def _scenario():
     return load_scenario(SCENARIO).with_overrides(workload={"num_jobs": NUM_JOBS})
 
 
@@ -52,9 +54,9 @@ def _clear_caches(env: GeoSchedEnv) -> None:
             p.clear()
     env._evaluations.local.clear()  # the scenario's single-region evaluations, shared by its envs
     if env.sim is not None:
-        env.sim._memo_local.clear()
-        env.sim._memo_wan.clear()
-        env.sim._memo_wan_state = None
+        env.sim.links.memo_local.clear()
+        env.sim.links.memo_wan.clear()
+        env.sim.links.memo_wan_state = None
     pipeline._pipeline_time_cached.cache_clear()
     pipeline._replayed_head.cache_clear()
     pipeline._steady_period_cached.cache_clear()
@@ -99,9 +101,9 @@ def test_recipe_episode_does_not_depend_on_what_ran_before() -> None:
     _assert_same_episode(once_more, first)
 
 
-def _cross_region_plans(sim, count: int, seed: int) -> list:  # noqa: ANN001
+def _cross_region_plans(sim, count: int, seed: int) -> list:
     """Seeded plans of the first job across 2-3 random regions (fit_plan on the simulator's evaluator)."""
-    from sfenv.planning import fit_plan
+    from sfenv.model.planning import fit_plan
 
     rng = np.random.default_rng(seed)
     job = sim.jobs[0].spec
@@ -115,10 +117,10 @@ def _cross_region_plans(sim, count: int, seed: int) -> list:  # noqa: ANN001
     return plans
 
 
-def _off_widest_plans(sim, count: int) -> list:  # noqa: ANN001
+def _off_widest_plans(sim, count: int) -> list:
     """Two-region plans whose hop takes the lowest-latency route, not the widest (:meth:`Topology.route_for`)."""
-    from sfenv.perf import ACT_BYTES
-    from sfenv.planning import fit_plan
+    from sfenv.model.perf import ACT_BYTES
+    from sfenv.model.planning import fit_plan
 
     topo, job, view = sim.topo, sim.jobs[0].spec, sim.view()
     plans = []
@@ -142,9 +144,9 @@ def test_a_cross_region_plan_reads_only_the_links_among_its_regions() -> None:
     On spider-64 (many links), any change of flows or capacities outside ``Topology.links_among``
     leaves a plan's modelled performance equal in every field; a change inside changes it.
     """
-    from sfenv.perf import evaluate_plan
+    from sfenv.model.perf import evaluate_plan
 
-    sim = load_scenario("spider-64").make_simulator(0)
+    sim = make_simulator(load_scenario("spider-64"), 0)
     job, topo, params = sim.jobs[0].spec, sim.topo, sim.params
     rng = np.random.default_rng(1)
     flows = rng.integers(0, 5, topo.num_links).astype(float)
@@ -165,7 +167,7 @@ def test_a_cross_region_plan_reads_only_the_links_among_its_regions() -> None:
 
 def test_spantrain_memo_reuses_fits_across_changes_elsewhere_and_only_there() -> None:
     """A cross-region fit is remembered across a load change on other links (equal to a fresh one), not on its own."""
-    sim = load_scenario("spider-64").make_simulator(0)
+    sim = make_simulator(load_scenario("spider-64"), 0)
     view = sim.view()
     job = sim.jobs[0].spec
     plan = _cross_region_plans(sim, 1, seed=3)[0]

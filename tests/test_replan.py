@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfenv.hardware import get_gpu
-from sfenv.perf import Plan, PlanPerf, Stage, evaluate_plan
-from sfenv.planning import fit_plan
-from sfenv.prices import JOULES_PER_MWH, PriceSeries
+from sfenv.model.perf import Plan, PlanPerf, Stage, evaluate_plan
+from sfenv.model.planning import fit_plan
 from sfenv.scenario import Scenario
-from sfenv.sim import InvalidDecision, LinkDynamics, SimConfig, Simulator, SimView
-from sfenv.topology import Link, Region, Topology
-from sfenv.workload import MODEL_ZOO, JobSpec
+from sfenv.sim import InvalidDecision, LinkDynamics, SimConfig, Simulator, SimView, make_simulator
+from sfenv.world.hardware import get_gpu
+from sfenv.world.prices import JOULES_PER_MWH, PriceSeries
+from sfenv.world.topology import Link, Region, Topology
+from sfenv.world.workload import MODEL_ZOO, JobSpec
 
 PRICE = 50.0  # USD/MWh, flat
 
@@ -260,7 +260,7 @@ def check_state(sim: Simulator) -> None:
 @settings(max_examples=25, deadline=None)
 @given(sc=scenarios(), seed=st.integers(0, 2**16))
 def test_random_replans_keep_the_invariants(sc, seed):
-    sim = sc.make_simulator(seed)
+    sim = make_simulator(sc, seed)
     rng = np.random.default_rng(seed)
     inner = random_replanner(rng)
 

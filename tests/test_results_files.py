@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from sfenv.benchmark import FILES, run_benchmark
-from sfenv.cli import main
-from sfenv.results import FORMAT, SettingsMismatch, differences, read_results
+from sfenv.app.benchmark import FILES, run_benchmark
+from sfenv.app.cli import main
+from sfenv.runs.results import FORMAT, SettingsMismatch, differences, read_results
 
 QUIET = ["--quiet", "--seed", "0"]  # explicit seeds 0.. (the default is the protocol's test split)
 
@@ -167,8 +167,7 @@ def test_ctrl_c_saves_what_ran_and_says_how_to_continue(tmp_path):
 
 def test_ctrl_c_during_a_write_loses_no_episode_and_leaves_no_temporary(tmp_path, monkeypatch):
     """Ctrl-C inside the save of episode 2 (after its temporary is written): the file then holds both episodes."""
-    import sfenv.agents.evaluate as ev
-
+    import sfenv.app.evaluate as ev
     from sfenv.errors import Interrupted
 
     real_replace, calls = os.replace, []

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import sfenv  # noqa: F401
+from sfenv.sim import make_simulator
 
 torch.set_num_threads(1)
 
@@ -53,7 +54,7 @@ def test_evaluate_policy_scores_fifo(masking):
                                        return_episode_rewards=True)
     # the episode's return is minus its total JCT (scaled), as a direct simulator run of seed 5 gives
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 10})
-    sim = sc.make_simulator(5)
+    sim = make_simulator(sc, 5)
     sim.run(FIFOAgent().decide)
     k = vec.envs[0].unwrapped.K
     assert rewards[0] == pytest.approx(-sum(r.jct for r in sim.records()) / (3600.0 * k), rel=1e-6)
@@ -61,8 +62,9 @@ def test_evaluate_policy_scores_fifo(masking):
 
 
 def test_learned_policy_train_and_evaluate(tmp_path):
-    from sfenv.agents.evaluate import evaluate_model
     from sfenv.agents.learned import LearnedPolicy, train
+
+    from sfenv.app.evaluate import evaluate_model
 
     path = train("maskable-ppo", "spider-8", total_timesteps=512, seed=0, out_dir=tmp_path, tensorboard=False,
                  env_kwargs={"num_jobs": 6}, algo_kwargs={"n_steps": 256, "batch_size": 64, "n_epochs": 1})
@@ -73,10 +75,10 @@ def test_learned_policy_train_and_evaluate(tmp_path):
 
 
 def test_evaluator_scores_a_saved_model_next_to_heuristics(tmp_path, capsys):
-    from sfenv.agents.evaluate import evaluate_agents, evaluate_model
     from sfenv.agents.learned import LearnedPolicy, train
 
-    from sfenv.cli import main
+    from sfenv.app.cli import main
+    from sfenv.app.evaluate import evaluate_agents, evaluate_model
 
     path = train("maskable-ppo", "spider-8", total_timesteps=256, seed=0, out_dir=tmp_path, tensorboard=False,
                  env_kwargs={"num_jobs": 5}, algo_kwargs={"n_steps": 128, "batch_size": 64, "n_epochs": 1})

@@ -6,6 +6,8 @@ import math
 import pytest
 from sfenv.experiments.scenario_spread import format_markdown, main, play, run_spread, spread_table
 
+from sfenv.sim import make_simulator
+
 
 def test_quick_run_prints_a_table(capsys):
     main(["--quick"])
@@ -38,4 +40,4 @@ def test_play_is_the_seeded_episode():
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 8})
     agent = make_agent("spinsearch+swf")
     agent.reset(3)
-    assert play("spinsearch+swf", sc, 3)["mean_jct_s"] == sc.make_simulator(3).run(agent.decide).mean_jct_s
+    assert play("spinsearch+swf", sc, 3)["mean_jct_s"] == make_simulator(sc, 3).run(agent.decide).mean_jct_s

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 pytest.importorskip("sb3_contrib")
-import torch as th  # noqa: E402
-from sb3_contrib import MaskablePPO  # noqa: E402
-from sfenv.agents.learned import LearnedPolicy, check_hp, policy_class, train  # noqa: E402
-from sfenv.agents.set_policy import CandidateSetExtractor, CandidateSetPolicy  # noqa: E402
+import torch as th
+from sb3_contrib import MaskablePPO
+from sfenv.agents.learned import LearnedPolicy, check_hp, policy_class, train
+from sfenv.agents.set_policy import CandidateSetExtractor, CandidateSetPolicy
 
-from sfenv.env import COMPACT_CAND_FEATURES, GeoSchedEnv  # noqa: E402
-from sfenv.errors import InvalidInput  # noqa: E402
+from sfenv.env import COMPACT_CAND_FEATURES, GeoSchedEnv
+from sfenv.errors import InvalidInput
 
 
 def _env(**kw) -> GeoSchedEnv:

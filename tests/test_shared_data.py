@@ -10,10 +10,10 @@ import pytest
 import yaml
 from sfenv.agents.fifo import FIFOAgent
 
-from sfenv.prices import read_price_csv
 from sfenv.scenario import load_scenario
 from sfenv.sim import SimConfig, Simulator
-from sfenv.workload import MODEL_ZOO, jobs_from_trace, read_trace_csv
+from sfenv.world.prices import read_price_csv
+from sfenv.world.workload import MODEL_ZOO, jobs_from_trace, read_trace_csv
 
 DATA = Path(os.environ.get("SFENV_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 pytestmark = pytest.mark.skipif(not (DATA / "README.md").exists(), reason=f"shared data not found at {DATA}")

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfenv.perf import Plan, Stage, evaluate_plan
-from sfenv.planning import fit_plan
-from sfenv.prices import JOULES_PER_MWH
+from sfenv.model.perf import Plan, Stage, evaluate_plan
+from sfenv.model.planning import fit_plan
 from sfenv.scenario import Scenario
-from sfenv.sim import InvalidDecision, Simulator
+from sfenv.sim import InvalidDecision, Simulator, make_simulator
+from sfenv.world.prices import JOULES_PER_MWH
 
 GPUS = ["A100-80GB", "V100", "L40S", "A6000", "H100-SXM"]
 
@@ -103,7 +103,7 @@ def check_state(sim: Simulator) -> None:
 @settings(max_examples=40, deadline=None)
 @given(sc=scenarios(), seed=st.integers(0, 2**16))
 def test_random_episodes_keep_invariants(sc, seed):
-    sim = sc.make_simulator(seed)
+    sim = make_simulator(sc, seed)
     rng = np.random.default_rng(seed)
     last_t = sim.time
     steps = 0
@@ -148,7 +148,7 @@ def test_outage_preempts_and_requeues_without_loss():
     })
     from sfenv.sim import Outage
 
-    base = sc.make_simulator(0)
+    base = make_simulator(sc, 0)
     job = base.jobs[0].spec
     sim = Simulator(base.topo, base.prices, [job], base.config, outages=[Outage(0, job.arrival + 1000.0, 3600.0)])
     res = fit_plan(job, sim.topo, [0], [8], sim.evaluate)
@@ -184,7 +184,7 @@ def test_invalid_decision_leaves_state_unchanged():
         "prices": {"zones": {"z": {"base": 50, "peak": 50}}},
         "workload": {"num_jobs": 2, "models": [{"name": "gpt-350m"}], "min_gpus": 1},
     })
-    sim = sc.make_simulator(1)
+    sim = make_simulator(sc, 1)
     jid = sim.waiting[0]
     before = (sim.free.copy(), sim.link_flows.copy(), list(sim.waiting), sim.time)
     bad = [

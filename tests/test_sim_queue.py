@@ -15,10 +15,10 @@ import pytest
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.fifo import FIFOAgent
 
-from sfenv.planning import fit_plan
+from sfenv.model.planning import fit_plan
 from sfenv.scenario import load_scenario
 from sfenv.sim import Outage, SimConfig, Simulator
-from sfenv.workload import MODEL_ZOO, JobSpec
+from sfenv.world.workload import MODEL_ZOO, JobSpec
 
 
 def _jobs(rng: np.random.Generator, n: int) -> list[JobSpec]:
@@ -37,7 +37,7 @@ def _check_queue(sim: Simulator) -> None:
     view = sim.view()
     assert [j.job_id for j in view.waiting] == truth and view.num_waiting == len(truth)
     assert view.waiting_head(3) == view.waiting[:3] and view.waiting_head(0) == []
-    assert sim._waiting_min == dict(Counter(sim.jobs[j].spec.min_gpus for j in truth))
+    assert sim.queue.min_counts == dict(Counter(sim.jobs[j].spec.min_gpus for j in truth))
     free = int(sim.free[~sim.down].sum())
     brute = bool(truth) and free >= min(sim.jobs[j].spec.min_gpus for j in truth)
     assert sim.is_decision_point() == brute

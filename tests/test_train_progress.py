@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from sfenv.cli import main
+from sfenv.app.cli import main
 
 TINY = ["--steps", "256", "--num-jobs", "6", "--eval-seeds", "2", "--eval-every", "128", "--n-envs", "2",
         "--hp", "n_steps=64", "--hp", "batch_size=64", "--no-tensorboard", "--baselines", "fifo,spantrain+swf"]

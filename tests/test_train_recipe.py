@@ -12,12 +12,12 @@ import yaml
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("sb3_contrib")
 
-import torch  # noqa: E402
-from sfenv.agents.callbacks import play_episode  # noqa: E402
-from sfenv.agents.learned import LearnedPolicy, load_config, make_env_fn, parse_hp, train  # noqa: E402
+import torch
+from sfenv.agents.callbacks import play_episode
+from sfenv.agents.learned import LearnedPolicy, load_config, make_env_fn, parse_hp, train
 
-from sfenv.errors import InvalidInput, MissingFile  # noqa: E402
-from sfenv.scenario import load_scenario  # noqa: E402
+from sfenv.errors import InvalidInput, MissingFile
+from sfenv.scenario import load_scenario
 
 torch.set_num_threads(1)
 
@@ -68,8 +68,9 @@ def test_smoke_training_logs_eval_scalars_and_keeps_the_best_model(smoke_run):
     assert np.mean([r["mean_jct_s"] for r, _ in reps]) / 3600 == pytest.approx(best["mean_jct_h"], rel=1e-9)
     assert np.mean([ret for _, ret in reps]) == pytest.approx(best["mean_return"], rel=1e-9)
     # the heuristic levels drawn on the curve are FIFO's on the same seeds
-    from sfenv.agents.evaluate import run_episode
     from sfenv.agents.registry import make_agent
+
+    from sfenv.app.evaluate import run_episode
 
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 6})
     fifo = np.mean([run_episode(make_agent("fifo"), sc, s)["mean_jct_s"] for s in SEEDS]) / 3600
@@ -103,7 +104,7 @@ def test_resume_continues_the_step_count(smoke_run, tmp_path):
 
 
 def test_saved_vecnormalize_is_applied_at_evaluation(smoke_run):
-    from sfenv.agents.evaluate import run_policy_episode
+    from sfenv.app.evaluate import run_policy_episode
 
     policy = LearnedPolicy(smoke_run)
     vn = policy.vec_normalize
@@ -152,7 +153,7 @@ def test_hyperparameters_from_cli_and_yaml(tmp_path, monkeypatch):
     bad.write_text("stepz: 3\n")
     with pytest.raises(InvalidInput, match="unknown keys"):
         load_config(bad)
-    from sfenv.cli import main
+    from sfenv.app.cli import main
 
     monkeypatch.chdir(tmp_path)
     assert main(["train", "--config", str(cfg), "--hp", "gamma=0.95", "--hp", "n_epochs=1", "--seed", "3",
@@ -226,11 +227,11 @@ def test_every_bundled_config_is_valid():
 def test_episode_objective_is_minus_the_env_return_under_a_cost_weight():
     """The experiment's objective of an episode equals minus the env's undiscounted return on it."""
     import gymnasium as gym
-    from sfenv.agents.evaluate import run_episode
     from sfenv.agents.imitation import expert_action
     from sfenv.agents.registry import make_agent
     from sfenv.experiments.learned_vs_heuristics import episode_objective
 
+    from sfenv.app.evaluate import run_episode
     from sfenv.scenario import load_scenario
 
     env = gym.make("sfenv/GeoSched-v1", scenario="geo-8-contended-cost", num_jobs=10, proposers="best")
@@ -251,9 +252,8 @@ def test_a_learned_policy_entry_is_recorded_and_validates(smoke_run, tmp_path):
     """model:PATH episodes record the plans their actions named; the replay reproduces every metric."""
     import copy
 
-    from sfenv.agents.evaluate import evaluate_agents
-
-    from sfenv.replay import Rejected, validate_rows
+    from sfenv.app.evaluate import evaluate_agents
+    from sfenv.runs.replay import Rejected, validate_rows
 
     policy = LearnedPolicy(smoke_run.parent / "best_model.zip")
     assert policy.meta["env_kwargs"]["privileged_obs"] is False  # recorded: trained on env v1's observation

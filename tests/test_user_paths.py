@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sfenv import protocol
-from sfenv.results import read_results
+from sfenv.runs import protocol
+from sfenv.runs.results import read_results
 
 REPO = Path(__file__).resolve().parents[1]
 SFENV = Path(sys.executable).with_name("sfenv")  # the installed console script

@@ -8,12 +8,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from sfenv.agents.evaluate import _episode_task, _instance, _payload, evaluate_agents, run_policy_episode
 from sfenv.agents.learned import LearnedPolicy, make_env_fn, train
 
 import sfenv  # noqa: F401  (registers the ids)
+from sfenv.app.evaluate import _episode_task, _instance, _payload, evaluate_agents, run_policy_episode
 from sfenv.env import GeoSchedEnv
-from sfenv.results import SettingsMismatch
+from sfenv.runs.results import SettingsMismatch
 from sfenv.scenario import load_scenario
 
 SMALL = {"n_steps": 64, "batch_size": 64, "n_epochs": 1}
@@ -107,7 +107,7 @@ def test_a_saved_model_is_played_work_conserving(model: str) -> None:
         LearnedPolicy(model, work_conserving=1)  # type: ignore[arg-type]
 
 
-def test_play_settings_reach_the_evaluator_and_keep_results_apart(model: str, tmp_path) -> None:  # noqa: ANN001
+def test_play_settings_reach_the_evaluator_and_keep_results_apart(model: str, tmp_path) -> None:
     spec = f"model:{model}"
     with pytest.raises(ValueError, match="unknown play setting"):
         _instance(spec, {spec: {"obs_mode": "full"}})
@@ -125,9 +125,9 @@ def test_play_settings_reach_the_evaluator_and_keep_results_apart(model: str, tm
 
 
 
-def test_sfenv_evaluate_work_conserving(model: str, tmp_path, capsys) -> None:  # noqa: ANN001
+def test_sfenv_evaluate_work_conserving(model: str, tmp_path, capsys) -> None:
     """``sfenv evaluate --work-conserving``: the model's rows say so and the file's settings keep it apart."""
-    from sfenv.cli import main
+    from sfenv.app.cli import main
 
     out = tmp_path / "r.json"
     args = ["evaluate", "--agents", f"fifo,model:{model}", "--num-jobs", "6", "--seeds", "1", "--split", "validation",

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from sfenv.hyperparams import path as hyperparams_path
-from sfenv.results import read_results
+from sfenv.runs.results import read_results
 
 ZOO = hyperparams_path("zoo-ppo.yml")
 
@@ -92,7 +92,7 @@ def test_sfenv_evaluate_scores_a_zoo_model(zoo_run, tmp_path, capsys):
 
     from sfenv.agents.learned import LearnedPolicy
 
-    from sfenv.cli import main
+    from sfenv.app.cli import main
 
     best = zoo_run / "best_model.zip"
     policy = LearnedPolicy(f"ppo:{best}")

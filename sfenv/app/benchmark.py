@@ -1,0 +1,321 @@
+"""The main job: benchmark the default agents on the default scenario, save every episode and plot them.
+
+``sfenv benchmark`` (and ``./run.sh`` without arguments) runs :func:`run_benchmark`: every agent of
+the ``default`` group on seeds ``0..9`` of ``spider-8`` through the one evaluator
+(:func:`sfenv.app.evaluate.evaluate_agents`: identical seeded episodes for every agent), then
+
+- prints a table of mean ± 95 % CI over seeds (Student t) of mean JCT, p95 JCT, cost, throughput
+  and unfinished jobs (JCTs count unfinished jobs censored at the episode's end, see
+  :mod:`sfenv.sim.metrics`);
+- writes into ``results/<scenario>/`` under the *caller's* working directory (``out_dir`` to
+  change): ``episodes.json`` and ``episodes.csv`` (one row per episode), ``benchmark.json``
+  (settings, summary, episodes and one episode's timeline and prices: everything the plots need),
+  and the PNGs ``jct.png``, ``cost.png``, ``tradeoff.png`` (Pareto front marked),
+  ``timeline.png`` (one episode's schedule, prices beneath) and ``prices.png``;
+- every file is written atomically with the settings that define it (:mod:`sfenv.runs.results`); a
+  folder of the same settings is continued (its episodes are not run again, so an interrupted run
+  continues and a second ``./run.sh`` only reprints), a folder of other settings is never mixed
+  into or replaced: ``resume=True`` refuses it, otherwise the results go beside it under a new name;
+  ``overwrite=True`` replaces them.  PNGs not drawn in a run are removed, so no figure outlives its data.
+
+:func:`write_plots` redraws the PNGs from a saved ``benchmark.json`` (``sfenv plot FILE``); given an
+evaluator results list (``sfenv evaluate --out``) it draws the per-agent and trade-off figures.
+
+This is a top-level job like :mod:`sfenv.app.cli`: it imports :mod:`sfenv.agents`, and matplotlib only
+when it draws.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sfenv.agents.registry import make_agent, resolve_names
+from sfenv.app.evaluate import (
+    MODEL_PREFIX,
+    atomic_write_json,
+    evaluate_agents,
+    quiet_solver_banner,
+    run_settings,
+    summarise,
+    write_csv,
+)
+from sfenv.errors import InvalidInput
+from sfenv.runs import protocol, results
+from sfenv.scenario import DEFAULT_SCENARIO, Scenario, load_scenario
+from sfenv.sim import make_simulator
+
+__all__ = [
+    "DEFAULT_AGENTS",
+    "DEFAULT_SEEDS",
+    "FILES",
+    "TIMELINE_AGENTS",
+    "episode_timeline",
+    "load_results",
+    "results_dir",
+    "run_benchmark",
+    "write_plots",
+]
+
+#: the agent group the main job compares (see ``sfenv agents``)
+DEFAULT_AGENTS = "default"
+#: seeds per agent: 11 agents x 10 seeds of spider-8 take about 30 s on one core of a shared 2-core machine
+DEFAULT_SEEDS = 10
+#: agents whose episode the timeline shows, first match wins (else the first agent run)
+TIMELINE_AGENTS = ("spiderflow", "spinsearch")
+#: the files of a results folder
+FILES = {"episodes_json": "episodes.json", "episodes_csv": "episodes.csv", "benchmark": "benchmark.json",
+         "jct": "jct.png", "cost": "cost.png", "tradeoff": "tradeoff.png", "timeline": "timeline.png",
+         "prices": "prices.png"}
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def results_dir(scenario_name: str, out_dir: str | Path | None = None) -> Path:
+    """``out_dir``, or ``results/<scenario>`` under the current working directory."""
+    return Path(out_dir) if out_dir is not None else Path.cwd() / "results" / scenario_name
+
+
+def episode_timeline(agent: str, scenario: Scenario, seed: int) -> dict[str, Any]:
+    """Replay one seeded episode of a registered agent and return what a timeline figure needs.
+
+    The episode is the evaluator's (same seed, fresh agent reset with it).  Returns the regions
+    (names, GPUs, price zones), each job's runs ``[start s, end s, [[region, gpus], ...]]`` from
+    :attr:`sfenv.sim.metrics.JobRecord.segments`, the end time, and the hourly price of every region
+    over ``[0, end]`` (USD/MWh).
+    """
+    import numpy as np
+
+    ag = make_agent(agent)
+    ag.reset(seed)
+    sim = make_simulator(scenario, seed)
+    report = sim.run(ag.decide)
+    topo = sim.topo
+    hours = max(1, math.ceil(report.makespan_s / 3600))
+    hourly = sim.prices.hourly[:, np.arange(hours) % sim.prices.hours][sim.region_zone]
+    jobs = [{"job_id": r.job_id, "model": r.model, "arrival": r.arrival,
+             "finish": r.finish if r.finished else None,
+             "segments": [[float(s), float(e), [[int(g), int(n)] for g, n in pl]] for s, e, pl in r.segments]}
+            for r in sim.records()]
+    return {"agent": ag.name, "scenario": scenario.name, "seed": seed, "end_s": report.makespan_s,
+            "finished": report.finished, "regions": [r.name for r in topo.regions],
+            "gpus": [int(g) for g in topo.gpu_counts], "zones": [r.zone for r in topo.regions],
+            "prices_usd_mwh": hourly.tolist(), "jobs": jobs}
+
+
+def _timeline_agent(names: Sequence[str], wanted: str | None) -> str | None:
+    if wanted is not None:
+        if wanted not in names or wanted.startswith(MODEL_PREFIX):
+            raise InvalidInput(f"timeline agent {wanted!r} must be one of the registered agents run: "
+                               f"{', '.join(names)}")
+        return wanted
+    plain = [n for n in names if not n.startswith(MODEL_PREFIX)]
+    return next((n for n in TIMELINE_AGENTS if n in plain), plain[0] if plain else None)
+
+
+def run_benchmark(
+    agents: str | Sequence[str] = DEFAULT_AGENTS,
+    scenario: str | Path | dict | Scenario = DEFAULT_SCENARIO,
+    seeds: int = DEFAULT_SEEDS,
+    first_seed: int = 0,
+    num_jobs: int | None = None,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    plots: bool = True,
+    timeline_agent: str | None = None,
+    log: Callable[[str], None] = _stderr,
+    backend: str = "serial",
+    address: str | None = None,
+    workers: int | None = None,
+    overwrite: bool = False,
+    split: str | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark, write its results folder and return the saved ``benchmark.json`` content.
+
+    :param agents: agent names, a group or ``all`` (as ``sfenv evaluate --agents``).
+    :param scenario: a bundled scenario name, a YAML path, a dict or a Scenario.
+    :param seeds: number of seeds, ``first_seed .. first_seed + seeds - 1``.
+    :param num_jobs: override the scenario's workload size.
+    :param out_dir: results folder (default ``./results/<scenario>``).
+    :param resume: the folder must be this run's (same settings: :mod:`sfenv.runs.results`); without it a
+        folder of other settings is left alone and the results go beside it (``<out>-2``, ...; logged).
+        Either way a folder of the same settings is continued: its episodes are kept and only the
+        missing ones run.
+    :param overwrite: replace the folder's results files instead (other files in it are left).
+    :param progress: show a progress bar on stderr.
+    :param plots: draw the PNGs.
+    :param timeline_agent: whose first-seed episode the timeline shows (default: the first of
+        :data:`TIMELINE_AGENTS` run, else the first agent).
+    :param log: where progress messages go (stderr by default; never stdout).
+    :param backend: ``"serial"`` or ``"ray"`` (one Ray task per episode; ``address`` and ``workers``
+        as in :func:`sfenv.app.evaluate.evaluate_agents`).
+    :param split: the protocol split (:mod:`sfenv.runs.protocol`) whose first ``seeds`` seeds these are
+        (checked; recorded in ``meta``), or None: explicit seeds ``first_seed ..``, labelled so.
+    :return: the results dict, plus ``"ran"`` (episodes run now) and ``"files"`` (paths written).
+    :raises InvalidInput: (a ``ValueError``) for no seeds or agents, or unreadable results in the folder.
+    :raises SettingsMismatch: on ``resume`` into a folder of other settings, naming each difference.
+    """
+    if seeds < 1:
+        raise InvalidInput(f"seeds must be at least 1, got {seeds}")
+    from sfenv.runs.distributed import check_backend
+
+    check_backend(backend, address, workers)
+    names = resolve_names(agents)
+    if not names:
+        raise InvalidInput(f"no agents to run for {agents!r}")
+    sc = load_scenario(scenario)
+    if num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": num_jobs})
+    seed_list = list(range(first_seed, first_seed + seeds))
+    settings = run_settings(names, sc, seeds=seed_list, split=split)  # a split must hold its first seeds
+    out = _choose_folder(results_dir(sc.name, out_dir), settings, resume, overwrite, log)
+    paths = {k: out / v for k, v in FILES.items()}
+    meta = {"scenario": sc.name, "scenario_sha": settings["scenario_sha"], "num_jobs": sc.cfg.workload.num_jobs,
+            "agents": names, "split": settings["split"], "protocol": protocol.PROTOCOL_VERSION, "seeds": seed_list,
+            "settings": settings,
+            "interval": "mean ± 95 % CI over seeds, Student t (t_{0.975, n-1} s / sqrt(n))",
+            "jct_censoring": "unfinished jobs count with JCT = episode end - arrival"}
+    old_bench = _read_json(paths["benchmark"]) if paths["benchmark"].exists() else None
+    old_bench = old_bench if isinstance(old_bench, dict) else None
+    # the settings first, so an interrupted run can be resumed safely
+    atomic_write_json(paths["benchmark"], {"meta": meta, "summary": [], "episodes": [], "timeline": None})
+    log(f"benchmark: {len(names)} agents x {seeds} seeds of {sc.name} ({meta['num_jobs']} jobs each) -> {out}")
+    quiet_solver_banner()
+    ran: list[dict] = []
+    on_row = ran.append
+    if progress and importlib.util.find_spec("tqdm") is None:  # no progress bar: one line per episode
+        def on_row(row: dict) -> None:
+            ran.append(row)
+            log(f"benchmark: episode {len(ran)}: {row['agent']} seed {row['seed']}")
+    every = evaluate_agents(names, sc, seed_list, out=paths["episodes_json"], progress=progress,
+                            on_row=on_row, backend=backend, address=address, workers=workers, split=split)
+    write_csv(every, paths["episodes_csv"])  # every episode of the folder, as episodes.json
+    wanted = {(a, s) for a in names for s in seed_list}
+    rows = sorted((r for r in every if (r["agent"], r["seed"]) in wanted),
+                  key=lambda r: (names.index(r["agent"]), r["seed"]))
+    bench: dict[str, Any] = {"meta": meta, "summary": summarise(rows), "episodes": rows, "timeline": None}
+    tl_agent = _timeline_agent(names, timeline_agent)
+    if tl_agent is not None:
+        old_tl = old_bench.get("timeline") if old_bench else None
+        if old_tl and old_tl.get("agent") == tl_agent and old_tl.get("seed") == first_seed:
+            bench["timeline"] = old_tl
+        else:
+            log(f"benchmark: replaying {tl_agent} seed {first_seed} for the timeline")
+            bench["timeline"] = episode_timeline(tl_agent, sc, first_seed)
+    atomic_write_json(paths["benchmark"], bench)
+    files = [paths["episodes_json"], paths["episodes_csv"], paths["benchmark"]]
+    drawn = []
+    if plots:
+        log("benchmark: drawing plots")
+        drawn = write_plots(bench, out)
+    for key in ("jct", "cost", "tradeoff", "timeline", "prices"):  # a figure not drawn now would show other data
+        if paths[key] not in drawn and paths[key].exists():
+            paths[key].unlink()
+    return {**bench, "ran": len(ran), "files": [str(f) for f in files + drawn]}
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidInput(f"{path}: not a JSON file ({e}); pass --overwrite to replace the folder's results, "
+                           "or choose another --out-dir") from None
+
+
+def _folder_settings(folder: Path) -> tuple[bool, dict[str, Any] | None]:
+    """(whether ``folder`` holds benchmark results, their settings or None when they record none)."""
+    episodes, bench = folder / FILES["episodes_json"], folder / FILES["benchmark"]
+    if episodes.exists():
+        return True, results.read_results(episodes)[0]
+    if bench.exists():  # interrupted before its first episode
+        data = _read_json(bench)
+        return True, (data.get("meta") or {}).get("settings") if isinstance(data, dict) else None
+    return False, None
+
+
+def _choose_folder(out: Path, settings: dict[str, Any], resume: bool, overwrite: bool,
+                   log: Callable[[str], None]) -> Path:
+    """The folder to write: ``out`` if free, of the same settings, or ``overwrite``; else refuse or go beside it."""
+    if overwrite:
+        for name in FILES.values():
+            (out / name).unlink(missing_ok=True)
+        return out
+
+    def diffs_of(folder: Path) -> list[str]:
+        used, saved = _folder_settings(folder)
+        return results.differences(saved, settings) if used else []
+
+    diffs = diffs_of(out)
+    if not diffs:
+        return out
+    if resume:
+        raise results.SettingsMismatch(out, diffs)
+    chosen = results.pick_output(out, lambda d: not diffs_of(d))
+    log(f"benchmark: {out} holds results of other settings ({'; '.join(diffs)}); writing to {chosen} "
+        "(--overwrite replaces them instead)")
+    return chosen
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read saved results: a ``benchmark.json``, or an evaluator results list (``sfenv evaluate --out``).
+
+    A list comes back as ``{"meta": {...}, "summary": ..., "episodes": rows, "timeline": None}``.
+
+    :raises InvalidInput: (a ``ValueError``) if the file is not JSON or holds neither.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidInput(f"{path}: not a JSON results file ({e})") from None
+    if isinstance(data, dict) and data.get("format") == results.FORMAT:  # an evaluator results file
+        settings, rows = results.read_results(path)
+        return {"meta": {"scenario": (settings or {}).get("scenario", "?"), "settings": settings},
+                "summary": summarise(rows), "episodes": rows, "timeline": None}
+    if isinstance(data, dict) and "episodes" in data:
+        data.setdefault("summary", summarise(data["episodes"]))
+        data.setdefault("timeline", None)
+        return data
+    if isinstance(data, list) and all(isinstance(r, dict) and "agent" in r and "seed" in r for r in data):
+        scen = sorted({r.get("scenario", "?") for r in data})
+        return {"meta": {"scenario": ",".join(scen)}, "summary": summarise(data), "episodes": data, "timeline": None}
+    raise InvalidInput(f"{path}: neither a benchmark.json nor a list of evaluated episodes")
+
+
+def write_plots(results: dict[str, Any] | str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Draw the benchmark's PNGs from results (a dict as saved, or a path to a results file).
+
+    The per-agent JCT and cost bars and the trade-off need only episodes; the timeline and price
+    figures are drawn when the results hold a timeline.
+
+    :param out_dir: where the PNGs go (default: the results file's folder; required for a dict).
+    :return: the PNG paths written.
+    """
+    from sfenv.app import plots
+
+    if not isinstance(results, dict):
+        out_dir = Path(out_dir) if out_dir is not None else Path(results).parent
+        results = load_results(results)
+    if out_dir is None:
+        raise InvalidInput("out_dir is needed when the results are given as a dict")
+    out = Path(out_dir)
+    summary = results["summary"]
+    scenario = (results.get("meta") or {}).get("scenario")  # in every title
+    written = [
+        plots.save_png(plots.plot_metric(summary, "mean_jct_h", "mean JCT, h", "Job completion time",
+                                         scenario=scenario), out / FILES["jct"]),
+        plots.save_png(plots.plot_metric(summary, "cost_usd", "USD per episode", "Electricity cost",
+                                         scenario=scenario), out / FILES["cost"]),
+        plots.save_png(plots.plot_tradeoff(summary, scenario=scenario), out / FILES["tradeoff"]),
+    ]
+    if results.get("timeline"):
+        written.append(plots.save_png(plots.plot_timeline(results["timeline"]), out / FILES["timeline"]))
+        written.append(plots.save_png(plots.plot_prices(results["timeline"]), out / FILES["prices"]))
+    return written

@@ -1,0 +1,609 @@
+"""The ``sfenv`` command line: benchmark, plot, run, evaluate, train, leaderboard, validate, list scenarios and agents.
+
+Paths on the command line (``--scenario FILE``, ``--out``, ``--csv``, ``--out-dir``) resolve
+against the current folder, and results are written there by default.  Every number is checked
+where it enters (argparse types below).  Bad input, i.e. any :class:`sfenv.errors.SfenvError`
+(scenario errors, unknown names, missing files, a missing ``rl`` extra) or an argparse error,
+exits with code 2 and a one-line ``sfenv: ...`` message on stderr, before anything is written;
+any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from sfenv.agents.learned import ALGOS
+from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
+from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError
+from sfenv.runs import protocol
+from sfenv.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario
+
+__all__ = ["build_parser", "job_count", "main", "non_negative_int", "positive_int", "seed_count"]
+
+#: largest ``--seeds``: more episodes per agent than any study here needs (the evaluators hold one row each)
+MAX_SEEDS = 100_000
+
+
+def positive_int(text: str) -> int:
+    """Argparse type: an integer > 0 (else argparse exits 2 naming the option)."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """Argparse type: an integer >= 0 (e.g. a seed)."""
+    return _int_at_least(text, 0)
+
+
+def job_count(text: str) -> int:
+    """Argparse type: jobs per episode, 1 .. :data:`sfenv.scenario.MAX_JOBS`."""
+    from sfenv.scenario import MAX_JOBS
+
+    return _int_at_least(text, 1, MAX_JOBS)
+
+
+def seed_count(text: str) -> int:
+    """Argparse type: a number of seeds, 1 .. :data:`MAX_SEEDS`."""
+    return _int_at_least(text, 1, MAX_SEEDS)
+
+
+def _int_at_least(text: str, low: int, high: int | None = None) -> int:
+    expected = f"an integer >= {low}" if high is None else f"an integer from {low} to {high:,}"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
+    return value
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help unless the default is None/False or already shown."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "%(default)" in text or not action.option_strings or default is None or default is False \
+                or default == argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors read ``sfenv: <command>: <message>`` and point to ``--help``."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the error and a hint, exit with code 2 (argparse's convention)."""
+        where = self.prog.removeprefix("sfenv").strip()
+        self.exit(2, f"sfenv: {where + ': ' if where else ''}{message}\nsee `{self.prog} --help`\n")
+
+
+def _scenario_help() -> str:
+    return (f"a bundled scenario ({', '.join(bundled_scenarios())}) or a YAML file "
+            "(relative paths from the current folder)")
+
+
+def _agents_help() -> str:
+    return (f"comma list of agents ({', '.join(AGENTS)}), a group ({', '.join(GROUPS)}) or 'all'; "
+            "model:PATH adds a model saved by sfenv train, model:ALGO:PATH one from another SB3 trainer "
+            "(e.g. model:ppo:logs/ppo/<run>/best_model.zip from the RL Zoo); `sfenv agents` describes them")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from sfenv.agents.registry import make_agent
+    from sfenv.app.evaluate import quiet_solver_banner, run_episode
+
+    sc = load_scenario(args.scenario)
+    if args.num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": args.num_jobs})
+    agent = make_agent(args.agent)
+    quiet_solver_banner()  # after the input checks: an error message comes first on stderr
+    row = run_episode(agent, sc, args.seed)
+    print(f"scenario {sc.name}  agent {args.agent}  seed {args.seed}")
+    print(f"  jobs finished        {row['finished']}/{row['jobs']}")
+    print(f"  mean JCT             {row['mean_jct_s'] / 3600:.2f} h   (p95 {row['p95_jct_s'] / 3600:.2f} h)")
+    print(f"  mean throughput      {row['mean_throughput_tokens_s']:.0f} tokens/s per job")
+    print(f"  electricity cost     {row['cost_usd']:.2f} USD   energy {row['energy_kwh']:.1f} kWh")
+    print(f"  GPU utilisation      {row['utilisation']:.2f}   makespan {row['makespan_s'] / 3600:.1f} h")
+    print(f"  decision time        mean {1000 * row['decision_time_mean_s']:.2f} ms, "
+          f"max {1000 * row['decision_time_max_s']:.1f} ms (wall clock, outside the simulation)")
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from sfenv.agents.registry import resolve_names
+    from sfenv.app.evaluate import (
+        evaluate_agents,
+        file_differences,
+        format_table,
+        quiet_solver_banner,
+        run_settings,
+        summarise,
+        write_csv,
+    )
+    from sfenv.runs.results import SettingsMismatch, pick_output
+
+    names = resolve_names(args.agents)
+    sc = load_scenario(args.scenario)
+    if args.num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": args.num_jobs})
+    choice = _seed_choice(args, sc.name)
+    seeds = list(choice.seeds)
+    backend = _backend(args)
+    play = {n: {"work_conserving": True} for n in names if n.startswith("model:")} if args.work_conserving else None
+    if args.work_conserving and not play:
+        raise InvalidInput("--work-conserving plays saved models (model:PATH) work-conserving; --agents names none")
+    out = args.out
+    if out is not None and out.exists() and not args.overwrite:  # never mixed into, never replaced unasked
+        settings = run_settings(names, sc, play, seeds=seeds, split=choice.split, record_actions=args.record_actions)
+        diffs = file_differences(out, settings)
+        if diffs and args.resume:
+            raise SettingsMismatch(out, diffs)
+        if diffs:
+            out = pick_output(out, lambda p: not file_differences(p, settings))
+            print(f"sfenv: {args.out} holds results of other settings ({'; '.join(diffs)}); writing to {out} "
+                  "(--overwrite replaces it instead)", file=sys.stderr)
+    quiet_solver_banner()
+    ran: list[dict] = []
+    rows = evaluate_agents(names, sc, seeds, out=out, progress=not args.quiet, overwrite=args.overwrite,
+                           on_row=ran.append, record_actions=args.record_actions, split=choice.split,
+                           agent_kwargs=play, **backend)
+    summary = summarise([r for r in rows if r["agent"] in names and r["seed"] in seeds])
+    print(f"scenario {sc.name}, {choice.describe()}")
+    print(format_table(summary))
+    if out:
+        note = "" if ran else " (complete: every episode was already there)"
+        print(f"results: {out}, {len(rows)} episodes, {len(ran)} run now{note}")
+    if args.csv:
+        write_csv(rows, args.csv)
+        print(f"episodes (CSV): {args.csv}")
+    return 0
+
+
+def _seed_choice(args: argparse.Namespace, scenario: str | None) -> protocol.SeedChoice:
+    """The seeds of ``--split``/``--seeds``/``--seed``, checked (:mod:`sfenv.runs.protocol`).
+
+    ``--seed S --seeds N`` are the explicit seeds S..S+N-1.
+    """
+    explicit = None if args.seed is None else list(range(args.seed, args.seed + args.seeds))
+    return protocol.resolve_seeds(args.split, args.seeds, explicit, scenario)
+
+
+def _add_split_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--split", choices=protocol.SPLITS,
+                   help="the benchmark protocol's seed split (sfenv.runs.protocol): the first --seeds seeds of it "
+                        "(default: test, unless --seed is given)")
+
+
+def _cmd_leaderboard(args: argparse.Namespace) -> int:
+    from sfenv.app.leaderboard import run_leaderboard
+
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
+    res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
+                          resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, **_backend(args))
+    settings = res["settings"]
+    print(f"leaderboard: {len(settings['scenarios'])} scenarios x {len(settings['agents'])} agents, "
+          f"the first {settings['seeds_per_scenario']} test seeds of each (protocol {settings['protocol']})")
+    for name, cap in sorted(settings["caps"].items()):
+        print(f"  {name}: capped at {cap} jobs per episode")
+    for f in res["files"]:
+        print(f"  {f}")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    import json
+
+    from sfenv.runs.replay import Rejected, check_split_label, entry_rows, validate_rows
+
+    try:
+        data = json.loads(args.file.read_text())
+    except FileNotFoundError:
+        raise MissingFile(f"no entry file {args.file}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidInput(f"{args.file}: not a JSON results file ({e})") from None
+    rows = entry_rows(data, str(args.file))
+    try:
+        check_split_label(data.get("settings") if isinstance(data, dict) else None, rows)
+        n = validate_rows(rows, args.scenario)
+    except Rejected as e:
+        print(f"sfenv: validate: REJECTED {args.file}: {e}", file=sys.stderr)
+        return 1
+    print(f"valid: {n} episodes of {args.file} replayed, every metric reproduced")
+    return 0
+
+
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    import time
+
+    from sfenv.app.benchmark import run_benchmark
+    from sfenv.app.evaluate import format_table
+
+    t0 = time.perf_counter()
+    choice = _seed_choice(args, None)
+    res = run_benchmark(args.agents, args.scenario, args.seeds, choice.seeds[0], split=choice.split,
+                        num_jobs=args.num_jobs,
+                        out_dir=args.out_dir, resume=args.resume, progress=not args.quiet, plots=not args.no_plots,
+                        overwrite=args.overwrite, **_backend(args))
+    meta = res["meta"]
+    print(f"benchmark: scenario {meta['scenario']}, {meta['num_jobs']} jobs, {choice.describe()} "
+          f"({res['ran']} episodes run now)")
+    print(format_table(res["summary"]))
+    print("files:")
+    for f in res["files"]:
+        print(f"  {f}")
+    print(f"done in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from sfenv.app.benchmark import write_plots
+
+    if not args.file.is_file():
+        raise MissingFile(f"no results file {args.file}")
+    for f in write_plots(args.file, args.out_dir):
+        print(f)
+    return 0
+
+
+def _backend(args: argparse.Namespace) -> dict:
+    """The ``--backend/--address/--workers`` options as evaluator keywords, checked (and Ray imported) first."""
+    from sfenv.runs.distributed import check_backend, import_ray
+
+    check_backend(args.backend, args.address, args.workers)
+    if args.backend == "ray":
+        import_ray()  # a missing extra is reported before anything is written
+    return {"backend": args.backend, "address": args.address, "workers": args.workers}
+
+
+def _add_backend_options(p: argparse.ArgumentParser) -> None:
+    from sfenv.runs.distributed import BACKENDS
+
+    p.add_argument("--backend", default="serial", choices=BACKENDS,
+                   help="serial: episodes one after the other here; ray: one Ray task per episode "
+                        "(needs the ray extra: pip install \"sfenv[ray]\")")
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --backend ray: join this Ray cluster (e.g. auto, or HEAD_IP:6379 of `ray start --head`) "
+                        "instead of starting a local Ray")
+    p.add_argument("--workers", type=positive_int, metavar="N",
+                   help="with --backend ray: episodes run at once, and CPUs of the local Ray (default: all CPUs)")
+
+
+def _cmd_train_rllib(args: argparse.Namespace) -> int:
+    """``sfenv train --algo rllib-ppo``: RLlib PPO with action masks (:func:`sfenv.agents.rllib.train_rllib`)."""
+    import json
+
+    from sfenv.agents.rllib import META_FILE, train_rllib
+    from sfenv.runs.distributed import import_ray
+
+    workers = 0 if args.workers is None else args.workers
+    env_kwargs = {k: v for k, v in (("num_jobs", args.num_jobs), ("obs_mode", getattr(args, "obs_mode", None)))
+                  if v is not None}
+    common = {"workers": workers, "address": args.address, "progress": not args.quiet,
+              "checkpoint_every": getattr(args, "checkpoint_every", None) or 0}
+    if args.resume is not None:
+        meta_path = Path(args.resume) / META_FILE
+        if not meta_path.is_file():
+            raise MissingFile(f"{args.resume}: not an rllib-ppo run folder (no {META_FILE})")
+        meta = json.loads(meta_path.read_text())
+        import_ray()
+        path = train_rllib(meta["scenario_cfg"], args.steps or meta["total_timesteps"], meta["seed"],
+                           env_kwargs=meta["env_kwargs"], algo_kwargs=meta["algo_kwargs"], resume=True,
+                           run_dir=args.resume, **common)
+    else:
+        import_ray()
+        path = train_rllib(args.scenario or DEFAULT_SCENARIO, args.steps or 50_000, args.seed or 0,
+                           out_dir=args.out, env_kwargs=env_kwargs, **common)
+    print(f"saved {path} (evaluate it as rllib:{path})")
+    return 0
+
+
+#: ``sfenv train --config none``: no config file, the built-in defaults (PPO from scratch, 200,000 steps)
+NO_CONFIG = "none"
+#: the config of a bare ``sfenv train`` (maskable-ppo): a first run of a few minutes that beats FIFO
+DEFAULT_TRAIN_CONFIG = "quick"
+
+
+def _default_config(algo: str | None) -> str:
+    """The config ``sfenv train`` uses without ``--config``: ``quick`` for maskable-ppo, none for the others."""
+    return DEFAULT_TRAIN_CONFIG if algo in (None, "maskable-ppo") else NO_CONFIG
+
+
+def _progress_line(text: str) -> None:
+    """Training progress on stderr (stdout keeps the result lines)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def _is_rllib_run(args: argparse.Namespace) -> bool:
+    from sfenv.agents.rllib import ALGO, META_FILE
+
+    return args.algo == ALGO or (args.resume is not None and (Path(args.resume) / META_FILE).is_file())
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    if _is_rllib_run(args):
+        return _cmd_train_rllib(args)
+    if args.workers is not None or args.address is not None:
+        raise InvalidInput("--workers and --address apply to --algo rllib-ppo only (SB3 algorithms: --n-envs)")
+    from sfenv.agents.learned import RECIPE_DEFAULTS, load_config, parse_hp, run_summary, train
+
+    log = None if args.quiet else _progress_line
+    if args.resume is not None:
+        path = train(total_timesteps=args.steps or RECIPE_DEFAULTS["steps"], resume=args.resume,
+                     progress_bar=not args.quiet, plot=not args.no_plot, log=log)
+        print(f"saved {path} (best: {path.with_name('best_model.zip')})")
+        print(run_summary(path.parent))
+        return 0
+    cfg = dict(RECIPE_DEFAULTS)
+    config = args.config if args.config is not None else _default_config(args.algo)
+    if config != NO_CONFIG:
+        cfg.update(load_config(config))
+    cli = {"algo": args.algo, "scenario": args.scenario, "eval_scenario": args.eval_scenario, "steps": args.steps,
+           "seed": args.seed, "n_envs": args.n_envs, "normalize": args.normalize, "eval_every": args.eval_every,
+           "checkpoint_every": args.checkpoint_every}
+    cfg.update({k: v for k, v in cli.items() if v is not None})
+    if args.eval_seeds is not None or args.eval_split is not None:
+        from sfenv.runs import protocol
+
+        if args.eval_split == "test":
+            raise InvalidInput("--eval-split test: the evaluation selects the model, and nothing is chosen on the "
+                               "test split (sfenv.runs.protocol); use validation")
+        cfg["eval_seeds"] = protocol.seeds(args.eval_split or "validation", args.eval_seeds or len(cfg["eval_seeds"]))
+    if args.baselines is not None:
+        cfg["baselines"] = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    env_kwargs = dict(cfg["env_kwargs"] or {})
+    if args.num_jobs is not None:
+        env_kwargs["num_jobs"] = args.num_jobs
+    if args.obs_mode is not None:
+        env_kwargs["obs_mode"] = args.obs_mode
+    hp = {**(cfg["hp"] or {}), **parse_hp(args.hp or [])}
+    pretrain = cfg.get("pretrain")
+    if args.pretrain_steps is not None:
+        pretrain = None if args.pretrain_steps == 0 else {**(pretrain or {}), "steps": args.pretrain_steps}
+    if pretrain is not None:
+        env_kwargs.setdefault("proposers", "best")
+    path = train(cfg["algo"], cfg["scenario"], cfg["steps"], cfg["seed"], cfg["n_envs"], args.out,
+                 env_kwargs=env_kwargs, algo_kwargs=hp, tensorboard=not args.no_tensorboard,
+                 checkpoint_every=cfg["checkpoint_every"], progress_bar=not args.quiet, normalize=cfg["normalize"],
+                 eval_every=cfg["eval_every"], eval_seeds=cfg["eval_seeds"], eval_scenario=cfg["eval_scenario"],
+                 baselines=cfg["baselines"], plot=not args.no_plot, pretrain=pretrain, log=log,
+                 policy=cfg["policy"])
+    print(f"saved {path} (best: {path.with_name('best_model.zip')})")
+    print(run_summary(path.parent))
+    return 0
+
+
+def _cmd_scenarios(args: argparse.Namespace) -> int:
+    from sfenv.registration import ENV_IDS
+
+    rows = []
+    for name in bundled_scenarios():
+        sc = load_scenario(name)
+        topo = sc.topology
+        ids = ", ".join(i for i, s in ENV_IDS.items() if s == name) or "-"
+        rows.append((name, ids, f"{topo.num_regions} regions, {topo.num_links} links, {topo.total_gpus} GPUs",
+                     sc.cfg.description))
+    header = ("SCENARIO", "GYM IDS", "TOPOLOGY", "DESCRIPTION")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
+    return 0
+
+
+def _cmd_agents(args: argparse.Namespace) -> int:
+    avail = set(available_agents())
+    for name in AGENTS:
+        print(f"{name:<11} {describe(name) if name in avail else '(not installed)'}")
+    for g, names in GROUPS.items():
+        print(f"group {g}: {', '.join(names)}")
+    print("model:PATH  a policy saved by `sfenv train` (evaluate and benchmark only)")
+    print(f"model:ALGO:PATH  an SB3 model saved elsewhere, e.g. by the RL Zoo, with its algorithm ALGO "
+          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v1_1/best_model.zip")
+    print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    p = _Parser(prog="sfenv", description="Geo-distributed LLM training scheduling testbed. "
+                "Paths are relative to the current folder; results are written there.",
+                formatter_class=_HelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=description or summary, formatter_class=_HelpFormatter)
+
+    b = command("benchmark", "the main job: score the default agents over seeds, save CSV/JSON and plots",
+                "Run agents on the same seeded episodes; print mean ± 95 % CI over seeds; write "
+                "episodes.csv/.json, benchmark.json and PNGs to ./results/<scenario>/.")
+    b.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
+    b.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
+    b.add_argument("--seeds", type=seed_count, default=10, metavar="N", help="number of seeds (1..100,000)")
+    _add_split_option(b)
+    b.add_argument("--seed", type=non_negative_int, metavar="S",
+                   help="explicit seeds S..S+N-1 instead of a split (>= 0; labelled 'explicit seeds')")
+    b.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
+    b.add_argument("--out-dir", type=Path, metavar="DIR",
+                   help="results folder (default: results/<scenario> under the current folder)")
+    b.add_argument("--resume", action="store_true",
+                   help="continue the results folder, refusing it if it holds other settings (without --resume "
+                        "a folder of the same settings is continued too, one of other settings is left alone "
+                        "and the results go beside it, e.g. results/spider-8-2)")
+    b.add_argument("--overwrite", action="store_true", help="replace the results files in the folder")
+    b.add_argument("--no-plots", action="store_true", help="write CSV/JSON only")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_backend_options(b)
+    b.set_defaults(fn=_cmd_benchmark)
+
+    pl = command("plot", "redraw the PNGs from saved results (benchmark.json or evaluate --out JSON)")
+    pl.add_argument("file", type=Path, help="benchmark.json, or an evaluate --out results list (no timeline)")
+    pl.add_argument("--out-dir", type=Path, metavar="DIR", help="where the PNGs go (default: the file's folder)")
+    pl.set_defaults(fn=_cmd_plot)
+
+    r = command("run", "simulate one episode with one agent and print its metrics")
+    r.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
+    r.add_argument("--agent", default="fifo", choices=list(AGENTS), metavar="NAME",
+                   help=f"the agent, one of: {', '.join(AGENTS)} (`sfenv agents` describes them)")
+    r.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
+                   help="episode seed (>= 0): the same seed gives the same jobs, prices and outages")
+    r.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs in the episode (1..100,000; default: the scenario's workload.num_jobs)")
+    r.set_defaults(fn=_cmd_run)
+
+    e = command("evaluate", "score agents on the same seeded episodes and print a table")
+    e.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
+    e.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
+    e.add_argument("--seeds", type=seed_count, default=3, metavar="N", help="number of seeds (1..100,000)")
+    _add_split_option(e)
+    e.add_argument("--seed", type=non_negative_int, metavar="S",
+                   help="explicit seeds S..S+N-1 instead of a split (>= 0; labelled 'explicit seeds')")
+    e.add_argument("--record-actions", action="store_true",
+                   help="record each episode's action log and the scenario's hash in --out, making it an entry "
+                        "`sfenv validate` can replay")
+    e.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
+    e.add_argument("--work-conserving", action="store_true",
+                   help="play every model:PATH agent with wait masked while a candidate can start (the env's "
+                        "work_conserving), whatever it was trained with; recorded in --out's settings")
+    e.add_argument("--out", type=Path, metavar="FILE",
+                   help="JSON results file, written atomically after each episode (default: none)")
+    e.add_argument("--resume", action="store_true",
+                   help="continue --out, refusing it if it holds other settings (scenario, its hash, job count, "
+                        "agents' settings, version); without --resume a file of the same settings is continued "
+                        "too, one of other settings is left alone and the results go beside it (FILE-2.json)")
+    e.add_argument("--overwrite", action="store_true", help="replace --out instead of continuing it")
+    e.add_argument("--csv", type=Path, metavar="FILE", help="also write one CSV row per episode to this file")
+    e.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_backend_options(e)
+    e.set_defaults(fn=_cmd_evaluate)
+
+    t = command("train", "train an SB3 policy (needs the rl extra: pip install \"sfenv[rl]\")",
+                "Train an SB3 / sb3-contrib policy with sfenv's recipe (VecNormalize, tuned defaults, several envs, "
+                "evaluation on held-out seeds that keeps the best model). Each run gets its own folder "
+                "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars and "
+                "VecNormalize statistics), config.yml, eval.json, learning_curve.png, checkpoints/ and tb/ "
+                "(TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
+                "here. Progress goes to stderr; the last line compares the best model's held-out mean JCT with "
+                "FIFO's and the best heuristic's. Needs the rl extra: pip install \"sfenv[rl]\".")
+    t.add_argument("--config", metavar="NAME|FILE",
+                   help="YAML settings (keys: algo, scenario, steps, n_envs, normalize, env_kwargs, hp, eval_seeds, "
+                        "...): a file, or a bundled name under sfenv/hyperparams/train-NAME.yml; 'none': the "
+                        "built-in defaults (PPO from scratch on spider-8, 200000 steps) (default: quick, a few "
+                        "minutes: clone a look-ahead expert on spider-8-contended, then PPO; with --algo other "
+                        "than maskable-ppo: none)")
+    t.add_argument("--algo", choices=[*ALGOS, "rllib-ppo"],
+                   help="algorithm (default: maskable-ppo): maskable-ppo (action masks, Dict observation) or "
+                        "ppo/a2c/dqn (flattened observation, no masks); rllib-ppo: RLlib PPO with action masks "
+                        "(ray extra; --workers env runners, --address, --resume RUN_DIR)")
+    t.add_argument("--scenario", metavar="NAME|FILE", help=_scenario_help() + f" (default: {DEFAULT_SCENARIO})")
+    t.add_argument("--steps", type=positive_int, metavar="N",
+                   help="environment steps of the run (> 0; default: the config's, 2048 for quick, 200000 with "
+                        "--config none); with --resume the total to reach")
+    t.add_argument("--seed", type=non_negative_int, metavar="S",
+                   help="seed of the algorithm and the envs (>= 0; default: 0)")
+    t.add_argument("--n-envs", type=positive_int, metavar="N", help="parallel envs (> 0; default: 4)")
+    t.add_argument("--num-jobs", type=job_count, metavar="N",
+                   help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
+    t.add_argument("--obs-mode", choices=["full", "compact"],
+                   help="observation: full (per region and link) or compact (size independent of the topology, "
+                        "so the policy runs on other platforms) (default: full)")
+    t.add_argument("--normalize", choices=["all", "reward", "none"],
+                   help="VecNormalize on observations and rewards, rewards only, or none (default: all); "
+                        "the statistics are saved with the model and applied at evaluation")
+    t.add_argument("--hp", action="append", metavar="KEY=VALUE",
+                   help="an SB3 hyperparameter, repeatable, YAML values (e.g. --hp gamma=0.999 "
+                        "--hp policy_kwargs.net_arch=[64,64]); over the config's hp and the tuned defaults")
+    t.add_argument("--eval-every", type=non_negative_int, metavar="N",
+                   help="steps between evaluations on held-out seeds (0: at the end only; default: a tenth of "
+                        "the run, at least 2048)")
+    t.add_argument("--eval-seeds", type=seed_count, metavar="N",
+                   help="held-out evaluation episodes: the first N seeds of --eval-split (> 0; default: 5)")
+    t.add_argument("--eval-split", choices=["validation", "train", "test"],
+                   help="protocol split of the evaluation seeds that select the best model (sfenv.runs.protocol; "
+                        "default: validation; never test)")
+    t.add_argument("--eval-scenario", metavar="NAME|FILE",
+                   help="scenario of the evaluations (default: the training scenario)")
+    t.add_argument("--baselines", metavar="LIST",
+                   help="comma list of agents drawn as levels on the learning curve (default: fifo,spinsearch)")
+    t.add_argument("--pretrain-steps", type=non_negative_int, metavar="N",
+                   help="behaviour-cloning warm start from fastest+swf before PPO: N expert steps per "
+                        "round (0: none; default: the config's pretrain, else none); needs maskable-ppo, and "
+                        "sets the env's proposers to best")
+    t.add_argument("--checkpoint-every", type=non_negative_int, metavar="N",
+                   help="save a checkpoint every N steps (0: none; default: 0)")
+    t.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                   help="continue a run folder from its newest model or checkpoint up to --steps in total "
+                        "(its config.yml gives every other setting)")
+    t.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR",
+                   help="folder for the run folders (relative to the current folder)")
+    t.add_argument("--no-tensorboard", action="store_true", help="do not write TensorBoard logs")
+    t.add_argument("--no-plot", action="store_true",
+                   help="no learning_curve.png (and no baseline episodes for its levels)")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--workers", type=non_negative_int, metavar="N",
+                   help="rllib-ppo only: remote Ray env runners (0: sample in this process; default: 0)")
+    t.add_argument("--address", metavar="ADDR", help="rllib-ppo only: the Ray cluster to join (default: a local Ray)")
+    t.set_defaults(fn=_cmd_train)
+
+    lb = command("leaderboard", "every reference agent on the test split of each bundled scenario, ranked",
+                 "Play agents on the first --seeds test seeds (sfenv.runs.protocol) of each bundled scenario "
+                 "(spider-64 "
+                 "capped at 12 jobs, as the claims are) and write leaderboard.md, .csv, .html and .json to --out-dir. "
+                 "Episodes are saved as they finish; --resume continues an interrupted run.")
+    lb.add_argument("--agents", default="default", metavar="LIST",
+                    help=_agents_help() + "; rllib:PATH adds an RLlib checkpoint")
+    lb.add_argument("--scenarios", metavar="LIST", help="comma list of bundled scenarios (default: all bundled)")
+    lb.add_argument("--seeds", type=seed_count, default=10, metavar="N", help="test seeds per scenario (1..100,000)")
+    lb.add_argument("--num-jobs", type=job_count, metavar="N", help="cap on the jobs per episode of every scenario")
+    lb.add_argument("--out-dir", type=Path, default=Path("leaderboard"), metavar="DIR", help="output folder")
+    lb.add_argument("--resume", action="store_true",
+                    help="continue the episodes already in --out-dir (they are continued anyway when their settings "
+                         "match; with --resume, other settings are refused)")
+    lb.add_argument("--overwrite", action="store_true", help="replace the episodes already in --out-dir")
+    lb.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_backend_options(lb)
+    lb.set_defaults(fn=_cmd_leaderboard)
+
+    v = command("validate", "replay a submitted entry's action logs and check every metric",
+                "Replay each episode's recorded actions (sfenv evaluate --record-actions) on its scenario and seed. "
+                "Exit 0 if every metric is reproduced, 1 (naming the first difference) if not, 2 for unreadable input.")
+    v.add_argument("file", type=Path, help="the entry: a results file written with sfenv evaluate --record-actions")
+    v.add_argument("--scenario", metavar="NAME|FILE",
+                   help="the scenario the entry was played on (default: each row's bundled scenario by name)")
+    v.set_defaults(fn=_cmd_validate)
+
+    command("scenarios", "list the bundled scenarios (name, topology, description)").set_defaults(fn=_cmd_scenarios)
+    command("agents", "list the agents with one line each, and the groups").set_defaults(fn=_cmd_agents)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code (2 for invalid input, with a message and no traceback).
+
+    Only sfenv's own errors (:class:`sfenv.errors.SfenvError`) and argparse's count as invalid
+    input; any other exception propagates with its traceback, since it is a bug.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2, message already printed)
+        return int(e.code or 0)
+    try:
+        return int(args.fn(args))
+    except SfenvError as e:
+        print(f"sfenv: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:  # Ctrl-C: one line (what was saved, how to go on), the shell's code 130
+        print(f"sfenv: {e if isinstance(e, Interrupted) else 'interrupted'}", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into `head` and the like, which stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

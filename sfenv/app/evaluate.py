@@ -1,0 +1,570 @@
+"""One evaluator for every agent: identical seeded episodes, the same metrics.
+
+Each (agent, seed) pair runs ``make_simulator(scenario, seed)`` to the end with the agent's
+``decide``; the wall time of every ``decide`` call is measured here, outside the simulation, so it
+never enters simulated results.  Results go to a JSON file written atomically after every pair
+(temporary file + ``os.replace``) with the settings that define it (:mod:`sfenv.runs.results`); pairs
+already in an existing file of the same settings are skipped, so an interrupted sweep continues where
+it stopped, and a file of other settings is refused, never mixed into.
+
+Backends: ``backend="serial"`` (the default) plays the pairs one after the other in this process;
+``backend="ray"`` plays each (agent, seed) episode as a Ray task (:mod:`sfenv.runs.distributed`, the
+``ray`` extra) on a local Ray with ``workers`` CPUs or on the cluster at ``address``.  The rows are
+the serial ones (same episodes, same agents freshly reset with the seed; only the wall-clock
+decision times differ), saved as episodes finish and returned in the serial order; a worker that
+dies is retried.  Saved policies (``model:PATH``, ``rllib:PATH``) are loaded on each worker from
+the path, which must exist there (a shared folder on a cluster).
+
+Rows carry the :class:`sfenv.sim.metrics.EpisodeReport` fields, whose JCT statistics count unfinished
+jobs with a censored JCT (episode end minus arrival); :func:`summarise` gives per agent the mean
+over seeds with a 95 % Student-t confidence interval, :func:`format_table` prints it and
+:func:`write_csv` writes one row per episode.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sfenv.agents.base import SchedulerAgent
+from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
+from sfenv.agents.registry import make_agent
+from sfenv.errors import Interrupted, InvalidInput
+from sfenv.runs import protocol, results
+from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha
+from sfenv.scenario import Scenario, load_scenario
+from sfenv.sim import make_simulator
+from sfenv.sim.metrics import EpisodeReport
+
+__all__ = [
+    "CI_METRICS",
+    "MODEL_PREFIX",
+    "RLLIB_PREFIX",
+    "agent_settings",
+    "atomic_write_json",
+    "evaluate_agents",
+    "evaluate_model",
+    "file_differences",
+    "format_table",
+    "mean_ci",
+    "quiet_solver_banner",
+    "run_episode",
+    "run_policy_episode",
+    "run_settings",
+    "summarise",
+    "write_csv",
+]
+
+
+_jct_fields = jct_fields  # the per-job figures of a row (defined with the replay that must reproduce them)
+
+
+def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_actions: bool = False) -> dict[str, Any]:
+    """Run one seeded episode; returns the episode report plus decision-time statistics.
+
+    :param record_actions: add the episode's action log (``actions``, :mod:`sfenv.runs.replay`) and
+        the scenario's hash (``scenario_sha``), so that ``sfenv validate`` can replay it.
+    """
+    agent.reset(seed)
+    sim = make_simulator(scenario, seed)
+    times: list[float] = []
+    recorder = ActionRecorder(agent.decide, agent.replan if agent.replans else None) if record_actions else None
+    decide = recorder.decide if recorder else agent.decide
+
+    def timed(view):
+        t = time.perf_counter()
+        plan = decide(view)
+        times.append(time.perf_counter() - t)
+        return plan
+
+    replan = (recorder.replan if recorder else agent.replan) if agent.replans else None
+    report = sim.run(timed, replan=replan)
+    records = sim.records()
+    row: dict[str, Any] = {"agent": agent.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
+    row.update(_jct_fields(records, report.makespan_s))
+    row["decisions"] = len(times)
+    row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
+    row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
+    if recorder:
+        row["scenario_sha"] = scenario_sha(scenario)
+        row["actions"] = recorder.log()
+    return row
+
+
+#: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`sfenv.agents.learned`)
+MODEL_PREFIX = "model:"
+#: keyword arguments a ``model:PATH`` agent takes from ``agent_kwargs`` (those of :class:`LearnedPolicy` that
+#: change how it is played)
+MODEL_PLAY_KWARGS = ("work_conserving",)
+#: an ``agents`` entry ``"rllib:PATH"`` is an RLlib PPO checkpoint (see :mod:`sfenv.agents.rllib`)
+RLLIB_PREFIX = "rllib:"
+
+
+def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: dict | None = None,
+                       record_actions: bool = False) -> dict[str, Any]:
+    """Play one seeded episode through the environment with a learned policy's ``predict``.
+
+    The episode is the one :func:`run_episode` plays (``env.reset(seed=s)`` plays
+    ``make_simulator(scenario, s)``); the env takes the observation/action settings the model was
+    trained with; a model trained before env v1 (its settings name no ``privileged_obs``) whose
+    observation space is v0's is played with ``privileged_obs=True`` and its row says so
+    (``privileged_obs``).  A policy that never lets time pass (possible without action masks) is stopped
+    after ``max(max_episode_steps, 100 x jobs)`` steps; its unfinished jobs count as such.
+
+    :param record_actions: add the episode's action log (the plan each start action named, None
+        for a wait; masked actions change nothing and are left out) and ``scenario_sha``.
+    :raises InvalidInput: (a ``ValueError``) if the model's observation space does not match this scenario's.
+    """
+    if env_kwargs is None:  # the settings the model was trained with (its workload size aside)
+        env_kwargs = {k: v for k, v in policy.meta.get("env_kwargs", {}).items() if k != "num_jobs"}
+    env = make_env_fn(scenario, policy.spec.flatten, env_kwargs)()
+    if not _fits(policy, env) and "privileged_obs" not in env_kwargs:
+        # a model trained before env v1 (no privileged_obs recorded) saw v0's observation: play it on v0's
+        older = make_env_fn(scenario, policy.spec.flatten, {**env_kwargs, "privileged_obs": True})()
+        if _fits(policy, older):
+            env.close()
+            env, env_kwargs = older, {**env_kwargs, "privileged_obs": True}
+        else:
+            older.close()
+    if not _fits(policy, env):
+        env.close()
+        raise InvalidInput(f"{policy.name} was trained on another observation space than scenario "
+                         f"{scenario.name!r} gives (trained on {policy.meta.get('scenario', '?')!r})")
+    obs, _ = env.reset(seed=seed)
+    base = env.unwrapped
+    limit = max(scenario.cfg.env.max_episode_steps, 100 * base.sim.view().num_jobs)  # type: ignore[attr-defined]
+    times: list[float] = []
+    log: list[dict | None] | None = [] if record_actions else None
+    steps, done = 0, False
+    while not done and steps < limit:
+        mask = base.action_masks()  # type: ignore[attr-defined]
+        t = time.perf_counter()
+        action, _ = policy.predict(obs, deterministic=True, action_masks=mask)
+        times.append(time.perf_counter() - t)
+        index = int(np.asarray(action).item())
+        plan = base.candidates[index] if index < base.wait_action and mask[index] else None  # type: ignore[attr-defined]
+        obs, _, terminated, truncated, info = env.step(index)
+        if log is not None and (not info["invalid_action"] or info["forced_wait"]):
+            log.append(plan_to_json(None if info["forced_wait"] else plan))
+        done = terminated or truncated
+        steps += 1
+    sim = base.sim  # type: ignore[attr-defined]
+    records = sim.records()
+    report = sim.report()
+    row: dict[str, Any] = {"agent": policy.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
+    row.update(_jct_fields(records, report.makespan_s))
+    row["decisions"] = len(times)
+    row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
+    row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
+    row["stopped_early"] = not done
+    if env_kwargs.get("privileged_obs"):
+        row["privileged_obs"] = True  # played on the v0 observation (see sfenv.env, Version History)
+    if env_kwargs.get("work_conserving"):
+        row["work_conserving"] = True  # wait masked while a candidate could start
+    if log is not None:
+        row["scenario_sha"] = scenario_sha(scenario)
+        row["actions"] = {"decisions": log, "replans": []}
+    env.close()
+    return row
+
+
+def _fits(policy: Any, env: Any) -> bool:
+    """Whether ``env``'s observation space is the one ``policy`` was trained on."""
+    return env.observation_space in (getattr(policy, "observation_space", None),
+                                     getattr(getattr(policy, "model", None), "observation_space", None))
+
+
+def evaluate_model(
+    policy: LearnedPolicy, scenario: str | Path | dict | Scenario, seeds: Sequence[int], env_kwargs: dict | None = None
+) -> list[EpisodeReport]:
+    """Play one episode per seed through the env; returns the simulator's episode reports.
+
+    ``env_kwargs`` may set ``num_jobs`` (the workload size) and env settings; by default the env
+    takes the settings the model was trained with (see :func:`run_policy_episode`).
+    """
+    sc = load_scenario(scenario)
+    kwargs = dict(env_kwargs or {})
+    num_jobs = kwargs.pop("num_jobs", None)
+    if num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": num_jobs})
+    names = [f.name for f in dataclasses.fields(EpisodeReport)]
+    reports = []
+    for seed in seeds:
+        row = run_policy_episode(policy, sc, seed, env_kwargs=kwargs or None)
+        reports.append(EpisodeReport(**{name: row[name] for name in names}))
+    return reports
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` through a temporary file, so a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=1, allow_nan=True))
+        os.replace(tmp, path)
+    except BaseException:  # Ctrl-C or a full disk mid-write: the old file stays whole, no temporary is left
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def evaluate_agents(
+    agents: Sequence[str | SchedulerAgent],
+    scenario: str | Path | dict | Scenario,
+    seeds: Sequence[int],
+    num_jobs: int | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    agent_kwargs: dict[str, dict] | None = None,
+    on_row: Callable[[dict], None] | None = None,
+    backend: str = "serial",
+    address: str | None = None,
+    workers: int | None = None,
+    overwrite: bool = False,
+    record_actions: bool = False,
+    split: str | None = None,
+) -> list[dict[str, Any]]:
+    """Run every agent on every seed of ``scenario``; returns one row per (agent, seed).
+
+    ``agents`` holds registered names, agent instances, ``"model:PATH"`` for a saved SB3 model or
+    ``"rllib:PATH"`` for an RLlib checkpoint (played through the environment by
+    :func:`run_policy_episode`; their rows are named by that string).
+
+    :param num_jobs: override the scenario's workload size.
+    :param out: results file (:mod:`sfenv.runs.results`: the run's settings and its episodes), updated
+        atomically after each pair.  An existing file with the same settings is continued: pairs
+        already in it are skipped, new agents and seeds are added, and the rows returned are all
+        the file's.  One with other settings raises :class:`~sfenv.runs.results.SettingsMismatch`
+        naming each difference, and is left as it was.
+    :param resume: kept for callers of earlier versions: a file with the same settings is always
+        continued (the CLI's ``--resume`` only decides whether another file is refused or written beside it).
+    :param overwrite: replace an existing ``out`` instead of continuing it.
+    :param agent_kwargs: constructor keyword arguments per agent name.
+    :param backend: ``"serial"`` (this process) or ``"ray"`` (one Ray task per episode).
+    :param address: with ``backend="ray"``: the Ray cluster to join (default: a local Ray, or the
+        one already initialised in this process).
+    :param workers: with ``backend="ray"``: episodes in flight (and CPUs of a local Ray).
+    :param record_actions: each row gets its episode's action log and the scenario's hash
+        (:mod:`sfenv.runs.replay`; what ``sfenv validate`` replays).
+    :param split: the protocol split whose first seeds ``seeds`` are (:mod:`sfenv.runs.protocol`;
+        checked), or None: explicit seeds.  The settings record the label (``split``: the split or
+        ``"explicit seeds"``), the ``protocol`` version and the ``seeds`` (more may be added to a file).
+    :raises InvalidInput: for an unknown backend, or ``address``/``workers`` without ``backend="ray"``,
+        or an ``out`` that is not a results file.
+    :raises Interrupted: on Ctrl-C, after the episodes finished so far are saved (the count is in the message).
+    """
+    from sfenv.runs.distributed import check_backend
+
+    check_backend(backend, address, workers)
+    sc = load_scenario(scenario)
+    if num_jobs is not None:
+        sc = sc.with_overrides(workload={"num_jobs": num_jobs})
+    settings = run_settings(agents, sc, agent_kwargs, seeds=seeds, split=split, record_actions=record_actions)
+    rows: list[dict[str, Any]] = []
+    out_path = Path(out) if out else None
+    if out_path and out_path.exists() and not overwrite:  # checked before any agent is built or episode run
+        saved, rows = results.read_results(out_path)
+        diffs = results.differences(saved, settings)
+        if diffs:
+            raise results.SettingsMismatch(out_path, diffs)
+        settings = results.merge_settings(saved, settings)  # type: ignore[arg-type]
+    instances = [_instance(a, agent_kwargs) for a in agents]
+    done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
+    todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
+    bar = _progress_bar(len(todo), f"evaluate {sc.name}") if progress and todo else None
+    if backend == "serial":
+        played = ((i, _play(agent, sc, seed, record_actions)) for i, (agent, seed) in enumerate(todo))
+    else:
+        from sfenv.runs.distributed import ray_imap_unordered
+
+        played = ray_imap_unordered(_episode_task, [(_payload(agent), seed, record_actions) for agent, seed in todo],
+                                    (sc,), address=address, workers=workers)
+    first_new = len(rows)
+    order: dict[int, int] = {}  # todo index -> position in rows (completion order)
+    if out_path:  # the settings first: an interrupted run leaves a file that says what it holds
+        atomic_write_json(out_path, results.results_document(settings, rows))
+    saved = len(rows)  # rows the file holds
+    try:
+        for i, row in played:
+            agent, seed = todo[i]
+            row["agent"] = agent.name  # a policy loaded on a worker from its resolved path keeps the name given
+            order[i] = len(rows)
+            rows.append(row)
+            if out_path:
+                atomic_write_json(out_path, results.results_document(settings, rows))
+                saved = len(rows)
+            if on_row:
+                on_row(row)
+            if bar is not None:
+                bar.set_postfix_str(f"{agent.name} seed {seed}")
+                bar.update()
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+        if out_path and saved < len(rows):  # Ctrl-C came during the last write: save the episode it held
+            atomic_write_json(out_path, results.results_document(settings, rows))
+        where = f" in {out_path}" if out_path else " (no --out file: nothing was saved)"
+        raise Interrupted(f"interrupted: {len(rows) - first_new} episodes run now, {len(rows)} saved{where}; "
+                          "run the same command again to continue") from None
+    if bar is not None:
+        bar.close()
+    if order != {i: first_new + i for i in order}:  # finished out of order (ray): save in the serial order
+        rows = rows[:first_new] + [rows[order[i]] for i in sorted(order)]
+        if out_path:
+            atomic_write_json(out_path, results.results_document(settings, rows))
+    return rows
+
+
+def _progress_bar(total: int, desc: str) -> Any:
+    """A tqdm progress bar over ``total`` episodes, or None without tqdm."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="episode")
+
+
+def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
+                 agent_kwargs: dict[str, dict] | None = None, seeds: Sequence[int] | None = None,
+                 split: str | None = None, record_actions: bool = False) -> dict[str, Any]:
+    """The settings record of evaluating ``agents`` on ``scenario`` (loaded, its workload size applied).
+
+    See :func:`sfenv.runs.results.make_settings`.  With ``seeds``: also the seeds' label (``split``: a
+    protocol split, checked to hold exactly its first seeds, or ``"explicit seeds"``), the
+    ``protocol`` version and the ``seeds``; ``record_actions: true`` when action logs are recorded.
+
+    :raises InvalidInput: if seeds that are not the split's first are labelled with it.
+    """
+    extra: dict[str, Any] = {}
+    if seeds is not None:
+        extra.update(protocol.SeedChoice(tuple(seeds), split or protocol.EXPLICIT, scenario.name).record())
+    if record_actions:
+        extra["record_actions"] = True
+    return results.make_settings(scenario, {(a if isinstance(a, str) else a.name): agent_settings(a, agent_kwargs)
+                                            for a in agents}, **extra)
+
+
+def file_differences(path: str | Path, settings: dict[str, Any]) -> list[str]:
+    """What differs between the settings of the results file ``path`` and ``settings`` (empty: it may be continued).
+
+    :raises InvalidInput: if ``path`` is not a results file.
+    """
+    return results.differences(results.read_results(path)[0], settings)
+
+
+def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None = None) -> dict[str, Any]:
+    """What defines an agent's episodes, for a results file's settings (:mod:`sfenv.runs.results`).
+
+    A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the file's hash (another model saved
+    under the same path is another agent); ``rllib:PATH``: the checkpoint's absolute path; an agent
+    instance: its class and name.  Nothing is loaded or built.
+    """
+    if not isinstance(agent, str):
+        return {"class": f"{type(agent).__module__}.{type(agent).__qualname__}"}
+    if agent.startswith(MODEL_PREFIX):
+        algo, name = split_model_spec(agent[len(MODEL_PREFIX):])
+        path = Path(name)
+        kwargs = dict((agent_kwargs or {}).get(agent, {}))
+        return {"algo": algo, "model_sha": results.file_hash(path) if path.is_file() else None,
+                **({"kwargs": kwargs} if kwargs else {})}
+    if agent.startswith(RLLIB_PREFIX):
+        return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
+    return {"kwargs": dict((agent_kwargs or {}).get(agent, {}))}
+
+
+def _play(agent: Any, sc: Scenario, seed: int, record_actions: bool = False) -> dict[str, Any]:
+    """One episode: a scheduler agent through the simulator, a saved policy through the environment."""
+    if isinstance(agent, SchedulerAgent):
+        return run_episode(agent, sc, seed, record_actions)
+    return run_policy_episode(agent, sc, seed, record_actions=record_actions)
+
+
+def _payload(agent: Any) -> Any:
+    """What a worker needs to rebuild ``agent``: the instance, or a saved policy's spec with an absolute path."""
+    if isinstance(agent, SchedulerAgent):
+        return agent
+    if agent.name.startswith(MODEL_PREFIX):  # model:[ALGO:]PATH, and its play settings if any
+        spec = MODEL_PREFIX + absolute_model_spec(agent.name[len(MODEL_PREFIX):])
+        return (spec, agent.play_kwargs) if getattr(agent, "play_kwargs", None) else spec
+    if agent.name.startswith(RLLIB_PREFIX):
+        return RLLIB_PREFIX + str(Path(agent.name[len(RLLIB_PREFIX):]).resolve())
+    raise InvalidInput(f"{agent.name}: neither a scheduler agent nor a saved policy spec; the ray backend "
+                       "cannot rebuild it on a worker")
+
+
+#: saved policies loaded on this (worker) process, by spec: each is loaded once, not per episode
+_LOADED: dict[str, Any] = {}
+
+
+def _episode_task(sc: Scenario, payload: Any, seed: int, record_actions: bool = False) -> dict[str, Any]:
+    """A Ray task: rebuild the agent from :func:`_payload`'s output and play one episode (:func:`_play`)."""
+    quiet_solver_banner()
+    if isinstance(payload, (str, tuple)):  # a saved policy's spec, or (spec, its play settings)
+        spec, kwargs = (payload, {}) if isinstance(payload, str) else payload
+        key = json.dumps([spec, kwargs], sort_keys=True)
+        if key not in _LOADED:
+            _LOADED[key] = _instance(spec, {spec: kwargs})
+        agent = _LOADED[key]
+    else:
+        agent = payload
+    return _play(agent, sc, seed, record_actions)
+
+
+def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> Any:
+    if isinstance(a, SchedulerAgent):
+        return a
+    if a.startswith(MODEL_PREFIX):
+        kwargs = dict((agent_kwargs or {}).get(a, {}))
+        unknown = sorted(set(kwargs) - set(MODEL_PLAY_KWARGS))
+        if unknown:
+            raise InvalidInput(f"{a}: unknown play setting(s) {unknown}; a saved model takes {list(MODEL_PLAY_KWARGS)}")
+        policy = LearnedPolicy(a[len(MODEL_PREFIX):], **kwargs)
+        policy.name = a  # rows are keyed by the spec as given (resume finds them again)
+        policy.play_kwargs = kwargs  # type: ignore[attr-defined]  # for a Ray worker to rebuild it alike
+        return policy
+    if a.startswith(RLLIB_PREFIX):
+        from sfenv.agents.rllib import RLlibPolicy  # imports ray.rllib (the ray extra), so only when asked
+
+        rl_policy = RLlibPolicy(a[len(RLLIB_PREFIX):])
+        rl_policy.name = a
+        return rl_policy
+    return make_agent(a, **(agent_kwargs or {}).get(a, {}))
+
+
+#: (summary column, row field, scale): the metrics shown as mean ± 95 % CI over seeds
+CI_METRICS: tuple[tuple[str, str, float], ...] = (
+    ("mean_jct_h", "mean_jct_s", 1 / 3600),
+    ("p95_jct_h", "p95_jct_s", 1 / 3600),
+    ("cost_usd", "cost_usd", 1.0),
+    ("throughput_tok_s", "mean_throughput_tokens_s", 1.0),
+    ("unfinished", "unfinished", 1.0),
+)
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Mean and half-width of its two-sided Student-t confidence interval (NaN values dropped).
+
+    ``mean ± t_{(1+level)/2, n-1} * s / sqrt(n)`` with ``s`` the sample standard deviation
+    (``ddof=1``); the half-width is NaN with fewer than two values, 0 if they are all equal.
+    """
+    from scipy.stats import t as student_t  # scipy comes with pymoo; imported here to keep imports light
+
+    x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    if x.size == 0:
+        return math.nan, math.nan
+    mean = float(np.mean(x))
+    if x.size < 2:
+        return mean, math.nan
+    return mean, float(student_t.ppf(0.5 + level / 2, x.size - 1) * np.std(x, ddof=1) / math.sqrt(x.size))
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per agent (in first-seen order): mean over seeds and 95 % CI half-width of each episode metric.
+
+    For each ``(column, field, scale)`` of :data:`CI_METRICS` the summary holds ``column`` (the
+    mean over the agent's episodes of ``field * scale``) and ``column + "_ci"`` (the half-width of
+    the Student-t interval, :func:`mean_ci`).  The per-episode JCT figures already count
+    unfinished jobs (censored); ``p95_jct_h`` is the mean of the episodes' 95th percentiles.
+    Energy, utilisation and decision times are plain means (decision_ms_max: the maximum).
+    """
+    order: list[str] = []
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["agent"] not in by:
+            order.append(r["agent"])
+        by.setdefault(r["agent"], []).append(r)
+    out = []
+    for name in order:
+        rs = by[name]
+        entry: dict[str, Any] = {"agent": name, "seeds": len(rs)}
+        for col, fld, scale in CI_METRICS:
+            entry[col], entry[col + "_ci"] = mean_ci([float(r[fld]) * scale for r in rs])
+        entry.update({
+            "energy_mwh": float(np.mean([r["energy_kwh"] for r in rs])) / 1000,
+            "utilisation": float(np.mean([r["utilisation"] for r in rs])),
+            "decision_ms_mean": 1000 * float(np.mean([r["decision_time_mean_s"] for r in rs])),
+            "decision_ms_max": 1000 * float(np.max([r["decision_time_max_s"] for r in rs])),
+        })
+        out.append(entry)
+    return out
+
+
+def format_table(summary: Sequence[dict[str, Any]]) -> str:
+    """A fixed-width text table of :func:`summarise` output; CI metrics print as ``mean ± half-width``."""
+    cols = [("agent", ""), ("seeds", "d"), ("mean_jct_h", ".2f"), ("p95_jct_h", ".2f"), ("cost_usd", ".1f"),
+            ("throughput_tok_s", ".0f"), ("unfinished", ".1f"), ("energy_mwh", ".2f"), ("utilisation", ".2f"),
+            ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
+
+    def cell(row: dict[str, Any], name: str, fmt: str) -> str:
+        text = f"{row[name]:{fmt}}"
+        if name + "_ci" in row:
+            ci = row[name + "_ci"]
+            text += f" ± {ci:{fmt}}" if math.isfinite(ci) else " ± -"
+        return text
+
+    body = [[name for name, _ in cols]] + [[cell(row, name, fmt) for name, fmt in cols] for row in summary]
+    widths = [max(len(b[i]) for b in body) for i in range(len(cols))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(b, widths))) for b in body]
+    lines.append("mean ± 95 % CI over seeds (Student t); JCT counts unfinished jobs at episode end - arrival")
+    return "\n".join(lines)
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
+    """Write one CSV row per episode (scalar fields only; per-job lists are left out), atomically.
+
+    Columns are the union of the rows' scalar fields in first-seen order.
+    """
+    cols: list[str] = []
+    for r in rows:
+        cols.extend(k for k, v in r.items() if k not in cols and not isinstance(v, (list, tuple, dict)))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in cols})
+    os.replace(tmp, path)
+
+
+_BANNER_DONE = False
+
+
+def quiet_solver_banner() -> None:
+    """Keep HiGHS's one-time start-up banner off stdout (and off stderr, where error messages go).
+
+    HiGHS (used through PuLP by the ILP and TPA solvers) prints "Running HiGHS ... Copyright"
+    from C++ when the process creates its first solver instance, before ``output_flag`` can be
+    switched off, so PuLP's ``msg=False`` cannot stop it.  This creates that first instance with
+    file descriptor 1 pointed at the null device; later instances print nothing.  A no-op without
+    highspy or after the first call.
+    """
+    global _BANNER_DONE
+    if _BANNER_DONE:
+        return
+    _BANNER_DONE = True
+    try:
+        import highspy
+    except ImportError:
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)

@@ -1,0 +1,237 @@
+"""``sfenv leaderboard``: every reference agent on the test split of every bundled scenario, ranked.
+
+:func:`run_leaderboard` plays each agent (default: the registry's ``default`` group; a learned
+policy joins as ``model:PATH`` or ``rllib:PATH``) on the first ``seeds`` test seeds of the
+protocol (:mod:`sfenv.runs.protocol`) of each scenario, through the one evaluator
+(:func:`sfenv.app.evaluate.evaluate_agents`; ``backend="ray"`` plays the episodes as Ray
+tasks), saving each scenario's episodes to ``<out>/episodes/<scenario>.json`` after every
+episode, so an interrupted run resumes (``resume=True``) where it stopped.
+
+Per scenario the agents are ranked by mean JCT over seeds (JCT counts unfinished jobs censored
+at the episode's end, :mod:`sfenv.sim.metrics`), and the table gives mean JCT ± the half-width of its
+95 % Student-t interval, the ratio of mean JCT to the best agent's with a paired bootstrap 95 %
+interval over seeds (:func:`sfenv.runs.stats.paired_ratio`), p95 JCT, cost, throughput and unfinished
+jobs.  Written: ``leaderboard.md``, ``leaderboard.csv`` (one row per scenario and agent),
+``leaderboard.html`` (one self-contained page, no scripts or external files) and
+``leaderboard.json`` (the same data with the settings).
+
+Caps: ``spider-64`` is played with 12 jobs per episode (:data:`JOB_CAPS`), as the claims cap it
+(``experiments/claims.py``: the search baselines take tens of seconds per decision on 64 regions);
+every output says so.  ``num_jobs`` caps every scenario further.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sfenv import __version__
+from sfenv.errors import InvalidInput
+from sfenv.runs import protocol
+
+__all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "rank", "run_leaderboard", "write_outputs"]
+
+#: jobs per episode of scenarios played capped, and why (said in every output)
+JOB_CAPS: dict[str, int] = {"spider-64": 12}
+#: test seeds per scenario by default
+DEFAULT_SEEDS = 10
+#: (key, header, format) of the table's columns after rank, scenario and agent
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("mean_jct_h", "mean JCT h", ".3f"),
+    ("ratio_to_best", "JCT / best", ".3f"),
+    ("p95_jct_h", "p95 JCT h", ".2f"),
+    ("cost_usd", "cost USD", ".1f"),
+    ("throughput_tok_s", "throughput tok/s", ".0f"),
+    ("unfinished", "unfinished jobs", ".2f"),
+)
+
+
+def _stderr(msg: str) -> None:
+    import sys
+
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_leaderboard(
+    out_dir: str | Path = "leaderboard",
+    scenarios: Sequence[str] | None = None,
+    agents: str | Sequence[str] = "default",
+    seeds: int = DEFAULT_SEEDS,
+    num_jobs: int | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    backend: str = "serial",
+    address: str | None = None,
+    workers: int | None = None,
+    log: Callable[[str], None] = _stderr,
+) -> dict[str, Any]:
+    """Play the leaderboard, write its files into ``out_dir`` and return its data.
+
+    :param scenarios: bundled scenario names (None: all bundled).
+    :param agents: agent names, groups, ``model:PATH`` / ``rllib:PATH`` (as ``sfenv evaluate --agents``).
+    :param seeds: test seeds per scenario (the protocol's first ``seeds``).
+    :param num_jobs: cap on every scenario's jobs per episode (on top of :data:`JOB_CAPS`).
+    :param resume: continue the episodes already in ``out_dir/episodes`` (a file of the same
+        settings is continued anyway, :mod:`sfenv.runs.results`; one of other settings is refused).
+    :param overwrite: replace them instead.
+    :return: ``{"settings": ..., "rows": [...], "files": [...]}``.
+    :raises InvalidInput: for an unknown scenario, no agents, or bad counts.
+    """
+    from sfenv.agents.registry import resolve_names
+    from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
+    from sfenv.scenario import bundled_scenarios, load_scenario
+
+    bundled = bundled_scenarios()
+    chosen = list(scenarios) if scenarios else bundled
+    unknown = [s for s in chosen if s not in bundled]
+    if unknown:
+        raise InvalidInput(f"leaderboard: unknown scenario(s) {', '.join(unknown)}; bundled: {', '.join(bundled)}")
+    names = resolve_names(agents if isinstance(agents, str) else list(agents))
+    if not names:
+        raise InvalidInput(f"leaderboard: no agents in {agents!r}")
+    if num_jobs is not None and num_jobs < 1:
+        raise InvalidInput(f"leaderboard: num_jobs = {num_jobs}; expected an integer >= 1")
+    out = Path(out_dir)
+    quiet_solver_banner()
+    rows: list[dict[str, Any]] = []
+    caps: dict[str, int] = {}
+    plays: dict[str, dict[str, Any]] = {}
+    for name in chosen:
+        sc = load_scenario(name)
+        cap = min(c for c in (JOB_CAPS.get(name), num_jobs, sc.cfg.workload.num_jobs) if c is not None)
+        if cap < sc.cfg.workload.num_jobs:
+            caps[name] = cap
+            sc = sc.with_overrides(workload={"num_jobs": cap})
+        choice = protocol.resolve_seeds("test", seeds, scenario=name)
+        log(f"leaderboard: {name}: {len(names)} agents x {choice.describe()}, {sc.cfg.workload.num_jobs} jobs")
+        episodes = evaluate_agents(names, sc, list(choice.seeds), out=out / "episodes" / f"{name}.json",
+                                   resume=resume, overwrite=overwrite, progress=progress, backend=backend,
+                                   address=address, workers=workers, split="test")
+        wanted = set(choice.seeds)
+        episodes = [r for r in episodes if r["agent"] in names and r["seed"] in wanted]
+        rows.extend(rank(name, names, episodes))
+        from sfenv.runs.replay import scenario_sha
+
+        plays[name] = {"jobs": sc.cfg.workload.num_jobs, "scenario_sha": scenario_sha(sc), **choice.record()}
+    settings = {"protocol": protocol.PROTOCOL_VERSION, "env_version": protocol.ENV_VERSION, "sfenv": __version__,
+                "split": "test", "seeds_per_scenario": seeds, "agents": names, "scenarios": plays, "caps": caps}
+    files = write_outputs(rows, settings, out)
+    return {"settings": settings, "rows": rows, "files": [str(f) for f in files]}
+
+
+def rank(scenario: str, names: Sequence[str], episodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One scenario's leaderboard rows, best mean JCT first, with the figures of :data:`COLUMNS`.
+
+    Only seeds every agent played count (paired comparisons).
+    """
+    import numpy as np
+
+    from sfenv.app.evaluate import mean_ci
+    from sfenv.runs.stats import paired_ratio
+
+    by: dict[str, dict[int, dict]] = {}
+    for r in episodes:
+        by.setdefault(r["agent"], {})[r["seed"]] = r
+    played = [n for n in names if n in by]
+    if not played:
+        return []
+    common = sorted(set.intersection(*(set(by[n]) for n in played)))
+    jct = {n: np.array([by[n][s]["mean_jct_s"] / 3600 for s in common]) for n in played}
+    order = sorted(played, key=lambda n: float(jct[n].mean()))
+    best = order[0]
+    out = []
+    for i, n in enumerate(order):
+        eps = [by[n][s] for s in common]
+        mean, half = mean_ci(list(jct[n]))
+        ratio, lo, hi = paired_ratio(jct[n], jct[best])
+        out.append({
+            "scenario": scenario, "rank": i + 1, "agent": n, "seeds": len(common),
+            "mean_jct_h": mean, "mean_jct_h_ci": half, "ratio_to_best": ratio, "ratio_low": lo, "ratio_high": hi,
+            "p95_jct_h": float(np.mean([e["p95_jct_s"] for e in eps])) / 3600,
+            "cost_usd": float(np.mean([e["cost_usd"] for e in eps])),
+            "throughput_tok_s": float(np.mean([e["mean_throughput_tokens_s"] for e in eps])),
+            "unfinished": float(np.mean([e["unfinished"] for e in eps])),
+        })
+    return out
+
+
+def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
+    value = row[key]
+    text = f"{value:{fmt}}" if isinstance(value, float) and math.isfinite(value) else "-"
+    if key == "mean_jct_h":
+        half = row["mean_jct_h_ci"]
+        text += f" ± {half:{fmt}}" if math.isfinite(half) else " ± -"
+    elif key == "ratio_to_best" and row["rank"] > 1 and math.isfinite(row["ratio_low"]):
+        text += f" ({row['ratio_low']:{fmt}}-{row['ratio_high']:{fmt}})"
+    return text
+
+
+def _notes(settings: dict[str, Any]) -> list[str]:
+    notes = [
+        f"sfenv {settings['sfenv']}, benchmark protocol {settings['protocol']} (env ids -{settings['env_version']}): "
+        f"the first {settings['seeds_per_scenario']} seeds of the test split of each scenario.",
+        "mean JCT ± half-width of the 95 % Student-t interval over seeds; JCT counts unfinished jobs "
+        "(censored at the episode's end).",
+        "JCT / best: ratio of mean JCT to the scenario's best agent, with its paired bootstrap 95 % interval "
+        "over seeds (scipy BCa).",
+    ]
+    for name, cap in sorted(settings["caps"].items()):
+        why = "as the claims cap it" if name in JOB_CAPS else "capped by --num-jobs"
+        notes.append(f"{name} is played with {cap} jobs per episode, not its full workload ({why}).")
+    return notes
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_outputs(rows: Sequence[dict[str, Any]], settings: dict[str, Any], out_dir: str | Path) -> list[Path]:
+    """Write ``leaderboard.md``, ``.csv``, ``.html`` and ``.json`` into ``out_dir``; returns their paths."""
+    import json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    header = ["rank", "scenario", "agent", *[h for _, h, _ in COLUMNS]]
+    body = [[str(r["rank"]), r["scenario"], r["agent"], *[_cell(r, k, f) for k, _, f in COLUMNS]] for r in rows]
+    notes = _notes(settings)
+    md = ["# sfenv leaderboard", "", *[f"- {n}" for n in notes], "",
+          "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+          *["| " + " | ".join(b) + " |" for b in body]]
+    paths = {k: out / f"leaderboard.{k}" for k in ("md", "csv", "html", "json")}
+    _atomic_text(paths["md"], "\n".join(md) + "\n")
+    fields = ["scenario", "rank", "agent", "seeds", "mean_jct_h", "mean_jct_h_ci", "ratio_to_best", "ratio_low",
+              "ratio_high", "p95_jct_h", "cost_usd", "throughput_tok_s", "unfinished", "jobs"]
+    tmp = paths["csv"].with_name(".leaderboard.csv.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, "jobs": settings["scenarios"].get(r["scenario"], {}).get("jobs", "")})
+    os.replace(tmp, paths["csv"])
+    _atomic_text(paths["html"], _html(header, body, notes))
+    _atomic_text(paths["json"], json.dumps({"settings": settings, "rows": list(rows)}, indent=1, allow_nan=True))
+    return list(paths.values())
+
+
+def _html(header: list[str], body: list[list[str]], notes: list[str]) -> str:
+    esc = html.escape
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    trs = []
+    for b in body:
+        cls = ' class="first"' if b[0] == "1" else ""
+        trs.append(f"<tr{cls}>" + "".join(f"<td>{esc(c)}</td>" for c in b) + "</tr>")
+    items = "".join(f"<li>{esc(n)}</li>" for n in notes)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>sfenv leaderboard</title>"
+            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+            "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}td:nth-child(2),td:nth-child(3)"
+            "{text-align:left}tr.first td{font-weight:bold;border-top:2px solid #444}</style></head><body>"
+            f"<h1>sfenv leaderboard</h1><ul>{items}</ul><table><thead><tr>{head}</tr></thead><tbody>"
+            + "".join(trs) + "</tbody></table></body></html>\n")

@@ -1,0 +1,291 @@
+"""Compiled twins of the two pipeline replays that dominate plan evaluation (optional, needs numba).
+
+:func:`sfenv.model.pipeline._replay_zero_bubble` and :func:`sfenv.model.pipeline._sweep_fixed_order` are
+pure-Python loops over every operation of a pipeline iteration's first micro-batches; they are
+most of the cost of evaluating a new multi-stage plan (72 % of a ``proposers="best+spantrain"``
+step on spider-64 under cProfile).  The functions here are the same algorithms, written over
+NumPy arrays so that numba compiles them: the same float operations in the same order, so the
+same results bit for bit (``tests/test_pipeline_jit.py`` compares them on seeded grids where
+equal event times are common).
+
+Used when numba imports and the environment variable ``SFENV_NO_JIT`` is unset or ``0``
+(:data:`AVAILABLE`); otherwise :mod:`sfenv.model.pipeline` runs its Python loops.  Compiled code is
+cached on disk (numba's ``cache=True``), so only the first process pays the compile time.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+__all__ = ["AVAILABLE", "replay_zero_bubble", "sweep_fixed_order", "sweep_plan", "warm_up"]
+
+try:  # numba is optional: ``pip install sfenv[fast]``
+    if os.environ.get("SFENV_NO_JIT", "0") not in ("", "0"):
+        raise ImportError("SFENV_NO_JIT is set")
+    from numba import njit
+except ImportError:  # pragma: no cover - depends on the installation
+    AVAILABLE = False
+    njit = None
+else:
+    AVAILABLE = True
+
+# event codes, as in sfenv.model.pipeline
+_DONE_F, _DONE_B, _DONE_W, _ARRIVE_ACT, _ARRIVE_GRAD = 0, 1, 2, 3, 4
+_SEQ = 1024
+
+
+def _heap_push(times: np.ndarray, tags: np.ndarray, n: int, t: float, tag: int) -> int:
+    """Push ``(t, tag)`` onto the binary min-heap of the first ``n`` entries; the new size."""
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        pt, ptag = times[parent], tags[parent]
+        if pt < t or (pt == t and ptag < tag):
+            break
+        times[i], tags[i] = pt, ptag
+        i = parent
+    times[i], tags[i] = t, tag
+    return n + 1
+
+
+def _heap_pop(times: np.ndarray, tags: np.ndarray, n: int) -> int:
+    """Remove the heap's least entry (read it from index 0 first); the new size."""
+    n -= 1
+    t, tag = times[n], tags[n]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        right = child + 1
+        if right < n and (times[right] < times[child] or (times[right] == times[child] and tags[right] < tags[child])):
+            child = right
+        ct, ctag = times[child], tags[child]
+        if t < ct or (t == ct and tag < ctag):
+            break
+        times[i], tags[i] = ct, ctag
+        i = child
+    times[i], tags[i] = t, tag
+    return n
+
+
+def _next_op(
+    k: int, last: int, m: int, window: int, arrived: np.ndarray, nf: np.ndarray, nb: np.ndarray, nw: np.ndarray,
+    done: np.ndarray, peak: np.ndarray,
+) -> int:
+    """Start stage ``k``'s next operation (counters updated): its done code or -1, as ``pipeline._zb_next_op``."""
+    b = nb[k]
+    if b < m and b < (done[_DONE_F, k] if k == last else arrived[1, k]):
+        nb[k] = b + 1
+        return _DONE_B
+    f = nf[k]
+    if f < m and f < arrived[0, k] and f - done[_DONE_W, k] < window:
+        nf[k] = f + 1
+        peak[k] = max(peak[k], f + 1 - done[_DONE_W, k])
+        return _DONE_F
+    if nw[k] < b:
+        nw[k] += 1
+        return _DONE_W
+    return -1
+
+
+def _replay_zero_bubble(
+    compute: np.ndarray, latency: np.ndarray, transfer: np.ndarray, m: int, w: np.ndarray
+) -> tuple[float, np.ndarray, bool]:
+    """:func:`sfenv.model.pipeline._replay_zero_bubble` over arrays: ``(duration, peaks, completed)``."""
+    p = compute.shape[0]
+    last = p - 1
+    dur = compute / 3.0
+    arrived = np.zeros((2, p), np.int64)  # activations, gradients (the last stage uses its own forwards)
+    arrived[0, 0] = m
+    nf, nb, nw = np.zeros(p, np.int64), np.zeros(p, np.int64), np.zeros(p, np.int64)
+    done = np.zeros((3, p), np.int64)
+    busy = np.zeros(p, np.bool_)
+    peak = np.zeros(p, np.int64)
+    # channels: forward on hop k is k, backward on hop k is p + k; an operation's channel or -1
+    channel = np.full((3, p), -1, np.int64)
+    chan_free, chan_x, chan_l = np.zeros(2 * p), np.zeros(2 * p), np.zeros(2 * p)
+    chan_dest, chan_tag = np.zeros(2 * p, np.int64), np.zeros(2 * p, np.int64)
+    for k in range(p):
+        chan_dest[k], chan_tag[k] = k + 1, 8 * (k + 1) + _ARRIVE_ACT
+        chan_dest[p + k], chan_tag[p + k] = k, 8 * k + _ARRIVE_GRAD
+        if k < last:
+            channel[_DONE_F, k] = k
+            chan_x[k] = chan_x[p + k] = transfer[k]
+            chan_l[k] = chan_l[p + k] = latency[k]
+        if k > 0:
+            channel[_DONE_B, k] = p + k - 1
+    done_at = np.zeros(p)
+    times, tags = np.empty(3 * m * p + 4 * p + 8), np.empty(3 * m * p + 4 * p + 8, np.int64)
+    n = seq = 0
+    for k in range(p):  # every stage's first operation at time 0 (a forward on stage 0 only)
+        op = _next_op(k, last, m, w[k], arrived, nf, nb, nw, done, peak)
+        if op >= 0:
+            busy[k] = True
+            done_at[k] = 0.0 + dur[k]
+            n = _heap_push(times, tags, n, done_at[k], seq + 8 * k + op)
+            seq += _SEQ
+    end_time = 0.0
+    while n > 0:
+        t, tag = times[0], tags[0]
+        n = _heap_pop(times, tags, n)
+        kind = tag & 7
+        k = (tag & (_SEQ - 1)) >> 3
+        if kind <= _DONE_W:
+            busy[k] = False
+            if t > end_time:
+                end_time = t
+            done[kind, k] += 1
+            ch = channel[kind, k]
+            if ch >= 0:
+                free = chan_free[ch]
+                free = (free if free > t else t) + chan_x[ch]
+                chan_free[ch] = free
+                arrival = free + chan_l[ch]
+                dest = chan_dest[ch]
+                if busy[dest] and arrival < done_at[dest]:  # the receiver reads the count only when its operation ends
+                    arrived[(chan_tag[ch] & 7) - _ARRIVE_ACT, dest] += 1
+                else:
+                    n = _heap_push(times, tags, n, arrival, seq + chan_tag[ch])
+                    seq += _SEQ
+        else:
+            arrived[kind - _ARRIVE_ACT, k] += 1
+            if busy[k]:
+                continue
+        # the stage is free: its next operation, as _next_op chooses it (written out: a call here costs 3x)
+        b = nb[k]
+        if b < m and b < (done[_DONE_F, k] if k == last else arrived[1, k]):
+            nb[k] = b + 1
+            op = _DONE_B
+        else:
+            f = nf[k] + 1
+            if f <= m and f <= arrived[0, k] and f - done[_DONE_W, k] <= w[k]:
+                nf[k] = f
+                peak[k] = max(peak[k], f - done[_DONE_W, k])
+                op = _DONE_F
+            elif nw[k] < b:
+                nw[k] += 1
+                op = _DONE_W
+            else:
+                continue
+        busy[k] = True
+        done_at[k] = t + dur[k]
+        n = _heap_push(times, tags, n, done_at[k], seq + 8 * k + op)
+        seq += _SEQ
+    return end_time, peak, bool(np.all(nf + nb + nw == 3 * m))
+
+
+def _sweep_fixed_order(
+    compute: np.ndarray, latency: np.ndarray, transfer: np.ndarray, m: int, plan: np.ndarray
+) -> float:
+    """:func:`sfenv.model.pipeline._sweep_fixed_order` over arrays.
+
+    ``plan`` is :func:`sfenv.model.pipeline._sweep_plan` as rows.
+    """
+    p = compute.shape[0]
+    fwd = compute / 3.0
+    bwd = 2.0 * compute / 3.0
+    f_arr = np.zeros(p * m)
+    for j in range(m):
+        f_arr[j] = -np.inf
+    g_arr = np.zeros(p * m)
+    free = np.zeros(p)
+    down = np.zeros(p)
+    up = np.zeros(p)
+    for r in range(plan.shape[0]):
+        kind, k, j, to = plan[r, 0], plan[r, 1], plan[r, 2], plan[r, 3]
+        forward = kind == 0 or kind == 2  # sends downstream (0), or on the last stage (2)
+        t = free[k]
+        ready = f_arr[j] if forward else g_arr[j]  # the input's arrival
+        if ready > t:
+            t = ready
+        t += fwd[k] if forward else bwd[k]
+        free[k] = t
+        if kind == 0:  # the activation goes to stage k + 1 (index ``to``)
+            d = down[k]
+            d = (t if t > d else d) + transfer[k]
+            down[k] = d
+            f_arr[to] = d + latency[k]
+        elif kind == 1:  # the gradient goes to stage k - 1 over hop ``to``
+            u = up[to]
+            u = (t if t > u else u) + transfer[to]
+            up[to] = u
+            g_arr[j - m] = u + latency[to]
+        elif kind == 2:  # the last stage's backward waits on its forward
+            g_arr[j] = t
+    best = free[0]
+    for k in range(1, p):
+        if free[k] > best:
+            best = free[k]
+    return best
+
+
+def _sweep_plan(gpipe: bool, m: int, windows: np.ndarray) -> np.ndarray:
+    """:func:`sfenv.model.pipeline._sweep_plan` as an ``(operations, 4)`` array (the same rows in the same order)."""
+    p = windows.shape[0]
+    last = p - 1
+    kinds = np.empty((p, 2 * m), np.int64)  # per stage, its order (:func:`sfenv.model.pipeline._fixed_order`)
+    index = np.empty((p, 2 * m), np.int64)
+    for k in range(p):
+        n = 0
+        if gpipe:
+            for i in range(m):
+                kinds[k, n], index[k, n] = 0, i
+                n += 1
+            for i in range(m):
+                kinds[k, n], index[k, n] = 1, i
+                n += 1
+        else:
+            w = windows[k]
+            for i in range(w):
+                kinds[k, n], index[k, n] = 0, i
+                n += 1
+            for i in range(m):
+                kinds[k, n], index[k, n] = 1, i
+                n += 1
+                if i + w < m:
+                    kinds[k, n], index[k, n] = 0, i + w
+                    n += 1
+    rows = np.zeros((2 * m * p, 4), np.int64)
+    r = 0
+    for pos in range(2 * m):
+        for k in range(p):  # forwards from the first stage down
+            if kinds[k, pos] == 0:
+                j = k * m + index[k, pos]
+                if k < last:
+                    rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = 0, k, j, j + m
+                else:
+                    rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = 2, k, j, 0
+                r += 1
+        for k in range(last, -1, -1):  # backwards from the last stage up
+            if kinds[k, pos] == 1:
+                if k > 0:
+                    rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = 1, k, k * m + index[k, pos], k - 1
+                else:
+                    rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = 3, k, index[k, pos], 0
+                r += 1
+    return rows[:r]
+
+
+def warm_up() -> None:
+    """Load (or compile) every kernel for the argument types :mod:`sfenv.model.pipeline` passes, on tiny inputs."""
+    c, hops, w = np.array([1.0, 2.0]), np.array([0.1]), np.array([2, 1], dtype=np.int64)
+    replay_zero_bubble(c, hops, hops, 4, w)
+    rows = sweep_plan(False, 4, w)
+    rows.setflags(write=False)  # pipeline._sweep_plan_rows hands out read-only tables
+    sweep_fixed_order(c, hops, hops, 4, rows)
+
+
+if AVAILABLE:
+    _heap_push = njit(cache=True, nogil=True)(_heap_push)
+    _heap_pop = njit(cache=True, nogil=True)(_heap_pop)
+    _next_op = njit(cache=True, nogil=True)(_next_op)
+    replay_zero_bubble = njit(cache=True, nogil=True)(_replay_zero_bubble)
+    sweep_fixed_order = njit(cache=True, nogil=True)(_sweep_fixed_order)
+    sweep_plan = njit(cache=True, nogil=True)(_sweep_plan)
+else:  # pragma: no cover - the Python loops of sfenv.model.pipeline run instead
+    replay_zero_bubble = _replay_zero_bubble
+    sweep_fixed_order = _sweep_fixed_order
+    sweep_plan = _sweep_plan

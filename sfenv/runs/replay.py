@@ -1,0 +1,269 @@
+"""Action logs of episodes and their replay: what ``sfenv validate`` checks a submitted entry with.
+
+An episode's **action log** is everything the scheduler told the simulator, in order:
+
+- ``decisions``: one entry per decision point (``Simulator.run`` asks ``decide``): a plan
+  (:func:`plan_to_json`) that was started, or ``None`` for wait;
+- ``replans``: one list of plans per call of the re-planning hook (empty lists included).
+
+Any scheduler's episode reduces to it, a learned policy's too: through the environment a start
+action is the candidate plan it names, wait (or a forced wait) is ``None``, and a masked action
+changes nothing and is not logged.  Given the scenario and the seed the simulator is
+deterministic, so :func:`replay` replays the log with :meth:`sfenv.sim.Simulator.run` and gets
+the episode's report back; :func:`check_row` compares it with the metrics a results row claims.
+
+A row of an entry (``sfenv evaluate --record-actions``) carries ``actions`` (the log) and
+``scenario_sha`` (:func:`scenario_sha` of the scenario it was played on, the workload size
+included), besides ``scenario``, ``seed`` and the metrics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from sfenv.errors import InvalidInput
+from sfenv.model.perf import Plan, Stage
+from sfenv.runs.results import scenario_hash
+from sfenv.scenario import Scenario
+from sfenv.sim import make_simulator
+from sfenv.sim.metrics import EpisodeReport, JobRecord
+
+__all__ = [
+    "COMPARED_FIELDS",
+    "ActionRecorder",
+    "Rejected",
+    "check_row",
+    "check_split_label",
+    "entry_rows",
+    "jct_fields",
+    "plan_from_json",
+    "plan_to_json",
+    "replay",
+    "scenario_sha",
+    "validate_rows",
+]
+
+
+class Rejected(Exception):
+    """An entry whose replay differs from what it claims (``sfenv validate`` exits 1).
+
+    The message names the first difference.
+    """
+
+#: the metrics a replay must reproduce exactly: every episode-report field (and the per-job ``jcts_s``)
+COMPARED_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(EpisodeReport))
+
+
+def scenario_sha(sc: Scenario) -> str:
+    """The scenario's hash, as results files record it (:func:`sfenv.runs.results.scenario_hash`)."""
+    return scenario_hash(sc)
+
+
+def jct_fields(records: Sequence[JobRecord], end: float) -> dict[str, list]:
+    """Per-job JCTs of the jobs that arrived, unfinished ones censored at ``end``, with their flags.
+
+    The evaluator's rows carry these (``jcts_s``, ``jct_censored``); a replay must reproduce them.
+    """
+    arrived = [r for r in records if r.arrived_by(end)]
+    return {"jcts_s": [r.censored_jct(end) for r in arrived], "jct_censored": [not r.finished for r in arrived]}
+
+
+def _init_fields(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
+def plan_to_json(plan: Plan | None) -> dict[str, Any] | None:
+    """A plan as plain JSON data (None stays None, meaning wait): every constructor field of the plan and its stages."""
+    if plan is None:
+        return None
+    data: dict[str, Any] = {name: getattr(plan, name) for name in _init_fields(Plan) if name != "stages"}
+    data["stages"] = [{"layers": s.layers, "tp": s.tp, "placement": [[int(r), int(n)] for r, n in s.placement]}
+                      for s in plan.stages]
+    return data
+
+
+def plan_from_json(data: dict[str, Any] | None) -> Plan | None:
+    """The plan :func:`plan_to_json` wrote.
+
+    :raises InvalidInput: for data that is not such a plan (a missing or unknown field, a bad value).
+    """
+    if data is None:
+        return None
+    try:
+        unknown = set(data) - set(_init_fields(Plan))
+        if unknown:
+            raise ValueError(f"unknown fields {sorted(unknown)}")
+        stages = tuple(Stage(int(s["layers"]), tuple((int(r), int(n)) for r, n in s["placement"]), int(s["tp"]))
+                       for s in data["stages"])
+        return Plan(**{**data, "stages": stages})
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InvalidInput(f"action log: not a plan ({type(exc).__name__}: {exc})") from None
+
+
+class ActionRecorder:
+    """Wraps a ``decide`` (and a re-planning hook) and logs what they return.
+
+    :param decide: the scheduler's ``decide(view) -> Plan | None``.
+    :param replan: its re-planning hook, or None.
+    """
+
+    def __init__(self, decide: Callable[[Any], Plan | None], replan: Callable[[Any], Iterable[Plan]] | None = None):
+        self._decide, self._replan = decide, replan
+        self.decisions: list[dict | None] = []
+        self.replans: list[list[dict]] = []
+
+    def decide(self, view: Any) -> Plan | None:
+        """Call the wrapped ``decide`` and log its plan."""
+        plan = self._decide(view)
+        self.decisions.append(plan_to_json(plan))
+        return plan
+
+    def replan(self, view: Any) -> list[Plan]:
+        """Call the wrapped hook and log its plans."""
+        assert self._replan is not None
+        plans = list(self._replan(view))
+        self.replans.append([plan_to_json(p) for p in plans])  # type: ignore[misc]
+        return plans
+
+    def log(self) -> dict[str, list]:
+        """The action log: ``{"decisions": [...], "replans": [...]}``."""
+        return {"decisions": list(self.decisions), "replans": [list(r) for r in self.replans]}
+
+
+def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]:
+    """Replay an action log on ``make_simulator(scenario, seed)``; returns the report and per-job JCTs.
+
+    :raises InvalidInput: for a malformed log, a log that ends before the episode does while a
+        decision is still asked for, decisions left over, or a decision the simulator refuses.
+    """
+    from sfenv.sim import InvalidDecision
+
+    if not isinstance(log, dict) or not isinstance(log.get("decisions"), list) \
+            or not isinstance(log.get("replans", []), list):
+        raise InvalidInput("action log: expected {'decisions': [...], 'replans': [...]}")
+    decisions = [plan_from_json(d) for d in log["decisions"]]
+    replans = [[plan_from_json(p) for p in r] for r in log.get("replans", [])]
+    pos = {"d": 0, "r": 0}
+
+    def decide(view: Any) -> Plan | None:
+        i = pos["d"]
+        pos["d"] += 1
+        return decisions[i]
+
+    def replan(view: Any) -> list[Plan]:
+        i = pos["r"]
+        if i >= len(replans):
+            raise InvalidInput(f"action log: the simulator re-planned a {i + 1}th time; the log holds {len(replans)}")
+        pos["r"] += 1
+        return [p for p in replans[i] if p is not None]
+
+    sim = make_simulator(scenario, seed)
+    try:
+        report = sim.run(decide, max_decisions=len(decisions), replan=replan if replans else None)
+    except InvalidDecision as exc:
+        raise InvalidInput(f"action log: decision {pos['d']} is refused by the simulator ({exc})") from None
+    if pos["r"] != len(replans):
+        raise InvalidInput(f"action log: {len(replans) - pos['r']} re-planning entries left after the episode")
+    row = report.to_dict()
+    row.update(jct_fields(sim.records(), report.makespan_s))
+    return row
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            fa, fb = float(a), float(b)
+        except (TypeError, ValueError):
+            return False
+        return fa == fb or (math.isnan(fa) and math.isnan(fb))
+    return a == b
+
+
+def check_row(row: dict[str, Any], replayed: dict[str, Any],
+              fields: Sequence[str] = COMPARED_FIELDS) -> str | None:
+    """The first metric of ``row`` that ``replayed`` does not reproduce, as a sentence, or None if all match.
+
+    Floats must match exactly (the simulator is deterministic and JSON keeps floats exactly).
+    """
+    for name in fields:
+        if name not in row:
+            return f"{name} is missing"
+        if not _same(row[name], replayed.get(name)):
+            return f"{name} is {row[name]!r} in the file, {replayed.get(name)!r} on replay"
+    claimed, got = row.get("jcts_s"), replayed.get("jcts_s")
+    if claimed is not None and (len(claimed) != len(got) or not all(_same(a, b) for a, b in zip(claimed, got))):
+        return "jcts_s (per-job JCTs) differ from the replay"
+    return None
+
+
+def entry_rows(data: Any, source: str = "entry") -> list[dict[str, Any]]:
+    """The episode rows of a results file's content: a list of rows, or a mapping holding them.
+
+    A mapping's rows are under ``episodes`` (a results file of :mod:`sfenv.runs.results`), ``rows`` or
+    ``results`` (the first that is a list).
+
+    :raises InvalidInput: if there are no rows, or a row lacks ``scenario``, ``seed`` or its action log.
+    """
+    rows = data
+    if isinstance(data, dict):
+        rows = next((data[k] for k in ("episodes", "rows", "results") if isinstance(data.get(k), list)), None)
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        raise InvalidInput(f"{source}: no episode rows (expected a results file of sfenv evaluate --record-actions)")
+    for i, r in enumerate(rows):
+        missing = [k for k in ("agent", "scenario", "seed", "actions", "scenario_sha") if k not in r]
+        if missing:
+            raise InvalidInput(f"{source}: row {i} has no {', '.join(missing)} "
+                               "(record the entry with sfenv evaluate --record-actions)")
+    return rows
+
+
+def validate_rows(rows: Sequence[dict[str, Any]], scenario: Any = None,
+                  progress: Callable[[str], None] | None = None) -> int:
+    """Replay every row's action log and check its metrics; returns the number of episodes checked.
+
+    :param scenario: the scenario the entry was played on (a name, file or Scenario; default: each
+        row's bundled scenario by name), taken with the row's workload size.
+    :raises Rejected: at the first row whose scenario hash or metrics the replay does not reproduce.
+    :raises InvalidInput: for a scenario that cannot be loaded or a malformed action log.
+    """
+    from sfenv.scenario import load_scenario
+
+    for i, row in enumerate(rows):
+        sc = load_scenario(scenario if scenario is not None else row["scenario"])
+        jobs = row.get("jobs")
+        if isinstance(jobs, int) and jobs != sc.cfg.workload.num_jobs:
+            sc = sc.with_overrides(workload={"num_jobs": jobs})
+        where = f"row {i} ({row['agent']}, {row['scenario']}, seed {row['seed']})"
+        if scenario_sha(sc) != row["scenario_sha"]:
+            raise Rejected(f"{where}: scenario hash {row['scenario_sha']} is not that of {sc.name!r} with "
+                           f"{sc.cfg.workload.num_jobs} jobs ({scenario_sha(sc)})")
+        try:
+            replayed = replay(sc, int(row["seed"]), row["actions"])
+        except InvalidInput as exc:
+            raise Rejected(f"{where}: {exc}") from None
+        diff = check_row(row, replayed)
+        if diff is not None:
+            raise Rejected(f"{where}: {diff}")
+        if progress is not None:
+            progress(f"{where}: ok")
+    return len(rows)
+
+
+def check_split_label(settings: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> None:
+    """Reject an entry whose settings label its seeds with a split they are not the first seeds of.
+
+    :raises Rejected: naming the label and the seeds.
+    """
+    from sfenv.runs import protocol
+
+    if not settings or settings.get("split") in (None, protocol.EXPLICIT):
+        return
+    seeds = sorted({int(r["seed"]) for r in rows})
+    scenario = settings.get("scenario")
+    try:
+        protocol.SeedChoice(tuple(seeds), str(settings["split"]), scenario if isinstance(scenario, str) else None)
+    except InvalidInput as exc:
+        raise Rejected(f"settings: {exc}") from None

@@ -1,0 +1,118 @@
+"""Energy and cost accounting: each job's bill and the platform-wide totals, integrated over hourly prices.
+
+A running job draws constant power per price zone between changes of its rates; its cost is the
+exact integral of each zone's price over that time (:meth:`sfenv.world.prices.PriceSeries.cumulative`).
+The platform-wide totals are kept from the summed rates of the running jobs, so reading them costs
+O(zones), not O(jobs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sfenv.model.perf import PlanPerf
+from sfenv.sim.state import JobState
+from sfenv.world.prices import JOULES_PER_MWH, PriceSeries
+
+__all__ = ["Billing"]
+
+
+class Billing:
+    """The bills of one episode: per job (:meth:`accrue`) and platform-wide (:meth:`totals`).
+
+    :param prices: the episode's hourly prices.
+    :param region_zone: price-zone index of every region.
+    """
+
+    def __init__(self, prices: PriceSeries, region_zone: np.ndarray):
+        self.prices = prices
+        self.region_zone = region_zone
+        # platform-wide accounts: cost (USD), energy (J), tokens up to ``_glob_t``, and the summed rates
+        # of the running jobs (watts per price zone, watts, tokens/s)
+        self._glob = [0.0, 0.0, 0.0]
+        self._glob_t = 0.0
+        self._glob_f: np.ndarray | None = None  # F(_glob_t), filled on demand
+        self._cum_t, self._cum_f = 0.0, prices.cumulative(0.0)
+        self._rate_pz = np.zeros(len(prices.zones))
+        self._rate_w = 0.0
+        #: predicted tokens/s of the jobs with a plan (the platform-wide rate)
+        self.rate_tokens = 0.0
+        self._n_rated = 0
+
+    def cumulative(self, t: float) -> np.ndarray:
+        """``prices.cumulative(t)``, remembered for the last ``t`` asked (many callers per event)."""
+        if t != self._cum_t:
+            self._cum_t, self._cum_f = t, self.prices.cumulative(t)
+        return self._cum_f
+
+    def accrue(self, js: JobState, now: float) -> None:
+        """Bring job ``js``'s progress, energy, WAN bytes and cost up to ``now`` at its current rates."""
+        dt = now - js.last_update
+        if dt > 0 and js.perf is not None:
+            iters = dt / js.perf.iter_time
+            js.progress += iters
+            energy = js.perf.power_w * dt
+            js.energy_j += energy
+            js.wan_bytes += js.perf.wan_bytes_per_iter * iters
+            assert js.power_zone is not None
+            f0 = js.f_last if js.f_last is not None else self.cumulative(js.last_update)
+            f1 = self.cumulative(now)
+            js.f_last = f1
+            js.cost_usd += float(np.dot(js.power_zone, f1 - f0)) / JOULES_PER_MWH
+        elif dt != 0:
+            js.f_last = None  # F(last_update) is stale; with dt == 0 it stays valid
+        js.last_update = now
+
+    def fold(self, t: float) -> None:
+        """Bring the platform-wide accounts up to ``t`` (before the running jobs' rates change)."""
+        if t == self._glob_t:
+            return
+        if self._n_rated:
+            f1 = self.cumulative(t)
+            f0 = self._glob_f if self._glob_f is not None else self.cumulative(self._glob_t)
+            dt = t - self._glob_t
+            g = self._glob
+            g[0] += float(np.dot(self._rate_pz, f1 - f0)) / JOULES_PER_MWH
+            g[1] += self._rate_w * dt
+            g[2] += self.rate_tokens * dt
+            self._glob_f = f1
+        else:
+            self._glob_f = None
+        self._glob_t = t
+
+    def unrate(self, js: JobState) -> None:
+        """Remove a job's rates from the platform-wide sums (call :meth:`fold` first)."""
+        if js.perf is None or js.power_zone is None:
+            return
+        self._n_rated -= 1
+        if self._n_rated == 0:  # exact zeros, so rounding never accumulates across idle periods
+            self._rate_pz[:] = 0.0
+            self._rate_w = self.rate_tokens = 0.0
+        else:
+            self._rate_pz -= js.power_zone
+            self._rate_w -= js.perf.power_w
+            self.rate_tokens -= js.spec.tokens_per_iteration / js.perf.iter_time
+
+    def rate(self, js: JobState, perf: PlanPerf) -> None:
+        """Give job ``js`` the rates of ``perf`` (call :meth:`fold` and :meth:`unrate` first)."""
+        js.perf = perf
+        pz = np.zeros(len(self.prices.zones))
+        for r, w in perf.power_by_region.items():
+            pz[self.region_zone[r]] += w
+        js.power_zone = pz
+        self._n_rated += 1
+        self._rate_pz += pz
+        self._rate_w += perf.power_w
+        self.rate_tokens += js.spec.tokens_per_iteration / perf.iter_time
+
+    def totals(self, now: float) -> tuple[float, float, float]:
+        """Cost (USD), energy (J) and tokens accrued by all jobs up to ``now`` (no state change)."""
+        cost, energy, tokens = self._glob
+        dt = now - self._glob_t
+        if not self._n_rated or dt == 0:
+            return cost, energy, tokens
+        if self._glob_f is None:  # fill the cache of F(_glob_t): a value, not a state change
+            self._glob_f = self.cumulative(self._glob_t)
+        f_now = self.cumulative(now)
+        cost += float(np.dot(self._rate_pz, f_now - self._glob_f)) / JOULES_PER_MWH
+        return cost, energy + self._rate_w * dt, tokens + self.rate_tokens * dt

@@ -1,0 +1,91 @@
+"""Building one episode's simulator from a scenario: settings, random streams, outages and link dynamics.
+
+The scenario (:mod:`sfenv.scenario`) describes the world; :func:`make_simulator` turns it into an
+engine at time 0.  It is the one place an episode is assembled, and the one path of its seeding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sfenv.model.perf import PerfParams
+from sfenv.scenario import Scenario
+from sfenv.sim.engine import Simulator
+from sfenv.sim.events import LinkDynamics, Outage
+from sfenv.sim.state import EvaluationCache, SimConfig
+
+__all__ = ["draw_outages", "evaluation_cache_for", "link_dynamics_for", "make_simulator", "sim_config_for"]
+
+
+def make_simulator(
+    scenario: Scenario,
+    rng: np.random.Generator | int | None = None,
+    evaluation_cache: EvaluationCache | None = None,
+) -> Simulator:
+    """One episode of ``scenario``; all randomness comes from ``rng`` (or a generator seeded by it).
+
+    The generator is split with ``rng.spawn(4)`` into independent streams for the jobs, the
+    price noise, the outages and the link dynamics.
+
+    :param scenario: the world description (:class:`sfenv.scenario.Scenario`).
+    :param rng: a generator, or a seed for one.
+    :param evaluation_cache: from :func:`evaluation_cache_for`, to share plan evaluations
+        between the episodes of this scenario.
+    :return: the simulator at time 0, before the first event.
+    """
+    if not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(rng)
+    job_rng, price_rng, outage_rng, dyn_rng = rng.spawn(4)
+    return Simulator(
+        scenario.topology,
+        scenario.make_prices(price_rng),
+        scenario.make_jobs(job_rng),
+        sim_config_for(scenario),
+        outages=draw_outages(scenario, outage_rng),
+        dynamics=link_dynamics_for(scenario),
+        rng=dyn_rng,
+        evaluation_cache=evaluation_cache,
+    )
+
+
+def sim_config_for(scenario: Scenario) -> SimConfig:
+    """The simulator settings of ``scenario`` (its ``sim`` section)."""
+    s = scenario.cfg.sim
+    return SimConfig(
+        horizon_s=s.horizon_h * 3600.0,
+        checkpoint_interval_s=s.checkpoint_interval_s,
+        perf=PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom),
+    )
+
+
+def link_dynamics_for(scenario: Scenario) -> LinkDynamics | None:
+    """The link fluctuation model of ``scenario`` (its ``dynamics`` section), or None."""
+    links = scenario.dynamic_links
+    if not links:
+        return None
+    d = scenario.cfg.dynamics
+    return LinkDynamics(links, d.low_factor, d.mean_good_h * 3600.0, d.mean_bad_h * 3600.0)
+
+
+def draw_outages(scenario: Scenario, rng: np.random.Generator) -> list[Outage]:
+    """Region outages over the horizon: Poisson per region, exponential durations (``outages`` section)."""
+    o = scenario.cfg.outages
+    out: list[Outage] = []
+    if o.rate_per_region_per_day <= 0:
+        return out
+    horizon = scenario.cfg.sim.horizon_h * 3600.0
+    for r in range(scenario.topology.num_regions):
+        t = 0.0
+        while True:
+            t += rng.exponential(86400.0 / o.rate_per_region_per_day)
+            if t >= horizon:
+                break
+            dur = rng.exponential(o.mean_duration_h * 3600.0)
+            out.append(Outage(r, t, dur))
+            t += dur
+    return sorted(out, key=lambda x: (x.start, x.region))
+
+
+def evaluation_cache_for(scenario: Scenario) -> EvaluationCache:
+    """A plan-evaluation cache shared by the simulators of ``scenario`` (see :func:`make_simulator`)."""
+    return EvaluationCache(scenario.topology, sim_config_for(scenario).perf)

@@ -1,0 +1,172 @@
+"""Re-planning a running job: the checks, the re-partition pause and the switch (parts of :class:`Simulator`).
+
+:meth:`Simulator.replan` replaces a running job's plan with another plan for the same job that fits
+the GPUs it holds plus free ones (or a subset).  The switch is charged as a modelled *re-partition
+pause* (no work is lost): ``pause = replan_restart_s + transfer``, where ``transfer`` moves the
+training state of every layer (``replan_state_bytes_per_param`` bytes per parameter: bf16 weights
+and fp32 Adam state and master weights; gradients are not needed between iterations) to each region
+that holds it under the new plan but did not under the old one, from the old holder with the widest
+route now.  Each (source, destination) pair sends its bytes over its route; a link carries the bytes
+of every pair crossing it at one fair share (its capacity over the flows of other jobs plus one), so
+``transfer = max over pairs (route latency + max over its links (bytes on the link / share))``.
+Re-sharding inside a region (another tensor or data-parallel degree) and rebuilding the pipeline are
+covered by the constant ``replan_restart_s``; a change of micro-batch size or schedule alone costs
+only that constant.  During the pause the job holds, in every region, the larger of its old and new
+GPU counts (old GPUs send, new ones receive), draws idle power on all of them (billed at the zones'
+prices) and makes no progress; it puts the new plan's flows on the WAN from the switch (standing for
+the state transfer) and resumes with the new plan at the end of the pause, when the GPUs only the
+old plan used are freed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sfenv.model.perf import Plan, PlanPerf, evaluate_plan, plan_flows
+from sfenv.sim.events import EventKind, Resume
+from sfenv.sim.state import InvalidDecision, JobState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sfenv.sim.engine import Simulator
+
+__all__ = ["check_replan", "replan", "resume", "transfer_s"]
+
+
+def _holders(p: Plan) -> tuple[list[frozenset[int]], frozenset[int]]:
+    """Regions holding each layer of ``p``, and those holding the embeddings (first and last stage)."""
+    per_layer: list[frozenset[int]] = []
+    for st in p.stages:
+        per_layer.extend([frozenset(st.regions)] * st.layers)
+    emb = frozenset(p.stages[0].regions) | frozenset(p.stages[-1].regions if len(p.stages) > 1 else ())
+    return per_layer, emb
+
+
+def transfer_s(sim: Simulator, js: JobState, plan: Plan) -> float:
+    """Time to move the training state the switch from ``js.plan`` to ``plan`` moves (module docstring)."""
+    old = js.plan
+    assert old is not None
+    model = js.spec.model
+    topo = sim.topo
+    old_l, old_e = _holders(old)
+    new_l, new_e = _holders(plan)
+    if len(old_l) != len(new_l):
+        return math.inf
+    bpp = sim.config.replan_state_bytes_per_param
+    items = [(a, b, model.layer_params * bpp) for a, b in zip(old_l, new_l)]
+    items.append((old_e, new_e, model.embedding_params * bpp))
+    share = sim.links.capacity_bps / (sim.links.without(js.flows) + 1.0)
+
+    def route_bw(a: int, b: int) -> float:
+        links = topo.route_links[a][b]
+        return min(float(share[k]) for k in links) if links else 0.0
+
+    pair_bytes: dict[tuple[int, int], float] = {}
+    for src_set, dst_set, nbytes in items:
+        if nbytes <= 0.0:
+            continue
+        for d in sorted(dst_set - src_set):
+            src = max(sorted(src_set), key=lambda a: route_bw(a, d))
+            if route_bw(src, d) <= 0.0:
+                return math.inf  # no route to the new region
+            pair_bytes[(src, d)] = pair_bytes.get((src, d), 0.0) + nbytes
+    link_bytes = np.zeros(topo.num_links)
+    for (a, b), nbytes in pair_bytes.items():
+        for k in topo.route_links[a][b]:
+            link_bytes[k] += nbytes
+    t = 0.0
+    for a, b in pair_bytes:
+        links = topo.route_links[a][b]
+        t = max(t, float(topo.route_latency_s[a, b]) + max(float(link_bytes[k] * 8.0 / share[k]) for k in links))
+    return t
+
+
+def _check_regions(sim: Simulator, js: JobState, plan: Plan) -> None:
+    for r, n in plan.gpus_by_region().items():
+        if not 0 <= r < sim.topo.num_regions:
+            raise InvalidDecision(f"unknown region {r}")
+        if sim.gpus.down[r]:
+            raise InvalidDecision(f"region {sim.topo.regions[r].name} is down")
+        extra = n - js.held.get(r, 0)
+        if extra > sim.gpus.free[r]:
+            raise InvalidDecision(f"plan needs {extra} more GPUs in {sim.topo.regions[r].name}, "
+                                  f"{sim.gpus.free[r]} free")
+
+
+def check_replan(sim: Simulator, plan: Plan) -> tuple[PlanPerf, float]:
+    """Validate switching running job ``plan.job_id`` to ``plan`` now (:meth:`Simulator.check_replan`)."""
+    if not 0 <= plan.job_id < len(sim.jobs):
+        raise InvalidDecision(f"unknown job {plan.job_id}")
+    js = sim.jobs[plan.job_id]
+    if js.status != "running":
+        raise InvalidDecision(f"job {plan.job_id} is {js.status}, not running")
+    if js.paused:
+        raise InvalidDecision(f"job {plan.job_id} is already switching plans (until t={js.resume_at:.0f} s)")
+    if plan == js.plan:
+        raise InvalidDecision(f"job {plan.job_id} already runs this plan")
+    _check_regions(sim, js, plan)
+    if len(plan.regions) > 1:
+        perf = evaluate_plan(plan, js.spec, sim.topo, sim.params, sim.links.capacity_bps, sim.links.without(js.flows))
+    else:
+        perf = sim.evaluate(plan, js.spec)
+    if not perf.feasible:
+        raise InvalidDecision(f"infeasible plan for job {plan.job_id}: {perf.reason}")
+    pause = sim.config.replan_restart_s + transfer_s(sim, js, plan)
+    if not math.isfinite(pause):
+        raise InvalidDecision(f"job {plan.job_id}: no route to move its state to the new plan's regions")
+    return perf, pause
+
+
+def replan(sim: Simulator, plan: Plan) -> float:
+    """Switch a running job to ``plan`` now, charging the re-partition pause (:meth:`Simulator.replan`)."""
+    perf, pause = check_replan(sim, plan)
+    js = sim.jobs[plan.job_id]
+    sim.billing.accrue(js, sim.time)
+    sim.gpus.accrue_busy(sim.time)
+    assert js.plan is not None  # the run so far ends here; the pause and the new plan are runs too
+    js.segments.append(js.open_segment(sim.time))
+    js.start = sim.time
+    new = plan.gpus_by_region()
+    held = {r: max(js.held.get(r, 0), new.get(r, 0)) for r in sorted(set(js.held) | set(new))}
+    sim.gpus.take({r: n - js.held.get(r, 0) for r, n in held.items()})
+    js.held = held
+    changed = set(js.flows)
+    sim.links.remove(js.flows)
+    js.flows = plan_flows(plan, sim.topo, js.spec)
+    sim.links.add(js.flows)
+    changed |= set(js.flows)
+    js.plan = plan
+    js.replans += 1
+    js.replan_pause_s += pause
+    js.resume_at = sim.time + pause
+    js.resume_perf = perf
+    js.max_gpus_used = max(js.max_gpus_used, plan.gpus)
+    js.max_regions_used = max(js.max_regions_used, len(plan.regions))
+    sim.replans += 1
+    sc = sim.topo.scalars
+    idle = {r: n * sc.idle_w[r] * sc.pue[r] for r, n in held.items() if n > 0}
+    sim.set_rates(js, PlanPerf(feasible=True, iter_time=math.inf, power_by_region=idle), complete=False)
+    sim.push(js.resume_at, EventKind.RESUME, Resume(plan.job_id, js.version))
+    if changed:  # jobs sharing the old or new links get new shares (this job is skipped: paused)
+        sim.refresh(changed)
+    return pause
+
+
+def resume(sim: Simulator, js: JobState) -> None:
+    """End a re-plan pause: free the GPUs only the old plan used, run the new plan."""
+    assert js.plan is not None
+    sim.billing.accrue(js, sim.time)
+    sim.gpus.accrue_busy(sim.time)
+    js.segments.append(js.open_segment(sim.time))  # the pause
+    js.start = sim.time
+    new = js.plan.gpus_by_region()
+    sim.gpus.take({r: new.get(r, 0) - n for r, n in js.held.items()})
+    js.held = new
+    js.resume_at = math.nan
+    js.resume_perf = None
+    perf = sim.links.running_perf(js.plan, js.spec)
+    if not perf.feasible:  # pragma: no cover - checked at the switch; shares never change memory
+        raise RuntimeError(f"job {js.spec.job_id} cannot resume: {perf.reason}")
+    sim.set_rates(js, perf)

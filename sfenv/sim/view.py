@@ -1,0 +1,190 @@
+"""The read-only view agents get of a running :class:`~sfenv.sim.engine.Simulator`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sfenv.model.perf import PerfParams, Plan, PlanPerf
+from sfenv.sim.state import InvalidDecision
+from sfenv.world.topology import Topology
+from sfenv.world.workload import JobSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sfenv.sim.engine import Simulator
+
+__all__ = ["RunningInfo", "SimView", "read_only"]
+
+
+@dataclass(frozen=True)
+class RunningInfo:
+    """Read-only summary of a running job for agents.
+
+    During a re-plan pause ``plan`` is the new plan, ``iter_time`` its predicted iteration time,
+    ``throughput`` 0, ``remaining_s`` includes the rest of the pause and ``paused_until`` is the
+    pause's end (NaN otherwise).
+    """
+
+    job: JobSpec
+    plan: Plan
+    iter_time: float
+    throughput: float
+    progress: float
+    remaining_s: float
+    power_w: float
+    paused_until: float = math.nan
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``."""
+    a = a.view()
+    a.setflags(write=False)
+    return a
+
+
+class SimView:
+    """Read-only view of a :class:`Simulator` for agents.
+
+    Arrays it returns are read-only; ``evaluate`` predicts a plan without changing anything.
+    """
+
+    def __init__(self, sim: Simulator):
+        self._sim = sim
+
+    @property
+    def time(self) -> float:
+        """Simulated time, s."""
+        return self._sim.time
+
+    @property
+    def topo(self) -> Topology:
+        """The topology (static)."""
+        return self._sim.topo
+
+    @property
+    def params(self) -> PerfParams:
+        """Performance model constants."""
+        return self._sim.params
+
+    @property
+    def free_gpus(self) -> np.ndarray:
+        """Free GPUs per region (0 for regions that are down); the same read-only array while they do not change."""
+        return self._sim.free_gpus_now()[0]
+
+    @property
+    def down(self) -> np.ndarray:
+        """True for regions in an outage."""
+        return read_only(self._sim.down)
+
+    @property
+    def link_capacity_bps(self) -> np.ndarray:
+        """Current link capacities (bandwidth x fluctuation)."""
+        return read_only(self._sim.links.capacity_bps)
+
+    @property
+    def link_flows(self) -> np.ndarray:
+        """Flows currently on each link."""
+        return read_only(self._sim.links.flows)
+
+    def link_state_among(self, regions: Iterable[int]) -> tuple[bytes, bytes]:
+        """Flows and capacity factors of the links a plan on ``regions`` can use (:meth:`Topology.links_among`).
+
+        Everything of the link state that :meth:`evaluate` reads for such a plan (capacities are
+        the topology's fixed bandwidths times these factors), as bytes: a key for plan memos.
+        """
+        links = self.topo.links_among(regions)
+        links_now = self._sim.links
+        return links_now.flows[links].tobytes(), links_now.factor[links].tobytes()
+
+    @property
+    def waiting(self) -> list[JobSpec]:
+        """Waiting jobs in arrival order (a new list: O(queue) to copy; see :meth:`waiting_head`)."""
+        return list(self._sim.queue.specs)
+
+    def waiting_head(self, n: int) -> list[JobSpec]:
+        """The first ``n`` waiting jobs in arrival order (``waiting[:n]`` without copying the whole queue)."""
+        return self._sim.queue.specs[:n]
+
+    @property
+    def num_waiting(self) -> int:
+        """Number of waiting jobs."""
+        return len(self._sim.waiting)
+
+    def waiting_progress(self, job_id: int) -> float:
+        """Iterations already done by a waiting job (non-zero after a preemption)."""
+        return self._sim.jobs[job_id].progress
+
+    @property
+    def running(self) -> list[RunningInfo]:
+        """Running jobs, by id."""
+        out = []
+        now = self._sim.time
+        for jid in sorted(self._sim.running):
+            js = self._sim.jobs[jid]
+            assert js.perf is not None and js.plan is not None
+            if js.paused:
+                assert js.resume_perf is not None
+                it = js.resume_perf.iter_time
+                left = max(0.0, js.spec.iterations - js.progress) * it + js.resume_at - now
+                out.append(RunningInfo(js.spec, js.plan, it, 0.0, js.progress, left, js.perf.power_w, js.resume_at))
+                continue
+            prog = js.progress + (now - js.last_update) / js.perf.iter_time
+            out.append(
+                RunningInfo(js.spec, js.plan, js.perf.iter_time, js.perf.throughput, prog,
+                            max(0.0, js.spec.iterations - prog) * js.perf.iter_time, js.perf.power_w)
+            )
+        return out
+
+    def prices_now(self) -> np.ndarray:
+        """Price per region now, USD/MWh."""
+        return self._sim.prices.prices_at(self._sim.time)[self._sim.region_zone]
+
+    def price_forecast(self, hours: int) -> np.ndarray:
+        """Price per region for the current and next hours, array (regions x hours)."""
+        return self._sim.prices.forecast(self._sim.time, hours)[self._sim.region_zone]
+
+    def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
+        """Predict a plan under the current link state (its own flows added)."""
+        return self._sim.evaluate(plan, job)
+
+    def evaluate_moved(self, plan: Plan, job: JobSpec, source: Plan, source_perf: PlanPerf) -> PlanPerf:
+        """:meth:`evaluate` of ``plan``, ``source``'s stages moved elsewhere (:meth:`Simulator.evaluate_moved`)."""
+        return self._sim.evaluate_moved(plan, job, source, source_perf)
+
+    def evaluate_replan(self, plan: Plan) -> tuple[PlanPerf, float]:
+        """Predicted performance of switching a running job to ``plan`` now, and the pause (s).
+
+        :raises InvalidDecision: if :meth:`Simulator.replan` would refuse the switch.
+        """
+        return self._sim.check_replan(plan)
+
+    def gpus_held(self, job_id: int) -> dict[int, int]:
+        """GPUs a running job holds per region (empty for jobs not running)."""
+        return dict(self._sim.jobs[job_id].held)
+
+    def can_start(self, plan: Plan) -> bool:
+        """True if :meth:`Simulator.schedule` would accept ``plan`` now."""
+        try:
+            self._sim.check(plan)
+        except InvalidDecision:
+            return False
+        return True
+
+    def job(self, job_id: int) -> JobSpec:
+        """Spec of any job of the episode."""
+        return self._sim.jobs[job_id].spec
+
+    @property
+    def num_jobs(self) -> int:
+        """Jobs in the episode."""
+        return len(self._sim.jobs)
+
+    @property
+    def pending_arrivals(self) -> int:
+        """Jobs that have not arrived yet."""
+        sim = self._sim
+        return len(sim.jobs) - sim.finished_count - sim.in_system
