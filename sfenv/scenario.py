@@ -540,7 +540,7 @@ class Scenario:
             if w.iterations_choices:
                 iters = int(w.iterations_choices[int(rng.integers(len(w.iterations_choices)))])
             else:
-                iters = int(round(math.exp(rng.uniform(log_lo, log_hi))))
+                iters = round(math.exp(rng.uniform(log_lo, log_hi)))
             jobs.append(JobSpec(i, model, batch, iters, float(t), w.min_gpus, w.max_gpus))
         return jobs
 

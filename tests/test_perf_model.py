@@ -136,7 +136,7 @@ def test_price_change_mid_job_costs_exact_integral():
     job = make_job(batch=8, iterations=1)
     plan = Plan(0, (Stage.at(0, 4, dp=1),))
     iter_time = evaluate_plan(plan, job, topo, params).iter_time
-    iters = int(math.ceil(5400.0 / iter_time))  # runs about 1.5 h
+    iters = math.ceil(5400.0 / iter_time)  # runs about 1.5 h
     job = make_job(batch=8, iterations=iters, arrival=0.0)
     sim = Simulator(topo, prices, [job], SimConfig(perf=params))
     perf = sim.schedule(plan)

@@ -35,7 +35,6 @@ An episode of a scenario is built by :func:`sfenv.sim.episode.make_simulator`.
 
 from __future__ import annotations
 
-import copy
 import heapq
 import math
 import warnings
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+import sfenv.sim.lookahead as _lookahead
 import sfenv.sim.replan as _replan
 from sfenv.model.perf import PerfParams, Plan, PlanPerf, plan_flows
 from sfenv.sim.billing import Billing
@@ -431,50 +431,15 @@ class Simulator:
         return SimView(self)
 
     def fork(self) -> Simulator:
-        """An independent copy of the current state, for look-ahead (what-if rollouts).
-
-        Stepping the copy never changes this simulator.  Immutable parts (topology, prices,
-        settings, job specs, plans and their predicted performance) and the single-region
-        evaluation memo (valid in any state) are shared, not copied; the WAN memo starts empty.
-        The copy draws from a copy of the random generator, so it sees the same link changes.
-        """
-        links = self.links
-        memo: dict[int, object] = {id(self.topo): self.topo, id(self.prices): self.prices, id(self.config): self.config,
-                                   id(self.params): self.params, id(links.memo_local): links.memo_local,
-                                   id(links.memo_wan): {}, id(self.replanner): self.replanner}
-        for js in self.jobs:
-            memo[id(js.spec)] = js.spec
-            for obj in (js.plan, js.perf, js.resume_perf):
-                if obj is not None:
-                    memo[id(obj)] = obj
-        twin = copy.deepcopy(self, memo)
-        twin.links.memo_wan_state = b""
-        twin.gpus.forget()  # its free-GPU array is a (writable) copy: rebuilt read-only on first use
-        return twin
+        """An independent copy of the current state, for look-ahead: :func:`sfenv.sim.lookahead.fork`."""
+        return _lookahead.fork(self)
 
     def resample_future(self, jobs: Sequence[JobSpec], rng: np.random.Generator | None = None) -> None:
-        """Replace what has not happened yet by a draw: for look-ahead that knows only the present.
-
-        The jobs that have not arrived become ``jobs`` (one per such job, in arrival order, none
-        arriving before now; their ids are reassigned); with ``rng``, link changes not yet drawn
-        come from it instead of the episode's generator.  Use it on a :meth:`fork`: the fork then
-        plays one possible future rather than the episode's own.  Scheduled outages are kept.
+        """Replace what has not happened yet by a draw (:func:`sfenv.sim.lookahead.resample_future`).
 
         :raises ValueError: if ``jobs`` does not hold one spec per pending job, or one arrives in the past.
         """
-        pending = [js.spec.job_id for js in self.jobs if js.status == "pending"]
-        if len(jobs) != len(pending):
-            raise ValueError(f"{len(pending)} jobs have not arrived; got {len(jobs)} to replace them")
-        if any(j.arrival < self.time for j in jobs):
-            raise ValueError(f"a replacement job arrives before now ({self.time:.1f} s)")
-        gone = set(pending)
-        self._events = [ev for ev in self._events if not (isinstance(ev[3], Arrival) and ev[3].job_id in gone)]
-        heapq.heapify(self._events)
-        for jid, spec in zip(pending, sorted(jobs, key=lambda j: j.arrival)):
-            self.jobs[jid].spec = spec.with_id(jid)
-            self.push(spec.arrival, EventKind.ARRIVAL, Arrival(jid))
-        if rng is not None:
-            self.rng = rng
+        _lookahead.resample_future(self, jobs, rng)
 
     def run(self, decide: Decide, max_decisions: int = 10_000_000, replan: Replanner | None = None) -> EpisodeReport:
         """Run to the end, asking ``decide(view)`` at every decision point (None = wait).

@@ -19,7 +19,7 @@ class GpuPool:
 
     def __init__(self, counts: np.ndarray):
         #: free GPUs per region (also in regions that are down)
-        self.free = counts.copy()
+        self.free: np.ndarray = counts.copy()
         #: True for regions in an outage
         self.down = np.zeros(len(counts), dtype=bool)
         #: integral over time of the busy GPUs

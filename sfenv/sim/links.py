@@ -65,7 +65,7 @@ class LinkState:
 
     def without(self, flows: dict[int, int]) -> np.ndarray:
         """A copy of the link flows less a job's own."""
-        others = self.flows.copy()
+        others: np.ndarray = self.flows.copy()
         for k, n in flows.items():
             others[k] -= n
         return others

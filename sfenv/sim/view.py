@@ -141,11 +141,13 @@ class SimView:
 
     def prices_now(self) -> np.ndarray:
         """Price per region now, USD/MWh."""
-        return self._sim.prices.prices_at(self._sim.time)[self._sim.region_zone]
+        prices: np.ndarray = self._sim.prices.prices_at(self._sim.time)[self._sim.region_zone]
+        return prices
 
     def price_forecast(self, hours: int) -> np.ndarray:
         """Price per region for the current and next hours, array (regions x hours)."""
-        return self._sim.prices.forecast(self._sim.time, hours)[self._sim.region_zone]
+        forecast: np.ndarray = self._sim.prices.forecast(self._sim.time, hours)[self._sim.region_zone]
+        return forecast
 
     def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
         """Predict a plan under the current link state (its own flows added)."""

@@ -1,0 +1,67 @@
+"""Look-ahead support: a simulator's independent copy, and a future redrawn on it (parts of :class:`Simulator`)."""
+
+from __future__ import annotations
+
+import copy
+import heapq
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sfenv.sim.events import Arrival, EventKind
+from sfenv.world.workload import JobSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sfenv.sim.engine import Simulator
+
+__all__ = ["fork", "resample_future"]
+
+
+def fork(sim: Simulator) -> Simulator:
+    """An independent copy of the current state, for look-ahead (what-if rollouts).
+
+    Stepping the copy never changes ``sim``.  Immutable parts (topology, prices, settings, job
+    specs, plans and their predicted performance) and the single-region evaluation memo (valid in
+    any state) are shared, not copied; the WAN memo starts empty.  The copy draws from a copy of
+    the random generator, so it sees the same link changes.
+    """
+    links = sim.links
+    memo: dict[int, object] = {id(sim.topo): sim.topo, id(sim.prices): sim.prices, id(sim.config): sim.config,
+                               id(sim.params): sim.params, id(links.memo_local): links.memo_local,
+                               id(links.memo_wan): {}, id(sim.replanner): sim.replanner}
+    for js in sim.jobs:
+        memo[id(js.spec)] = js.spec
+        for obj in (js.plan, js.perf, js.resume_perf):
+            if obj is not None:
+                memo[id(obj)] = obj
+    twin = copy.deepcopy(sim, memo)
+    twin.links.memo_wan_state = b""
+    twin.gpus.forget()  # its free-GPU array is a (writable) copy: rebuilt read-only on first use
+    return twin
+
+
+def resample_future(sim: Simulator, jobs: Sequence[JobSpec], rng: np.random.Generator | None = None) -> None:
+    """Replace what has not happened yet by a draw: for look-ahead that knows only the present.
+
+    The jobs that have not arrived become ``jobs`` (one per such job, in arrival order, none
+    arriving before now; their ids are reassigned); with ``rng``, link changes not yet drawn come
+    from it instead of the episode's generator.  Use it on a :func:`fork`: the fork then plays one
+    possible future rather than the episode's own.  Scheduled outages are kept.
+
+    :raises ValueError: if ``jobs`` does not hold one spec per pending job, or one arrives in the past.
+    """
+    pending = [js.spec.job_id for js in sim.jobs if js.status == "pending"]
+    if len(jobs) != len(pending):
+        raise ValueError(f"{len(pending)} jobs have not arrived; got {len(jobs)} to replace them")
+    if any(j.arrival < sim.time for j in jobs):
+        raise ValueError(f"a replacement job arrives before now ({sim.time:.1f} s)")
+    gone = set(pending)
+    queue = sim._events  # the engine's own heap: this module is one of its parts
+    queue[:] = [ev for ev in queue if not (isinstance(ev[3], Arrival) and ev[3].job_id in gone)]
+    heapq.heapify(queue)
+    for jid, spec in zip(pending, sorted(jobs, key=lambda j: j.arrival)):
+        sim.jobs[jid].spec = spec.with_id(jid)
+        sim.push(spec.arrival, EventKind.ARRIVAL, Arrival(jid))
+    if rng is not None:
+        sim.rng = rng
