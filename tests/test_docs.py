@@ -129,3 +129,23 @@ def test_every_python_m_module_named_in_docs_and_files_exists():
     assert not missing, f"modules named with python -m that do not exist: {missing}"
     for m, f in named - ours:
         assert m.split(".")[0] in {"rl_zoo3", "sphinx", "pytest", "venv", "pip"}, f"{f}: python -m {m}"
+
+
+def test_api_reference_documents_every_public_module():
+    """Each public module of every layer has its section in docs/api.md (a new module needs one)."""
+    import pkgutil
+    import re
+
+    import sfenv
+    import sfenv.agents
+    import sfenv.experiments
+
+    found = [m.name for pkg in (sfenv, sfenv.agents, sfenv.experiments)
+             for m in pkgutil.walk_packages(pkg.__path__, f"{pkg.__name__}.")]
+    modules = {name for name in [*found, "sfenv.agents", "sfenv.experiments"]
+               if not any(part.startswith("_") for part in name.split(".")) and name != "sfenv.scenarios"}
+    modules -= {"sfenv.agents", "sfenv.experiments"}  # packages without content of their own
+    documented = set(re.findall(r"^\.\. automodule:: (\S+)$", (ROOT / "docs" / "api.md").read_text(), re.M))
+    assert {"sfenv.sim.engine", "sfenv.world.topology", "sfenv.agents.base", "sfenv.app.cli"} <= modules
+    assert sorted(modules - documented) == []
+    assert sorted(documented - modules - {"sfenv"}) == []

@@ -205,7 +205,7 @@ def fill_markers(app: Any, docname: str, source: list[str]) -> None:
 
 def _short_env_docstring(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
     """Replace GeoSchedEnv's Markdown docstring in autodoc by its first line and a link to the env page."""
-    if name == "sfenv.env.GeoSchedEnv":
+    if name in ("sfenv.env.GeoSchedEnv", "sfenv.env.geosched.GeoSchedEnv"):
         first = lines[0] if lines else ""
         lines[:] = [first, "", "Spaces, reward, arguments and version history: :doc:`/env`."]
 
