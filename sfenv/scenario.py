@@ -4,7 +4,7 @@ A scenario is a YAML file (bundled ones live in the ``scenarios`` package; the f
 ``docs/scenarios.md``).  :func:`load_scenario` accepts a bundled name (``"spider-8"``), a path, or a dict.
 Every error is a :class:`ScenarioError` naming the file, the field, the bad value and what was
 expected.  A :class:`Scenario` is static: it describes the world and knows nothing of the engine;
-:meth:`sfenv.sim.Simulator.from_scenario` reads it and draws one episode (jobs, price noise,
+:func:`sfenv.sim.make_simulator` reads it and draws one episode (jobs, price noise,
 outages, link dynamics) from a seeded generator.
 """
 
