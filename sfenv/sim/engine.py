@@ -73,9 +73,11 @@ Replanner = Callable[[SimView], Iterable[Plan]]
 class Simulator:
     """Discrete-event simulation of regions, WAN links, jobs and prices.
 
-    The engine keeps the clock, the event queue and the GPUs; it owns its parts: the waiting
-    :attr:`queue`, the WAN's :attr:`links` (flows, capacities, evaluation memos) and the
-    :attr:`billing` (energy, cost, platform-wide totals).  Re-planning is in :mod:`sfenv.sim.replan`.
+    The engine keeps the clock and the event queue and carries out decisions; it owns its parts:
+    the :attr:`gpus` (free per region, regions down), the waiting :attr:`queue`, the WAN's
+    :attr:`links` (flows, capacities, evaluation memos) and the :attr:`billing` (energy, cost,
+    platform-wide totals).  Events are handled by :data:`sfenv.sim.handlers.HANDLERS`, re-planning
+    is :mod:`sfenv.sim.replan` and look-ahead :mod:`sfenv.sim.lookahead`.
 
     :param topo: the topology.
     :param prices: hourly prices; zone names must cover every region's zone.
