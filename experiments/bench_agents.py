@@ -34,7 +34,7 @@ from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.fifo import FIFOAgent
 from sfenv.agents.registry import make_agent, resolve_names
 
-from sfenv.app.evaluate import atomic_write_json
+from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import load_scenario
 from sfenv.sim import make_simulator
 

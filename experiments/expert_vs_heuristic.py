@@ -24,10 +24,11 @@ import numpy as np
 from sfenv.agents.imitation import expert_action
 from sfenv.agents.registry import make_agent
 
-from sfenv.app.evaluate import atomic_write_json, run_episode
+from sfenv.app.evaluate import run_episode
 from sfenv.env import GeoSchedEnv
 from sfenv.env.proposers import PROPOSER_SETS
 from sfenv.runs import protocol
+from sfenv.runs.results import atomic_write_json
 from sfenv.runs.stats import paired_ratio
 from sfenv.scenario import load_scenario
 

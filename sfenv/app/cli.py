@@ -19,7 +19,7 @@ from typing import NoReturn
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
 from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError
-from sfenv.runs import protocol
+from sfenv.runs import log_stderr, protocol
 from sfenv.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario
 
 __all__ = ["build_parser", "job_count", "main", "non_negative_int", "positive_int", "seed_count"]
@@ -313,11 +313,6 @@ def _default_config(algo: str | None) -> str:
     return DEFAULT_TRAIN_CONFIG if algo in (None, "maskable-ppo") else NO_CONFIG
 
 
-def _progress_line(text: str) -> None:
-    """Training progress on stderr (stdout keeps the result lines)."""
-    print(text, file=sys.stderr, flush=True)
-
-
 def _is_rllib_run(args: argparse.Namespace) -> bool:
     from sfenv.agents.rllib import ALGO, META_FILE
 
@@ -331,7 +326,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise InvalidInput("--workers and --address apply to --algo rllib-ppo only (SB3 algorithms: --n-envs)")
     from sfenv.agents.learned import RECIPE_DEFAULTS, load_config, parse_hp, run_summary, train
 
-    log = None if args.quiet else _progress_line
+    log = None if args.quiet else log_stderr  # training progress on stderr (stdout keeps the result lines)
     if args.resume is not None:
         path = train(total_timesteps=args.steps or RECIPE_DEFAULTS["steps"], resume=args.resume,
                      progress_bar=not args.quiet, plot=not args.no_plot, log=log)

@@ -42,6 +42,8 @@ from sfenv.agents.registry import make_agent
 from sfenv.errors import Interrupted, InvalidInput
 from sfenv.runs import protocol, results
 from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha
+from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
+from sfenv.runs.stats import mean_ci  # also imported from here
 from sfenv.scenario import Scenario, load_scenario
 from sfenv.sim import make_simulator
 from sfenv.sim.metrics import EpisodeReport
@@ -203,18 +205,6 @@ def evaluate_model(
         row = run_policy_episode(policy, sc, seed, env_kwargs=kwargs or None)
         reports.append(EpisodeReport(**{name: row[name] for name in names}))
     return reports
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` through a temporary file, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=1, allow_nan=True))
-        os.replace(tmp, path)
-    except BaseException:  # Ctrl-C or a full disk mid-write: the old file stays whole, no temporary is left
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def evaluate_agents(
@@ -451,23 +441,6 @@ CI_METRICS: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    """Mean and half-width of its two-sided Student-t confidence interval (NaN values dropped).
-
-    ``mean ± t_{(1+level)/2, n-1} * s / sqrt(n)`` with ``s`` the sample standard deviation
-    (``ddof=1``); the half-width is NaN with fewer than two values, 0 if they are all equal.
-    """
-    from scipy.stats import t as student_t  # scipy comes with pymoo; imported here to keep imports light
-
-    x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
-    if x.size == 0:
-        return math.nan, math.nan
-    mean = float(np.mean(x))
-    if x.size < 2:
-        return mean, math.nan
-    return mean, float(student_t.ppf(0.5 + level / 2, x.size - 1) * np.std(x, ddof=1) / math.sqrt(x.size))
-
-
 def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per agent (in first-seen order): mean over seeds and 95 % CI half-width of each episode metric.
 
@@ -527,15 +500,11 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
     cols: list[str] = []
     for r in rows:
         cols.extend(k for k, v in r.items() if k not in cols and not isinstance(v, (list, tuple, dict)))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as f:
+    with atomic_path(Path(path)) as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow({k: r.get(k, "") for k in cols})
-    os.replace(tmp, path)
 
 
 _BANNER_DONE = False

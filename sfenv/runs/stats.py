@@ -3,6 +3,8 @@
 One place for the statistics sfenv reports over episode seeds, on :func:`scipy.stats.bootstrap`
 rather than hand-written resampling:
 
+- :func:`mean_ci` -- the mean and the half-width of its Student-t confidence interval, the
+  ``mean ± CI`` of every results table;
 - :func:`paired_ratio` -- ``mean(a) / mean(b)`` of two agents on the *same* seeds with a paired
   bootstrap interval (the seeds are resampled together, ``paired=True``), BCa by default;
 - :func:`iqm_interval` -- the interquartile mean (the mean of the middle 50 %,
@@ -24,17 +26,39 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from sfenv.errors import InvalidInput
 
-__all__ = ["RANDOM_STATE", "RESAMPLES", "iqm_interval", "paired_ratio", "probability_of_improvement"]
+__all__ = ["RANDOM_STATE", "RESAMPLES", "iqm_interval", "mean_ci", "paired_ratio", "probability_of_improvement"]
 
 #: bootstrap resamples of every interval
 RESAMPLES = 10_000
 #: the fixed seed of every bootstrap
 RANDOM_STATE = 0
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Mean and half-width of its two-sided Student-t confidence interval (NaN values dropped).
+
+    ``mean ± t_{(1+level)/2, n-1} * s / sqrt(n)`` with ``s`` the sample standard deviation
+    (``ddof=1``); the half-width is NaN with fewer than two values, 0 if they are all equal.
+
+    :param values: one value per seed.
+    :param level: confidence level.
+    :return: ``(mean, half-width)``.
+    """
+    from scipy.stats import t as student_t  # scipy comes with pymoo; imported here to keep imports light
+
+    x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    if x.size == 0:
+        return math.nan, math.nan
+    mean = float(np.mean(x))
+    if x.size < 2:
+        return mean, math.nan
+    return mean, float(student_t.ppf(0.5 + level / 2, x.size - 1) * np.std(x, ddof=1) / math.sqrt(x.size))
 
 
 def _values(name: str, values: Sequence[float]) -> np.ndarray:
@@ -44,9 +68,22 @@ def _values(name: str, values: Sequence[float]) -> np.ndarray:
     return x
 
 
-def _ci(result: object, fallback: float) -> tuple[float, float]:
+class _Interval(Protocol):
+    """A ``scipy.stats.bootstrap`` interval (``ConfidenceInterval``): its ends."""
+
+    low: float
+    high: float
+
+
+class _BootstrapResult(Protocol):
+    """What :func:`_ci` reads of a ``scipy.stats.bootstrap`` result (``BootstrapResult``; SciPy has no type hints)."""
+
+    confidence_interval: _Interval
+
+
+def _ci(result: _BootstrapResult, fallback: float) -> tuple[float, float]:
     """The interval of a ``scipy.stats.bootstrap`` result; a degenerate (NaN) one collapses to ``fallback``."""
-    ci = result.confidence_interval  # type: ignore[attr-defined]
+    ci = result.confidence_interval
     lo, hi = float(ci.low), float(ci.high)
     if math.isnan(lo) or math.isnan(hi):
         return fallback, fallback
