@@ -26,13 +26,24 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import numpy as np
 
 from sfenv.errors import InvalidInput
 
-__all__ = ["RANDOM_STATE", "RESAMPLES", "iqm_interval", "mean_ci", "paired_ratio", "probability_of_improvement"]
+__all__ = [
+    "RANDOM_STATE",
+    "RESAMPLES",
+    "SeedValues",
+    "iqm_interval",
+    "mean_ci",
+    "paired_ratio",
+    "probability_of_improvement",
+]
+
+#: one value per seed: a sequence or a 1-D array
+SeedValues: TypeAlias = "Sequence[float] | np.ndarray"
 
 #: bootstrap resamples of every interval
 RESAMPLES = 10_000
@@ -40,7 +51,7 @@ RESAMPLES = 10_000
 RANDOM_STATE = 0
 
 
-def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+def mean_ci(values: SeedValues, level: float = 0.95) -> tuple[float, float]:
     """Mean and half-width of its two-sided Student-t confidence interval (NaN values dropped).
 
     ``mean ± t_{(1+level)/2, n-1} * s / sqrt(n)`` with ``s`` the sample standard deviation
@@ -61,7 +72,7 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]
     return mean, float(student_t.ppf(0.5 + level / 2, x.size - 1) * np.std(x, ddof=1) / math.sqrt(x.size))
 
 
-def _values(name: str, values: Sequence[float]) -> np.ndarray:
+def _values(name: str, values: SeedValues) -> np.ndarray:
     x = np.asarray(values, dtype=float)
     if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
         raise InvalidInput(f"{name}: expected a non-empty list of finite numbers")
@@ -90,7 +101,7 @@ def _ci(result: _BootstrapResult, fallback: float) -> tuple[float, float]:
     return lo, hi
 
 
-def paired_ratio(a: Sequence[float], b: Sequence[float], level: float = 0.95, method: str = "BCa",
+def paired_ratio(a: SeedValues, b: SeedValues, level: float = 0.95, method: str = "BCa",
                  n_resamples: int = RESAMPLES, random_state: int = RANDOM_STATE) -> tuple[float, float, float]:
     """``mean(a) / mean(b)`` and its paired bootstrap interval over seeds.
 
@@ -125,7 +136,7 @@ def paired_ratio(a: Sequence[float], b: Sequence[float], level: float = 0.95, me
     return ratio, lo, hi
 
 
-def iqm_interval(values: Sequence[float], level: float = 0.95, method: str = "percentile",
+def iqm_interval(values: SeedValues, level: float = 0.95, method: str = "percentile",
                  n_resamples: int = RESAMPLES, random_state: int = RANDOM_STATE) -> tuple[float, float, float]:
     """Interquartile mean of ``values`` and its bootstrap interval.
 
@@ -145,7 +156,7 @@ def iqm_interval(values: Sequence[float], level: float = 0.95, method: str = "pe
     return iqm, lo, hi
 
 
-def probability_of_improvement(x: Sequence[float], y: Sequence[float]) -> float:
+def probability_of_improvement(x: SeedValues, y: SeedValues) -> float:
     """Probability that a seed of ``x`` is lower (better, e.g. a JCT) than one of ``y``, ties counting half.
 
     ``U / (n m)`` with ``U`` the Mann-Whitney statistic of ``y`` against ``x``
