@@ -42,6 +42,7 @@ def play_expert(expert: str, scenario: str, seed: int, proposers: str = "best+sp
     while not done:
         _, _, term, trunc, _ = env.step(expert_action(env, expert))
         done = term or trunc
+    assert env.sim is not None  # made by env.reset
     report = env.sim.report().to_dict()
     env.close()
     return report
