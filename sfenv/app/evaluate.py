@@ -507,7 +507,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
     For each ``(column, field, scale)`` of :data:`CI_METRICS` the summary holds ``column`` (the
     mean over the agent's episodes of ``field * scale``) and ``column + "_ci"`` (the half-width of
-    the Student-t interval, :func:`mean_ci`).  The per-episode JCT figures already count
+    the Student-t interval, :func:`sfenv.runs.stats.mean_ci`).  The per-episode JCT figures already count
     unfinished jobs (censored); ``p95_jct_h`` is the mean of the episodes' 95th percentiles.
     Energy, utilisation and decision times are plain means (decision_ms_max: the maximum).
     """
