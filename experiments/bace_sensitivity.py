@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 from sfenv.agents.registry import make_agent
 
-from sfenv.app.evaluate import atomic_write_json, run_episode
+from sfenv.app.evaluate import run_episode
 from sfenv.runs import protocol
+from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = [

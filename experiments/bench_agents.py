@@ -32,9 +32,12 @@ from typing import Any
 
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.fifo import FIFOAgent
+from sfenv.agents.genetic import GeneticAgent
+from sfenv.agents.ilp import ILPAgent
 from sfenv.agents.registry import make_agent, resolve_names
+from sfenv.agents.spiderflow import SpiderFlowAgent
 
-from sfenv.app.evaluate import atomic_write_json
+from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import load_scenario
 from sfenv.sim import make_simulator
 
@@ -68,12 +71,12 @@ def make_bench_agent(name: str) -> SchedulerAgent:
 
 def budget_of(agent: SchedulerAgent) -> str:
     """A short description of a search agent's budget ('' for the others)."""
-    if hasattr(agent, "dp_options") and hasattr(agent, "micro_batches"):  # the ILP
+    if isinstance(agent, ILPAgent):
         n = len(agent.dp_options) * len(agent.micro_batches)
         return f"{n} MILPs (d x b) per decision, {agent.time_limit:g} s limit each"
-    if hasattr(agent, "trials"):  # the genetic baseline
+    if isinstance(agent, GeneticAgent):
         return f"{agent.trials} trials (population {agent.population})"
-    if hasattr(agent, "n_chains") and hasattr(agent, "spin"):
+    if isinstance(agent, SpiderFlowAgent):
         return f"<= {agent.spin.k_seeds * agent.spin.max_chain} chains, TPA on the best {agent.n_chains}"
     return ""
 

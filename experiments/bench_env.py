@@ -37,11 +37,13 @@ import sfenv  # noqa: F401
 
 def _random_steps(env: gym.Env, info: dict, steps: int, masked: bool, rng: np.random.Generator) -> dict:
     """``steps`` random actions (valid ones if ``masked``), resetting at episode ends; the last info."""
+    space = env.action_space
+    assert isinstance(space, gym.spaces.Discrete)  # GeoSched's actions: candidates and wait
     for _ in range(steps):
         if masked:
             a = int(rng.choice(np.flatnonzero(info["action_mask"])))
         else:
-            a = int(rng.integers(env.action_space.n))
+            a = int(rng.integers(space.n))
         _, _, term, trunc, info = env.step(a)
         if term or trunc:
             _, info = env.reset()
@@ -96,14 +98,17 @@ def fit_reuse(env_id: str, steps: int) -> dict[str, dict[str, float]]:
     """
     from sfenv.agents.spantrain import SpanTrainAgent
 
+    from sfenv.env import GeoSchedEnv
     from sfenv.env.proposers import round_budget
 
     env = gym.make(env_id, proposers="best+spantrain")
+    base = env.unwrapped
+    assert isinstance(base, GeoSchedEnv)
     # DecisionProposer(spantrain+swf).agent.placement: the SpanTrain agent behind the ordered one
-    agents = [getattr(getattr(p, "agent", None), "placement", None) for p in env.unwrapped.proposers]
+    agents = [getattr(getattr(p, "agent", None), "placement", None) for p in base.proposers]
     spantrain = next(a for a in agents if isinstance(a, SpanTrainAgent))
     actions, first = _timed_play(env, steps)
-    cache = env.unwrapped.cache
+    cache = base.cache
     out: dict[str, dict[str, float]] = {}
     # SpanTrain stores one key per search; the cache also stores plans moved between equal regions
     for name, keys, fits in (("spantrain", spantrain.fit_keys(), None), ("plan_cache", cache.fit_keys(), cache.misses)):
@@ -160,7 +165,11 @@ class StepTimer(gym.Wrapper):
         return out
 
     def action_masks(self) -> np.ndarray:  # noqa: D102
-        return self.env.unwrapped.action_masks()
+        from sfenv.env import GeoSchedEnv
+
+        base = self.env.unwrapped
+        assert isinstance(base, GeoSchedEnv)
+        return base.action_masks()
 
 
 def training_share(train_steps: int) -> tuple[float, float]:

@@ -76,7 +76,7 @@ def records_digest(sim) -> str:
 def run(name: str, jobs: int, rate_scale: float) -> dict:
     """The Poisson benchmark on scenario ``name``: ``jobs`` jobs at ``rate_scale`` x its rate, FIFO."""
     sc = load_scenario(name)
-    base_rate = getattr(sc, "arrival_rate_per_hour", None) or sc.cfg.workload.arrival.rate_per_hour
+    base_rate = sc.arrival_rate_per_hour
     sc = sc.with_overrides(
         workload={"num_jobs": jobs, "arrival": {"process": "poisson", "rate_per_hour": base_rate * rate_scale}}
     )

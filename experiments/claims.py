@@ -70,9 +70,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from sfenv.app.evaluate import atomic_write_json, evaluate_agents, quiet_solver_banner
+from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
 from sfenv.runs import protocol
-from sfenv.runs.results import read_results
+from sfenv.runs.results import atomic_write_json, read_results
 from sfenv.scenario import load_scenario
 
 __all__ = [

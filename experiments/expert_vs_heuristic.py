@@ -24,10 +24,11 @@ import numpy as np
 from sfenv.agents.imitation import expert_action
 from sfenv.agents.registry import make_agent
 
-from sfenv.app.evaluate import atomic_write_json, run_episode
+from sfenv.app.evaluate import run_episode
 from sfenv.env import GeoSchedEnv
 from sfenv.env.proposers import PROPOSER_SETS
 from sfenv.runs import protocol
+from sfenv.runs.results import atomic_write_json
 from sfenv.runs.stats import paired_ratio
 from sfenv.scenario import load_scenario
 
@@ -41,6 +42,7 @@ def play_expert(expert: str, scenario: str, seed: int, proposers: str = "best+sp
     while not done:
         _, _, term, trunc, _ = env.step(expert_action(env, expert))
         done = term or trunc
+    assert env.sim is not None  # made by env.reset
     report = env.sim.report().to_dict()
     env.close()
     return report

@@ -28,16 +28,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from sfenv.runs.results import atomic_path
 from sfenv.scenario import Scenario, load_scenario
 
 TEACHER = "lookahead:fastest+swf:present:proposed"
@@ -150,9 +149,12 @@ def fit(train_path: Path, validation_path: Path, policy: str = "default", epochs
                        vf_coef=0.0, seed=seed, label_smoothing=0.05)
     obs = normalize(val_obs) if normalize is not None else val_obs
     with torch.no_grad():
-        dist = model.policy.get_distribution(obs_as_tensor({k: v.astype(np.float32) for k, v in obs.items()}, "cpu"),
-                                             action_masks=val_masks)
-        predicted = dist.distribution.probs.argmax(dim=1).numpy()
+        dist = model.policy.get_distribution(
+            obs_as_tensor({k: v.astype(np.float32) for k, v in obs.items()}, torch.device("cpu")),
+            action_masks=val_masks)
+        categorical = dist.distribution
+        assert isinstance(categorical, torch.distributions.Categorical)  # one discrete action: MaskableCategorical
+        predicted = categorical.probs.argmax(dim=1).numpy()
     groups = np.asarray([group_of(str(name)) for name in val_names])
     out: dict[str, Any] = {"policy": policy, "epochs": epochs, "learning_rate": learning_rate,
                            **({"width": width} if policy == "default" else {"embed_dim": embed_dim}),
@@ -166,17 +168,11 @@ def fit(train_path: Path, validation_path: Path, policy: str = "default", epochs
 
 
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write ``arrays`` to ``path`` atomically (a temporary file in the same folder, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """Write ``arrays`` to ``path`` atomically (:func:`sfenv.runs.results.atomic_path`)."""
+    # numpy's stubs let a ** mapping fill savez's allow_pickle: bool too, which no array is; the names are array names
+    savez: Callable[..., None] = np.savez_compressed
+    with atomic_path(path) as tmp, tmp.open("wb") as f:
+        savez(f, **arrays)
 
 
 def main(argv: list[str] | None = None) -> int:

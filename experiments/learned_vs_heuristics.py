@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 from sfenv.agents.learned import load_config, train
 
-from sfenv.app.evaluate import atomic_write_json, evaluate_agents
+from sfenv.app.evaluate import evaluate_agents
 from sfenv.runs import protocol
+from sfenv.runs.results import atomic_write_json
 from sfenv.runs.stats import paired_ratio
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
 

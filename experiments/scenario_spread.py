@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 from sfenv.agents.registry import make_agent, resolve_names
 
-from sfenv.app.evaluate import atomic_write_json
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
+from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
 from sfenv.sim import make_simulator
 

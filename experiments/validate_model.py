@@ -133,7 +133,7 @@ def default_data_dir() -> Path:
     """The measured runs bundled with the package (``sfenv/data/measured``)."""
     from importlib import resources
 
-    return Path(str(resources.files("sfenv").joinpath("data", "measured")))
+    return Path(str(resources.files("sfenv").joinpath("data").joinpath("measured")))
 
 
 def load_runs(path: Path, multi_node: bool) -> list[Run]:
@@ -322,9 +322,14 @@ def fit_kernel_model(runs: Sequence[Run], start: KernelModel = A100_KERNELS) -> 
         return KernelModel(float(v[0]), float(v[1]), float(v[2]), float(v[3]), float(v[4]), float(v[5]),
                            "fitted by sfenv.experiments.validate_model --fit")
 
+    def log_ratio(run: Run, kernels: KernelModel) -> float:
+        modelled = predict(run, kernels)[0]
+        assert modelled is not None  # feasibility (structure, memory) does not depend on the kernel figures
+        return math.log(modelled / run.seconds)
+
     def resid(x: np.ndarray) -> np.ndarray:
         k = km(x)
-        return np.array([math.log(predict(r, k)[0] / r.seconds) for r in usable])
+        return np.array([log_ratio(r, k) for r in usable])
 
     x0 = np.array([start.gemm_eff_max, start.gemm_half_s, start.mem_traffic, start.layer_overhead_s,
                    start.tp_step_latency_s, start.tp_bus_eff]) / scale

@@ -30,7 +30,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,6 @@ from typing import Any
 from sfenv.agents.registry import make_agent, resolve_names
 from sfenv.app.evaluate import (
     MODEL_PREFIX,
-    atomic_write_json,
     evaluate_agents,
     quiet_solver_banner,
     run_settings,
@@ -46,7 +44,8 @@ from sfenv.app.evaluate import (
     write_csv,
 )
 from sfenv.errors import InvalidInput
-from sfenv.runs import protocol, results
+from sfenv.runs import log_stderr, protocol, results
+from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, load_scenario
 from sfenv.sim import make_simulator
 
@@ -72,10 +71,6 @@ TIMELINE_AGENTS = ("spiderflow", "spinsearch")
 FILES = {"episodes_json": "episodes.json", "episodes_csv": "episodes.csv", "benchmark": "benchmark.json",
          "jct": "jct.png", "cost": "cost.png", "tradeoff": "tradeoff.png", "timeline": "timeline.png",
          "prices": "prices.png"}
-
-
-def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def results_dir(scenario_name: str, out_dir: str | Path | None = None) -> Path:
@@ -131,7 +126,7 @@ def run_benchmark(
     progress: bool = True,
     plots: bool = True,
     timeline_agent: str | None = None,
-    log: Callable[[str], None] = _stderr,
+    log: Callable[[str], None] = log_stderr,
     backend: str = "serial",
     address: str | None = None,
     workers: int | None = None,
@@ -168,7 +163,7 @@ def run_benchmark(
     from sfenv.runs.distributed import check_backend
 
     check_backend(backend, address, workers)
-    names = resolve_names(agents)
+    names = resolve_names(agents if isinstance(agents, str) else list(agents))
     if not names:
         raise InvalidInput(f"no agents to run for {agents!r}")
     sc = load_scenario(scenario)

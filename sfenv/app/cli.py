@@ -14,12 +14,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeAlias
 
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
 from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError
-from sfenv.runs import protocol
+from sfenv.runs import log_stderr, protocol
 from sfenv.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario
 
 __all__ = ["build_parser", "job_count", "main", "non_negative_int", "positive_int", "seed_count"]
@@ -313,11 +313,6 @@ def _default_config(algo: str | None) -> str:
     return DEFAULT_TRAIN_CONFIG if algo in (None, "maskable-ppo") else NO_CONFIG
 
 
-def _progress_line(text: str) -> None:
-    """Training progress on stderr (stdout keeps the result lines)."""
-    print(text, file=sys.stderr, flush=True)
-
-
 def _is_rllib_run(args: argparse.Namespace) -> bool:
     from sfenv.agents.rllib import ALGO, META_FILE
 
@@ -331,7 +326,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise InvalidInput("--workers and --address apply to --algo rllib-ppo only (SB3 algorithms: --n-envs)")
     from sfenv.agents.learned import RECIPE_DEFAULTS, load_config, parse_hp, run_summary, train
 
-    log = None if args.quiet else _progress_line
+    log = None if args.quiet else log_stderr  # training progress on stderr (stdout keeps the result lines)
     if args.resume is not None:
         path = train(total_timesteps=args.steps or RECIPE_DEFAULTS["steps"], resume=args.resume,
                      progress_bar=not args.quiet, plot=not args.no_plot, log=log)
@@ -407,19 +402,20 @@ def _cmd_agents(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for tests and docs)."""
-    p = _Parser(prog="sfenv", description="Geo-distributed LLM training scheduling testbed. "
-                "Paths are relative to the current folder; results are written there.",
-                formatter_class=_HelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+#: the sub-commands' parsers are added to this (``build_parser``'s ``add_subparsers``)
+_Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"
 
-    def command(name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=summary, description=description or summary, formatter_class=_HelpFormatter)
 
-    b = command("benchmark", "the main job: score the default agents over seeds, save CSV/JSON and plots",
-                "Run agents on the same seeded episodes; print mean ± 95 % CI over seeds; write "
-                "episodes.csv/.json, benchmark.json and PNGs to ./results/<scenario>/.")
+def _command(sub: _Commands, name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+    """Add the sub-command ``name`` (``summary`` in the command list, ``description`` atop its help)."""
+    return sub.add_parser(name, help=summary, description=description or summary, formatter_class=_HelpFormatter)
+
+
+def _add_benchmark(sub: _Commands) -> None:
+    """``sfenv benchmark``: the main job (:func:`_cmd_benchmark`)."""
+    b = _command(sub, "benchmark", "the main job: score the default agents over seeds, save CSV/JSON and plots",
+                 "Run agents on the same seeded episodes; print mean ± 95 % CI over seeds; write "
+                 "episodes.csv/.json, benchmark.json and PNGs to ./results/<scenario>/.")
     b.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
     b.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
     b.add_argument("--seeds", type=seed_count, default=10, metavar="N", help="number of seeds (1..100,000)")
@@ -440,12 +436,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_options(b)
     b.set_defaults(fn=_cmd_benchmark)
 
-    pl = command("plot", "redraw the PNGs from saved results (benchmark.json or evaluate --out JSON)")
+
+def _add_plot(sub: _Commands) -> None:
+    """``sfenv plot``: redraw the PNGs of saved results (:func:`_cmd_plot`)."""
+    pl = _command(sub, "plot", "redraw the PNGs from saved results (benchmark.json or evaluate --out JSON)")
     pl.add_argument("file", type=Path, help="benchmark.json, or an evaluate --out results list (no timeline)")
     pl.add_argument("--out-dir", type=Path, metavar="DIR", help="where the PNGs go (default: the file's folder)")
     pl.set_defaults(fn=_cmd_plot)
 
-    r = command("run", "simulate one episode with one agent and print its metrics")
+
+def _add_run(sub: _Commands) -> None:
+    """``sfenv run``: one episode with one agent (:func:`_cmd_run`)."""
+    r = _command(sub, "run", "simulate one episode with one agent and print its metrics")
     r.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
     r.add_argument("--agent", default="fifo", choices=list(AGENTS), metavar="NAME",
                    help=f"the agent, one of: {', '.join(AGENTS)} (`sfenv agents` describes them)")
@@ -455,7 +457,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="jobs in the episode (1..100,000; default: the scenario's workload.num_jobs)")
     r.set_defaults(fn=_cmd_run)
 
-    e = command("evaluate", "score agents on the same seeded episodes and print a table")
+
+def _add_evaluate(sub: _Commands) -> None:
+    """``sfenv evaluate``: agents on the same seeded episodes (:func:`_cmd_evaluate`)."""
+    e = _command(sub, "evaluate", "score agents on the same seeded episodes and print a table")
     e.add_argument("--agents", default="default", metavar="LIST", help=_agents_help())
     e.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME|FILE", help=_scenario_help())
     e.add_argument("--seeds", type=seed_count, default=3, metavar="N", help="number of seeds (1..100,000)")
@@ -482,14 +487,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_options(e)
     e.set_defaults(fn=_cmd_evaluate)
 
-    t = command("train", "train an SB3 policy (needs the rl extra: pip install \"sfenv[rl]\")",
-                "Train an SB3 / sb3-contrib policy with sfenv's recipe (VecNormalize, tuned defaults, several envs, "
-                "evaluation on held-out seeds that keeps the best model). Each run gets its own folder "
-                "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars and "
-                "VecNormalize statistics), config.yml, eval.json, learning_curve.png, checkpoints/ and tb/ "
-                "(TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
-                "here. Progress goes to stderr; the last line compares the best model's held-out mean JCT with "
-                "FIFO's and the best heuristic's. Needs the rl extra: pip install \"sfenv[rl]\".")
+
+def _add_train(sub: _Commands) -> None:
+    """``sfenv train``: train a policy (:func:`_cmd_train`)."""
+    t = _command(sub, "train", "train an SB3 policy (needs the rl extra: pip install \"sfenv[rl]\")",
+                 "Train an SB3 / sb3-contrib policy with sfenv's recipe (VecNormalize, tuned defaults, several envs, "
+                 "evaluation on held-out seeds that keeps the best model). Each run gets its own folder "
+                 "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars and "
+                 "VecNormalize statistics), config.yml, eval.json, learning_curve.png, checkpoints/ and tb/ "
+                 "(TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
+                 "here. Progress goes to stderr; the last line compares the best model's held-out mean JCT with "
+                 "FIFO's and the best heuristic's. Needs the rl extra: pip install \"sfenv[rl]\".")
+    _add_train_run_options(t)
+    _add_train_eval_options(t)
+    _add_train_output_options(t)
+    t.set_defaults(fn=_cmd_train)
+
+
+def _add_train_run_options(t: argparse.ArgumentParser) -> None:
+    """``sfenv train``'s options of what is trained: config, algorithm, scenario, steps, env and hyperparameters."""
     t.add_argument("--config", metavar="NAME|FILE",
                    help="YAML settings (keys: algo, scenario, steps, n_envs, normalize, env_kwargs, hp, eval_seeds, "
                         "...): a file, or a bundled name under sfenv/hyperparams/train-NAME.yml; 'none': the "
@@ -518,6 +534,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--hp", action="append", metavar="KEY=VALUE",
                    help="an SB3 hyperparameter, repeatable, YAML values (e.g. --hp gamma=0.999 "
                         "--hp policy_kwargs.net_arch=[64,64]); over the config's hp and the tuned defaults")
+
+
+def _add_train_eval_options(t: argparse.ArgumentParser) -> None:
+    """``sfenv train``'s options of the held-out evaluations that select the best model, and the baselines."""
     t.add_argument("--eval-every", type=non_negative_int, metavar="N",
                    help="steps between evaluations on held-out seeds (0: at the end only; default: a tenth of "
                         "the run, at least 2048)")
@@ -530,6 +550,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scenario of the evaluations (default: the training scenario)")
     t.add_argument("--baselines", metavar="LIST",
                    help="comma list of agents drawn as levels on the learning curve (default: fifo,spinsearch)")
+
+
+def _add_train_output_options(t: argparse.ArgumentParser) -> None:
+    """``sfenv train``'s options of warm start, checkpoints, resuming, outputs, progress and RLlib's Ray."""
     t.add_argument("--pretrain-steps", type=non_negative_int, metavar="N",
                    help="behaviour-cloning warm start from fastest+swf before PPO: N expert steps per "
                         "round (0: none; default: the config's pretrain, else none); needs maskable-ppo, and "
@@ -548,13 +572,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--workers", type=non_negative_int, metavar="N",
                    help="rllib-ppo only: remote Ray env runners (0: sample in this process; default: 0)")
     t.add_argument("--address", metavar="ADDR", help="rllib-ppo only: the Ray cluster to join (default: a local Ray)")
-    t.set_defaults(fn=_cmd_train)
 
-    lb = command("leaderboard", "every reference agent on the test split of each bundled scenario, ranked",
-                 "Play agents on the first --seeds test seeds (sfenv.runs.protocol) of each bundled scenario "
-                 "(spider-64 "
-                 "capped at 12 jobs, as the claims are) and write leaderboard.md, .csv, .html and .json to --out-dir. "
-                 "Episodes are saved as they finish; --resume continues an interrupted run.")
+
+def _add_leaderboard(sub: _Commands) -> None:
+    """``sfenv leaderboard``: every agent on the test split of each bundled scenario (:func:`_cmd_leaderboard`)."""
+    lb = _command(sub, "leaderboard", "every reference agent on the test split of each bundled scenario, ranked",
+                  "Play agents on the first --seeds test seeds (sfenv.runs.protocol) of each bundled scenario "
+                  "(spider-64 capped at 12 jobs, as the claims are) and write leaderboard.md, .csv, .html and "
+                  ".json to --out-dir. Episodes are saved as they finish; --resume continues an interrupted run.")
     lb.add_argument("--agents", default="default", metavar="LIST",
                     help=_agents_help() + "; rllib:PATH adds an RLlib checkpoint")
     lb.add_argument("--scenarios", metavar="LIST", help="comma list of bundled scenarios (default: all bundled)")
@@ -569,16 +594,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_options(lb)
     lb.set_defaults(fn=_cmd_leaderboard)
 
-    v = command("validate", "replay a submitted entry's action logs and check every metric",
-                "Replay each episode's recorded actions (sfenv evaluate --record-actions) on its scenario and seed. "
-                "Exit 0 if every metric is reproduced, 1 (naming the first difference) if not, 2 for unreadable input.")
+
+def _add_validate(sub: _Commands) -> None:
+    """``sfenv validate``: replay a submitted entry (:func:`_cmd_validate`)."""
+    v = _command(sub, "validate", "replay a submitted entry's action logs and check every metric",
+                 "Replay each episode's recorded actions (sfenv evaluate --record-actions) on its scenario and "
+                 "seed. Exit 0 if every metric is reproduced, 1 (naming the first difference) if not, 2 for "
+                 "unreadable input.")
     v.add_argument("file", type=Path, help="the entry: a results file written with sfenv evaluate --record-actions")
     v.add_argument("--scenario", metavar="NAME|FILE",
                    help="the scenario the entry was played on (default: each row's bundled scenario by name)")
     v.set_defaults(fn=_cmd_validate)
 
-    command("scenarios", "list the bundled scenarios (name, topology, description)").set_defaults(fn=_cmd_scenarios)
-    command("agents", "list the agents with one line each, and the groups").set_defaults(fn=_cmd_agents)
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    p = _Parser(prog="sfenv", description="Geo-distributed LLM training scheduling testbed. "
+                "Paths are relative to the current folder; results are written there.",
+                formatter_class=_HelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    for add in (_add_benchmark, _add_plot, _add_run, _add_evaluate, _add_train, _add_leaderboard, _add_validate):
+        add(sub)
+    scenarios = _command(sub, "scenarios", "list the bundled scenarios (name, topology, description)")
+    scenarios.set_defaults(fn=_cmd_scenarios)
+    _command(sub, "agents", "list the agents with one line each, and the groups").set_defaults(fn=_cmd_agents)
     return p
 
 

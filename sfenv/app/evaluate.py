@@ -30,21 +30,30 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+import gymnasium as gym
 import numpy as np
 
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
 from sfenv.agents.registry import make_agent
+from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
 from sfenv.runs import protocol, results
 from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha
+from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
+from sfenv.runs.stats import mean_ci  # also imported from here
 from sfenv.scenario import Scenario, load_scenario
 from sfenv.sim import make_simulator
 from sfenv.sim.metrics import EpisodeReport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tqdm import tqdm
+
+    from sfenv.agents.rllib import RLlibPolicy  # imports ray.rllib: only when an rllib:PATH agent is asked for
 
 __all__ = [
     "CI_METRICS",
@@ -109,8 +118,16 @@ MODEL_PLAY_KWARGS = ("work_conserving",)
 #: an ``agents`` entry ``"rllib:PATH"`` is an RLlib PPO checkpoint (see :mod:`sfenv.agents.rllib`)
 RLLIB_PREFIX = "rllib:"
 
+#: a saved policy, played through the environment (``model:PATH`` or ``rllib:PATH``)
+SavedPolicy: TypeAlias = "LearnedPolicy | RLlibPolicy"
+#: what plays an episode: a scheduler agent through the simulator, or a saved policy
+Player: TypeAlias = "SchedulerAgent | SavedPolicy"
+#: what a Ray worker rebuilds a player from (:func:`_payload`): the agent itself, a saved policy's spec,
+#: or the spec and its play settings
+Payload: TypeAlias = "SchedulerAgent | str | tuple[str, dict[str, Any]]"
 
-def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: dict | None = None,
+
+def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_kwargs: dict | None = None,
                        record_actions: bool = False) -> dict[str, Any]:
     """Play one seeded episode through the environment with a learned policy's ``predict``.
 
@@ -142,23 +159,25 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
                          f"{scenario.name!r} gives (trained on {policy.meta.get('scenario', '?')!r})")
     obs, _ = env.reset(seed=seed)
     base = env.unwrapped
-    limit = max(scenario.cfg.env.max_episode_steps, 100 * base.sim.view().num_jobs)  # type: ignore[attr-defined]
+    assert isinstance(base, GeoSchedEnv)  # make_env_fn of one scenario: a GeoSchedEnv, flattened or not
+    sim = base.sim
+    assert sim is not None  # made by env.reset
+    limit = max(scenario.cfg.env.max_episode_steps, 100 * sim.view().num_jobs)
     times: list[float] = []
     log: list[dict | None] | None = [] if record_actions else None
     steps, done = 0, False
     while not done and steps < limit:
-        mask = base.action_masks()  # type: ignore[attr-defined]
+        mask = base.action_masks()
         t = time.perf_counter()
         action, _ = policy.predict(obs, deterministic=True, action_masks=mask)
         times.append(time.perf_counter() - t)
         index = int(np.asarray(action).item())
-        plan = base.candidates[index] if index < base.wait_action and mask[index] else None  # type: ignore[attr-defined]
+        plan = base.candidates[index] if index < base.wait_action and mask[index] else None
         obs, _, terminated, truncated, info = env.step(index)
         if log is not None and (not info["invalid_action"] or info["forced_wait"]):
             log.append(plan_to_json(None if info["forced_wait"] else plan))
         done = terminated or truncated
         steps += 1
-    sim = base.sim  # type: ignore[attr-defined]
     records = sim.records()
     report = sim.report()
     row: dict[str, Any] = {"agent": policy.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
@@ -178,7 +197,7 @@ def run_policy_episode(policy: Any, scenario: Scenario, seed: int, env_kwargs: d
     return row
 
 
-def _fits(policy: Any, env: Any) -> bool:
+def _fits(policy: SavedPolicy, env: gym.Env) -> bool:
     """Whether ``env``'s observation space is the one ``policy`` was trained on."""
     return env.observation_space in (getattr(policy, "observation_space", None),
                                      getattr(getattr(policy, "model", None), "observation_space", None))
@@ -203,18 +222,6 @@ def evaluate_model(
         row = run_policy_episode(policy, sc, seed, env_kwargs=kwargs or None)
         reports.append(EpisodeReport(**{name: row[name] for name in names}))
     return reports
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` through a temporary file, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=1, allow_nan=True))
-        os.replace(tmp, path)
-    except BaseException:  # Ctrl-C or a full disk mid-write: the old file stays whole, no temporary is left
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def evaluate_agents(
@@ -270,30 +277,18 @@ def evaluate_agents(
     if num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
     settings = run_settings(agents, sc, agent_kwargs, seeds=seeds, split=split, record_actions=record_actions)
-    rows: list[dict[str, Any]] = []
     out_path = Path(out) if out else None
-    if out_path and out_path.exists() and not overwrite:  # checked before any agent is built or episode run
-        saved, rows = results.read_results(out_path)
-        diffs = results.differences(saved, settings)
-        if diffs:
-            raise results.SettingsMismatch(out_path, diffs)
-        settings = results.merge_settings(saved, settings)  # type: ignore[arg-type]
+    settings, rows = _continued(out_path, settings, overwrite)  # before any agent is built or episode run
     instances = [_instance(a, agent_kwargs) for a in agents]
     done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
     todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
     bar = _progress_bar(len(todo), f"evaluate {sc.name}") if progress and todo else None
-    if backend == "serial":
-        played = ((i, _play(agent, sc, seed, record_actions)) for i, (agent, seed) in enumerate(todo))
-    else:
-        from sfenv.runs.distributed import ray_imap_unordered
-
-        played = ray_imap_unordered(_episode_task, [(_payload(agent), seed, record_actions) for agent, seed in todo],
-                                    (sc,), address=address, workers=workers)
+    played = _episodes(todo, sc, record_actions, backend, address, workers)
     first_new = len(rows)
     order: dict[int, int] = {}  # todo index -> position in rows (completion order)
     if out_path:  # the settings first: an interrupted run leaves a file that says what it holds
         atomic_write_json(out_path, results.results_document(settings, rows))
-    saved = len(rows)  # rows the file holds
+    rows_saved = len(rows)  # rows the file holds
     try:
         for i, row in played:
             agent, seed = todo[i]
@@ -302,7 +297,7 @@ def evaluate_agents(
             rows.append(row)
             if out_path:
                 atomic_write_json(out_path, results.results_document(settings, rows))
-                saved = len(rows)
+                rows_saved = len(rows)
             if on_row:
                 on_row(row)
             if bar is not None:
@@ -311,7 +306,7 @@ def evaluate_agents(
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
-        if out_path and saved < len(rows):  # Ctrl-C came during the last write: save the episode it held
+        if out_path and rows_saved < len(rows):  # Ctrl-C came during the last write: save the episode it held
             atomic_write_json(out_path, results.results_document(settings, rows))
         where = f" in {out_path}" if out_path else " (no --out file: nothing was saved)"
         raise Interrupted(f"interrupted: {len(rows) - first_new} episodes run now, {len(rows)} saved{where}; "
@@ -325,7 +320,41 @@ def evaluate_agents(
     return rows
 
 
-def _progress_bar(total: int, desc: str) -> Any:
+def _continued(out_path: Path | None, settings: dict[str, Any],
+               overwrite: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The settings to write and the rows already saved: those of ``out_path`` if it exists and is continued.
+
+    :param out_path: the results file, or None (no file: nothing saved).
+    :param settings: this run's settings (:func:`run_settings`).
+    :param overwrite: replace the file: nothing of it is kept.
+    :return: ``settings`` with the file's agents and seeds merged in, and the file's rows.
+    :raises SettingsMismatch: if the file holds results of other settings (or records none).
+    """
+    if out_path is None or not out_path.exists() or overwrite:
+        return settings, []
+    saved, rows = results.read_results(out_path)
+    diffs = results.differences(saved, settings)
+    if diffs or saved is None:  # a file recording no settings always differs
+        raise results.SettingsMismatch(out_path, diffs)
+    return results.merge_settings(saved, settings), rows
+
+
+def _episodes(todo: Sequence[tuple[Player, int]], sc: Scenario, record_actions: bool, backend: str,
+              address: str | None, workers: int | None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Play the (agent, seed) pairs of ``todo``; yields (index in ``todo``, row) as episodes finish.
+
+    The serial backend plays them here in order; the ray backend as Ray tasks (:func:`_episode_task`), in
+    the order they finish.
+    """
+    if backend == "serial":
+        return ((i, _play(agent, sc, seed, record_actions)) for i, (agent, seed) in enumerate(todo))
+    from sfenv.runs.distributed import ray_imap_unordered
+
+    return ray_imap_unordered(_episode_task, [(_payload(agent), seed, record_actions) for agent, seed in todo],
+                              (sc,), address=address, workers=workers)
+
+
+def _progress_bar(total: int, desc: str) -> tqdm | None:
     """A tqdm progress bar over ``total`` episodes, or None without tqdm."""
     try:
         from tqdm import tqdm
@@ -382,20 +411,21 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
     return {"kwargs": dict((agent_kwargs or {}).get(agent, {}))}
 
 
-def _play(agent: Any, sc: Scenario, seed: int, record_actions: bool = False) -> dict[str, Any]:
+def _play(agent: Player, sc: Scenario, seed: int, record_actions: bool = False) -> dict[str, Any]:
     """One episode: a scheduler agent through the simulator, a saved policy through the environment."""
     if isinstance(agent, SchedulerAgent):
         return run_episode(agent, sc, seed, record_actions)
     return run_policy_episode(agent, sc, seed, record_actions=record_actions)
 
 
-def _payload(agent: Any) -> Any:
+def _payload(agent: Player) -> Payload:
     """What a worker needs to rebuild ``agent``: the instance, or a saved policy's spec with an absolute path."""
     if isinstance(agent, SchedulerAgent):
         return agent
     if agent.name.startswith(MODEL_PREFIX):  # model:[ALGO:]PATH, and its play settings if any
         spec = MODEL_PREFIX + absolute_model_spec(agent.name[len(MODEL_PREFIX):])
-        return (spec, agent.play_kwargs) if getattr(agent, "play_kwargs", None) else spec
+        play_kwargs = agent.play_kwargs if isinstance(agent, _SavedModel) else {}
+        return (spec, play_kwargs) if play_kwargs else spec
     if agent.name.startswith(RLLIB_PREFIX):
         return RLLIB_PREFIX + str(Path(agent.name[len(RLLIB_PREFIX):]).resolve())
     raise InvalidInput(f"{agent.name}: neither a scheduler agent nor a saved policy spec; the ray backend "
@@ -403,41 +433,62 @@ def _payload(agent: Any) -> Any:
 
 
 #: saved policies loaded on this (worker) process, by spec: each is loaded once, not per episode
-_LOADED: dict[str, Any] = {}
+_LOADED: dict[str, SavedPolicy] = {}
 
 
-def _episode_task(sc: Scenario, payload: Any, seed: int, record_actions: bool = False) -> dict[str, Any]:
+def _episode_task(sc: Scenario, payload: Payload, seed: int, record_actions: bool = False) -> dict[str, Any]:
     """A Ray task: rebuild the agent from :func:`_payload`'s output and play one episode (:func:`_play`)."""
     quiet_solver_banner()
     if isinstance(payload, (str, tuple)):  # a saved policy's spec, or (spec, its play settings)
         spec, kwargs = (payload, {}) if isinstance(payload, str) else payload
         key = json.dumps([spec, kwargs], sort_keys=True)
         if key not in _LOADED:
-            _LOADED[key] = _instance(spec, {spec: kwargs})
-        agent = _LOADED[key]
+            _LOADED[key] = _saved_policy(spec, {spec: kwargs})
+        agent: Player = _LOADED[key]
     else:
         agent = payload
     return _play(agent, sc, seed, record_actions)
 
 
-def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> Any:
-    if isinstance(a, SchedulerAgent):
-        return a
-    if a.startswith(MODEL_PREFIX):
-        kwargs = dict((agent_kwargs or {}).get(a, {}))
+class _SavedModel(LearnedPolicy):
+    """A ``model:[ALGO:]PATH`` agent: the saved model, named by the spec as given, with its play settings.
+
+    :param spec: ``model:[ALGO:]PATH``; rows are keyed by it as given (resume finds them again).
+    :param play_kwargs: keywords of :class:`LearnedPolicy` that change how it is played
+        (:data:`MODEL_PLAY_KWARGS`), kept for a Ray worker to rebuild it alike (:func:`_payload`).
+    """
+
+    def __init__(self, spec: str, play_kwargs: dict[str, Any]) -> None:
+        super().__init__(spec[len(MODEL_PREFIX):], **play_kwargs)
+        self.name = spec
+        self.play_kwargs = play_kwargs
+
+
+def _saved_policy(spec: str, agent_kwargs: dict[str, dict] | None) -> SavedPolicy:
+    """Load the saved policy of ``spec`` (``model:[ALGO:]PATH`` or ``rllib:PATH``), named by ``spec``.
+
+    :raises InvalidInput: for a play setting a saved model does not take.
+    """
+    if spec.startswith(MODEL_PREFIX):
+        kwargs = dict((agent_kwargs or {}).get(spec, {}))
         unknown = sorted(set(kwargs) - set(MODEL_PLAY_KWARGS))
         if unknown:
-            raise InvalidInput(f"{a}: unknown play setting(s) {unknown}; a saved model takes {list(MODEL_PLAY_KWARGS)}")
-        policy = LearnedPolicy(a[len(MODEL_PREFIX):], **kwargs)
-        policy.name = a  # rows are keyed by the spec as given (resume finds them again)
-        policy.play_kwargs = kwargs  # type: ignore[attr-defined]  # for a Ray worker to rebuild it alike
-        return policy
-    if a.startswith(RLLIB_PREFIX):
-        from sfenv.agents.rllib import RLlibPolicy  # imports ray.rllib (the ray extra), so only when asked
+            raise InvalidInput(f"{spec}: unknown play setting(s) {unknown}; a saved model takes "
+                               f"{list(MODEL_PLAY_KWARGS)}")
+        return _SavedModel(spec, kwargs)
+    from sfenv.agents.rllib import RLlibPolicy  # imports ray.rllib (the ray extra), so only when asked
 
-        rl_policy = RLlibPolicy(a[len(RLLIB_PREFIX):])
-        rl_policy.name = a
-        return rl_policy
+    rl_policy = RLlibPolicy(spec[len(RLLIB_PREFIX):])
+    rl_policy.name = spec
+    return rl_policy
+
+
+def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> Player:
+    """The player of an ``agents`` entry: the instance given, a saved policy loaded, or a registered agent built."""
+    if isinstance(a, SchedulerAgent):
+        return a
+    if a.startswith((MODEL_PREFIX, RLLIB_PREFIX)):
+        return _saved_policy(a, agent_kwargs)
     return make_agent(a, **(agent_kwargs or {}).get(a, {}))
 
 
@@ -451,29 +502,12 @@ CI_METRICS: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    """Mean and half-width of its two-sided Student-t confidence interval (NaN values dropped).
-
-    ``mean ± t_{(1+level)/2, n-1} * s / sqrt(n)`` with ``s`` the sample standard deviation
-    (``ddof=1``); the half-width is NaN with fewer than two values, 0 if they are all equal.
-    """
-    from scipy.stats import t as student_t  # scipy comes with pymoo; imported here to keep imports light
-
-    x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
-    if x.size == 0:
-        return math.nan, math.nan
-    mean = float(np.mean(x))
-    if x.size < 2:
-        return mean, math.nan
-    return mean, float(student_t.ppf(0.5 + level / 2, x.size - 1) * np.std(x, ddof=1) / math.sqrt(x.size))
-
-
 def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per agent (in first-seen order): mean over seeds and 95 % CI half-width of each episode metric.
 
     For each ``(column, field, scale)`` of :data:`CI_METRICS` the summary holds ``column`` (the
     mean over the agent's episodes of ``field * scale``) and ``column + "_ci"`` (the half-width of
-    the Student-t interval, :func:`mean_ci`).  The per-episode JCT figures already count
+    the Student-t interval, :func:`sfenv.runs.stats.mean_ci`).  The per-episode JCT figures already count
     unfinished jobs (censored); ``p95_jct_h`` is the mean of the episodes' 95th percentiles.
     Energy, utilisation and decision times are plain means (decision_ms_max: the maximum).
     """
@@ -527,15 +561,11 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
     cols: list[str] = []
     for r in rows:
         cols.extend(k for k, v in r.items() if k not in cols and not isinstance(v, (list, tuple, dict)))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as f:
+    with atomic_path(Path(path)) as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow({k: r.get(k, "") for k in cols})
-    os.replace(tmp, path)
 
 
 _BANNER_DONE = False

@@ -25,14 +25,14 @@ from __future__ import annotations
 import csv
 import html
 import math
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sfenv import __version__
 from sfenv.errors import InvalidInput
-from sfenv.runs import protocol
+from sfenv.runs import log_stderr, protocol
+from sfenv.runs.results import atomic_path, atomic_write_text
 
 __all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "rank", "run_leaderboard", "write_outputs"]
 
@@ -51,12 +51,6 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _stderr(msg: str) -> None:
-    import sys
-
-    print(msg, file=sys.stderr, flush=True)
-
-
 def run_leaderboard(
     out_dir: str | Path = "leaderboard",
     scenarios: Sequence[str] | None = None,
@@ -69,7 +63,7 @@ def run_leaderboard(
     backend: str = "serial",
     address: str | None = None,
     workers: int | None = None,
-    log: Callable[[str], None] = _stderr,
+    log: Callable[[str], None] = log_stderr,
 ) -> dict[str, Any]:
     """Play the leaderboard, write its files into ``out_dir`` and return its data.
 
@@ -132,8 +126,7 @@ def rank(scenario: str, names: Sequence[str], episodes: Sequence[dict[str, Any]]
     """
     import numpy as np
 
-    from sfenv.app.evaluate import mean_ci
-    from sfenv.runs.stats import paired_ratio
+    from sfenv.runs.stats import mean_ci, paired_ratio
 
     by: dict[str, dict[int, dict]] = {}
     for r in episodes:
@@ -187,12 +180,6 @@ def _notes(settings: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_outputs(rows: Sequence[dict[str, Any]], settings: dict[str, Any], out_dir: str | Path) -> list[Path]:
     """Write ``leaderboard.md``, ``.csv``, ``.html`` and ``.json`` into ``out_dir``; returns their paths."""
     import json
@@ -206,18 +193,16 @@ def write_outputs(rows: Sequence[dict[str, Any]], settings: dict[str, Any], out_
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
           *["| " + " | ".join(b) + " |" for b in body]]
     paths = {k: out / f"leaderboard.{k}" for k in ("md", "csv", "html", "json")}
-    _atomic_text(paths["md"], "\n".join(md) + "\n")
+    atomic_write_text(paths["md"], "\n".join(md) + "\n")
     fields = ["scenario", "rank", "agent", "seeds", "mean_jct_h", "mean_jct_h_ci", "ratio_to_best", "ratio_low",
               "ratio_high", "p95_jct_h", "cost_usd", "throughput_tok_s", "unfinished", "jobs"]
-    tmp = paths["csv"].with_name(".leaderboard.csv.tmp")
-    with tmp.open("w", newline="") as f:
+    with atomic_path(paths["csv"]) as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow({**r, "jobs": settings["scenarios"].get(r["scenario"], {}).get("jobs", "")})
-    os.replace(tmp, paths["csv"])
-    _atomic_text(paths["html"], _html(header, body, notes))
-    _atomic_text(paths["json"], json.dumps({"settings": settings, "rows": list(rows)}, indent=1, allow_nan=True))
+    atomic_write_text(paths["html"], _html(header, body, notes))
+    atomic_write_text(paths["json"], json.dumps({"settings": settings, "rows": list(rows)}, indent=1, allow_nan=True))
     return list(paths.values())
 
 

@@ -11,10 +11,11 @@ never imports it.  A figure's PNG is ``figsize x DPI`` pixels exactly (no tight 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from sfenv.runs.results import atomic_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -55,10 +56,8 @@ def _colours(n: int) -> list[Any]:
 def save_png(fig: Figure, path: str | Path) -> Path:
     """Write ``fig`` to ``path`` as a PNG at :data:`DPI`, through a temporary file and a rename."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png", dpi=DPI)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI)
     return path
 
 
@@ -122,7 +121,7 @@ def _overlaps(a: Any, b: Any) -> bool:
     return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
 
 
-def _label_points(ax: Axes, pts: Sequence[tuple[float, float]], names: Sequence[str],
+def _label_points(fig: Figure, ax: Axes, pts: Sequence[tuple[float, float]], names: Sequence[str],
                   colours: Sequence[Any] | None = None) -> list[Any]:
     """Name the points without overlapping labels (agents on the same point share one label).
 
@@ -134,6 +133,7 @@ def _label_points(ax: Axes, pts: Sequence[tuple[float, float]], names: Sequence[
     point) a label is written in its point's colour, darkened for contrast, so a label that had to
     move away is still matched to its point.
 
+    :param fig: the figure ``ax`` is drawn in.
     :return: the annotation artists, one per labelled point.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -149,7 +149,6 @@ def _label_points(ax: Axes, pts: Sequence[tuple[float, float]], names: Sequence[
                 colour_of.setdefault(p, tuple(0.6 * c for c in colours[k][:3]))
     if not groups:
         return []
-    fig = ax.get_figure()
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     canvas.draw()  # final layout and limits: display coordinates are now valid
     renderer = canvas.get_renderer()
@@ -224,7 +223,7 @@ def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = N
     ax.set_title(f"JCT vs cost{where} (lower left is better; circled: Pareto front)", fontsize=10)
     ax.legend(fontsize=7, ncols=2, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="agent")
     ax.grid(alpha=0.3)
-    _label_points(ax, pts, [r["agent"] for r in summary], colours)  # last: the layout is final
+    _label_points(fig, ax, pts, [r["agent"] for r in summary], colours)  # last: the layout is final
     if path is not None:
         save_png(fig, path)
     return fig

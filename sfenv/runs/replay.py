@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, overload
 
 from sfenv.errors import InvalidInput
 from sfenv.model.perf import Plan, Stage
@@ -75,6 +75,14 @@ def _init_fields(cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(cls) if f.init]
 
 
+@overload
+def plan_to_json(plan: Plan) -> dict[str, Any]: ...
+
+
+@overload
+def plan_to_json(plan: Plan | None) -> dict[str, Any] | None: ...
+
+
 def plan_to_json(plan: Plan | None) -> dict[str, Any] | None:
     """A plan as plain JSON data (None stays None, meaning wait): every constructor field of the plan and its stages."""
     if plan is None:
@@ -125,7 +133,7 @@ class ActionRecorder:
         """Call the wrapped hook and log its plans."""
         assert self._replan is not None
         plans = list(self._replan(view))
-        self.replans.append([plan_to_json(p) for p in plans])  # type: ignore[misc]
+        self.replans.append([plan_to_json(p) for p in plans])
         return plans
 
     def log(self) -> dict[str, list]:
@@ -167,7 +175,7 @@ def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]
         raise InvalidInput(f"action log: decision {pos['d']} is refused by the simulator ({exc})") from None
     if pos["r"] != len(replans):
         raise InvalidInput(f"action log: {len(replans) - pos['r']} re-planning entries left after the episode")
-    row = report.to_dict()
+    row: dict[str, Any] = report.to_dict()
     row.update(jct_fields(sim.records(), report.makespan_s))
     return row
 
@@ -194,7 +202,8 @@ def check_row(row: dict[str, Any], replayed: dict[str, Any],
         if not _same(row[name], replayed.get(name)):
             return f"{name} is {row[name]!r} in the file, {replayed.get(name)!r} on replay"
     claimed, got = row.get("jcts_s"), replayed.get("jcts_s")
-    if claimed is not None and (len(claimed) != len(got) or not all(_same(a, b) for a, b in zip(claimed, got))):
+    if claimed is not None and (got is None or len(claimed) != len(got)
+                                or not all(_same(a, b) for a, b in zip(claimed, got))):
         return "jcts_s (per-job JCTs) differ from the replay"
     return None
 

@@ -16,13 +16,18 @@ match.  :func:`differences` names what does not, so a caller can refuse (``--res
 beside the file under a new name (:func:`pick_output`); nothing is ever replaced unless asked
 (``overwrite``).  Files of earlier versions (a bare list of rows) record no settings and are never
 continued.
+
+Every file is written atomically (:func:`atomic_path`: a temporary file beside it, then ``os.replace``),
+so a crash or Ctrl-C mid-write leaves the old file whole and no temporary behind.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,9 @@ from sfenv.errors import InvalidInput
 __all__ = [
     "FORMAT",
     "SettingsMismatch",
+    "atomic_path",
+    "atomic_write_json",
+    "atomic_write_text",
     "differences",
     "file_hash",
     "make_settings",
@@ -61,6 +69,44 @@ class SettingsMismatch(InvalidInput):
         self.diffs = list(diffs)
         super().__init__(f"{path} holds results of other settings ({'; '.join(diffs)}); "
                          "choose another output, or --overwrite to replace it")
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write; it replaces ``path`` when the block ends without an error.
+
+    The temporary is ``.<name>.tmp`` in the same folder (created if missing), so the rename is atomic; on
+    any exception (Ctrl-C or a full disk mid-write included) it is removed and ``path`` is left as it was.
+
+    :param path: the file to write.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (:func:`atomic_path`), so a crash never leaves half a file.
+
+    :param path: the file to write.
+    :param text: its whole content.
+    """
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON (indent 1, NaN allowed) to ``path`` atomically (:func:`atomic_write_text`).
+
+    :param path: the file to write.
+    :param data: anything :func:`json.dumps` takes.
+    """
+    atomic_write_text(path, json.dumps(data, indent=1, allow_nan=True))
 
 
 def scenario_hash(scenario: Any) -> str:

@@ -3,6 +3,8 @@
 One place for the statistics sfenv reports over episode seeds, on :func:`scipy.stats.bootstrap`
 rather than hand-written resampling:
 
+- :func:`mean_ci` -- the mean and the half-width of its Student-t confidence interval, the
+  ``mean ± CI`` of every results table;
 - :func:`paired_ratio` -- ``mean(a) / mean(b)`` of two agents on the *same* seeds with a paired
   bootstrap interval (the seeds are resampled together, ``paired=True``), BCa by default;
 - :func:`iqm_interval` -- the interquartile mean (the mean of the middle 50 %,
@@ -24,12 +26,24 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from typing import Protocol, TypeAlias
 
 import numpy as np
 
 from sfenv.errors import InvalidInput
 
-__all__ = ["RANDOM_STATE", "RESAMPLES", "iqm_interval", "paired_ratio", "probability_of_improvement"]
+__all__ = [
+    "RANDOM_STATE",
+    "RESAMPLES",
+    "SeedValues",
+    "iqm_interval",
+    "mean_ci",
+    "paired_ratio",
+    "probability_of_improvement",
+]
+
+#: one value per seed: a sequence or a 1-D array
+SeedValues: TypeAlias = "Sequence[float] | np.ndarray"
 
 #: bootstrap resamples of every interval
 RESAMPLES = 10_000
@@ -37,23 +51,57 @@ RESAMPLES = 10_000
 RANDOM_STATE = 0
 
 
-def _values(name: str, values: Sequence[float]) -> np.ndarray:
+def mean_ci(values: SeedValues, level: float = 0.95) -> tuple[float, float]:
+    """Mean and half-width of its two-sided Student-t confidence interval (NaN values dropped).
+
+    ``mean ± t_{(1+level)/2, n-1} * s / sqrt(n)`` with ``s`` the sample standard deviation
+    (``ddof=1``); the half-width is NaN with fewer than two values, 0 if they are all equal.
+
+    :param values: one value per seed.
+    :param level: confidence level.
+    :return: ``(mean, half-width)``.
+    """
+    from scipy.stats import t as student_t  # scipy comes with pymoo; imported here to keep imports light
+
+    x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    if x.size == 0:
+        return math.nan, math.nan
+    mean = float(np.mean(x))
+    if x.size < 2:
+        return mean, math.nan
+    return mean, float(student_t.ppf(0.5 + level / 2, x.size - 1) * np.std(x, ddof=1) / math.sqrt(x.size))
+
+
+def _values(name: str, values: SeedValues) -> np.ndarray:
     x = np.asarray(values, dtype=float)
     if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
         raise InvalidInput(f"{name}: expected a non-empty list of finite numbers")
     return x
 
 
-def _ci(result: object, fallback: float) -> tuple[float, float]:
+class _Interval(Protocol):
+    """A ``scipy.stats.bootstrap`` interval (``ConfidenceInterval``): its ends."""
+
+    low: float
+    high: float
+
+
+class _BootstrapResult(Protocol):
+    """What :func:`_ci` reads of a ``scipy.stats.bootstrap`` result (``BootstrapResult``; SciPy has no type hints)."""
+
+    confidence_interval: _Interval
+
+
+def _ci(result: _BootstrapResult, fallback: float) -> tuple[float, float]:
     """The interval of a ``scipy.stats.bootstrap`` result; a degenerate (NaN) one collapses to ``fallback``."""
-    ci = result.confidence_interval  # type: ignore[attr-defined]
+    ci = result.confidence_interval
     lo, hi = float(ci.low), float(ci.high)
     if math.isnan(lo) or math.isnan(hi):
         return fallback, fallback
     return lo, hi
 
 
-def paired_ratio(a: Sequence[float], b: Sequence[float], level: float = 0.95, method: str = "BCa",
+def paired_ratio(a: SeedValues, b: SeedValues, level: float = 0.95, method: str = "BCa",
                  n_resamples: int = RESAMPLES, random_state: int = RANDOM_STATE) -> tuple[float, float, float]:
     """``mean(a) / mean(b)`` and its paired bootstrap interval over seeds.
 
@@ -88,7 +136,7 @@ def paired_ratio(a: Sequence[float], b: Sequence[float], level: float = 0.95, me
     return ratio, lo, hi
 
 
-def iqm_interval(values: Sequence[float], level: float = 0.95, method: str = "percentile",
+def iqm_interval(values: SeedValues, level: float = 0.95, method: str = "percentile",
                  n_resamples: int = RESAMPLES, random_state: int = RANDOM_STATE) -> tuple[float, float, float]:
     """Interquartile mean of ``values`` and its bootstrap interval.
 
@@ -108,7 +156,7 @@ def iqm_interval(values: Sequence[float], level: float = 0.95, method: str = "pe
     return iqm, lo, hi
 
 
-def probability_of_improvement(x: Sequence[float], y: Sequence[float]) -> float:
+def probability_of_improvement(x: SeedValues, y: SeedValues) -> float:
     """Probability that a seed of ``x`` is lower (better, e.g. a JCT) than one of ``y``, ties counting half.
 
     ``U / (n m)`` with ``U`` the Mann-Whitney statistic of ``y`` against ``x``
