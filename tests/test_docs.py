@@ -40,12 +40,13 @@ def test_docs_build_with_warnings_as_errors(tmp_path: Path):
     assert not proc.stderr.strip(), proc.stderr[-5000:]
     html = tmp_path / "html"
     for page in ("index", "getting-started", "env", "scenarios", "agents", "training", "evaluation", "scaling",
-                 "model", "claims", "benchmarks", "history", "api", "changelog"):
+                 "model", "claims", "benchmarks", "history", "api", "architecture", "changelog"):
         assert (html / f"{page}.html").exists(), page
     env_page = (html / "env.html").read_text()
     assert "sfenv/Geo8ContendedCost-v1" in env_page and "Version History" in env_page
     api = (html / "api.html").read_text()
-    assert 'id="sfenv.env.GeoSchedEnv"' in api and 'id="sfenv.agents.base.SchedulerAgent"' in api
+    for obj in ("sfenv.env.geosched.GeoSchedEnv", "sfenv.sim.engine.Simulator", "sfenv.agents.base.SchedulerAgent"):
+        assert f'id="{obj}"' in api, obj
     assert "Validation against measured runs" in (html / "model.html").read_text()
     assert list((html / "_images").glob("*.png")), "the benchmark figures are in the site"
 
@@ -136,9 +137,10 @@ def test_api_reference_documents_every_public_module():
     import pkgutil
     import re
 
-    import sfenv
     import sfenv.agents
     import sfenv.experiments
+
+    import sfenv
 
     found = [m.name for pkg in (sfenv, sfenv.agents, sfenv.experiments)
              for m in pkgutil.walk_packages(pkg.__path__, f"{pkg.__name__}.")]
