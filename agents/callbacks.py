@@ -67,7 +67,7 @@ def make_eval_callback(
     eval_every: int,
     run_dir: Path,
     masked: bool,
-    save_best: Callable[[Any, str], None],
+    save_best: Callable[[Any, str], object],
     history: list[dict] | None = None,
     evaluate_first: bool = False,
     log: Callable[[str], None] | None = None,

@@ -122,7 +122,7 @@ def objective(inst: ILPInstance, order: Sequence[int], options: Sequence[tuple[i
     assert inst.ar_coef is not None and inst.ar_const is not None
     d = inst.d
     tau = max(inst.alpha[i] * d * li / g for i, (g, _), li in zip(order, options, layers))
-    hops = [inst.hop[a, b] for a, b in zip(order, order[1:])]
+    hops = [inst.hop[a, b] for a, b in itertools.pairwise(order)]
     tau = max([tau, *hops])
     fill = sum(inst.alpha[i] * li / t for i, (_, t), li in zip(order, options, layers))
     t_pp = (inst.m - 1) * tau + fill + 2 * sum(hops)
@@ -214,7 +214,10 @@ def solve_instance(inst: ILPInstance, time_limit: float = 2.0
         order.append(nxt[0])
     if set(order) != set(used):
         return None
-    chain = [(i, *used[i], int(round(lv[(i, *used[i])].value() or 0))) for i in order]
+    chain: list[tuple[int, int, int, int]] = []
+    for i in order:
+        g, t = used[i]
+        chain.append((i, g, t, round(lv[i, g, t].value() or 0)))
     return chain, float(pulp.value(prob.objective)), res.optimal
 
 

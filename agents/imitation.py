@@ -43,7 +43,7 @@ import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -143,7 +143,7 @@ def sample_future(scenario: Any, sim: Any, rng: np.random.Generator) -> list[Any
     return [replace(j, arrival=sim.time + (j.arrival - before)) for j in tail]
 
 
-def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | str = 0, seed: int = 0,
+def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | Literal["present"] = 0, seed: int = 0,
                      among: str = "valid", max_waiting: int | None = None) -> int:
     """The valid action whose what-if rollouts score best: an expert for distillation.
 
@@ -195,50 +195,84 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | str = 0
                              "that include it (e.g. proposers=\"best+spantrain\" for spantrain+swf)")
         if len(e.sim.waiting) > max_waiting:
             return int(own)
+    valid = _actions_to_score(e, among, own)
+    resample = futures == "present" or futures > 0
+    draws = _rollout_draws(e, futures, seed) if resample else [([], None)]
+    best, best_v = e.wait_action, None
+    for a in valid:
+        v = _rollout_objective(e, agent, a, draws, resample)
+        if best_v is None or v < best_v - 1e-9 or (a == own and v <= best_v + 1e-9):
+            best, best_v = a, v
+    return int(best)
+
+
+def _actions_to_score(e: Any, among: str, own: int | None) -> list[int]:
+    """The actions :func:`lookahead_action` scores in the GeoSchedEnv ``e``, in increasing order.
+
+    :param among: ``"valid"``: every valid action; ``"proposed"``: the valid ones among the
+        recorded decisions of ``e``'s proposers, waiting and ``own``.
+    :param own: the base heuristic's own action (None: not recorded).
+    :raises ValueError: for another ``among``.
+    """
     mask = e.action_masks()
     if among == "proposed":
         actions = {e.action_for(p.decision) for p in e.proposers
                    if isinstance(p, DecisionRecorder) and p.decision is not None} | {e.wait_action}
         if own is not None:
             actions.add(own)
-        valid = sorted(a for a in actions if mask[a])
-    elif among == "valid":
-        valid = np.flatnonzero(mask).tolist()
-    else:
-        raise ValueError(f"among={among!r}: expected 'valid' or 'proposed'")
-    draws: list[tuple[list[Any], np.random.Generator | None]] = [([], None)]
-    resample = futures == "present" or futures > 0
-    if resample:
-        root = np.random.default_rng([seed, e.sim.decisions, int(e.sim.time * 1000.0)])
-        if futures == "present":
-            never = 2.0 * e.sim.config.horizon_s  # after the horizon: these jobs never arrive
-            pending = [js.spec for js in e.sim.jobs if js.status == "pending"]
-            draws = [([replace(j, arrival=never) for j in pending], root)]
+        return sorted(a for a in actions if mask[a])
+    if among == "valid":
+        return np.flatnonzero(mask).tolist()
+    raise ValueError(f"among={among!r}: expected 'valid' or 'proposed'")
+
+
+#: what a rollout of :func:`lookahead_action` plays: the jobs that replace those still to arrive,
+#: and the generator of the link changes (None: the episode's own future)
+_RolloutDraw = tuple[list[Any], np.random.Generator | None]
+
+
+def _rollout_draws(e: Any, futures: int | Literal["present"], seed: int) -> list[_RolloutDraw]:
+    """The futures the rollouts of :func:`lookahead_action` play in the GeoSchedEnv ``e`` (``futures`` not 0).
+
+    Their generators are seeded by ``seed``, the decision count and the clock.
+
+    :param futures: ``"present"``: one future without arrivals; ``K``: ``K`` sampled futures.
+    """
+    root = np.random.default_rng([seed, e.sim.decisions, int(e.sim.time * 1000.0)])
+    if futures == "present":
+        never = 2.0 * e.sim.config.horizon_s  # after the horizon: these jobs never arrive
+        pending = [js.spec for js in e.sim.jobs if js.status == "pending"]
+        return [([replace(j, arrival=never) for j in pending], root)]
+    draws: list[_RolloutDraw] = []
+    for g in root.spawn(futures):
+        jobs_rng, link_rng = g.spawn(2)
+        draws.append((sample_future(e.scenario, e.sim, jobs_rng), link_rng))
+    return draws
+
+
+def _rollout_objective(e: Any, agent: Any, action: int, draws: list[_RolloutDraw], resample: bool) -> float:
+    """The mean episode objective of ``action`` in the GeoSchedEnv ``e``, the rest played by ``agent``.
+
+    One fork of the simulator per draw takes ``action`` and plays on; the objective weighs job-time,
+    cost and tokens by the env's reward weights.
+
+    :param resample: the forks play the draws' futures (else the episode's own).
+    """
+    total = 0.0
+    for jobs, link_rng in draws:
+        sim = e.sim.fork()
+        if resample:
+            sim.resample_future(jobs, copy.deepcopy(link_rng))
+        if action == e.wait_action:
+            sim.wait()
         else:
-            draws = []
-            for g in root.spawn(futures):
-                jobs_rng, link_rng = g.spawn(2)
-                draws.append((sample_future(e.scenario, e.sim, jobs_rng), link_rng))
-    best, best_v = e.wait_action, None
-    for a in valid:
-        total = 0.0
-        for jobs, link_rng in draws:
-            sim = e.sim.fork()
-            if resample:
-                sim.resample_future(jobs, copy.deepcopy(link_rng))
-            if a == e.wait_action:
-                sim.wait()
-            else:
-                sim.schedule(e.candidates[a])
-                sim.advance()
-            sim.run(agent.decide)
-            cost, _, tokens = sim.totals()
-            total += (e.jct_weight * sim.job_seconds / (3600.0 * e.K) + e.cost_weight * cost
-                      - e.throughput_weight * tokens / 1e9)
-        v = total / len(draws)
-        if best_v is None or v < best_v - 1e-9 or (a == own and v <= best_v + 1e-9):
-            best, best_v = a, v
-    return int(best)
+            sim.schedule(e.candidates[action])
+            sim.advance()
+        sim.run(agent.decide)
+        cost, _, tokens = sim.totals()
+        total += (e.jct_weight * sim.job_seconds / (3600.0 * e.K) + e.cost_weight * cost
+                  - e.throughput_weight * tokens / 1e9)
+    return total / len(draws)
 
 
 @dataclass
@@ -259,6 +293,16 @@ class Demonstrations:
 
     def __len__(self) -> int:
         return len(self.actions)
+
+    def extended(self, new: Demonstrations) -> Demonstrations:
+        """These steps, then those of ``new``; the agreement is ``new``'s (that of the latest collection)."""
+        return Demonstrations(obs={k: np.concatenate([self.obs[k], new.obs[k]]) for k in self.obs},
+                              masks=np.concatenate([self.masks, new.masks]),
+                              actions=np.concatenate([self.actions, new.actions]),
+                              returns=np.concatenate([self.returns, new.returns]),
+                              rewards=np.concatenate([self.rewards, new.rewards]),
+                              dones=np.concatenate([self.dones, new.dones]),
+                              agreement=new.agreement)
 
 
 def _base_envs(vec: Any) -> list[Any]:
@@ -338,12 +382,11 @@ def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs:
         cross-entropy, which drives the expert's probability to 1 and leaves PPO nothing to sample).
     """
     import torch
-    from stable_baselines3.common.utils import obs_as_tensor
 
     policy = model.policy
     device = policy.device
     obs = normalize(demos.obs) if normalize is not None else demos.obs
-    obs_t = obs_as_tensor({k: np.asarray(v, dtype=np.float32) for k, v in obs.items()}, device)
+    obs_t = {k: torch.as_tensor(np.asarray(v, dtype=np.float32), device=device) for k, v in obs.items()}
     act_t = torch.as_tensor(demos.actions, device=device)
     mask_np = demos.masks
     ret_t = torch.as_tensor(np.nan_to_num(demos.returns), dtype=torch.float32, device=device)
@@ -408,12 +451,7 @@ def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs:
             acting = "the expert acting" if r == 0 else "the policy acting (DAgger)"
             log(f"pretrain round {r + 1}/{rounds}: collecting {steps:,} steps labelled by {expert}, {acting}")
         new = collect(vec, steps, gamma, policy=None if r == 0 else model.policy, expert=expert, log=log)
-        if data is None:
-            data = new
-        else:
-            data = Demonstrations({k: np.concatenate([data.obs[k], new.obs[k]]) for k in data.obs},
-                                  *(np.concatenate([getattr(data, f), getattr(new, f)])
-                                    for f in ("masks", "actions", "returns", "rewards", "dones")), new.agreement)
+        data = new if data is None else data.extended(new)
         norm = None
         if vn is not None and vn.norm_obs:
             norm = vn.normalize_obs

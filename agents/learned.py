@@ -178,7 +178,7 @@ def load_config(spec: str | Path) -> dict[str, Any]:
 
     path = Path(spec)
     if not path.is_file():
-        bundled = resources.files("sfenv").joinpath("hyperparams", f"train-{spec}.yml")
+        bundled = resources.files("sfenv").joinpath("hyperparams").joinpath(f"train-{spec}.yml")
         if not bundled.is_file():
             raise MissingFile(f"no config file {spec} (bundled configs: {', '.join(bundled_configs())})")
         text = bundled.read_text()
@@ -302,7 +302,8 @@ class ScenarioMix(gym.Env):
 
     metadata = GeoSchedEnv.metadata
 
-    def __init__(self, scenarios: list[ScenarioLike], env_kwargs: dict | None = None, render_mode: str | None = None):
+    def __init__(self, scenarios: Sequence[ScenarioLike], env_kwargs: dict | None = None,
+                 render_mode: str | None = None):
         if not scenarios:
             raise InvalidInput("ScenarioMix needs at least one scenario")
         self.envs = [GeoSchedEnv(s, render_mode=render_mode, **(env_kwargs or {})) for s in scenarios]
@@ -358,7 +359,7 @@ class ScenarioMix(gym.Env):
 
 
 def make_env_fn(
-    scenario: ScenarioLike | list[ScenarioLike], flatten: bool, env_kwargs: dict | None = None
+    scenario: ScenarioLike | list[ScenarioLike] | list[Scenario], flatten: bool, env_kwargs: dict | None = None
 ) -> Callable[[], gym.Env]:
     """A ``make_vec_env`` factory: GeoSchedEnv on ``scenario`` (a list: :class:`ScenarioMix`), flattened if asked."""
 
@@ -571,7 +572,8 @@ def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None
     from sfenv.env.proposers import PROPOSER_SETS
 
     recording = [name for name in PROPOSER_SETS if name != "default"]  # the sets with decision proposers
-    if (env_kwargs or {}).get("proposers") not in recording:
+    sets = (env_kwargs or {}).get("proposers")
+    if sets not in recording:
         raise InvalidInput("train: pretrain imitates a heuristic whose decisions the env's candidates record; "
                            f"set env_kwargs proposers: best (or one of {', '.join(recording)})")
     pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}
@@ -590,7 +592,6 @@ def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None
     if needs is not None:  # the expert answers with this heuristic's recorded decision
         from sfenv.env.proposers import DecisionRecorder, named_proposers
 
-        sets = env_kwargs["proposers"]
         recorded = {q.name for q in named_proposers(sets) if isinstance(q, DecisionRecorder)}
         if needs not in recorded:
             raise InvalidInput(f"train: pretrain.expert {pre_cfg['expert']!r} needs the decision of {needs!r}, "
@@ -670,11 +671,7 @@ def train(
     """
     if resume is not None:
         run = Path(resume)
-        if not (run / "config.yml").is_file():
-            raise MissingFile(f"{run}: not a run folder of sfenv train (no config.yml)")
-        import yaml
-
-        cfg = yaml.safe_load((run / "config.yml").read_text())
+        cfg = _run_config(run)
         algo, seed, n_envs, normalize = cfg["algo"], cfg["seed"], cfg["n_envs"], cfg["normalize"]
         scenario = cfg["scenario"]
         env_kwargs, algo_kwargs = cfg["env_kwargs"], cfg["hp"]
@@ -688,16 +685,7 @@ def train(
     seeds = _checked_settings(total_timesteps, seed, n_envs, checkpoint_every, eval_every, normalize, eval_seeds)
     scenario, train_sc, first, eval_sc = _train_scenarios(scenario, eval_scenario)
     kw_env = _env_settings(env_kwargs, spec.masked, first)
-    if policy == "candidate-set" and kw_env.get("obs_mode") != "compact":
-        raise InvalidInput("policy 'candidate-set': needs env_kwargs obs_mode 'compact' (its scorer reads the "
-                           f"compact candidate features), got obs_mode {kw_env.get('obs_mode', 'full')!r}")
-    defaults = copy.deepcopy(DEFAULT_HP[algo])
-    if policy != "default":  # the default MLP's layer sizes are not this policy's parameters
-        defaults.pop("policy_kwargs", None)
-    hp = _merge(defaults, copy.deepcopy(dict(algo_kwargs or {})))
-    check_hp(algo, hp, policy)
-    if "batch_size" in hp and "n_steps" in hp:
-        hp["batch_size"] = min(int(hp["batch_size"]), int(hp["n_steps"]) * n_envs)
+    hp = _hyperparameters(algo, policy, algo_kwargs, n_envs, kw_env)
     env_fn = make_env_fn(train_sc, spec.flatten, kw_env)
     env_fn().close()  # checks env_kwargs (ScenarioError) and the mix's spaces before anything is written
     eval_kw = {k: v for k, v in kw_env.items() if k != "num_jobs"}
@@ -742,9 +730,7 @@ def train(
     meta = {"algo": algo, "scenario": sc_name, "eval_scenario": eval_sc.name, "seed": seed,
             "total_timesteps": total_timesteps, "env_kwargs": kw_env, "algo_kwargs": hp, "normalize": normalize,
             "policy": policy}
-    history = []
-    if resume is not None and (run / "eval.json").is_file():
-        history = [h for h in json.loads((run / "eval.json").read_text()) if h["timesteps"] <= done]
+    history = _eval_history(run, done) if resume is not None else []
     every = eval_every if eval_every is not None else max(MIN_EVAL_EVERY, total_timesteps // 10)
     if log is not None:
         log(_start_line(run, algo, sc_name, total_timesteps - done, pre_cfg, len(seeds), eval_sc.name))
@@ -773,6 +759,48 @@ def train(
     vec.close()
     evaluator.env.close()
     return path
+
+
+def _run_config(run: Path) -> dict[str, Any]:
+    """The settings of the run folder ``run`` (its ``config.yml``), for :func:`train`'s ``resume``.
+
+    :raises MissingFile: when ``run`` has no ``config.yml``.
+    """
+    if not (run / "config.yml").is_file():
+        raise MissingFile(f"{run}: not a run folder of sfenv train (no config.yml)")
+    import yaml
+
+    return yaml.safe_load((run / "config.yml").read_text())
+
+
+def _hyperparameters(algo: str, policy: str, algo_kwargs: dict | None, n_envs: int, kw_env: dict[str, Any]
+                     ) -> dict[str, Any]:
+    """The SB3 keyword arguments of :func:`train`: ``algo_kwargs`` over :data:`DEFAULT_HP`, checked.
+
+    A policy other than ``default`` drops the defaults' ``policy_kwargs`` (the default MLP's layer
+    sizes); the batch is at most a rollout (``n_steps`` x ``n_envs``).
+
+    :raises InvalidInput: for ``candidate-set`` without the compact observation, or a bad keyword
+        (:func:`check_hp`).
+    """
+    if policy == "candidate-set" and kw_env.get("obs_mode") != "compact":
+        raise InvalidInput("policy 'candidate-set': needs env_kwargs obs_mode 'compact' (its scorer reads the "
+                           f"compact candidate features), got obs_mode {kw_env.get('obs_mode', 'full')!r}")
+    defaults = copy.deepcopy(DEFAULT_HP[algo])
+    if policy != "default":  # the default MLP's layer sizes are not this policy's parameters
+        defaults.pop("policy_kwargs", None)
+    hp = _merge(defaults, copy.deepcopy(dict(algo_kwargs or {})))
+    check_hp(algo, hp, policy)
+    if "batch_size" in hp and "n_steps" in hp:
+        hp["batch_size"] = min(int(hp["batch_size"]), int(hp["n_steps"]) * n_envs)
+    return hp
+
+
+def _eval_history(run: Path, done: int) -> list[dict[str, Any]]:
+    """The evaluations of a resumed run folder up to its ``done`` steps (``eval.json``; none without it)."""
+    if not (run / "eval.json").is_file():
+        return []
+    return [h for h in json.loads((run / "eval.json").read_text()) if h["timesteps"] <= done]
 
 
 def _checked_settings(total_timesteps: int, seed: int, n_envs: int, checkpoint_every: int, eval_every: int | None,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from sfenv.agents.base import SchedulerAgent, fill_budget, index_order_chain
 
@@ -209,9 +209,9 @@ class _PlanMemo:
         self._last_state = state
         return (job.shape_key, state)
 
-    def get(self, key: tuple, job: JobSpec) -> Plan | bool | None:
+    def get(self, key: tuple, job: JobSpec) -> Plan | Literal[False] | None:
         """The remembered plan for ``job`` (None: no plan), or False when ``key`` is not remembered."""
-        hit = self._store.get(key, False)
+        hit: tuple[Plan, Any] | Literal[False] | None = self._store.get(key, False)
         if hit is None or hit is False:
             return hit
         plan, perf = hit

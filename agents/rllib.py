@@ -107,6 +107,26 @@ def _ray_module(name: str) -> ModuleType:
         ) from e
 
 
+def _dict_space(space: gym.Space) -> spaces.Dict:
+    """``space``, a Dict space (the observation space of :class:`~sfenv.env.GeoSchedEnv`).
+
+    :raises TypeError: for another kind of space.
+    """
+    if not isinstance(space, spaces.Dict):
+        raise TypeError(f"expected a Dict observation space, got {space}")
+    return space
+
+
+def _num_actions(space: gym.Space) -> int:
+    """The number of actions of a Discrete space (the action space of :class:`~sfenv.env.GeoSchedEnv`).
+
+    :raises TypeError: for another kind of space.
+    """
+    if not isinstance(space, spaces.Discrete):
+        raise TypeError(f"expected a Discrete action space, got {space}")
+    return int(space.n)
+
+
 class MaskedGeoSchedEnv(gym.Wrapper):
     """GeoSchedEnv with RLlib's masked observation: ``{"observations": Box, "action_mask": Box}``.
 
@@ -118,12 +138,13 @@ class MaskedGeoSchedEnv(gym.Wrapper):
     def __init__(self, config: dict | None = None):
         config = dict(config or {})
         sc = load_scenario(config.get("scenario", "spider-8"))
-        env: gym.Env = GeoSchedEnv(sc, **config.get("env_kwargs", {}))
-        env = gym.wrappers.TimeLimit(env, max_episode_steps=sc.cfg.env.max_episode_steps)
-        super().__init__(env)
+        geo_env = GeoSchedEnv(sc, **config.get("env_kwargs", {}))
+        super().__init__(gym.wrappers.TimeLimit(geo_env, max_episode_steps=sc.cfg.env.max_episode_steps))
+        #: the GeoSchedEnv inside the time limit (``self.env.unwrapped``): its action masks
+        self.geo_env = geo_env
         self.strict = bool(config.get("strict_masks", False))
-        self.inner_space: spaces.Dict = env.observation_space  # type: ignore[assignment]
-        n = int(env.action_space.n)  # type: ignore[attr-defined]
+        self.inner_space = _dict_space(geo_env.observation_space)
+        n = _num_actions(geo_env.action_space)
         self.observation_space = spaces.Dict({
             "observations": spaces.flatten_space(self.inner_space),
             "action_mask": spaces.Box(0.0, 1.0, (n,), np.float32),
@@ -132,8 +153,8 @@ class MaskedGeoSchedEnv(gym.Wrapper):
         self.invalid_actions = 0
 
     def _wrap(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"observations": spaces.flatten(self.inner_space, obs).astype(np.float32),
-                "action_mask": self.env.unwrapped.action_masks().astype(np.float32)}  # type: ignore[attr-defined]
+        return {"observations": np.asarray(spaces.flatten(self.inner_space, obs), dtype=np.float32),
+                "action_mask": self.geo_env.action_masks().astype(np.float32)}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
         """Reset the wrapped env; the observation carries the first action mask."""
@@ -143,9 +164,9 @@ class MaskedGeoSchedEnv(gym.Wrapper):
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
         """Step the wrapped env (a masked action raises with ``strict_masks``, else it is counted)."""
         a = int(np.asarray(action).item())
-        if not self.env.unwrapped.action_masks()[a]:  # type: ignore[attr-defined]
+        if not self.geo_env.action_masks()[a]:
             if self.strict:
-                raise InvalidActionSampled(f"masked action {a} sampled (mask {self.env.unwrapped.action_masks()})")
+                raise InvalidActionSampled(f"masked action {a} sampled (mask {self.geo_env.action_masks()})")
             self.invalid_actions += 1
         obs, reward, terminated, truncated, info = self.env.step(a)
         return self._wrap(obs), float(reward), terminated, truncated, info
@@ -165,7 +186,8 @@ def masked_ppo_module_class() -> type:
         return _MODULE_CLASS
     torch = _ray_module("torch")
     columns = _ray_module("ray.rllib.core.columns").Columns
-    base = _ray_module("ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module").DefaultPPOTorchRLModule
+    # Ray is imported lazily, so its base class is Any to the type checker
+    base: Any = _ray_module("ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module").DefaultPPOTorchRLModule
     float_min = _ray_module("ray.rllib.utils.torch_utils").FLOAT_MIN
 
     def split(batch: dict) -> tuple[Any, dict]:
@@ -179,7 +201,7 @@ def masked_ppo_module_class() -> type:
         out[columns.ACTION_DIST_INPUTS] = out[columns.ACTION_DIST_INPUTS] + torch.clamp(torch.log(mask), min=float_min)
         return out
 
-    class MaskedPPOTorchModule(base):  # type: ignore[misc, valid-type]
+    class MaskedPPOTorchModule(base):
         """RLlib's default PPO torch module on the ``observations`` sub-space; logits masked by ``action_mask``."""
 
         def __init__(self, *, observation_space: gym.Space | None = None, **kwargs: Any):
@@ -366,8 +388,8 @@ class RLlibPolicy:
         self.module.eval()
         env = GeoSchedEnv(load_scenario(self.meta["scenario_cfg"]), **self.meta.get("env_kwargs", {}))
         #: the plain env's observation space (the evaluator checks a scenario against it)
-        self.observation_space: spaces.Dict = env.observation_space  # type: ignore[assignment]
-        self.n_actions = int(env.action_space.n)
+        self.observation_space = _dict_space(env.observation_space)
+        self.n_actions = _num_actions(env.action_space)
         env.close()
         self._rng = np.random.default_rng(int(self.meta.get("seed", 0)))
         self.name = f"rllib:{path.name}"
@@ -377,7 +399,7 @@ class RLlibPolicy:
         """The policy's action distribution for one observation (masked actions get probability 0)."""
         torch = self._torch
         mask = np.ones(self.n_actions, np.float32) if action_mask is None else np.asarray(action_mask, np.float32)
-        flat = spaces.flatten(self.observation_space, observation).astype(np.float32)
+        flat = np.asarray(spaces.flatten(self.observation_space, observation), dtype=np.float32)
         batch = {self._columns.OBS: {"observations": torch.from_numpy(flat[None]),
                                      "action_mask": torch.from_numpy(mask[None])}}
         with torch.no_grad():

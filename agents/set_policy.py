@@ -25,6 +25,7 @@ Importing this module imports torch and SB3.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch as th
@@ -60,6 +61,17 @@ def _masked_max(x: th.Tensor, valid: th.Tensor) -> th.Tensor:
     return th.where(valid.any(dim=1, keepdim=True), filled, th.zeros_like(filled))
 
 
+def _field_size(observation_space: spaces.Dict, key: str) -> int:
+    """The length of the field ``key`` of ``observation_space``, a Box (its first dimension).
+
+    :raises ValueError: naming the field, when it is not a Box.
+    """
+    field = observation_space[key]
+    if not isinstance(field, spaces.Box):
+        raise ValueError(f"observation_space[{key!r}]: {field}; expected a Box (obs_mode='compact')")
+    return int(field.shape[0])
+
+
 class CandidateSetExtractor(BaseFeaturesExtractor):
     """Features: one score per candidate slot, the wait score, then a value embedding.
 
@@ -80,7 +92,7 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
         if missing:
             raise ValueError(f"observation_space: no {sorted(missing)}; the candidate-set policy needs "
                              "obs_mode='compact'")
-        cand_size = int(observation_space["candidates"].shape[0])
+        cand_size = _field_size(observation_space, "candidates")
         if cand_size != num_candidates * COMPACT_CAND_FEATURES:
             raise ValueError(f"observation_space['candidates']: {cand_size} values for {num_candidates} slots; "
                              f"expected {COMPACT_CAND_FEATURES} per slot (obs_mode='compact')")
@@ -88,8 +100,8 @@ class CandidateSetExtractor(BaseFeaturesExtractor):
             raise ValueError(f"embed_dim = {embed_dim}, heads = {heads}: expected heads dividing embed_dim")
         super().__init__(observation_space, features_dim=num_candidates + 1 + 2 * embed_dim)
         self.num_candidates = num_candidates
-        self.queue_slots = int(observation_space["queue"].shape[0]) // JOB_FEATURES
-        context_in = int(observation_space["platform"].shape[0]) + int(observation_space["time"].shape[0]) + embed_dim
+        self.queue_slots = _field_size(observation_space, "queue") // JOB_FEATURES
+        context_in = _field_size(observation_space, "platform") + _field_size(observation_space, "time") + embed_dim
         self.queue_encoder = _mlp([JOB_FEATURES, embed_dim, embed_dim])
         self.context_encoder = _mlp([context_in, embed_dim, embed_dim])
         self.candidate_encoder = _mlp([COMPACT_CAND_FEATURES + embed_dim, embed_dim, embed_dim])
@@ -167,4 +179,6 @@ class CandidateSetPolicy(MaskableActorCriticPolicy):
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
         self.action_net = _FirstColumns(self._num_logits)
-        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+        # the optimiser class (Adam by default) takes ``lr``; the base class Optimizer's signature has no such keyword
+        make_optimizer: Callable[..., th.optim.Optimizer] = self.optimizer_class
+        self.optimizer = make_optimizer(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)

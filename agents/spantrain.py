@@ -198,7 +198,7 @@ class SpanTrainAgent(SchedulerAgent):
     def _groups(self, view: SimView) -> list[list[int]]:
         topo = view.topo
         cap = view.link_capacity_bps
-        g = nx.Graph()
+        g: nx.Graph[int] = nx.Graph()
         g.add_nodes_from(range(topo.num_regions))
         for a in range(topo.num_regions):
             for b in range(a + 1, topo.num_regions):

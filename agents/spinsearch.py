@@ -102,7 +102,7 @@ class SpinSearchAgent(SchedulerAgent):
         """
         free = view.free_gpus
         ev = self._evaluate(view)
-        scored = []
+        scored: list[tuple[tuple[float, int, int], list[int], Plan, PlanPerf]] = []
         for chain in self.chains(view, job):
             budget = fill_budget(free, chain, job.max_gpus)
             if min(budget) < 1:

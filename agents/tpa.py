@@ -119,8 +119,7 @@ def level2_enumerate(
     per_cluster: list[tuple[list[float], list[tuple[float, int]]]] = []
     floor = 0.0
     for c, opts in enumerate(options):
-        idx = sorted((o for o in range(len(opts)) if opts[o].gpus <= budgets[c]),
-                     key=lambda o, opts=opts: (opts[o].stage_time, o))
+        idx = [o for _, o in sorted((opts[o].stage_time, o) for o in range(len(opts)) if opts[o].gpus <= budgets[c])]
         if not idx:
             return None
         times, prefix = [], []
@@ -198,7 +197,7 @@ def level1_split(view: SimView, job: JobSpec, chain: Sequence[int], budget: Sequ
     w = [budget[i] * topo.gpu_flops[r] for i, r in enumerate(chain)]
     L = job.model.layers
     raw = [L * x / sum(w) for x in w]
-    layers = [max(1, int(math.floor(v))) for v in raw]
+    layers = [max(1, math.floor(v)) for v in raw]
     while sum(layers) > L:
         i = max(range(len(layers)), key=lambda j: layers[j] - raw[j])
         layers[i] -= 1
@@ -299,7 +298,7 @@ def tpa_plan(
             if stats is not None:
                 stats["evaluations"] = stats.get("evaluations", 0) + 1
             if not perf.feasible:
-                plan = Plan(job.job_id, tuple(stages), micro_batch=b, schedule=schedule, recompute=True)
+                plan = Plan(job.job_id, tuple(stages), micro_batch=b, schedule=schedule, recompute="full")
                 perf = view.evaluate(plan, job)
                 if stats is not None:
                     stats["evaluations"] += 1
