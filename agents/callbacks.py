@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from sfenv.runs.results import atomic_write_text
 from sfenv.scenario import Scenario
 from sfenv.sim import make_simulator
 
@@ -152,9 +153,7 @@ def make_eval_callback(
 
 
 def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=1))
 
 
 def heuristic_levels(agents: Sequence[str], scenario: Scenario, seeds: Sequence[int]) -> dict[str, dict[str, float]]:

@@ -57,6 +57,7 @@ import numpy as np
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile
 from sfenv.runs import protocol
+from sfenv.runs.results import atomic_write_text
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = [
@@ -524,16 +525,8 @@ def _save(model: Any, run: Path, prefix: str, meta: dict) -> Path:
         vn.save(str(run / f".{stats}.tmp"))
         os.replace(run / f".{stats}.tmp", run / stats)
     side = {**meta, "num_timesteps": int(model.num_timesteps), "vecnormalize": stats}
-    tmp_meta = run / f".{prefix}.json.tmp"
-    tmp_meta.write_text(json.dumps(side, indent=2))
-    os.replace(tmp_meta, run / f"{prefix}.json")
+    atomic_write_text(run / f"{prefix}.json", json.dumps(side, indent=2))
     return path
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _latest(run: Path) -> tuple[Path, Path | None, int]:
@@ -738,7 +731,7 @@ def train(
         from sfenv.agents.imitation import pretrain as behaviour_clone
 
         records = behaviour_clone(model, vec, seed=seed, **pre_cfg, log=log)
-        _atomic_write_text(run / "pretrain.json", json.dumps(records, indent=1))
+        atomic_write_text(run / "pretrain.json", json.dumps(records, indent=1))
         meta["pretrain"] = records
     evaluator = make_eval_callback(eval_fn, seeds, every or 10**12, run, spec.masked,
                                    lambda m, prefix: _save(m, run, prefix, meta), history,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from typing import Any
 
 from sfenv.agents.base import SchedulerAgent
@@ -90,7 +91,7 @@ def available_agents() -> list[str]:
     return out
 
 
-def resolve_names(spec: str | list[str]) -> list[str]:
+def resolve_names(spec: str | Sequence[str]) -> list[str]:
     """Expand ``"all"``, group names and comma lists into agent names (``model:PATH``/``rllib:PATH`` kept as is).
 
     Unavailable agents are dropped from ``all`` and groups; naming one explicitly is an error.

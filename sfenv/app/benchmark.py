@@ -163,7 +163,7 @@ def run_benchmark(
     from sfenv.runs.distributed import check_backend
 
     check_backend(backend, address, workers)
-    names = resolve_names(agents if isinstance(agents, str) else list(agents))
+    names = resolve_names(agents)
     if not names:
         raise InvalidInput(f"no agents to run for {agents!r}")
     sc = load_scenario(scenario)

@@ -86,7 +86,7 @@ def run_leaderboard(
     unknown = [s for s in chosen if s not in bundled]
     if unknown:
         raise InvalidInput(f"leaderboard: unknown scenario(s) {', '.join(unknown)}; bundled: {', '.join(bundled)}")
-    names = resolve_names(agents if isinstance(agents, str) else list(agents))
+    names = resolve_names(agents)
     if not names:
         raise InvalidInput(f"leaderboard: no agents in {agents!r}")
     if num_jobs is not None and num_jobs < 1:
