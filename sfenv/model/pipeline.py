@@ -54,6 +54,7 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 from types import ModuleType
+from typing import Literal
 
 import numpy as np
 
@@ -200,7 +201,7 @@ def _replay(
     fdone = [0] * p  # forwards finished
     busy = [False] * p
     peak = [0] * p  # most micro-batches held at once
-    chan_free = {}  # (hop, direction) -> time the channel is free
+    chan_free: dict[tuple[int, int], float] = {}  # (hop, direction) -> time the channel is free
     events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, stage, micro-batch)
     seq = 0
     end_time = 0.0
@@ -623,7 +624,7 @@ def _replayed_head(
 
 
 #: :mod:`sfenv.model._pipeline_jit` when numba is usable, None when not, False before the first look
-_jit: ModuleType | bool | None = False
+_jit: ModuleType | Literal[False] | None = False
 
 
 def _jit_kernels() -> ModuleType | None:
@@ -633,13 +634,14 @@ def _jit_kernels() -> ModuleType | None:
     import numba.
     """
     global _jit
-    if _jit is False:
+    kernels = _jit
+    if kernels is False:
         from sfenv.model import _pipeline_jit
 
         if _pipeline_jit.AVAILABLE:
             _pipeline_jit.warm_up()
-        _jit = _pipeline_jit if _pipeline_jit.AVAILABLE else None
-    return _jit  # type: ignore[return-value]
+        kernels = _jit = _pipeline_jit if _pipeline_jit.AVAILABLE else None
+    return kernels
 
 
 def prepare_compiled() -> bool:
@@ -656,7 +658,9 @@ def prepare_compiled() -> bool:
 @lru_cache(maxsize=512)
 def _sweep_plan_rows(gpipe: bool, m: int, windows: tuple[int, ...]) -> np.ndarray:
     """:func:`_sweep_plan` as an ``(operations, 4)`` integer array, built by the compiled code (read-only)."""
-    rows = _jit_kernels().sweep_plan(gpipe, m, np.array(windows, dtype=np.int64))  # type: ignore[union-attr]
+    jit = _jit_kernels()
+    assert jit is not None  # called only when the compiled replays are in use
+    rows: np.ndarray = jit.sweep_plan(gpipe, m, np.array(windows, dtype=np.int64))
     rows.setflags(write=False)
     return rows
 
