@@ -16,6 +16,7 @@ cached on disk (numba's ``cache=True``), so only the first process pays the comp
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 
@@ -27,7 +28,6 @@ try:  # numba is optional: ``pip install sfenv[fast]``
     from numba import njit
 except ImportError:  # pragma: no cover - depends on the installation
     AVAILABLE = False
-    njit = None
 else:
     AVAILABLE = True
 
@@ -215,7 +215,7 @@ def _sweep_fixed_order(
             g_arr[j - m] = u + latency[to]
         elif kind == 2:  # the last stage's backward waits on its forward
             g_arr[j] = t
-    best = free[0]
+    best: float = free[0]
     for k in range(1, p):
         if free[k] > best:
             best = free[k]
@@ -278,6 +278,10 @@ def warm_up() -> None:
     sweep_fixed_order(c, hops, hops, 4, rows)
 
 
+#: the kernels :mod:`sfenv.model.pipeline` calls: numba's compiled dispatchers, or the Python functions above
+replay_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], tuple[float, np.ndarray, bool]]
+sweep_fixed_order: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], float]
+sweep_plan: Callable[[bool, int, np.ndarray], np.ndarray]
 if AVAILABLE:
     _heap_push = njit(cache=True, nogil=True)(_heap_push)
     _heap_pop = njit(cache=True, nogil=True)(_heap_pop)

@@ -44,7 +44,7 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -104,10 +104,10 @@ class Stage:
     __hash__ = cached_hash
     __getstate__ = state_without_hash
 
-    @classmethod
-    def at(cls, region: int, layers: int, dp: int = 1, tp: int = 1) -> Stage:
+    @staticmethod
+    def at(region: int, layers: int, dp: int = 1, tp: int = 1) -> Stage:
         """A stage with all ``dp`` replicas in one region (interned: stages are immutable)."""
-        return _stage_at(cls, region, layers, dp, tp)
+        return _stage_at(region, layers, dp, tp)
 
     def replica_regions(self) -> list[int]:
         """Region of each replica, in replica order."""
@@ -127,8 +127,8 @@ class Stage:
 
 
 @lru_cache(maxsize=1 << 16)
-def _stage_at(cls: type[Stage], region: int, layers: int, dp: int, tp: int) -> Stage:
-    return cls(layers=int(layers), placement=((int(region), int(dp)),), tp=int(tp))
+def _stage_at(region: int, layers: int, dp: int, tp: int) -> Stage:
+    return Stage(layers=int(layers), placement=((int(region), int(dp)),), tp=int(tp))
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ class Plan:
 
     def __post_init__(self) -> None:
         # the former ``recompute: bool`` (True: full recomputation), so older callers keep working
-        rc = self.recompute
+        rc: object = self.recompute  # typed ``str``; older callers' bools still arrive here
         if rc is True or rc is False:
             object.__setattr__(self, "recompute", "full" if rc else "none")
 
@@ -322,8 +322,8 @@ def plan_flows(plan: Plan, topo: Topology, job: JobSpec | None = None) -> dict[i
     return flows
 
 
-def _payloads(plan: Plan, job: JobSpec | None):
-    """Per-transfer payloads: one micro-batch's boundary activation, and a stage's gradients."""
+def _payloads(plan: Plan, job: JobSpec | None) -> tuple[float | None, Callable[[Stage], float | None]]:
+    """Per-transfer payloads: one micro-batch's boundary activation, and a stage's gradients (None without a job)."""
     if job is None:
         return None, lambda st: None
     model = job.model
@@ -415,116 +415,191 @@ def _evaluate_general(
     """:func:`evaluate_plan` for any placement (replicas of a stage may span regions).
 
     The plan-wide checks (stages, schedule, micro-batch, window, layer count) are done by the caller.
+    The model's steps, one function each: the stages' checks (:func:`_stage_problem`), compute and
+    memory (:func:`_stage_costs`: a stage that does not fit ends the evaluation), communication
+    (:func:`_hop_times`, then :func:`_allreduce_times`), and the iteration time and power of
+    :func:`_feasible_perf`.
+    """
+    problem = _stage_problem(plan, job, topo)
+    if problem is not None:
+        return problem
+    if plan.recompute not in _MODES:
+        return _infeasible(f"recompute {plan.recompute!r}: expected one of {RECOMPUTE_MODES}")
+    stages = plan.stages
+    sc = topo.scalars
+    m = plan.num_microbatches(job)
+    multi = len(plan.regions) > 1
+    flows = _wan_flows(plan, topo, job, link_flows, include_own_flows) if multi else None
+    cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
+    windows = _stage_windows(plan, m, multi)
+    costs = _stage_costs(plan, job, sc, params, windows)
+    if isinstance(costs, PlanPerf):
+        return costs  # a stage does not fit
+    compute, tp_comm, mem, min_headroom, stage_params = costs
+    model = job.model
+    act_bytes = ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden  # one micro-batch's boundary activation
+    hops, lats, xfers, bottleneck, wan_bytes = _hop_times(stages, topo, cap, flows, act_bytes, m)
+    allreduce, bottleneck, wan_bytes = _allreduce_times(stages, topo, cap, flows, stage_params, bottleneck, wan_bytes)
+    return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, hops,
+                          lats, xfers, bottleneck, wan_bytes)
+
+
+def _stage_problem(plan: Plan, job: JobSpec, topo: Topology) -> PlanPerf | None:
+    """The first thing wrong with a plan's stages, as an infeasible :class:`PlanPerf`; None when nothing is.
+
+    Every stage has layers, the first stage's number of replicas (at least one in each of its
+    regions), a tensor degree that divides the heads and fits in a server of each of its regions,
+    and known regions; the plan's GPUs are within the job's range.
+    """
+    stages = plan.stages
+    nreg = topo.num_regions
+    per_server = topo.scalars.gpus_per_server
+    d = stages[0].dp
+    heads = job.model.heads
+    for k, st in enumerate(stages):
+        if st.layers < 1:
+            return _infeasible(f"stage {k} has no layers")
+        pl = st.placement
+        if st.dp != d or (pl[0][1] < 1 if len(pl) == 1 else any(n < 1 for _, n in pl)):
+            return _infeasible(f"stage {k} has {st.dp} replicas, stage 0 has {d}")
+        if st.tp < 1 or heads % st.tp != 0:
+            return _infeasible(f"stage {k}: tp={st.tp} must divide {heads} heads")
+        for r, _ in pl:
+            if not 0 <= r < nreg:
+                return _infeasible(f"stage {k}: unknown region {r}")
+            if st.tp > per_server[r]:
+                return _infeasible(f"stage {k}: tp={st.tp} exceeds {per_server[r]} GPUs/server")
+    gpus = plan.gpus
+    if gpus < job.min_gpus or gpus > job.max_gpus:
+        return _infeasible(f"plan uses {gpus} GPUs, job accepts {job.min_gpus}..{job.max_gpus}")
+    return None
+
+
+def _wan_flows(
+    plan: Plan, topo: Topology, job: JobSpec, link_flows: np.ndarray | None, include_own_flows: bool,
+) -> np.ndarray:
+    """Flows on each link for a plan that spans regions: other jobs' ``link_flows``, plus the plan's own."""
+    flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
+    if include_own_flows:
+        for k, n in plan_flows(plan, topo, job).items():
+            flows[k] += n
+    return flows
+
+
+def _stage_windows(plan: Plan, m: int, multi: bool, chain: Sequence[int] | None = None) -> Sequence[int]:
+    """Micro-batches each stage holds in flight: the schedule's window, widened per WAN hop downstream.
+
+    :param multi: the plan spans regions (only then can a hop cross regions).
+    :param chain: each stage's region when each stage sits in one (a hop then crosses regions when
+        they differ, as :func:`_crosses` finds, without a call per hop).
+    """
+    stages = plan.stages
+    p = len(stages)
+    if p == 1:
+        return (m if plan.schedule == "gpipe" else 1,)
+    if not multi or not plan.extra_inflight:  # no hop crosses regions, or no extra window
+        return default_windows(p, m, plan.schedule)
+    if chain is None:
+        cross = tuple([_crosses(stages[k], stages[k + 1]) for k in range(p - 1)])
+    else:
+        cross = tuple([chain[k] != chain[k + 1] for k in range(p - 1)])
+    return default_windows(p, m, plan.schedule, cross, plan.extra_inflight)
+
+
+def _stage_costs(
+    plan: Plan, job: JobSpec, sc: Scalars, params: PerfParams, windows: Sequence[int],
+) -> tuple[list[float], list[float], list[float], float, list[float]] | PlanPerf:
+    """Compute and memory of each stage, or an infeasible :class:`PlanPerf` at the first stage that does not fit.
+
+    Compute per micro-batch: the slowest GPU type holding the stage sets its time (all replicas step
+    together; :func:`sfenv.model.compute.stage_unit`, the LM head on the last stage).  Memory per
+    GPU: weights, gradients and optimizer state (``16 P_k / t_k``, the tied embedding on the first
+    stage and a copy on the last) plus ``w_k`` micro-batches' activations, against the usable memory
+    of the smallest GPU holding the stage.  One step, as both come from the stage's unit and a stage
+    that does not fit ends the evaluation.
+
+    :return: ``(compute times, of which tensor-parallel communication, memory per GPU, least memory
+        headroom, parameters held)``, per stage but the headroom.
     """
     model = job.model
     stages = plan.stages
     p = len(stages)
-    sc = topo.scalars
-    nreg = topo.num_regions
-    per_server = sc.gpus_per_server
-    d = stages[0].dp
-    heads = model.heads
-    for k, s in enumerate(stages):
-        if s.layers < 1:
-            return _infeasible(f"stage {k} has no layers")
-        pl = s.placement
-        if s.dp != d or (pl[0][1] < 1 if len(pl) == 1 else any(n < 1 for _, n in pl)):
-            return _infeasible(f"stage {k} has {s.dp} replicas, stage 0 has {d}")
-        if s.tp < 1 or heads % s.tp != 0:
-            return _infeasible(f"stage {k}: tp={s.tp} must divide {heads} heads")
-        for r, _ in pl:
-            if not 0 <= r < nreg:
-                return _infeasible(f"stage {k}: unknown region {r}")
-            if s.tp > per_server[r]:
-                return _infeasible(f"stage {k}: tp={s.tp} exceeds {per_server[r]} GPUs/server")
-    gpus = plan.gpus
-    if gpus < job.min_gpus or gpus > job.max_gpus:
-        return _infeasible(f"plan uses {gpus} GPUs, job accepts {job.min_gpus}..{job.max_gpus}")
-
-    cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
-    flows: np.ndarray | None = None  # WAN flows (only plans that span regions use the WAN)
-    if len(plan.regions) > 1:
-        flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
-        if include_own_flows:
-            for k, n in plan_flows(plan, topo, job).items():
-                flows[k] += n
-
     b, s, h = plan.micro_batch, model.seq_len, model.hidden
-    m = plan.num_microbatches(job)
-    mfu = params.mfu
-    mode, sp = plan.recompute, plan.sequence_parallel
-    if mode not in _MODES:
-        return _infeasible(f"recompute {mode!r}: expected one of {RECOMPUTE_MODES}")
-    act_bytes = ACT_BYTES * b * s * h  # one micro-batch's boundary activation
+    mode, sp, mfu = plan.recompute, plan.sequence_parallel, params.mfu
     layer_params = model.layer_params
     emb = model.embedding_params
-    vocab = model.vocab
     memory_of, gpu_of = sc.memory, sc.gpu
     headroom = params.memory_headroom
-    schedule = plan.schedule
-    if p == 1:
-        windows: Sequence[int] = (m if schedule == "gpipe" else 1,)
-    elif len(plan.regions) == 1 or not plan.extra_inflight:  # no hop crosses regions, or no extra window
-        windows = default_windows(p, m, schedule)
-    else:
-        cross = tuple([_crosses(stages[k], stages[k + 1]) for k in range(p - 1)])
-        windows = default_windows(p, m, schedule, cross, plan.extra_inflight)
     compute: list[float] = []
     tp_comm: list[float] = []
     mem: list[float] = []
-    min_headroom = math.inf
     stage_params: list[float] = []
+    min_headroom = math.inf
     for k, st in enumerate(stages):
         pk = layer_params * st.layers
         # tied embedding: held by the first stage, and a copy on the last stage when p > 1 (Megatron)
         pk_mem = pk + (emb if k == 0 else 0.0) + (emb if k == p - 1 and p > 1 else 0.0)
         stage_params.append(pk_mem)
-        regs = st.regions
-        tp = st.tp
-        # the slowest GPU type holding the stage sets its time (all replicas step together)
-        c_k, t_tp = -1.0, 0.0
-        for r in regs:
-            per_layer, comm, head, act_layer = stage_unit(gpu_of[r], b, s, h, model.heads, vocab, tp, mode, sp, mfu)
+        c_k, t_tp, act_layer = -1.0, 0.0, 0.0
+        for r in st.regions:
+            per_layer, comm, head, act_layer = stage_unit(gpu_of[r], b, s, h, model.heads, model.vocab, st.tp, mode,
+                                                          sp, mfu)
             c = per_layer * st.layers + (head if k == p - 1 else 0.0)
             if c > c_k:
                 c_k, t_tp = c, comm * st.layers
-        mem_gpu = min(memory_of[r] for r in regs)
-        tp_comm.append(t_tp)
         compute.append(c_k)
-        need = 16.0 * pk_mem / tp + act_layer * st.layers * windows[k]
+        tp_comm.append(t_tp)
+        need = 16.0 * pk_mem / st.tp + act_layer * st.layers * windows[k]
         mem.append(need)
-        avail = mem_gpu * headroom
+        avail = min(memory_of[r] for r in st.regions) * headroom
         min_headroom = min(min_headroom, (avail - need) / avail)
         if need > avail:
-            return PlanPerf(
-                feasible=False,
-                reason=f"stage {k} needs {need / 1e9:.1f} GB per GPU, {avail / 1e9:.1f} GB usable",
-                memory_per_gpu=mem,
-                memory_headroom=min_headroom,
-            )
+            return _out_of_memory(k, need, avail, mem, min_headroom)
+    return compute, tp_comm, mem, min_headroom, stage_params
 
+
+def _out_of_memory(k: int, need: float, avail: float, mem: list[float], min_headroom: float) -> PlanPerf:
+    """The infeasible :class:`PlanPerf` of a plan whose stage ``k`` needs ``need`` bytes per GPU of ``avail``."""
+    return PlanPerf(
+        feasible=False,
+        reason=f"stage {k} needs {need / 1e9:.1f} GB per GPU, {avail / 1e9:.1f} GB usable",
+        memory_per_gpu=mem,
+        memory_headroom=min_headroom,
+    )
+
+
+def _hop_times(
+    stages: Sequence[Stage], topo: Topology, cap: np.ndarray, flows: np.ndarray | None, act_bytes: float, m: int,
+) -> tuple[list[float], list[float], list[float], float, float]:
+    """Each pipeline hop's time per micro-batch and direction: its slowest replica pair's latency and transfer.
+
+    A pair inside one region uses the intra-region bandwidth; across regions, the route
+    :meth:`Topology.route_for` picks for the activation, at the flow's fair share of its bottleneck.
+
+    :return: ``(hop times, latencies, transfer times, narrowest WAN share (bit/s), WAN bytes per
+        iteration)``.
+    """
+    sc = topo.scalars
+    intra_bw, intra_lat = sc.intra_bw, sc.intra_latency
+    act_bits = act_bytes * 8.0
     hops: list[float] = []
     lats: list[float] = []
     xfers: list[float] = []
     bottleneck = math.inf
     wan_bytes = 0.0
-    intra_bw = sc.intra_bw
-    intra_lat = sc.intra_latency
-    act_bits = act_bytes * 8.0
-    for k in range(p - 1):
+    for k in range(len(stages) - 1):
         src, dst = stages[k], stages[k + 1]
         if len(src.placement) == 1 and len(dst.placement) == 1:
-            a, bb = src.placement[0][0], dst.placement[0][0]
-            pairs: Iterable[tuple[tuple[int, int], int]] = (((a, bb), src.dp),)
+            pairs: Iterable[tuple[tuple[int, int], int]] = (((src.placement[0][0], dst.placement[0][0]), src.dp),)
         else:
             pairs = src.hop_pairs(dst).items()
         worst, w_lat, w_x = -1.0, 0.0, 0.0
-        for (a, bb), n in pairs:
-            if a == bb:
+        for (a, b), n in pairs:
+            if a == b:
                 lat, x = intra_lat[a], act_bits / intra_bw[a]
             else:
                 assert flows is not None
-                links, lat, _ = topo.route_for(a, bb, act_bytes)
+                links, lat, _ = topo.route_for(a, b, act_bytes)
                 bw = _share_bps(links, cap, flows)
                 x = act_bits / bw
                 bottleneck = min(bottleneck, bw)
@@ -534,38 +609,58 @@ def _evaluate_general(
         hops.append(worst)
         lats.append(w_lat)
         xfers.append(w_x)
+    return hops, lats, xfers, bottleneck, wan_bytes
 
+
+def _allreduce_times(
+    stages: Sequence[Stage], topo: Topology, cap: np.ndarray, flows: np.ndarray | None, stage_params: Sequence[float],
+    bottleneck: float, wan_bytes: float,
+) -> tuple[list[float], float, float]:
+    """Each stage's data-parallel gradient sync: a ring all-reduce of its bf16 gradients over its ``d`` replicas.
+
+    In one region, each of the stage's ``t`` rings carries ``2 P_k / t`` bytes at the per-GPU
+    intra-region bandwidth; replicas across regions sync over the WAN at the ring's narrowest share.
+
+    :param bottleneck: narrowest WAN share so far (the pipeline hops'); WAN rings lower it.
+    :param wan_bytes: WAN bytes per iteration so far (the hops'); WAN rings add theirs.
+    :return: ``(all-reduce times, bottleneck, wan_bytes)``.
+    """
+    sc = topo.scalars
+    intra_bw, intra_lat = sc.intra_bw, sc.intra_latency
+    d = stages[0].dp
     allreduce: list[float] = []
     for k, st in enumerate(stages):
         grad_bytes = 2.0 * stage_params[k]
         regs = st.regions
         if len(regs) == 1:
             r = regs[0]
-            t_ar = allreduce_time(grad_bytes / st.tp, d, intra_bw[r], intra_lat[r]) if d > 1 else 0.0
-        else:
-            assert flows is not None
-            bw = min(float(topo.intra_bw_bps[r]) * st.tp for r in regs)
-            lat = 0.0
-            for a, bb in _ring_edges(regs):
-                links, r_lat, _ = topo.route_for(a, bb, grad_bytes)
-                share = _share_bps(links, cap, flows)
-                bottleneck = min(bottleneck, share)
-                bw = min(bw, share)
-                lat = max(lat, r_lat)
-            t_ar = allreduce_time(grad_bytes, d, bw, lat)
-            wan_bytes += 2.0 * (d - 1) / d * grad_bytes * len(regs)
-        allreduce.append(t_ar)
+            allreduce.append(allreduce_time(grad_bytes / st.tp, d, intra_bw[r], intra_lat[r]) if d > 1 else 0.0)
+            continue
+        assert flows is not None
+        bw = min(float(topo.intra_bw_bps[r]) * st.tp for r in regs)
+        lat = 0.0
+        for a, b in _ring_edges(regs):
+            links, r_lat, _ = topo.route_for(a, b, grad_bytes)
+            share = _share_bps(links, cap, flows)
+            bottleneck = min(bottleneck, share)
+            bw = min(bw, share)
+            lat = max(lat, r_lat)
+        allreduce.append(allreduce_time(grad_bytes, d, bw, lat))
+        wan_bytes += 2.0 * (d - 1) / d * grad_bytes * len(regs)
+    return allreduce, bottleneck, wan_bytes
 
-    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, allreduce, m, schedule, windows, params)
 
-    power: dict[int, float] = {}
-    idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
-    for k, st in enumerate(stages):
-        util = min(1.0, m * compute[k] / t_iter)
-        for r, n in st.placement:
-            watts = n * st.tp * (idle_w[r] + (tdp_w[r] - idle_w[r]) * util) * pue[r]
-            power[r] = power.get(r, 0.0) + watts
+def _feasible_perf(
+    plan: Plan, job: JobSpec, sc: Scalars, params: PerfParams, m: int, windows: Sequence[int], compute: list[float],
+    tp_comm: list[float], mem: list[float], min_headroom: float, allreduce: list[float], hops: list[float],
+    lats: list[float], xfers: list[float], bottleneck: float, wan_bytes: float,
+) -> PlanPerf:
+    """The :class:`PlanPerf` of a plan that fits, from its per-stage and per-hop figures (both paths' last step).
 
+    Adds the pipeline and iteration time (:func:`_iteration_time`), the throughput and the power
+    (:func:`_power_by_region`).
+    """
+    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, allreduce, m, plan.schedule, windows, params)
     return PlanPerf(
         feasible=True,
         iter_time=t_iter,
@@ -582,7 +677,7 @@ def _evaluate_general(
         throughput=job.tokens_per_iteration / t_iter,
         memory_per_gpu=mem,
         memory_headroom=min_headroom,
-        power_by_region=power,
+        power_by_region=_power_by_region(plan.stages, compute, m, t_iter, sc),
         bottleneck_bw_bps=bottleneck,
         wan_bytes_per_iter=wan_bytes,
     )
@@ -603,12 +698,32 @@ def _iteration_time(
     return t_pp, bubble, t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
 
 
+def _power_by_region(stages: Sequence[Stage], compute: Sequence[float], m: int, t_iter: float,
+                     sc: Scalars) -> dict[int, float]:
+    """Facility power per region of a plan's stages (the module docstring's power model).
+
+    Each GPU draws idle power plus the busy share (``m c_k / t``, at most 1) of the rest up to its
+    TDP, times the region's PUE.
+    """
+    power: dict[int, float] = {}
+    idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
+    for st, c in zip(stages, compute):
+        util = m * c / t_iter
+        util = util if util < 1.0 else 1.0  # min(1.0, util), without the call
+        tp = st.tp
+        for r, n in st.placement:
+            idle = idle_w[r]
+            watts = n * tp * (idle + (tdp_w[r] - idle) * util) * pue[r]
+            power[r] = power.get(r, 0.0) + watts
+    return power
+
+
 def _chain_regions(plan: Plan, job: JobSpec, topo: Topology) -> list[int] | PlanPerf | None:
     """The region of each stage of a plan whose stages each sit in one region, checked for :func:`_evaluate_chain`.
 
     :return: the regions, None when some stage's replicas span regions, or an infeasible
         :class:`PlanPerf` naming the first thing wrong (the checks and reasons of
-        :func:`_evaluate_general`).
+        :func:`_stage_problem`).
     """
     stages = plan.stages
     nreg = topo.num_regions
@@ -651,33 +766,30 @@ def _evaluate_chain(
     """:func:`evaluate_plan` for plans whose every stage sits in one region (None for others).
 
     The hot path of plan search (:func:`sfenv.model.planning.chain_plan` builds such plans): one pass
-    over the stages for compute, memory, hops and the all-reduce, with the same arithmetic, in the
-    same order, as :func:`_evaluate_general` (tests compare the two bit for bit).
+    over the stages for compute, memory, the all-reduce and the hops, with the same arithmetic, in the
+    same order, as :func:`_evaluate_general`'s steps (tests compare the two bit for bit), then the
+    same last step (:func:`_feasible_perf`); the windows and WAN flows as there.  One pass on purpose:
+    split into :func:`_evaluate_general`'s steps, chain plans evaluated about a fifth slower.
     """
     chain = _chain_regions(plan, job, topo)
     if not isinstance(chain, list):
         return chain  # replicas across regions (None), or a malformed plan
-
+    mode = plan.recompute
+    if mode not in _MODES:
+        return _infeasible(f"recompute {mode!r}: expected one of {RECOMPUTE_MODES}")
     stages = plan.stages
     sc = topo.scalars
     model = job.model
     d = stages[0].dp
     p = len(stages)
-    cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
-    flows: np.ndarray | None = None
-    multi = len(plan.regions) > 1
-    if multi:
-        flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
-        if include_own_flows:
-            for k, n in plan_flows(plan, topo, job).items():
-                flows[k] += n
-
-    b, s, h = plan.micro_batch, model.seq_len, model.hidden
+    last = p - 1
     m = plan.num_microbatches(job)
-    mfu = params.mfu
-    mode, sp = plan.recompute, plan.sequence_parallel
-    if mode not in _MODES:
-        return _infeasible(f"recompute {mode!r}: expected one of {RECOMPUTE_MODES}")
+    multi = len(plan.regions) > 1
+    flows = _wan_flows(plan, topo, job, link_flows, include_own_flows) if multi else None
+    cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
+    windows = _stage_windows(plan, m, multi, chain)
+    b, s, h = plan.micro_batch, model.seq_len, model.hidden
+    mfu, sp = params.mfu, plan.sequence_parallel
     act_bytes = ACT_BYTES * b * s * h
     act_bits = act_bytes * 8.0
     layer_params = model.layer_params
@@ -686,15 +798,6 @@ def _evaluate_chain(
     memory_of, gpu_of = sc.memory, sc.gpu
     intra_bw, intra_lat = sc.intra_bw, sc.intra_latency
     headroom = params.memory_headroom
-    schedule = plan.schedule
-    if p == 1:
-        windows: Sequence[int] = (m if schedule == "gpipe" else 1,)
-    elif not multi or not plan.extra_inflight:
-        windows = default_windows(p, m, schedule)
-    else:
-        cross = tuple([chain[k] != chain[k + 1] for k in range(p - 1)])
-        windows = default_windows(p, m, schedule, cross, plan.extra_inflight)
-    last = p - 1
     compute: list[float] = []
     tp_comm: list[float] = []
     mem: list[float] = []
@@ -717,32 +820,28 @@ def _evaluate_chain(
         if unit is None:
             unit = units[(r, tp)] = stage_unit(gpu_of[r], b, s, h, heads, vocab, tp, mode, sp, mfu)
         per_layer, comm, head, act_layer = unit
-        c = per_layer * layers + (head if k == last else 0.0)
+        compute.append(per_layer * layers + (head if k == last else 0.0))
         tp_comm.append(comm * layers)
-        compute.append(c)
         need = 16.0 * pk_mem / tp + act_layer * layers * windows[k]
         mem.append(need)
         avail = memory_of[r] * headroom
-        min_headroom = min(min_headroom, (avail - need) / avail)
+        spare = (avail - need) / avail
+        if spare < min_headroom:  # min(min_headroom, spare), without the call
+            min_headroom = spare
         if need > avail:
-            return PlanPerf(
-                feasible=False,
-                reason=f"stage {k} needs {need / 1e9:.1f} GB per GPU, {avail / 1e9:.1f} GB usable",
-                memory_per_gpu=mem,
-                memory_headroom=min_headroom,
-            )
-        if d > 1:
+            return _out_of_memory(k, need, avail, mem, min_headroom)
+        if d > 1:  # allreduce_time of each of the t rings' 2 P_k / t bytes, written out
             nbytes = 2.0 * pk_mem / tp
             allreduce.append(2.0 * (d - 1) / d * nbytes * 8.0 / intra_bw[r] + 2.0 * (d - 1) * intra_lat[r])
         else:
             allreduce.append(0.0)
-        if k:
+        if k:  # the hop from the previous stage
             if prev == r:
                 lat, x = intra_lat[r], act_bits / intra_bw[r]
             else:
                 assert flows is not None
                 links, lat, _ = topo.route_for(prev, r, act_bytes)
-                bw = float(min([cap[i] / max(flows[i], 1.0) for i in links]))
+                bw = float(min([cap[i] / max(flows[i], 1.0) for i in links]))  # _share_bps, written out
                 x = act_bits / bw
                 bottleneck = min(bottleneck, bw)
                 wan_bytes += 2.0 * act_bytes * m * d
@@ -750,46 +849,8 @@ def _evaluate_chain(
             lats.append(lat)
             xfers.append(x)
         prev = r
-
-    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, allreduce, m, schedule, windows, params)
-
-    return PlanPerf(
-        feasible=True,
-        iter_time=t_iter,
-        pipeline_time=t_pp,
-        compute_times=compute,
-        hop_times=hops,
-        transfer_times=xfers,
-        latency_times=lats,
-        tp_comm_times=tp_comm,
-        windows=list(windows),
-        allreduce_times=allreduce,
-        bubble_time=bubble,
-        microbatches=m,
-        throughput=job.tokens_per_iteration / t_iter,
-        memory_per_gpu=mem,
-        memory_headroom=min_headroom,
-        power_by_region=_chain_power(stages, chain, d, compute, m, t_iter, sc),
-        bottleneck_bw_bps=bottleneck,
-        wan_bytes_per_iter=wan_bytes,
-    )
-
-
-def _chain_power(stages: Sequence[Stage], chain: Sequence[int], d: int, compute: Sequence[float], m: int,
-                 t_iter: float, sc: Scalars) -> dict[int, float]:
-    """Facility power per region of a plan whose stage k has its ``d`` replicas in region ``chain[k]``.
-
-    Each GPU draws idle power plus the busy share (``m c_k / t``, at most 1) of the rest up to its
-    TDP, times the region's PUE (the module docstring's power model).
-    """
-    power: dict[int, float] = {}
-    idle_w, tdp_w, pue = sc.idle_w, sc.tdp_w, sc.pue
-    for k, st in enumerate(stages):
-        util = min(1.0, m * compute[k] / t_iter)
-        r = chain[k]
-        watts = d * st.tp * (idle_w[r] + (tdp_w[r] - idle_w[r]) * util) * pue[r]
-        power[r] = power.get(r, 0.0) + watts
-    return power
+    return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, hops,
+                          lats, xfers, bottleneck, wan_bytes)
 
 
 def same_region_figures(topo: Topology, a: int, b: int) -> bool:
@@ -811,13 +872,12 @@ def moved_perf(perf: PlanPerf, plan: Plan, topo: Topology) -> PlanPerf:
     ``perf`` must be the feasible evaluation of the same stages, micro-batch, schedule, window and
     recomputation in a region with :func:`same_region_figures`: every time, memory and throughput
     figure is then the same, and only the power (the region's PUE, keyed by the region) is
-    recomputed, by :func:`_evaluate_chain`'s own :func:`_chain_power` (tests compare the result
+    recomputed, by :func:`evaluate_plan`'s own :func:`_power_by_region` (tests compare the result
     with :func:`evaluate_plan` field by field).
     """
     stages = plan.stages
-    r = stages[0].placement[0][0]
     m, compute, t_iter = perf.microbatches, perf.compute_times, perf.iter_time
-    power = _chain_power(stages, [r] * len(stages), stages[0].dp, compute, m, t_iter, topo.scalars)
+    power = _power_by_region(stages, compute, m, t_iter, topo.scalars)
     return PlanPerf(
         feasible=True,
         iter_time=t_iter,
@@ -875,7 +935,7 @@ def stage_layer_split(layers: int, weights: Sequence[float]) -> list[int]:
         raise ValueError(f"cannot split {layers} layers into {n} stages")
     tot = float(sum(weights))
     raw = [layers * w / tot for w in weights]
-    parts = [max(1, int(math.floor(x))) for x in raw]
+    parts = [max(1, math.floor(x)) for x in raw]
     while sum(parts) > layers:
         i = max(range(n), key=lambda j: (parts[j] - raw[j], parts[j]))
         if parts[i] > 1:

@@ -54,6 +54,7 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 from types import ModuleType
+from typing import Literal
 
 import numpy as np
 
@@ -182,111 +183,146 @@ def _replay(
     w: list[int],
 ) -> tuple[float, list[int]]:
     """The event-driven replay of one schedule's own order (see :func:`replay_held`)."""
-    p = len(compute)
-    zb = schedule.startswith("zb")
-    dur = [
-        (c / 3.0, c / 3.0, c / 3.0) if zb else (c / 3.0, 2.0 * c / 3.0, 0.0)
-        for c in compute
-    ]
-    orders = None if zb else [_fixed_order(schedule, m, w[k]) for k in range(p)]
-    pos = [0] * p  # next index into a fixed order
-    fwd_in = [m if k == 0 else 0 for k in range(p)]  # activations arrived (in order)
-    grad_in = [0] * p  # gradients arrived (in order); the last stage uses its own forwards
-    nf = [0] * p  # forwards started
-    nb = [0] * p  # (input-)backwards started
-    nw = [0] * p  # weight gradients started (zero-bubble)
-    bdone = [0] * p  # (input-)backwards finished: 1F1B's window counts forwards not yet back
-    wdone = [0] * p  # weight gradients finished: the zero-bubble window counts activations still held
-    fdone = [0] * p  # forwards finished
-    busy = [False] * p
-    peak = [0] * p  # most micro-batches held at once
-    chan_free = {}  # (hop, direction) -> time the channel is free
-    events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, stage, micro-batch)
-    seq = 0
-    end_time = 0.0
-    ev_done, ev_fwd, ev_grad = 0, 1, 2
+    return _EventReplay(compute, latency, transfer, m, schedule, w).run()
 
-    def push(t: float, kind: int, k: int, i: int) -> None:
-        nonlocal seq
-        heapq.heappush(events, (t, seq, kind, k, i))
-        seq += 1
 
-    def send(t: float, hop: int, direction: int, dst: int, kind: int, i: int) -> None:
+_EV_DONE, _EV_FWD, _EV_GRAD = 0, 1, 2  # event kinds of _EventReplay: an operation done, a message arrived
+
+
+class _EventReplay:
+    """The state of :func:`_replay`: stages, channels and the event queue of one schedule's replay.
+
+    Events are ``(time, push sequence, kind, stage, data)`` and pop by time, then push order;
+    an operation's done event carries ``kind * m + micro-batch``.
+    """
+
+    __slots__ = ("bdone", "busy", "chan_free", "dur", "events", "fdone", "fwd_in", "grad_in", "latency", "m",
+                 "nb", "nf", "nw", "orders", "p", "peak", "pos", "schedule", "seq", "transfer", "w", "wdone", "zb")
+
+    def __init__(
+        self, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
+        w: list[int],
+    ) -> None:
+        """Set up the replay of ``schedule`` (arguments as :func:`_replay`)."""
+        p = len(compute)
+        zb = schedule.startswith("zb")
+        self.p, self.m, self.w, self.zb, self.schedule = p, m, w, zb, schedule
+        self.latency, self.transfer = latency, transfer
+        self.dur = [
+            (c / 3.0, c / 3.0, c / 3.0) if zb else (c / 3.0, 2.0 * c / 3.0, 0.0)
+            for c in compute
+        ]
+        self.orders = None if zb else [_fixed_order(schedule, m, w[k]) for k in range(p)]
+        self.pos = [0] * p  # next index into a fixed order
+        self.fwd_in = [m if k == 0 else 0 for k in range(p)]  # activations arrived (in order)
+        self.grad_in = [0] * p  # gradients arrived (in order); the last stage uses its own forwards
+        self.nf = [0] * p  # forwards started
+        self.nb = [0] * p  # (input-)backwards started
+        self.nw = [0] * p  # weight gradients started (zero-bubble)
+        self.bdone = [0] * p  # (input-)backwards finished: 1F1B's window counts forwards not yet back
+        self.wdone = [0] * p  # weight gradients finished: the zero-bubble window counts activations still held
+        self.fdone = [0] * p  # forwards finished
+        self.busy = [False] * p
+        self.peak = [0] * p  # most micro-batches held at once
+        self.chan_free: dict[tuple[int, int], float] = {}  # (hop, direction) -> time the channel is free
+        self.events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, stage, data)
+        self.seq = 0
+
+    def run(self) -> tuple[float, list[int]]:
+        """Replay every event: ``(time of the last operation's end, per-stage peak of micro-batches held)``."""
+        try_start, finish, pop = self.try_start, self.finish, heapq.heappop
+        for k in range(self.p):
+            try_start(0.0, k)
+        end_time = 0.0
+        events, fwd_in, grad_in = self.events, self.fwd_in, self.grad_in
+        while events:
+            t, _, kind, k, data = pop(events)
+            if kind == _EV_DONE:
+                end_time = max(end_time, t)
+                finish(t, k, data)
+            elif kind == _EV_FWD:
+                fwd_in[k] += 1
+            else:
+                grad_in[k] += 1
+            try_start(t, k)
+        expected = self.m * (3 if self.zb else 2)
+        done = [self.nf[k] + self.nb[k] + self.nw[k] for k in range(self.p)]
+        if any(d != expected for d in done):  # pragma: no cover - a schedule bug, not an input error
+            raise RuntimeError(f"replay of {self.schedule} deadlocked: operations run per stage {done}, "
+                               f"expected {expected}")
+        return end_time, self.peak
+
+    def push(self, t: float, kind: int, k: int, data: int) -> None:
+        """Queue an event at time ``t``."""
+        heapq.heappush(self.events, (t, self.seq, kind, k, data))
+        self.seq += 1
+
+    def send(self, t: float, hop: int, direction: int, dst: int, kind: int, i: int) -> None:
+        """Send micro-batch ``i``'s message over ``hop`` at ``t``: it waits for the channel, then arrives at ``dst``."""
         key = (hop, direction)
-        start = max(t, chan_free.get(key, 0.0))
-        chan_free[key] = start + transfer[hop]
-        push(start + transfer[hop] + latency[hop], kind, dst, i)
+        start = max(t, self.chan_free.get(key, 0.0))
+        self.chan_free[key] = start + self.transfer[hop]
+        self.push(start + self.transfer[hop] + self.latency[hop], kind, dst, i)
 
-    def ready_ops(k: int) -> tuple[int, int] | None:
-        if orders is not None:
-            if pos[k] >= len(orders[k]):
-                return None
-            kind, i = orders[k][pos[k]]
-            if kind == _F:
-                return (kind, i) if i < fwd_in[k] else None
-            have = fdone[k] if k == p - 1 else grad_in[k]
-            return (kind, i) if i < have and i < fdone[k] else None
-        # zero-bubble: input gradient, then forward within the window, then weight gradient
-        have = fdone[k] if k == p - 1 else grad_in[k]
-        if nb[k] < m and nb[k] < have:
-            return (_B, nb[k])
-        if nf[k] < m and nf[k] < fwd_in[k] and nf[k] - wdone[k] < w[k]:
-            return (_F, nf[k])
-        if nw[k] < nb[k] and nw[k] < m:
-            return (_W, nw[k])
-        return None
+    def finish(self, t: float, k: int, data: int) -> None:
+        """Stage ``k``'s operation ends at ``t``: count it and send its activation or gradient on."""
+        op, i = divmod(data, self.m)
+        self.busy[k] = False
+        if op == _F:
+            self.fdone[k] += 1
+            if k < self.p - 1:
+                self.send(t, k, 0, k + 1, _EV_FWD, i)
+        elif op == _B:
+            self.bdone[k] += 1
+            if k > 0:
+                self.send(t, k - 1, 1, k - 1, _EV_GRAD, i)
+        else:
+            self.wdone[k] += 1
 
-    def try_start(t: float, k: int) -> None:
-        if busy[k]:
+    def try_start(self, t: float, k: int) -> None:
+        """Start stage ``k``'s next operation at ``t`` if it is free and the operation is ready."""
+        if self.busy[k]:
             return
-        op = ready_ops(k)
+        orders = self.orders
+        op = self.next_in_order(orders[k], k) if orders is not None else self.next_zero_bubble(k)
         if op is None:
             return
         kind, i = op
         if orders is not None:
-            pos[k] += 1
+            self.pos[k] += 1
         if kind == _F:
-            nf[k] += 1
-            held = nf[k] - (wdone[k] if zb else bdone[k])
-            if held > peak[k]:
-                peak[k] = held
+            self.nf[k] += 1
+            held = self.nf[k] - (self.wdone[k] if self.zb else self.bdone[k])
+            if held > self.peak[k]:
+                self.peak[k] = held
         elif kind == _B:
-            nb[k] += 1
+            self.nb[k] += 1
         else:
-            nw[k] += 1
-        busy[k] = True
-        push(t + dur[k][kind], ev_done, k, kind * m + i)
+            self.nw[k] += 1
+        self.busy[k] = True
+        self.push(t + self.dur[k][kind], _EV_DONE, k, kind * self.m + i)
 
-    for k in range(p):
-        try_start(0.0, k)
-    while events:
-        t, _, kind, k, data = heapq.heappop(events)
-        if kind == ev_done:
-            op, i = divmod(data, m)
-            busy[k] = False
-            end_time = max(end_time, t)
-            if op == _F:
-                fdone[k] += 1
-                if k < p - 1:
-                    send(t, k, 0, k + 1, ev_fwd, i)
-            elif op == _B:
-                bdone[k] += 1
-                if k > 0:
-                    send(t, k - 1, 1, k - 1, ev_grad, i)
-            else:
-                wdone[k] += 1
-            try_start(t, k)
-        elif kind == ev_fwd:
-            fwd_in[k] += 1
-            try_start(t, k)
-        else:
-            grad_in[k] += 1
-            try_start(t, k)
-    expected = m * (3 if zb else 2)
-    done = [nf[k] + nb[k] + nw[k] for k in range(p)]
-    if any(d != expected for d in done):  # pragma: no cover - a schedule bug, not an input error
-        raise RuntimeError(f"replay of {schedule} deadlocked: operations run per stage {done}, expected {expected}")
-    return end_time, peak
+    def next_in_order(self, order: tuple[tuple[int, int], ...], k: int) -> tuple[int, int] | None:
+        """Stage ``k``'s next operation of its fixed ``order`` (GPipe, 1F1B), if its input is there."""
+        if self.pos[k] >= len(order):
+            return None
+        kind, i = order[self.pos[k]]
+        if kind == _F:
+            return (kind, i) if i < self.fwd_in[k] else None
+        have = self.fdone[k] if k == self.p - 1 else self.grad_in[k]
+        return (kind, i) if i < have and i < self.fdone[k] else None
+
+    def next_zero_bubble(self, k: int) -> tuple[int, int] | None:
+        """Stage ``k``'s next zero-bubble operation: input gradient, forward within the window, weight gradient."""
+        nb, nf, m = self.nb[k], self.nf[k], self.m
+        have = self.fdone[k] if k == self.p - 1 else self.grad_in[k]
+        if nb < m and nb < have:
+            return (_B, nb)
+        if nf < m and nf < self.fwd_in[k] and nf - self.wdone[k] < self.w[k]:
+            return (_F, nf)
+        if self.nw[k] < nb and self.nw[k] < m:
+            return (_W, self.nw[k])
+        return None
 
 
 # event codes of :func:`_replay_zero_bubble`: an operation done (its kind), a message arrived
@@ -330,8 +366,8 @@ def _replay_zero_bubble(
     # the message an operation sends: channel (forward on hop k: k; backward on hop k: p + k), or -1
     channel = [[k if k < last else -1 for k in range(p)], [p + k - 1 if k else -1 for k in range(p)], [-1] * p]
     chan_free = [0.0] * (2 * p)  # time each channel is free
-    chan_x = list(transfer) + [0.0] + list(transfer) + [0.0]
-    chan_l = list(latency) + [0.0] + list(latency) + [0.0]
+    chan_x = [*transfer, 0.0, *transfer, 0.0]
+    chan_l = [*latency, 0.0, *latency, 0.0]
     chan_tag = [8 * (k + 1) + _ARRIVE_ACT for k in range(p)] + [8 * k + _ARRIVE_GRAD for k in range(p)]
     chan_dest = [k + 1 for k in range(p)] + list(range(p))  # the stage a channel's messages go to
     chan_count = [arrived[0]] * p + [arrived[1]] * p  # and the counter they add to
@@ -623,7 +659,7 @@ def _replayed_head(
 
 
 #: :mod:`sfenv.model._pipeline_jit` when numba is usable, None when not, False before the first look
-_jit: ModuleType | bool | None = False
+_jit: ModuleType | Literal[False] | None = False
 
 
 def _jit_kernels() -> ModuleType | None:
@@ -633,13 +669,14 @@ def _jit_kernels() -> ModuleType | None:
     import numba.
     """
     global _jit
-    if _jit is False:
+    kernels = _jit
+    if kernels is False:
         from sfenv.model import _pipeline_jit
 
         if _pipeline_jit.AVAILABLE:
             _pipeline_jit.warm_up()
-        _jit = _pipeline_jit if _pipeline_jit.AVAILABLE else None
-    return _jit  # type: ignore[return-value]
+        kernels = _jit = _pipeline_jit if _pipeline_jit.AVAILABLE else None
+    return kernels
 
 
 def prepare_compiled() -> bool:
@@ -656,7 +693,9 @@ def prepare_compiled() -> bool:
 @lru_cache(maxsize=512)
 def _sweep_plan_rows(gpipe: bool, m: int, windows: tuple[int, ...]) -> np.ndarray:
     """:func:`_sweep_plan` as an ``(operations, 4)`` integer array, built by the compiled code (read-only)."""
-    rows = _jit_kernels().sweep_plan(gpipe, m, np.array(windows, dtype=np.int64))  # type: ignore[union-attr]
+    jit = _jit_kernels()
+    assert jit is not None  # called only when the compiled replays are in use
+    rows: np.ndarray = jit.sweep_plan(gpipe, m, np.array(windows, dtype=np.int64))
     rows.setflags(write=False)
     return rows
 

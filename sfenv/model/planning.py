@@ -21,7 +21,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
 
 from sfenv.hashing import HashedKey
 from sfenv.model.compute import RECOMPUTE_MODES
@@ -67,7 +66,7 @@ class PlanMenu:
     """
 
     micro_batches: tuple[int, ...] = MICRO_BATCHES
-    recompute_modes: tuple[Any, ...] = RECOMPUTE_MODES
+    recompute_modes: tuple[str, ...] = RECOMPUTE_MODES
     schedules: tuple[str, ...] | None = None
     widen_window: bool = True
 
@@ -97,7 +96,7 @@ def _head_layers(job: JobSpec) -> int:
 
 @lru_cache(maxsize=256)
 def _head_layers_of(model: ModelSpec) -> int:
-    return int(round(model.embedding_params / model.layer_params)) if model.embedding_params else 0
+    return round(model.embedding_params / model.layer_params) if model.embedding_params else 0
 
 
 @lru_cache(maxsize=1 << 14)
@@ -128,14 +127,15 @@ def chain_plan(
     tp: int,
     schedule: str = "1f1b",
     micro_batch: int = 1,
-    recompute: str | bool = "none",
+    recompute: str = "none",
 ) -> Plan | None:
     """A plan with ``stages_per_region[i]`` stages in region ``chain[i]``, all with ``dp`` x ``tp``.
 
     Layers are split in proportion to each stage's GPU speed, counting the LM head on the last
     stage as the layers its compute equals (``V h / 12 h^2``, rounded): the last stage gets that
     many fewer layers (at least one).  Returns None if the chain holds more stages than the model
-    has layers.
+    has layers.  ``recompute`` is the plan's (:class:`~sfenv.model.perf.Plan`, which still takes
+    the former bool).
     """
     regions: list[int] = []
     for r, n in zip(chain, stages_per_region):
@@ -206,20 +206,13 @@ def fit_plan(
                 continue
             if state_bytes / (sum(per_region) * tp) > min_mem:  # cannot fit even without activations
                 continue
-            perf = None
-            for recompute in menu.recompute_modes:
-                plan = chain_plan(job, topo, chain, per_region, dp, tp, schedule, micro_batch, recompute)
-                if plan is None:
-                    break
-                if best is not None and compute_lower_bound(plan, job, topo) >= best[1].iter_time:
-                    break  # cannot beat the best (more recomputation only costs more): skip unevaluated
-                perf = evaluate(plan, job)
-                evals += 1
-                if perf.feasible:
-                    if best is None or (perf.iter_time, plan.gpus) < (best[1].iter_time, best[0].gpus):
-                        best = (plan, perf)
-                    break
-            if perf is not None and perf.feasible:
+            fitted, tried = _least_recompute(job, topo, chain, per_region, dp, tp, schedule, micro_batch, menu,
+                                             evaluate, None if best is None else best[1].iter_time)
+            evals += tried
+            if fitted is not None:
+                plan, perf = fitted
+                if best is None or (perf.iter_time, plan.gpus) < (best[1].iter_time, best[0].gpus):
+                    best = fitted
                 # iteration time is close to unimodal in d for fixed t: stop once it rises
                 if prev_time is not None and perf.iter_time > prev_time:
                     break
@@ -227,6 +220,32 @@ def fit_plan(
             if evals >= max_evals:
                 return None if best is None else complete_plan(best[0], job, evaluate, menu, best[1])
     return None if best is None else complete_plan(best[0], job, evaluate, menu, best[1])
+
+
+def _least_recompute(
+    job: JobSpec, topo: Topology, chain: Sequence[int], per_region: Sequence[int], dp: int, tp: int, schedule: str,
+    micro_batch: int, menu: PlanMenu, evaluate: Evaluator, to_beat: float | None,
+) -> tuple[tuple[Plan, PlanPerf] | None, int]:
+    """:func:`chain_plan` with the first recomputation mode of ``menu`` that fits, evaluated.
+
+    Modes go in order of compute cost, so the search stops at the first that fits, and before
+    evaluating a plan whose :func:`~sfenv.model.perf.compute_lower_bound` is no better than
+    ``to_beat`` (the best iteration time so far: more recomputation only costs more).
+
+    :return: ``((plan, perf) or None when no mode fits or is worth evaluating, evaluations made)``.
+    """
+    tried = 0
+    for recompute in menu.recompute_modes:
+        plan = chain_plan(job, topo, chain, per_region, dp, tp, schedule, micro_batch, recompute)
+        if plan is None:
+            break
+        if to_beat is not None and compute_lower_bound(plan, job, topo) >= to_beat:
+            break  # cannot beat the best: skip unevaluated
+        perf = evaluate(plan, job)
+        tried += 1
+        if perf.feasible:
+            return (plan, perf), tried
+    return None, tried
 
 
 def _stage_counts(job: JobSpec, budget: Sequence[int], regions: int, unit: int, max_depth: int) -> list[int] | None:

@@ -77,7 +77,7 @@ def spider_topology(
     cont = np.array([i % n_cont for i in range(num_regions)])
     pos = centres[cont] + rng.normal(0.0, 700.0, size=(num_regions, 2))
     dist = np.linalg.norm(pos[:, None, :] - pos[None, :, :], axis=-1)
-    g = nx.Graph()
+    g: nx.Graph[int] = nx.Graph()
     g.add_nodes_from(range(num_regions))
     for c in range(n_cont):
         members = np.flatnonzero(cont == c)
@@ -87,7 +87,7 @@ def spider_topology(
                 g.add_edge(int(i), int(j), kind="intra")
     # join continents: a minimum spanning tree over continents plus one extra chord per continent
     comps = [np.flatnonzero(cont == c) for c in range(n_cont)]
-    cg = nx.Graph()
+    cg: nx.Graph[int] = nx.Graph()
     for a in range(n_cont):
         for b in range(a + 1, n_cont):
             i, j = min(((i, j) for i in comps[a] for j in comps[b]), key=lambda e: dist[e])
@@ -104,19 +104,19 @@ def spider_topology(
     # any leftover disconnection (tiny continents) joins by nearest pair
     while not nx.is_connected(g):
         parts = list(nx.connected_components(g))
-        a, b = list(parts[0]), [v for p in parts[1:] for v in p]
-        i, j = min(((i, j) for i in a for j in b), key=lambda e: dist[e])
-        g.add_edge(i, j, kind="long")
+        first, rest = list(parts[0]), [v for p in parts[1:] for v in p]
+        u, w = min(((u, w) for u in first for w in rest), key=lambda e: dist[e])
+        g.add_edge(u, w, kind="long")
     regions, zones = _regions_and_zones(rng, pos, gpu_types, gpus_per_region, "c")
     links = []
-    for i, j, data in sorted(g.edges(data=True)):
+    for u, w, data in sorted(g.edges(data=True)):
         choices = intra_continent_gbps if data["kind"] == "intra" else long_haul_gbps
         links.append(
             {
-                "a": regions[i]["name"],
-                "b": regions[j]["name"],
+                "a": regions[u]["name"],
+                "b": regions[w]["name"],
                 "bandwidth_gbps": float(choices[int(rng.integers(len(choices)))]),
-                "latency_ms": _latency_ms(float(dist[i, j])),
+                "latency_ms": _latency_ms(float(dist[u, w])),
             }
         )
     return GeneratedTopology(regions, links, zones)
@@ -138,8 +138,8 @@ def waxman_topology(
     dist = np.linalg.norm(pos[:, None, :] - pos[None, :, :], axis=-1)
     while not nx.is_connected(g):
         parts = list(nx.connected_components(g))
-        a, b = list(parts[0]), [v for p in parts[1:] for v in p]
-        i, j = min(((i, j) for i in a for j in b), key=lambda e: dist[e])
+        first, rest = list(parts[0]), [v for p in parts[1:] for v in p]
+        i, j = min(((i, j) for i in first for j in rest), key=lambda e: dist[e])
         g.add_edge(i, j)
     regions, zones = _regions_and_zones(rng, pos, gpu_types, gpus_per_region, "w")
     links = [

@@ -100,7 +100,7 @@ class Topology:
             raise ValueError(f"duplicate region names in {names}")
         self.index: dict[str, int] = {n: i for i, n in enumerate(names)}
         c = len(self.regions)
-        g = nx.Graph()
+        g: nx.Graph[int] = nx.Graph()
         for i, r in enumerate(self.regions):
             g.add_node(i, name=r.name, gpu=r.gpu.name, num_gpus=r.num_gpus, zone=r.zone)
         for k, ln in enumerate(self.links):
@@ -244,6 +244,7 @@ class Topology:
         hit = self._route_memo.get(key)
         if hit is not None:
             return hit
+        res: tuple[tuple[int, ...], float, float]
         if a == b:
             res = ((), float(self.intra_latency_s[a]), float(self.intra_bw_bps[a]))
         else:

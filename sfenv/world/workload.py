@@ -291,7 +291,7 @@ def jobs_from_trace(
             if r.gpus >= thr:
                 model = m
         flops_per_iter = 6.0 * model.params * global_batch * model.seq_len
-        iters = max(1, int(math.ceil(r.duration_s * r.gpus * ref_flops_per_gpu * mfu / flops_per_iter)))
+        iters = max(1, math.ceil(r.duration_s * r.gpus * ref_flops_per_gpu * mfu / flops_per_iter))
         if max_iterations is not None:
             iters = min(iters, max_iterations)
         jobs.append(
