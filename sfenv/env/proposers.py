@@ -297,7 +297,7 @@ def short_paths(graph: nx.Graph, s: int, d: int, max_nodes: int, k: int) -> list
             continue
         for nb, data in graph[node].items():
             if nb not in path:
-                stack.append((nb, path + [nb], lat + float(data["latency_ms"])))
+                stack.append((nb, [*path, nb], lat + float(data["latency_ms"])))
     found.sort(key=lambda t: (t[0], t[1], t[2]))
     return [p for _, _, p in found[:k]]
 
