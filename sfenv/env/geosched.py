@@ -212,6 +212,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
 
     # gym.Env declares it an instance variable: mypy refuses a ClassVar override
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
+    #: ``Discrete(N + 1)`` (see Action Space)
+    action_space: spaces.Discrete[np.int64]
 
     def __init__(
         self,

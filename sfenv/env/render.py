@@ -29,7 +29,9 @@ def ansi(sim: Simulator, candidates: int) -> str:
     prices = view.prices_now()
     jobs_in: dict[int, list[int]] = {}
     for jid in sorted(sim.running):
-        for r in sim.jobs[jid].plan.regions:  # type: ignore[union-attr]
+        plan = sim.jobs[jid].plan
+        assert plan is not None  # a running job has its plan
+        for r in plan.regions:
             jobs_in.setdefault(r, []).append(jid)
     lines = [
         f"t = {sim.time / 3600:8.2f} h   waiting {len(sim.waiting)}   running {len(sim.running)}   "
