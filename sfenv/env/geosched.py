@@ -214,6 +214,9 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
     #: ``Discrete(N + 1)`` (see Action Space)
     action_space: spaces.Discrete[np.int64]
+    #: gives the observation space and builds each observation: the encoder of ``obs_mode``
+    #: (:func:`sfenv.env.observation.observation_encoder`)
+    observation_encoder: ObservationEncoder
 
     def __init__(
         self,
@@ -290,8 +293,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
 
     def _define_spaces(self) -> None:
         """Set :attr:`observation_encoder`, the action space and the observation space (the encoder's)."""
-        #: encodes the observation of ``obs_mode`` (:mod:`sfenv.env.observation`)
-        self.observation_encoder: ObservationEncoder = observation_encoder(self, self.obs_mode)
+        self.observation_encoder = observation_encoder(self, self.obs_mode)
         # the observation of the current state, bound once (the step's hot path)
         self._obs: Callable[[], dict[str, np.ndarray]] = self.observation_encoder.observe
         self.action_space = spaces.Discrete(self.max_candidates + 1)
