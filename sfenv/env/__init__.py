@@ -4,7 +4,8 @@ Layer ``env`` (see docs/architecture.md): imports ``sim`` and the layers below i
 agents or ``app``.  ``sfenv.env:GeoSchedEnv`` is the registered entry point.
 """
 
-from sfenv.env.geosched import (
+from sfenv.env.geosched import GeoSchedEnv
+from sfenv.env.observation import (
     CAND_FEATURES,
     COMPACT_CAND_FEATURES,
     GLOBAL_FEATURES,
@@ -14,7 +15,6 @@ from sfenv.env.geosched import (
     PLATFORM_FEATURES,
     PRIVILEGED_GLOBAL_FEATURES,
     REGION_FEATURES,
-    GeoSchedEnv,
 )
 
 __all__ = [

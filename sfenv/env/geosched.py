@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from sfenv.env.observation import OBS_MODES, ObservationEncoder, observation_encoder
+from sfenv.env.observation import _log_scale as _log_scale  # re-exported: tests import it from here
 from sfenv.env.proposers import (
     PROPOSER_SETS,
     CandidateProposer,
@@ -25,58 +26,6 @@ from sfenv.scenario import DEFAULT_SCENARIO, Scenario, ScenarioError, load_scena
 from sfenv.sim import Simulator, SimView, evaluation_cache_for, make_simulator
 
 __all__ = ["GeoSchedEnv"]
-
-
-REGION_FEATURES = 7  # + forecast window
-LINK_FEATURES = 3
-JOB_FEATURES = 8
-CAND_FEATURES = 10
-GLOBAL_FEATURES = 5
-#: with ``privileged_obs=True`` the ``time`` block holds one more entry, the share of the episode's jobs
-#: still to arrive (information a real scheduler does not have; the v0 ids' observation)
-PRIVILEGED_GLOBAL_FEATURES = 6
-#: compact observation (``obs_mode="compact"``): per-candidate features, and the platform summary size is
-#: ``PLATFORM_FEATURES + H``; neither depends on the number of regions or links
-COMPACT_CAND_FEATURES = 15
-PLATFORM_FEATURES = 18
-OBS_MODES = ("full", "compact")
-_REGIONS_SCALE = 8.0  # regions a compact candidate uses, mapped to 1.0 at 8 (clipped)
-_PRICE_SCALE = 300.0  # USD/MWh mapped to 1.0
-_TFLOPS_SCALE = 1000.0
-_MEM_SCALE = 141e9
-_BW_SCALE = 100e9
-_LAT_SCALE = 0.3
-_WAIT_SCALE = 86400.0
-_ITER_SCALE = 10_000.0
-
-
-def _log_scale(x: float, lo: float, hi: float) -> float:
-    """Map x in [lo, hi] to [0, 1] on a log scale (clipped)."""
-    if x <= lo:
-        return 0.0
-    if x >= hi:
-        return 1.0
-    return math.log(x / lo) / math.log(hi / lo)
-
-
-#: bound on :attr:`GeoSchedEnv._perf_features` (cleared when reached)
-_PERF_FEATURE_ENTRIES = 4096
-
-
-def _perf_features(perf: PlanPerf) -> tuple[float, float, float, float, float]:
-    """A candidate's observation features that depend on its evaluation only.
-
-    :param perf: the candidate's (feasible) evaluation.
-    :return: scaled iteration time, throughput and bottleneck bandwidth, the memory headroom and the
-        stall-free flag, as the candidate rows of the observation hold them (before clipping).
-    """
-    return (
-        _log_scale(perf.iter_time, 0.01, _ITER_SCALE),
-        _log_scale(perf.throughput, 1e2, 1e8),
-        _log_scale(perf.bottleneck_bw_bps, 1e7, 1e12),
-        perf.memory_headroom,
-        1.0 if perf.stall_free else 0.0,
-    )
 
 
 def _with_arguments(sc: Scenario, **sections: dict[str, Any]) -> Scenario:
@@ -97,7 +46,43 @@ def _with_arguments(sc: Scenario, **sections: dict[str, Any]) -> Scenario:
         raise ScenarioError("GeoSchedEnv: invalid argument " + "; ".join(lines), e.errors) from None
 
 
-class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
+def _check_arguments(render_mode: str | None, render_modes: list[str], obs_mode: str,
+                     invalid_action_limit: int | None, privileged_obs: bool, work_conserving: bool) -> None:
+    """Refuse a bad constructor argument among those the scenario does not hold (it validates the others).
+
+    :raises ValueError: for a ``render_mode`` not in ``render_modes``.
+    :raises InvalidInput: naming the argument, its value and what was expected, for the others.
+    """
+    if render_mode is not None and render_mode not in render_modes:
+        raise ValueError(f"render_mode {render_mode!r}; expected one of {render_modes}")
+    if obs_mode not in OBS_MODES:
+        raise InvalidInput(f"GeoSchedEnv: invalid argument obs_mode={obs_mode!r}: expected one of {list(OBS_MODES)}")
+    if invalid_action_limit is not None and (
+        isinstance(invalid_action_limit, bool) or not isinstance(invalid_action_limit, (int, np.integer))
+        or invalid_action_limit < 1
+    ):
+        raise InvalidInput(f"GeoSchedEnv: invalid argument invalid_action_limit={invalid_action_limit!r}: "
+                           "expected an integer >= 1 or None")
+    for name, flag in (("privileged_obs", privileged_obs), ("work_conserving", work_conserving)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise InvalidInput(f"GeoSchedEnv: invalid argument {name}={flag!r}: expected True or False")
+
+
+def _proposers_from(proposers: Sequence[CandidateProposer] | str | None, queue_window: int,
+                    cache: PlanCache) -> list[CandidateProposer]:
+    """The candidate proposers the constructor's ``proposers`` argument names (see the parameter table).
+
+    :raises InvalidInput: for a name not in :data:`~sfenv.env.proposers.PROPOSER_SETS`.
+    """
+    if isinstance(proposers, str):
+        if proposers not in PROPOSER_SETS:
+            raise InvalidInput(f"GeoSchedEnv: invalid argument proposers={proposers!r}: expected one of "
+                               f"{list(PROPOSER_SETS)} or a list of proposers")
+        return named_proposers(proposers, queue_window, cache)
+    return list(proposers) if proposers is not None else default_proposers(cache, queue_window)
+
+
+class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray]):
     """Schedule LLM training jobs over geo-distributed GPU clusters.
 
     ## Description
@@ -128,7 +113,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     ## Observation Space
     A ``Dict`` of 1-D ``Box(0, 1, float32)`` entries (SB3 ``MultiInputPolicy``; wrap with
     ``FlattenObservation`` for ``MlpPolicy``); ``C`` regions, ``E`` links, ``K = queue_window``,
-    ``H = forecast_hours``:
+    ``H = forecast_hours``.  :attr:`observation_encoder` (:mod:`sfenv.env.observation`, one encoder
+    per ``obs_mode``) gives the space and builds each observation:
 
     | key | size | per item |
     |---|---|---|
@@ -185,7 +171,9 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     ``None`` takes the scenario's value. Numbers go through the scenario's validation
     (:meth:`~sfenv.scenario.Scenario.with_overrides`): a bad one raises
     :class:`~sfenv.scenario.ScenarioError` (a ``ValueError``) naming the argument, the value and
-    what was expected; ``self.scenario`` is the scenario with the overrides applied.
+    what was expected; ``self.scenario`` is the scenario with the overrides applied, and the sizes
+    in use are the attributes ``max_candidates``, ``queue_window``, ``forecast_hours``, ``num_regions``
+    and ``num_links`` (``N``, ``K``, ``H``, ``C`` and ``E`` are read-only aliases of them).
 
     | Parameter | Type | Default | Description |
     |---|---|---|---|
@@ -222,7 +210,13 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
       reproduced, as Gymnasium keeps old environment versions.
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    # gym.Env declares it an instance variable: mypy refuses a ClassVar override
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
+    #: ``Discrete(N + 1)`` (see Action Space)
+    action_space: spaces.Discrete[np.int64]
+    #: gives the observation space and builds each observation: the encoder of ``obs_mode``
+    #: (:func:`sfenv.env.observation.observation_encoder`)
+    observation_encoder: ObservationEncoder
 
     def __init__(
         self,
@@ -241,28 +235,18 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         invalid_action_limit: int | None = None,
         privileged_obs: bool = False,
         work_conserving: bool = False,
-    ):
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
-        if obs_mode not in OBS_MODES:
-            raise InvalidInput(f"GeoSchedEnv: invalid argument obs_mode={obs_mode!r}: expected one of {list(OBS_MODES)}")
-        if invalid_action_limit is not None and (
-            isinstance(invalid_action_limit, bool) or not isinstance(invalid_action_limit, (int, np.integer))
-            or invalid_action_limit < 1
-        ):
-            raise InvalidInput(f"GeoSchedEnv: invalid argument invalid_action_limit={invalid_action_limit!r}: "
-                             "expected an integer >= 1 or None")
-        if not isinstance(privileged_obs, (bool, np.bool_)):
-            raise InvalidInput(f"GeoSchedEnv: invalid argument privileged_obs={privileged_obs!r}: expected True or False")
+    ) -> None:
+        _check_arguments(render_mode, self.metadata["render_modes"], obs_mode, invalid_action_limit, privileged_obs,
+                         work_conserving)
+        self.render_mode = render_mode
+        #: ``"full"`` or ``"compact"`` (see Observation Space)
         self.obs_mode = obs_mode
+        #: the ``time`` block holds the share of jobs still to arrive (see Observation Space)
         self.privileged_obs = bool(privileged_obs)
-        if not isinstance(work_conserving, (bool, np.bool_)):
-            raise InvalidInput(f"GeoSchedEnv: invalid argument work_conserving={work_conserving!r}: expected True or False")
         #: wait is valid only when no candidate can start (see the parameter table)
         self.work_conserving = bool(work_conserving)
-        n_time = PRIVILEGED_GLOBAL_FEATURES if self.privileged_obs else GLOBAL_FEATURES
+        #: masked actions in a row after which a masked action acts as wait (None: never)
         self.invalid_action_limit = None if invalid_action_limit is None else int(invalid_action_limit)
-        self._invalid_run = 0
         sc = _with_arguments(
             load_scenario(scenario),
             workload={"num_jobs": num_jobs},
@@ -270,95 +254,76 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             reward={"jct_weight": jct_weight, "cost_weight": cost_weight, "throughput_weight": throughput_weight,
                     "invalid_action_penalty": invalid_action_penalty},
         )
+        #: the scenario played, with the constructor's arguments applied
         self.scenario = sc
         prepare_compiled()  # the compiled pipeline replays load here (once per process), not in a step
         ecfg, rcfg = sc.cfg.env, sc.cfg.reward
-        self.N = ecfg.max_candidates
-        self.K = ecfg.queue_window
-        self.H = ecfg.forecast_hours
+        #: candidate slots, ``N``: actions ``0..N-1`` start a candidate, action ``N`` waits
+        self.max_candidates: int = ecfg.max_candidates
+        #: waiting jobs shown in the ``queue`` block, ``K``
+        self.queue_window: int = ecfg.queue_window
+        #: hours of price forecast per region, ``H``
+        self.forecast_hours: int = ecfg.forecast_hours
+        #: regions of the scenario's topology, ``C``
+        self.num_regions: int = sc.topology.num_regions
+        #: WAN links of the scenario's topology, ``E``
+        self.num_links: int = sc.topology.num_links
         self.jct_weight = rcfg.jct_weight
         self.cost_weight = rcfg.cost_weight
         self.throughput_weight = rcfg.throughput_weight
         self.invalid_action_penalty = rcfg.invalid_action_penalty
-        self.render_mode = render_mode
-        topo = sc.topology
-        self.C, self.E = topo.num_regions, topo.num_links
+        #: the proposers' plan memo, shared across episodes
         self.cache = PlanCache()
         self._evaluations = evaluation_cache_for(sc)  # single-region plan evaluations, across episodes
-        if isinstance(proposers, str):
-            if proposers not in PROPOSER_SETS:
-                raise InvalidInput(f"GeoSchedEnv: invalid argument proposers={proposers!r}: expected one of "
-                                   f"{list(PROPOSER_SETS)} or a list of proposers")
-            self.proposers: list[CandidateProposer] = named_proposers(proposers, self.K, self.cache)
-        else:
-            self.proposers = list(proposers) if proposers is not None else default_proposers(self.cache, self.K)
-        self.action_space = spaces.Discrete(self.N + 1)
-
-        def box(n: int) -> spaces.Box:
-            return spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)
-
-        self.observation_space = spaces.Dict(
-            {
-                "regions": box(self.C * (REGION_FEATURES + self.H)),
-                "links": box(max(1, self.E) * LINK_FEATURES),
-                "queue": box(self.K * JOB_FEATURES),
-                "candidates": box(self.N * CAND_FEATURES),
-                "time": box(n_time),
-            }
-        )
-        self._obs_slices: dict[str, slice] = {}
-        start = 0
-        for key, space in self.observation_space.spaces.items():
-            size = int(space.shape[0])  # type: ignore[index]
-            self._obs_slices[key] = slice(start, start + size)
-            start += size
-        self._obs_size = start
-        if obs_mode == "compact":  # the policy sees these keys; the full buffer above is still built inside
-            self.observation_space = spaces.Dict(
-                {
-                    "candidates": box(self.N * COMPACT_CAND_FEATURES),
-                    "queue": box(self.K * JOB_FEATURES),
-                    "platform": box(PLATFORM_FEATURES + self.H),
-                    "time": box(n_time),
-                }
-            )
-        self._gpu_div = np.maximum(1, topo.gpu_counts)
-        self._static_regions = np.array(
-            [
-                [min(1.0, r.num_gpus / 1024), r.gpu.tflops / _TFLOPS_SCALE, r.gpu.memory_bytes / _MEM_SCALE,
-                 min(1.0, r.pue - 1.0)]
-                for r in topo.regions
-            ],
-            dtype=np.float32,
-        )
-        self._link_static = np.array(
-            [[min(1.0, lat / _LAT_SCALE)] for lat in topo.link_latency_s], dtype=np.float32
-        ).reshape(-1, 1)
-        self._template = np.zeros(self._obs_size, dtype=np.float32)
-        self._template[self._obs_slices["regions"]].reshape(self.C, REGION_FEATURES + self.H)[:, 1:5] = (
-            self._static_regions
-        )
-        if self.E:
-            self._template[self._obs_slices["links"]].reshape(self.E, LINK_FEATURES)[:, 2:3] = self._link_static
+        self.proposers = _proposers_from(proposers, self.queue_window, self.cache)
         self.sim: Simulator | None = None
         self._view: SimView | None = None
         self._candidates: list[Plan] = []
         self._cand_perf: list[PlanPerf | None] = []
-        #: the observation's array before per-step features: the template with this hour's prices and the
-        #: current link figures (rebuilt when the forecast object or the link state changes)
-        self._base = self._template
-        self._base_forecast: tuple[list[float], np.ndarray] | None = None
-        #: ``id(perf) -> [perf, _perf_features(perf), prices, scaled cost per hour at those prices]``: the
-        #: candidate rows' figures per (shared, read-only) evaluation, kept while the plan caches hand it out
-        self._perf_features: dict[int, list] = {}
-        self._mask = np.zeros(self.N + 1, dtype=bool)
+        self._mask = np.zeros(self.max_candidates + 1, dtype=bool)
         #: the mask with the first n candidate slots and wait valid, per n (copied into ``_mask`` each step)
         #: (work_conserving: wait valid only when no candidate is)
-        self._mask_rows = [np.concatenate([np.arange(self.N) < n, [n == 0 or not self.work_conserving]])
-                           for n in range(self.N + 1)]
+        self._mask_rows = [np.concatenate([np.arange(self.max_candidates) < n, [n == 0 or not self.work_conserving]])
+                           for n in range(self.max_candidates + 1)]
         self._last_invalid = False
         self._forced_wait = False
+        self._invalid_run = 0
         self._renderer: Any = None
+        self._define_spaces()
+
+    def _define_spaces(self) -> None:
+        """Set :attr:`observation_encoder`, the action space and the observation space (the encoder's)."""
+        self.observation_encoder = observation_encoder(self, self.obs_mode)
+        # the observation of the current state, bound once (the step's hot path)
+        self._obs: Callable[[], dict[str, np.ndarray]] = self.observation_encoder.observe
+        self.action_space = spaces.Discrete(self.max_candidates + 1)
+        # gymnasium types a Dict space's elements as dict[str, Space]; this one's are dict[str, ndarray] (Boxes')
+        self.observation_space = cast("spaces.Space[dict[str, np.ndarray]]", self.observation_encoder.space())
+
+    @property
+    def N(self) -> int:
+        """Read-only alias of :attr:`max_candidates` (``N`` in the class docstring)."""
+        return self.max_candidates
+
+    @property
+    def K(self) -> int:
+        """Read-only alias of :attr:`queue_window` (``K`` in the class docstring)."""
+        return self.queue_window
+
+    @property
+    def H(self) -> int:
+        """Read-only alias of :attr:`forecast_hours` (``H`` in the class docstring)."""
+        return self.forecast_hours
+
+    @property
+    def C(self) -> int:
+        """Read-only alias of :attr:`num_regions` (``C`` in the class docstring)."""
+        return self.num_regions
+
+    @property
+    def E(self) -> int:
+        """Read-only alias of :attr:`num_links` (``E`` in the class docstring)."""
+        return self.num_links
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
@@ -367,7 +332,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self.sim = make_simulator(self.scenario, self.np_random, self._evaluations)
         self._view = self.sim.view()
         self.cache.new_episode()
-        self._episode_tables()
+        self.observation_encoder.new_episode(self.sim)
         for p in self.proposers:
             if isinstance(p, Proposer):
                 p.reset()
@@ -379,8 +344,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         self._build_candidates()
         return self._obs(), self._info(0.0, 0.0, 0.0)
 
-    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
-        """Start candidate ``action`` or wait (``action == N``); see the class docstring."""
+    def step(self, action: int | np.integer | np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        """Start candidate ``action`` or wait (``action == N``); see the class docstring (Action Space).
+
+        :param action: a Python ``int``, a NumPy integer or a 0-d integer array, in ``[0, N]``.
+        :raises ValueError: for an action outside the action space.
+        """
         sim = self.sim
         if sim is None:
             raise RuntimeError("call reset() before step()")
@@ -388,9 +357,9 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         invalid = forced = False
         if sim.done:
             invalid = True
-        elif a == self.N and self._mask[a]:
+        elif a == self.max_candidates and self._mask[a]:
             sim.wait()
-        elif 0 <= a < self.N and self._mask[a]:
+        elif 0 <= a < self.max_candidates and self._mask[a]:
             sim.schedule(self._candidates[a])
             sim.advance()
         else:
@@ -409,7 +378,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         d_tokens = totals[2] - self._last_totals[2]
         self._last_in_system, self._last_totals = in_sys, totals
         reward = (
-            -self.jct_weight * d_job_s / (3600.0 * self.K)
+            -self.jct_weight * d_job_s / (3600.0 * self.queue_window)
             - self.cost_weight * d_cost
             + self.throughput_weight * d_tokens / 1e9
             - (self.invalid_action_penalty if invalid else 0.0)
@@ -448,7 +417,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
     @property
     def wait_action(self) -> int:
         """The index of the wait action, ``N``."""
-        return self.N
+        return self.max_candidates
 
     def action_for(self, plan: Plan | None) -> int:
         """The action that starts ``plan`` now (``N`` = wait for None).
@@ -457,12 +426,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         already returned does not show it); an unstartable plan maps to its slot, masked invalid.
         """
         if plan is None:
-            return self.N
+            return self.max_candidates
         try:
             return self._candidates.index(plan)
         except ValueError:
             pass
-        idx = len(self._candidates) if len(self._candidates) < self.N else self.N - 1
+        idx = len(self._candidates) if len(self._candidates) < self.max_candidates else self.max_candidates - 1
         perf = self.view.evaluate(plan)
         if idx == len(self._candidates):
             self._candidates.append(plan)
@@ -486,7 +455,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             return _render.ansi(self.sim, len(self._candidates))
         if self._renderer is None:
             self._renderer = _render.MapRenderer(self.scenario.topology)
-        return self._renderer.draw(self.sim, self.H)
+        return self._renderer.draw(self.sim, self.forecast_hours)
 
     def close(self) -> None:
         """Release the renderer (safe to call twice)."""
@@ -495,7 +464,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             self._renderer = None
 
     # ------------------------------------------------------------------ internals
-    def _action_index(self, action: Any) -> int:
+    def _action_index(self, action: object) -> int:
         """``action`` as an index in ``[0, N]``; anything outside the action space raises.
 
         Accepted: a Python ``int`` (not a ``bool``), a NumPy integer scalar, or a 0-d integer
@@ -508,12 +477,13 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         else:
             raise ValueError(
                 f"action {action!r} ({type(action).__name__}) is not in the action space {self.action_space}: "
-                f"expected an integer in [0, {self.N}] (a Python int, a NumPy integer or a 0-d integer array)"
+                f"expected an integer in [0, {self.max_candidates}] (a Python int, a NumPy integer or a 0-d integer "
+                "array)"
             )
-        if not 0 <= a <= self.N:
+        if not 0 <= a <= self.max_candidates:
             raise ValueError(
-                f"action {a} is not in the action space {self.action_space}: expected 0..{self.N - 1} "
-                f"(start a candidate) or {self.N} (wait)"
+                f"action {a} is not in the action space {self.action_space}: expected 0..{self.max_candidates - 1} "
+                f"(start a candidate) or {self.max_candidates} (wait)"
             )
         return a
 
@@ -530,13 +500,13 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
         if not sim.done and sim.waiting:
             seen: set[Plan] = set()
             for p in self.proposers:
-                for plan in p.candidates(view, self.N - len(cands)):
+                for plan in p.candidates(view, self.max_candidates - len(cands)):
                     if plan not in seen:
                         seen.add(plan)
                         cands.append(plan)
-                if len(cands) >= self.N:
+                if len(cands) >= self.max_candidates:
                     break
-        self._candidates = cands[: self.N]
+        self._candidates = cands[: self.max_candidates]
         recent = self.cache.recent
         self._cand_perf = [recent.get(p) for p in self._candidates]
         self._mask[:] = self._mask_rows[len(self._candidates)]  # proposers return plans startable now; wait
@@ -547,205 +517,6 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int]):
             perf = self.view.evaluate(self._candidates[i])
             self._cand_perf[i] = perf
         return perf
-
-    def _episode_tables(self) -> None:
-        """Per-job static queue features, computed once per episode."""
-        sim = self.sim
-        assert sim is not None
-        specs = [js.spec for js in sim.jobs]
-        # per job: present, log-scaled parameters (once per model size), GPU bounds, log-scaled
-        # iterations, global batch: Python floats, as the float64 table they were first read from held them
-        scaled_params: dict[float, float] = {}
-        rows: list[tuple[float, ...]] = []
-        for j in specs:
-            params = float(j.model.params)
-            scaled = scaled_params.get(params)
-            if scaled is None:
-                scaled = scaled_params[params] = _log_scale(params, 1e8, 1e12)
-            rows.append((1.0, scaled, j.min_gpus / 1024, j.max_gpus / 1024, _log_scale(float(j.iterations), 1, 1e6),
-                         j.global_batch / 1024))
-        self._job_rows = rows
-        self._job_arrival = [j.arrival for j in specs]
-        self._job_iters = [float(j.iterations) for j in specs]
-        self._forecast: dict[int, tuple[list[float], np.ndarray]] = {}
-        self._link_key = b""
-        self._base_forecast = None  # the forecast self._base holds: rebuilt on the episode's first step
-
-    def _obs(self) -> dict[str, np.ndarray]:
-        sim, view = self.sim, self._view
-        assert sim is not None and view is not None
-        C, N, K, H = self.C, self.N, self.K, self.H
-        sl = self._obs_slices
-        # price now and forecast (cached per hour); links: capacity and flow share (recomputed only
-        # when the link state changed): both written into a base array rebuilt when either changes
-        hour_key = int(sim.time // 3600.0)
-        fc = self._forecast.get(hour_key)
-        if fc is None:
-            raw = view.price_forecast(H)
-            fc = self._forecast[hour_key] = (raw[:, 0].tolist(), np.hstack([raw[:, :1], raw]) / _PRICE_SCALE)
-        key = sim.link_flows.tobytes() + sim.link_factor.tobytes() if self.E else b""
-        if fc is not self._base_forecast or key != self._link_key:
-            self._rebuild_base(fc, key)
-        # one fresh array per step (static, price and link features already in place), views per key, one clip
-        buf = self._base.copy()
-        # regions: free fraction, (static), outage, (prices)
-        reg = buf[sl["regions"]].reshape(C, REGION_FEATURES + H)
-        reg[:, 0] = view.free_gpus / self._gpu_div  # free GPUs, 0 where the region is down
-        reg[:, 5] = sim.down
-        # queue: static rows plus time waited and progress
-        ids = sim.waiting[:K]
-        if ids:
-            queue = self._queue_rows(ids)
-            buf[sl["queue"]][: len(queue)] = queue
-        # candidates
-        if self._candidates:
-            slot = {j: i for i, j in enumerate(ids)}
-            prices = fc[0]
-            mask = self._mask
-            cand_rows: list[float] = []  # row after row, flat
-            idx: list[int] = []
-            features = self._perf_features
-            if len(features) >= _PERF_FEATURE_ENTRIES:
-                features.clear()
-            for i, plan in enumerate(self._candidates):
-                perf = self._perf(i)
-                if not perf.feasible:
-                    continue
-                # the features read from ``perf`` (and this hour's prices), per evaluation object: the
-                # plan caches hand the same shared, read-only PlanPerf to a candidate step after step
-                known = features.get(id(perf))
-                if known is None or known[0] is not perf:
-                    known = features[id(perf)] = [perf, _perf_features(perf), None, 0.0]
-                if known[2] is not prices:  # the cost per hour: for this hour's prices
-                    cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
-                    known[2], known[3] = prices, cost_h / 100.0
-                f = known[1]
-                idx.append(i)
-                cand_rows += (
-                    1.0 if mask[i] else 0.0,
-                    slot.get(plan.job_id, K) / K,
-                    f[0],
-                    f[1],
-                    known[3],
-                    len(plan.regions) / C,
-                    plan.gpus / 1024,
-                    f[2],
-                    f[3],
-                    f[4],
-                )
-            if cand_rows:
-                if len(idx) == idx[-1] + 1:  # the usual case: rows 0..n-1
-                    buf[sl["candidates"]][: len(cand_rows)] = cand_rows
-                else:
-                    buf[sl["candidates"]].reshape(N, CAND_FEATURES)[idx] = np.reshape(cand_rows, (len(idx), CAND_FEATURES))
-        hour = (sim.time / 3600.0) % 24.0
-        clock = ((math.sin(2 * math.pi * hour / 24) + 1) / 2, (math.cos(2 * math.pi * hour / 24) + 1) / 2,
-                 len(sim.running) / K, len(sim.waiting) / K)
-        invalid_flag = 1.0 if self._last_invalid else 0.0
-        if self.privileged_obs:  # v0's layout: the share of jobs still to arrive before the flag
-            buf[sl["time"]] = (*clock, view.pending_arrivals / max(1, len(sim.jobs)), invalid_flag)
-        else:
-            buf[sl["time"]] = (*clock, invalid_flag)
-        np.minimum(buf, 1.0, out=buf)
-        np.maximum(buf, 0.0, out=buf)
-        if self.obs_mode == "compact":
-            return self._compact_obs(buf, reg, fc[1])
-        return {k: buf[v] for k, v in sl.items()}
-
-    def _queue_rows(self, ids: list[int]) -> list[float]:
-        """The queue features of waiting jobs ``ids``, row after row in one flat list.
-
-        Each row: the job's static features (:meth:`_episode_tables`), the time it has waited and
-        its progress.  (NumPy converts a flat list faster than rows of tuples.)
-        """
-        sim = self.sim
-        assert sim is not None
-        jobs, now, arrival, iters, rows = sim.jobs, sim.time, self._job_arrival, self._job_iters, self._job_rows
-        queue: list[float] = []
-        for j in ids:
-            queue += rows[j]
-            queue.append((now - arrival[j]) / _WAIT_SCALE)
-            queue.append(jobs[j].progress / iters[j])
-        return queue
-
-    def _rebuild_base(self, forecast: tuple[list[float], np.ndarray], link_key: bytes) -> None:
-        """Rebuild :attr:`_base`: the template with this hour's prices and the current link figures.
-
-        :param forecast: this hour's ``(prices now, scaled price forecast)`` (:attr:`_forecast` entry).
-        :param link_key: the link flows' and capacity factors' bytes (the link figures are recomputed
-            when they differ from the last ones seen).
-        """
-        sim = self.sim
-        assert sim is not None
-        sl = self._obs_slices
-        base = self._template.copy()
-        base[sl["regions"]].reshape(self.C, REGION_FEATURES + self.H)[:, 6:] = forecast[1]
-        if self.E:
-            if link_key != self._link_key:
-                flows = sim.link_flows
-                self._link_dyn = np.stack([sim.link_capacity_bps / _BW_SCALE, flows / (flows + 1.0)], axis=1)
-                self._link_key = link_key
-            base[sl["links"]].reshape(self.E, LINK_FEATURES)[:, :2] = self._link_dyn
-        self._base, self._base_forecast = base, forecast
-
-    def _compact_obs(self, buf: np.ndarray, reg: np.ndarray, forecast: np.ndarray) -> dict[str, np.ndarray]:
-        """The topology-independent observation (``obs_mode="compact"``) from the full buffer.
-
-        :param buf: the full observation buffer (clipped to [0, 1]).
-        :param reg: the regions block of ``buf`` as a ``C x (7 + H)`` view.
-        :param forecast: price now and the next ``H`` hours per region (USD/MWh / 300, unclipped), ``C x (1 + H)``.
-        """
-        sim = self.sim
-        assert sim is not None
-        sl, N, H = self._obs_slices, self.N, self.H
-        free = np.where(sim.down, 0, sim.free).astype(np.float64)
-        gpus = self.scenario.topology.gpu_counts.astype(np.float64)
-        total_free = float(free.sum())
-        cands = np.zeros((N, COMPACT_CAND_FEATURES), dtype=np.float32)
-        full_c = buf[sl["candidates"]].reshape(N, CAND_FEATURES)
-        cands[:, :CAND_FEATURES] = full_c
-        runtimes: dict[int, float] = {}
-        rows: list[tuple[int, int, float]] = []
-        for i, plan in enumerate(self._candidates):
-            perf = self._perf(i)
-            if not perf.feasible:
-                continue
-            js = sim.jobs[plan.job_id]
-            remaining = max(0.0, float(js.spec.iterations) - js.progress)
-            rt = remaining * perf.iter_time
-            rows.append((i, plan.job_id, rt))
-            runtimes[plan.job_id] = min(rt, runtimes.get(plan.job_id, math.inf))
-            cands[i, 5] = len(plan.regions) / _REGIONS_SCALE
-            cands[i, 10] = _log_scale(rt, 60.0, 30 * 86400.0)
-            cands[i, 11] = plan.gpus / total_free if total_free > 0 else 1.0
-            cands[i, 12] = (sim.time - self._job_arrival[plan.job_id]) / _WAIT_SCALE
-        if rows:
-            shortest = min(runtimes.values())
-            for i, job, rt in rows:
-                best = runtimes[job]
-                cands[i, 13] = best / rt if rt > 0 else 1.0
-                cands[i, 14] = shortest / best if best > 0 else 1.0
-        ranked = np.sort(reg[:, 0])  # quartiles by linear interpolation, as np.quantile (which is slower)
-        qs = np.interp((0.0, 0.25, 0.5, 0.75, 1.0), np.linspace(0.0, 1.0, self.C), ranked)
-        prices = forecast[:, 0]
-        weights = gpus / max(1.0, float(gpus.sum()))
-        links = buf[sl["links"]].reshape(-1, LINK_FEATURES)[: max(1, self.E)]
-        platform = np.empty(PLATFORM_FEATURES + H, dtype=np.float32)
-        platform[:PLATFORM_FEATURES] = (
-            total_free / max(1.0, float(gpus.sum())),
-            _log_scale(float(gpus.sum()), 1.0, 65536.0),
-            _log_scale(float(self.C), 1.0, 256.0),
-            float(np.mean(sim.down)) if self.C else 0.0,
-            *qs,
-            float(prices.min()), float(prices.mean()), float(prices.max()),
-            float(links[:, 0].mean()), float(links[:, 0].min()), float(links[:, 1].mean()), float(links[:, 2].mean()),
-            _log_scale(float(self.E), 1.0, 4096.0),
-            float(weights @ (self._static_regions[:, 1])),
-        )
-        platform[PLATFORM_FEATURES:] = weights @ forecast[:, 1:]
-        np.clip(cands, 0.0, 1.0, out=cands)
-        np.clip(platform, 0.0, 1.0, out=platform)
-        return {"candidates": cands.reshape(-1), "queue": buf[sl["queue"]], "platform": platform, "time": buf[sl["time"]]}
 
     def _info(self, d_job_s: float, d_cost: float, d_tokens: float) -> dict[str, Any]:
         sim = self.sim

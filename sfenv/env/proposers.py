@@ -26,7 +26,7 @@ import importlib
 from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import networkx as nx
 import numpy as np
@@ -162,6 +162,7 @@ class PlanCache:
         # first by job id (ints only: cheap to hash), checked against the very job object
         bound_key = (job.job_id, chain, budget, link_key)
         hit = self._bound.get(bound_key)
+        res: tuple[Plan, PlanPerf] | Literal[False] | None  # False: not in the store
         if hit is not None and hit[0] is job:
             self.hits += 1
             res = hit[1]
@@ -202,7 +203,7 @@ class PlanCache:
             rep = topo.plan_class[chain[0]]
             if rep != chain[0]:
                 key = (job.shape_key, (rep,), budget, None)
-                res = self._store.get(key, False)
+                res: tuple[Plan, PlanPerf] | Literal[False] | None = self._store.get(key, False)
                 if res is False:
                     self.misses += 1
                     res = self._store[key] = fit_plan(job, topo, (rep,), budget, view.evaluate)
@@ -297,7 +298,7 @@ def short_paths(graph: nx.Graph, s: int, d: int, max_nodes: int, k: int) -> list
             continue
         for nb, data in graph[node].items():
             if nb not in path:
-                stack.append((nb, path + [nb], lat + float(data["latency_ms"])))
+                stack.append((nb, [*path, nb], lat + float(data["latency_ms"])))
     found.sort(key=lambda t: (t[0], t[1], t[2]))
     return [p for _, _, p in found[:k]]
 

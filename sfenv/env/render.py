@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
@@ -28,7 +29,9 @@ def ansi(sim: Simulator, candidates: int) -> str:
     prices = view.prices_now()
     jobs_in: dict[int, list[int]] = {}
     for jid in sorted(sim.running):
-        for r in sim.jobs[jid].plan.regions:  # type: ignore[union-attr]
+        plan = sim.jobs[jid].plan
+        assert plan is not None  # a running job has its plan
+        for r in plan.regions:
             jobs_in.setdefault(r, []).append(jid)
     lines = [
         f"t = {sim.time / 3600:8.2f} h   waiting {len(sim.waiting)}   running {len(sim.running)}   "
@@ -97,10 +100,10 @@ class MapRenderer:
             plan = sim.jobs[jid].plan
             assert plan is not None
             chain = [s.regions[0] for s in plan.stages]
-            pts = [chain[0]] + [c for a, c in zip(chain, chain[1:]) if c != a]
+            pts = [chain[0]] + [c for a, c in pairwise(chain) if c != a]
             if len(pts) > 1:
                 path: list[int] = [pts[0]]
-                for a, b in zip(pts, pts[1:]):
+                for a, b in pairwise(pts):
                     path.extend(topo.path(a, b)[1:])
                 xs = [self.pos[r][0] for r in path]
                 ys = [self.pos[r][1] for r in path]
