@@ -45,8 +45,8 @@ STEPS = 300
 
 def _forget(env: GeoSchedEnv) -> None:
     """Empty every memo the speed work added (the reference computes each figure afresh)."""
-    env._perf_features.clear()
-    env._base_forecast = None  # the observation's base array (prices, links) rebuilt
+    env.observation_encoder._perf_features.clear()
+    env.observation_encoder._base_forecast = None  # the observation's base array (prices, links) rebuilt
     pipeline._replayed_head.cache_clear()
     pipeline._steady_period_cached.cache_clear()
     pipeline._pipeline_time_cached.cache_clear()  # else the head would never be asked for again
@@ -330,7 +330,7 @@ def test_time_of_use_all_zones_at_once_is_zone_by_zone(noise: float, days: int) 
 @pytest.mark.parametrize("name", ["spider-64", "spider-8-contended"])
 def test_queue_rows_are_the_float64_table(name: str) -> None:
     """The per-job queue features built row by row equal the float64 table they were first read from."""
-    from sfenv.env.geosched import _log_scale
+    from sfenv.env.observation import _log_scale
 
     env = GeoSchedEnv(load_scenario(name))
     env.reset(seed=3)
@@ -340,7 +340,7 @@ def test_queue_rows_are_the_float64_table(name: str) -> None:
     table[:, 1] = [_log_scale(float(v), 1e8, 1e12) for v in table[:, 1]]
     table[:, 4] = [_log_scale(float(v), 1, 1e6) for v in table[:, 4]]
     assert len({j.model.params for j in specs}) > 1 and len({j.iterations for j in specs}) > 10
-    assert env._job_rows == [tuple(row) for row in table.tolist()]
+    assert env.observation_encoder._job_rows == [tuple(row) for row in table.tolist()]
 
 
 def test_region_ranking_is_the_filtered_argsort() -> None:

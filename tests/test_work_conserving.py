@@ -104,7 +104,7 @@ def test_a_saved_model_is_played_work_conserving(model: str) -> None:
     jct_plain, waits_plain = _played_by_hand(plain, 10_001, work_conserving=False)
     assert waits_plain > 0 and as_trained["mean_jct_s"] == jct_plain != jct  # as trained, this model waits
     with pytest.raises(ValueError, match="work_conserving=1"):
-        LearnedPolicy(model, work_conserving=1)  # type: ignore[arg-type]
+        LearnedPolicy(model, work_conserving=1)  # type: ignore[arg-type]  (a wrong type on purpose)
 
 
 def test_play_settings_reach_the_evaluator_and_keep_results_apart(model: str, tmp_path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import gymnasium as gym
@@ -10,7 +11,6 @@ import numpy as np
 from gymnasium import spaces
 
 from sfenv.env.observation import OBS_MODES, ObservationEncoder, observation_encoder
-from sfenv.env.observation import _log_scale as _log_scale  # re-exported: tests import it from here
 from sfenv.env.proposers import (
     PROPOSER_SETS,
     CandidateProposer,
@@ -220,7 +220,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
 
     def __init__(
         self,
-        scenario: str | dict | Scenario = DEFAULT_SCENARIO,
+        scenario: str | Path | dict | Scenario = DEFAULT_SCENARIO,
         render_mode: str | None = None,
         proposers: Sequence[CandidateProposer] | str | None = None,
         max_candidates: int | None = None,
