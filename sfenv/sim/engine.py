@@ -361,7 +361,7 @@ class Simulator:
         """True if a job waits and the free GPUs could hold the smallest waiting job."""
         if not self.queue.ids:
             return False
-        return self.gpus.free_now()[1] >= self.queue.smallest_need()
+        return self.gpus.free_now()[1] >= min(self.queue.min_counts)  # the smallest need (inline: a hot test)
 
     def advance(self) -> None:
         """Run events until a decision point or the end of the episode."""

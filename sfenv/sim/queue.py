@@ -28,10 +28,6 @@ class WaitingQueue:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def smallest_need(self) -> int:
-        """The smallest ``min_gpus`` of a waiting job (the queue must not be empty)."""
-        return min(self.min_counts)
-
     def add(self, spec: JobSpec) -> None:
         """Put job ``spec`` in the queue at its place in id order."""
         jid = spec.job_id

@@ -73,7 +73,7 @@ class SimView:
     @property
     def free_gpus(self) -> np.ndarray:
         """Free GPUs per region (0 for regions that are down); the same read-only array while they do not change."""
-        return self._sim.free_gpus_now()[0]
+        return self._sim.gpus.free_now()[0]
 
     @property
     def down(self) -> np.ndarray:
@@ -151,11 +151,12 @@ class SimView:
 
     def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
         """Predict a plan under the current link state (its own flows added)."""
-        return self._sim.evaluate(plan, job)
+        sim = self._sim  # straight to the memo (:meth:`Simulator.evaluate`): proposers ask often
+        return sim.links.evaluate(plan, job or sim.jobs[plan.job_id].spec)
 
     def evaluate_moved(self, plan: Plan, job: JobSpec, source: Plan, source_perf: PlanPerf) -> PlanPerf:
         """:meth:`evaluate` of ``plan``, ``source``'s stages moved elsewhere (:meth:`Simulator.evaluate_moved`)."""
-        return self._sim.evaluate_moved(plan, job, source, source_perf)
+        return self._sim.links.evaluate_moved(plan, job, source, source_perf)
 
     def evaluate_replan(self, plan: Plan) -> tuple[PlanPerf, float]:
         """Predicted performance of switching a running job to ``plan`` now, and the pause (s).
