@@ -115,31 +115,32 @@ def transfer_times(
     job: JobSpec,
     topo: Topology,
     link_capacity_bps: np.ndarray | None = None,
-    link_flows: np.ndarray | None = None,
+    link_busy: np.ndarray | None = None,
 ) -> list[float]:
     """Per-hop, per-micro-batch transfer time of ``plan`` without latency, seconds.
 
     ``perf.transfer_times`` when the performance model provides it; otherwise ``2 b s h`` bytes
-    over the fair share of the bottleneck link of the hop's route (the plan's own flows added to
-    ``link_flows``; intra-region bandwidth when both stages share a region).
+    over the fair share of the bottleneck directed link of the hop's route (the plan's own
+    transfers added to ``link_busy``; intra-region bandwidth when both stages share a region).
 
-    :param link_capacity_bps: current link capacities (default: nominal).
-    :param link_flows: other jobs' flows per link (default: none).
+    :param link_capacity_bps: current link capacities, each way (default: nominal).
+    :param link_busy: other jobs' transfers sending at once per directed link (default: none;
+        :attr:`sfenv.sim.SimView.link_load`'s first row).
     """
     given = getattr(perf, "transfer_times", None)
     if given:
         return [float(x) for x in given]
     cap = topo.link_bw_bps if link_capacity_bps is None else np.asarray(link_capacity_bps, dtype=float)
-    flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
-    for k, n in plan_flows(plan, topo).items():
-        flows[k] += n
+    busy = np.zeros(topo.num_directed) if link_busy is None else np.asarray(link_busy, dtype=float).copy()
+    for e, n in plan_flows(plan, topo).items():
+        busy[e] += n
     bits = ACT_BYTES * plan.micro_batch * job.model.seq_len * job.model.hidden * 8.0
     out = []
     for src, dst in zip(plan.stages, plan.stages[1:]):
         worst = 0.0
         for (a, b), _ in src.hop_pairs(dst).items():
-            links = topo.route_links[a][b] if a != b else ()
-            bw = min((cap[k] / max(flows[k], 1.0) for k in links), default=float(topo.intra_bw_bps[a]))
+            links = topo.directed_route(a, b, topo.route_links[a][b]) if a != b else ()
+            bw = min((cap[e >> 1] / max(busy[e], 1.0) for e in links), default=float(topo.intra_bw_bps[a]))
             worst = max(worst, bits / bw)
         out.append(worst)
     return out
@@ -371,11 +372,8 @@ class BACEPipeAgent(SchedulerAgent):
 
     # ---------------------------------------------------------------- paths
     def _share_bps(self, view: SimView, a: int, b: int) -> float:
-        """Fair bandwidth share one more flow would get on the route a->b."""
-        topo = view.topo
-        cap, flows = view.link_capacity_bps, view.link_flows
-        return min((float(cap[k]) / (float(flows[k]) + 1.0) for k in topo.route_links[a][b]),
-                   default=float(topo.intra_bw_bps[a]))
+        """Fair bandwidth share one more flow would get on the route a->b (:meth:`SimView.share_bps`)."""
+        return view.share_bps(a, b)
 
     def _hop_ok(self, view: SimView, job: JobSpec, a: int, b: int, stage_compute: float) -> bool:
         """Stall-free hop: transfer time of one micro-batch a->b (no latency) <= stage compute."""
@@ -464,7 +462,7 @@ class BACEPipeAgent(SchedulerAgent):
         """The pathfinder's rule on a plan (always True in the ablation without the pathfinder)."""
         if not self.pathfinder:
             return True
-        xfer = transfer_times(res[0], res[1], job, view.topo, view.link_capacity_bps, view.link_flows)
+        xfer = transfer_times(res[0], res[1], job, view.topo, view.link_capacity_bps, view.link_load[0])
         return stall_free(res[1], xfer)
 
     def job_cost_usd(self, view: SimView, job: JobSpec, perf: PlanPerf) -> float:

@@ -271,13 +271,13 @@ def build_instance(view: SimView, job: JobSpec, d: int, max_regions: int | None 
     ar_coef = [2.0 * (d - 1) / d * grad_bits / float(topo.intra_bw_bps[r]) for r in regs]
     ar_const = [2.0 * (d - 1) * float(topo.intra_latency_s[r]) for r in regs]
     act_bits = 2.0 * b * s * model.hidden * 8.0
-    cap, flows = view.link_capacity_bps, view.link_flows
+    cap, busy = view.link_capacity_bps, view.link_load[0]  # busy: transfers sending at once per directed link
     n = len(regs)
     hop = np.zeros((n, n))
     for i, a in enumerate(regs):
         for j, c in enumerate(regs):
             if i != j:
-                share = min(cap[k] / (flows[k] + d) for k in topo.route(a, c))
+                share = min(cap[e >> 1] / (busy[e] + d) for e in topo.directed_route(a, c, topo.route(a, c)))
                 hop[i, j] = topo.route_latency_s[a, c] + act_bits / share
     m = max(1, math.ceil(job.global_batch / (d * b)))
     return ILPInstance(regs, menus, alpha, mem_layers, hop, model.layers, m, d, job.min_gpus, job.max_gpus,

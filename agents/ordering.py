@@ -203,7 +203,7 @@ class _PlanMemo:
                 len(self._store) >= _MEMO_ENTRIES:
             self._store.clear()
             self._context = (view.topo, view.params)
-        state = (view.free_gpus.tobytes(), view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
+        state = (view.free_gpus.tobytes(), view.link_state_key(), view.link_capacity_bps.tobytes())
         if state == self._last_state:  # one object per state, shared by the keys of its jobs (memory)
             state = self._last_state
         self._last_state = state

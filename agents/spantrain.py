@@ -135,7 +135,7 @@ class SpanTrainAgent(SchedulerAgent):
 
         The same object while the state does not change, so the memos' keys share it (memory).
         """
-        key = (view.link_flows.tobytes(), view.link_capacity_bps.tobytes())
+        key = (view.link_state_key(), view.link_capacity_bps.tobytes())
         if key == self._last_link_key:
             return self._last_link_key
         self._last_link_key = key
@@ -172,16 +172,13 @@ class SpanTrainAgent(SchedulerAgent):
         """``(pt, pc)``: pairwise communication score (s) and per-region compute score (FLOP/s)."""
         topo = view.topo
         act_bits = 2.0 * job.model.seq_len * job.model.hidden * 8.0
-        cap, flows = view.link_capacity_bps, view.link_flows
         c = topo.num_regions
         pt = np.zeros((c, c))
         for a in range(c):
             for b in range(c):
                 if a == b:
                     continue
-                links = topo.route(a, b)
-                bw = min(cap[k] / (flows[k] + 1.0) for k in links)
-                pt[a, b] = topo.route_latency_s[a, b] + act_bits / bw
+                pt[a, b] = topo.route_latency_s[a, b] + act_bits / view.share_bps(a, b)
         return pt, topo.gpu_flops.copy()
 
     def groups(self, view: SimView) -> list[list[int]]:

@@ -65,7 +65,7 @@ class SpinSearchAgent(SchedulerAgent):
         topo = view.topo
         free = view.free_gpus
         flops = topo.scalars.flops
-        cap, flows = view.link_capacity_bps, view.link_flows
+        cap, busy = view.link_capacity_bps, view.link_load[0]  # busy: transfers sending at once per directed link
         seeds = sorted((r for r in range(topo.num_regions) if free[r] > 0), key=lambda r: (-free[r] * flops[r], r))
         out: list[list[int]] = []
         for seed in seeds[: self.k_seeds]:
@@ -81,7 +81,8 @@ class SpinSearchAgent(SchedulerAgent):
                 def score(c: int, tail: int = tail) -> tuple[float, float, int]:
                     k = topo.link_between(tail, c)
                     assert k is not None
-                    return (cap[k] / (flows[k] + 1.0), free[c] * flops[c], -c)
+                    e = topo.directed_route(tail, c, (k,))[0]
+                    return (cap[k] / (busy[e] + 1.0), free[c] * flops[c], -c)
 
                 nxt = max(nbrs, key=score)
                 chain.append(nxt)

@@ -48,3 +48,14 @@ def flat_prices(zones=("z0",), price: float = 100.0) -> PriceSeries:
 @pytest.fixture
 def params() -> PerfParams:
     return PerfParams(mfu=0.5, dp_overlap=0.0, memory_headroom=1.0)
+
+
+def check_link_load(sim) -> None:
+    """The link state holds exactly the running jobs' traffic: its load is their loads' sum, on their flows' links."""
+    load = np.zeros_like(sim.links.load)
+    for jid, entry in sim.links.jobs.items():
+        js = sim.jobs[jid]
+        assert js.status == "running" and set(js.flows) == {int(e) for e in entry.links}
+        load[:, entry.links] += entry.load
+    assert all(jid in sim.links.jobs for jid in sim.running if sim.jobs[jid].flows)
+    assert np.allclose(load, sim.links.load), "link load out of sync"

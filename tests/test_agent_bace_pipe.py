@@ -5,6 +5,8 @@ from __future__ import annotations
 from agent_worlds import job, region, world
 from sfenv.agents.bace_pipe import BACEPipeAgent
 
+from sfenv.model.perf import PerfParams
+from sfenv.sim import SimConfig
 from sfenv.world.topology import Link
 
 
@@ -179,9 +181,13 @@ def test_picks_cheapest_feasible_path_not_the_first_start():
 
 
 def test_stall_test_uses_transfer_time_not_latency():
-    # a very long but wide link: transfer is far below stage compute, so the hop is stall-free
+    # a very long but wide link: transfer is far below stage compute, so the hop is stall-free (with
+    # enough TCP connections to fill the link over the 800 ms round trip: the window bound is
+    # tests/test_transport.py's subject)
     j = job(0, model="gpt-6.7b", min_gpus=32, max_gpus=32)
-    far = world([region("a", 16, "z0"), region("b", 16, "z0")], [Link(0, 1, 100, 400)], {"z0": 50.0}, [j])
+    wide_tcp = SimConfig(perf=PerfParams(wan_streams=4096))
+    far = world([region("a", 16, "z0"), region("b", 16, "z0")], [Link(0, 1, 100, 400)], {"z0": 50.0}, [j],
+                wide_tcp)
     plan = BACEPipeAgent().decide(far.view())
     assert plan is not None and len(plan.regions) == 2
 

@@ -26,7 +26,7 @@ def _cross_plan(job_id: int) -> Plan:
 
 def _fresh(sim, plan: Plan):
     return evaluate_plan(plan, sim.jobs[plan.job_id].spec, sim.topo, sim.params, sim.link_capacity_bps,
-                         sim.link_flows)
+                         sim.links.load)
 
 
 def test_cached_hash_equals_field_hash_and_survives_pickling():

@@ -16,8 +16,10 @@ from sfenv.model.perf import (
     Stage,
     _evaluate_chain,
     _evaluate_general,
+    _Wan,
     evaluate_plan,
 )
+from sfenv.model.sharing import LOAD_ROWS
 from sfenv.scenario import load_scenario
 from sfenv.sim import make_simulator
 
@@ -42,18 +44,26 @@ def chain_plans(draw):
     plan = Plan(job.job_id, stages, micro_batch=draw(st.sampled_from([1, 2, 4])),
                 schedule=draw(st.sampled_from(SCHEDULES)), recompute=draw(st.booleans()),
                 extra_inflight=draw(st.integers(0, 3)))
-    flows = np.array(draw(st.lists(st.integers(0, 3), min_size=TOPO.num_links, max_size=TOPO.num_links)), float)
+    n = TOPO.num_directed  # other jobs' load per directed link: transfers at once, of which bulk, bursts' bit/s
+    busy = np.array(draw(st.lists(st.sampled_from([0.0, 0.3, 1.0, 2.5]), min_size=n, max_size=n)))
+    load = np.stack([busy, busy * draw(st.sampled_from([0.0, 0.5])), busy * 2e8])
+    assert load.shape == (LOAD_ROWS, n)
     cap = TOPO.link_bw_bps * np.array(draw(st.lists(st.sampled_from([0.25, 0.5, 1.0]),
                                                     min_size=TOPO.num_links, max_size=TOPO.num_links)))
-    return plan, job, cap, flows, draw(st.booleans())
+    return plan, job, cap, load
+
+
+def _wan(plan, job, cap=None, load=None):
+    """The WAN side :func:`evaluate_plan` hands both paths (None inside one region)."""
+    return _Wan(plan, job, TOPO, PARAMS, cap, load, None) if len(plan.regions) > 1 else None
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(case=chain_plans())
 def test_chain_fast_path_equals_general_path(case):
-    plan, job, cap, flows, own = case
-    fast = _evaluate_chain(plan, job, TOPO, PARAMS, cap, flows, own)
-    general = _evaluate_general(plan, job, TOPO, PARAMS, cap, flows, own)
+    plan, job, cap, load = case
+    fast = _evaluate_chain(plan, job, TOPO, PARAMS, _wan(plan, job, cap, load))
+    general = _evaluate_general(plan, job, TOPO, PARAMS, _wan(plan, job, cap, load))
     assert fast is not None
     assert dataclasses.asdict(fast) == dataclasses.asdict(general)
     assert [type(x) for x in fast.transfer_times] == [type(x) for x in general.transfer_times]
@@ -64,9 +74,9 @@ def test_split_replicas_take_the_general_path():
     half = job.model.layers // 2
     split = Stage(layers=half, placement=((0, 1), (1, 1)))
     plan = Plan(job.job_id, (split, Stage(layers=job.model.layers - half, placement=((2, 2),))))
-    assert _evaluate_chain(plan, job, TOPO, PARAMS, None, None, True) is None
+    assert _evaluate_chain(plan, job, TOPO, PARAMS, _wan(plan, job)) is None
     perf = evaluate_plan(plan, job, TOPO, PARAMS)
-    assert perf == _evaluate_general(plan, job, TOPO, PARAMS, None, None, True)
+    assert perf == _evaluate_general(plan, job, TOPO, PARAMS, _wan(plan, job))
 
 
 @pytest.mark.parametrize("stages, reason", [
@@ -77,6 +87,6 @@ def test_split_replicas_take_the_general_path():
 def test_fast_path_rejects_malformed_chains_like_the_general_path(stages, reason):
     job = JOBS[0]
     plan = Plan(job.job_id, stages(job.model.layers))
-    fast = _evaluate_chain(plan, job, TOPO, PARAMS, None, None, True)
+    fast = _evaluate_chain(plan, job, TOPO, PARAMS, _wan(plan, job))
     assert fast is not None and not fast.feasible and reason in fast.reason
-    assert fast == _evaluate_general(plan, job, TOPO, PARAMS, None, None, True)
+    assert fast == _evaluate_general(plan, job, TOPO, PARAMS, _wan(plan, job))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -66,6 +67,7 @@ def test_1f1b_exposes_the_round_trip(params):
     # sends micro-batches in pairs, each pair waits for the first one's round trip 2c + 2l, so
     # T = 4 round trips + one stage slot for the pair's second micro-batch = 9c + 8l.
     topo = two_region_topo(bw_gbps=1e9, lat_ms=2.0)
+    params = replace(params, wan_streams=1 << 20)  # TCP's window bound lifted too: no transfer time
     job = make_job(batch=8)
     perf = evaluate_plan(Plan(0, (Stage.at(0, 2), Stage.at(1, 2))), job, topo, params)
     c, lat = stage_compute(2), 0.002
@@ -181,7 +183,9 @@ def test_zero_bubble_schedules_cut_the_bubble():
 
 def test_stall_free_rule_emerges():
     # BACE-Pipe's rule compares a hop's transfer time (not its latency) with the stage compute
-    params = PerfParams(mfu=0.5, dp_overlap=0.0, memory_headroom=1.0)
+    # enough TCP connections to fill 100 Gbit/s over a 400 ms round trip (the window bound is
+    # test_transport's subject)
+    params = PerfParams(mfu=0.5, dp_overlap=0.0, memory_headroom=1.0, wan_streams=4096)
     job = make_job(batch=32)
     plan = Plan(0, (Stage.at(0, 2), Stage.at(1, 2)))
     fast = evaluate_plan(plan, job, two_region_topo(bw_gbps=100.0, lat_ms=200.0), params)

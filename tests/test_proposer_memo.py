@@ -123,14 +123,14 @@ def test_memo_follows_the_link_state():
     links = sorted({k for a in chain for b in chain if a != b for k in sim.topo.route(a, b)})
     plans = []
     for extra_flows in (0, 40, 0):
-        sim.link_flows[links] += extra_flows
+        sim.links.load[0, _directed(links)] += extra_flows  # more transfers sending at once, both ways
         fresh = SpanTrainAgent(memo=False)
         fit, fit_fresh = agent._fit(view, job, chain, budget), fresh._fit(view, job, chain, budget)
         assert fit is not None and fit_fresh is not None
         assert fit[0] == fit_fresh[0] and fit[1].iter_time == fit_fresh[1].iter_time
         assert agent.adapt(fit[0], job, view) == fresh.adapt(fit[0], job, view)
         plans.append(fit[0])
-        sim.link_flows[links] -= extra_flows
+        sim.links.load[0, _directed(links)] -= extra_flows
     assert plans[0] != plans[1] and plans[0] == plans[2]  # the load changes the plan: the check has teeth
 
 
@@ -145,12 +145,17 @@ def test_proposer_memos_follow_the_link_state():
     fresh = [SpinSearchProposer(PlanCache(), memo=False), FirstFitProposer(PlanCache(), memo=False)]
     crossing = 0
     for extra_flows in (0, 40, 0):
-        sim.link_flows[:] += extra_flows
+        sim.links.load[0] += extra_flows
         for proposer, reference in zip(memoised, fresh):
             plan, ref_plan = proposer.plan(view, job), reference.plan(view, job)
             assert plan is not None and plan == ref_plan
             assert view.evaluate(plan, job) == view.evaluate(ref_plan, job)
             assert cache.recent[plan].iter_time == reference.cache.recent[ref_plan].iter_time
             crossing += len(plan.regions) > 1
-        sim.link_flows[:] -= extra_flows
+        sim.links.load[0] -= extra_flows
     assert crossing == 6
+
+
+def _directed(links) -> list[int]:
+    """Both directions of each link (directed ids ``2 k`` and ``2 k + 1``)."""
+    return [e for k in links for e in (2 * k, 2 * k + 1)]

@@ -141,28 +141,35 @@ def _off_widest_plans(sim, count: int) -> list:
 def test_a_cross_region_plan_reads_only_the_links_among_its_regions() -> None:
     """The memo key of cross-region plans (:meth:`SimView.link_state_among`) holds all the link state evaluation reads.
 
-    On spider-64 (many links), any change of flows or capacities outside ``Topology.links_among``
-    leaves a plan's modelled performance equal in every field; a change inside changes it.
+    On spider-64 (many links), any change of load or capacities outside ``Topology.links_among``
+    (either direction) leaves a plan's modelled performance equal in every field; a change inside
+    changes it.
     """
     from sfenv.model.perf import evaluate_plan
 
     sim = make_simulator(load_scenario("spider-64"), 0)
     job, topo, params = sim.jobs[0].spec, sim.topo, sim.params
     rng = np.random.default_rng(1)
-    flows = rng.integers(0, 5, topo.num_links).astype(float)
+    busy = rng.integers(0, 5, topo.num_directed).astype(float)
+    load = np.stack([busy, 0.5 * busy, 1e8 * busy])  # transfers at once, of which bulk; bursts' bit/s
     cap = topo.link_bw_bps * rng.uniform(0.5, 1.0, topo.num_links)
     for plan in _cross_region_plans(sim, 12, seed=2) + _off_widest_plans(sim, 4):
         among = topo.links_among(plan.regions)
         outside = np.setdiff1d(np.arange(topo.num_links), among)
         assert 0 < len(among) < topo.num_links
-        base = evaluate_plan(plan, job, topo, params, cap, flows)
-        flows_out, cap_out = flows.copy(), cap.copy()
-        flows_out[outside] += 7.0
+        base = evaluate_plan(plan, job, topo, params, cap, load)
+        load_out, cap_out = load.copy(), cap.copy()
+        load_out[:, _directed(outside)] += 7.0
         cap_out[outside] *= 0.3
-        assert evaluate_plan(plan, job, topo, params, cap_out, flows_out) == base
-        flows_in = flows.copy()
-        flows_in[among] += 7.0
-        assert evaluate_plan(plan, job, topo, params, cap, flows_in).iter_time != base.iter_time
+        assert evaluate_plan(plan, job, topo, params, cap_out, load_out) == base
+        load_in = load.copy()
+        load_in[:, _directed(among)] += 7.0
+        assert evaluate_plan(plan, job, topo, params, cap, load_in).iter_time != base.iter_time
+
+
+def _directed(links: np.ndarray) -> np.ndarray:
+    """Both directions of each link (directed ids ``2 k`` and ``2 k + 1``)."""
+    return np.concatenate([2 * links, 2 * links + 1])
 
 
 def test_spantrain_memo_reuses_fits_across_changes_elsewhere_and_only_there() -> None:
@@ -179,10 +186,10 @@ def test_spantrain_memo_reuses_fits_across_changes_elsewhere_and_only_there() ->
     first = agent._fit(view, job, chain, budget)
     sizes = []
     for links in (outside, among):
-        sim.link_flows[links] += 5
+        sim.links.load[0, _directed(links)] += 5  # 5 more transfers sending at once, both ways
         fit, fresh = agent._fit(view, job, chain, budget), SpanTrainAgent(memo=False)._fit(view, job, chain, budget)
         assert fit is not None and fresh is not None
         assert fit[0] == fresh[0] and fit[1] == fresh[1]
         sizes.append(len(agent._fit_memo))
-        sim.link_flows[links] -= 5
+        sim.links.load[0, _directed(links)] -= 5
     assert first is not None and sizes == [1, 2]  # a hit for the change elsewhere, a new fit for its own links

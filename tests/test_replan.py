@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import check_link_load
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -229,7 +230,6 @@ def random_replanner(rng: np.random.Generator):
 def check_state(sim: Simulator) -> None:
     total = sim.topo.gpu_counts
     alloc = np.zeros_like(total)
-    flows = np.zeros(sim.topo.num_links)
     for jid in sim.running:
         js = sim.jobs[jid]
         plan_gpus = js.plan.gpus_by_region()
@@ -238,11 +238,9 @@ def check_state(sim: Simulator) -> None:
             assert g >= plan_gpus.get(r, 0)
         if not js.paused:
             assert js.held == plan_gpus
-        for k, n in js.flows.items():
-            flows[k] += n
     assert np.all(sim.free >= 0)
     assert np.array_equal(sim.free + alloc, total), "GPUs not conserved"
-    assert np.allclose(flows, sim.link_flows), "link flows out of sync"
+    check_link_load(sim)
     cost = energy = 0.0
     for js in sim.jobs:
         cost += js.cost_usd

@@ -6,10 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from conftest import check_link_load
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfenv.model.perf import Plan, Stage, evaluate_plan
+from sfenv.model.perf import Plan, Stage, evaluate_plan, plan_flow_groups
 from sfenv.model.planning import fit_plan
 from sfenv.scenario import Scenario
 from sfenv.sim import InvalidDecision, Simulator, make_simulator
@@ -64,22 +65,18 @@ def random_plan(sim: Simulator, rng: np.random.Generator) -> Plan | None:
 def check_state(sim: Simulator) -> None:
     total = sim.topo.gpu_counts
     alloc = np.zeros_like(total)
-    flows = np.zeros(sim.topo.num_links)
     for jid in sim.running:
         js = sim.jobs[jid]
         for r, g in js.plan.gpus_by_region().items():
             alloc[r] += g
-        for k, n in js.flows.items():
-            flows[k] += n
     assert np.all(sim.free >= 0)
     assert np.array_equal(sim.free + alloc, total), "GPUs not conserved"
-    assert np.allclose(flows, sim.link_flows), "link flows out of sync"
+    check_link_load(sim)
     cap = sim.link_capacity_bps
-    for jid in sim.running:  # no flow gets more than its equal share of any link it crosses
-        js = sim.jobs[jid]
-        if js.flows:
-            share = min(cap[k] / sim.link_flows[k] for k in js.flows)
-            assert js.perf.bottleneck_bw_bps <= share * (1 + 1e-9)
+    for entry in sim.links.jobs.values():  # no flow group sends faster than any link it crosses can carry
+        groups = plan_flow_groups(entry.plan, sim.topo, entry.job)
+        for g, rate in zip(groups, entry.perf.flow_rates_bps):
+            assert all(g.members * rate <= cap[e >> 1] * (1 + 1e-9) for e in g.links)
     # totals() (platform-wide rates) agree with the jobs' own accounts plus their pending accruals
     cost = energy = 0.0
     for js in sim.jobs:
@@ -112,7 +109,7 @@ def test_random_episodes_keep_invariants(sc, seed):
         plan = random_plan(sim, rng)
         if plan is not None:  # memoised evaluations equal fresh ones, whatever the link state
             fresh = evaluate_plan(plan, sim.jobs[plan.job_id].spec, sim.topo, sim.params,
-                                  sim.link_capacity_bps, sim.link_flows)
+                                  sim.link_capacity_bps, sim.links.load)
             assert sim.evaluate(plan) == fresh
         if plan is None:
             sim.wait()

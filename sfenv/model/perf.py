@@ -44,6 +44,7 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -52,7 +53,8 @@ import numpy as np
 
 from sfenv.hashing import HashedKey, cached_hash, cached_value, state_without_hash
 from sfenv.model.compute import RECOMPUTE_MODES, layer_costs, lm_head_time, stage_unit
-from sfenv.model.pipeline import SCHEDULES, _pipeline_time_cached, default_windows
+from sfenv.model.pipeline import SCHEDULES, _pipeline_time_cached, default_windows, steady_period
+from sfenv.model.sharing import BULK, BURST, FlowGroup, duties, empty_load, group_rates, own_load, self_sharing
 from sfenv.world.topology import Scalars, Topology
 from sfenv.world.workload import JobSpec
 
@@ -68,6 +70,7 @@ __all__ = [
     "compute_lower_bound",
     "evaluate_plan",
     "moved_perf",
+    "plan_flow_groups",
     "plan_flows",
     "same_region_figures",
     "stage_layer_split",
@@ -232,11 +235,18 @@ class PerfParams:
         (:attr:`sfenv.world.hardware.GPUSpec.kernels`); catalogue GPUs use their fitted kernel model.
     :param dp_overlap: fraction of the gradient all-reduce hidden behind the pipeline (0..1).
     :param memory_headroom: usable fraction of GPU memory (framework, fragmentation).
+    :param wan_streams: parallel TCP connections per WAN transfer (one replica pair's); 16 is NCCL's
+        socket transport on AWS (2 threads x 8 sockets; 1 socket on other clouds), see
+        :mod:`sfenv.model.sharing`.
+    :param tcp_window_bytes: bytes in flight per connection and round trip: 3 MiB, half of Linux's
+        default largest receive buffer (``tcp_rmem`` 6 MiB, ``tcp_adv_win_scale`` 1).
     """
 
     mfu: float = 0.4
     dp_overlap: float = 0.5
     memory_headroom: float = 0.9
+    wan_streams: int = 16
+    tcp_window_bytes: float = 3.0 * 2**20
 
 
 @dataclass
@@ -244,7 +254,10 @@ class PlanPerf:
     """What the model predicts for a plan under given link shares.
 
     ``feasible`` is False with a ``reason`` when the plan is malformed or does not fit in memory;
-    times are then ``inf``.  All times in seconds, power in watts, throughput in tokens/s.
+    times are then ``inf``.  All times in seconds, power in watts, throughput in tokens/s.  For a
+    plan across regions, ``flow_rates_bps``, ``flow_duty`` and ``flow_levels_bps`` give, per group of
+    :func:`plan_flow_groups`, its rate per member while it sends, the share of the iteration it sends,
+    and the rate it could get on each link of its route (:mod:`sfenv.model.sharing`).
     """
 
     feasible: bool
@@ -266,6 +279,9 @@ class PlanPerf:
     power_by_region: dict[int, float] = field(default_factory=dict)
     bottleneck_bw_bps: float = math.inf
     wan_bytes_per_iter: float = 0.0
+    flow_rates_bps: list[float] = field(default_factory=list)
+    flow_duty: list[float] = field(default_factory=list)
+    flow_levels_bps: list[list[float]] = field(default_factory=list)
 
     @property
     def power_w(self) -> float:
@@ -297,59 +313,112 @@ def _infeasible(reason: str) -> PlanPerf:
 
 
 def plan_flows(plan: Plan, topo: Topology, job: JobSpec | None = None) -> dict[int, int]:
-    """WAN flows a plan puts on each link: ``{link index: flows}``.
+    """WAN transfers a plan sends at once on each directed link: ``{directed link: transfers}``.
 
-    Pipeline hops pair replica i of stage k with replica i of stage k+1; each pair in different
-    regions is one flow on every link of its route.  A stage whose replicas span regions adds
-    one ring all-reduce flow per region boundary of its ring.  With ``job`` the routes are the
-    ones :func:`evaluate_plan` uses (:meth:`Topology.route_for` of each transfer's payload);
-    without it, the widest routes.
+    Directed links are ``2 k`` (link k from its ``a`` end) and ``2 k + 1`` (back); see
+    :class:`~sfenv.world.topology.Topology`.  Pipeline hops pair replica i of stage k with replica i
+    of stage k+1; each pair in different regions sends activations forward and gradients back, one
+    transfer each way.  A stage whose replicas span regions adds one ring all-reduce transfer per
+    region boundary of its ring, each way round the ring.  With ``job`` the routes are the ones
+    :func:`evaluate_plan` uses (:meth:`Topology.route_for` of each transfer's payload; the groups of
+    :func:`plan_flow_groups`); without it, the widest routes.
     """
     flows: dict[int, int] = {}
     if len(plan.regions) < 2:  # a plan inside one region puts nothing on the WAN
         return flows
-    act, grad = _payloads(plan, job)
+    if job is not None:
+        for g in plan_flow_groups(plan, topo, job):
+            for e in g.links:
+                flows[e] = flows.get(e, 0) + g.members
+        return flows
+    for a, b, n, _ in _wan_pairs(plan):
+        for e in topo.directed_route(a, b, topo.route_links[a][b]):
+            flows[e] = flows.get(e, 0) + n
+    return flows
+
+
+def _wan_pairs(plan: Plan) -> list[tuple[int, int, int, int]]:
+    """``(source region, destination region, transfers, tag)`` of each cross-region traffic of a plan.
+
+    Hop k's replica pairs forward (tag ``-1 - 2 k``) and backward (``-2 - 2 k``), then each stage's
+    ring edges (tagged with the stage).
+    """
+    out: list[tuple[int, int, int, int]] = []
     stages = plan.stages
     for k in range(len(stages) - 1):
         for (a, b), n in stages[k].hop_pairs(stages[k + 1]).items():
             if a != b:
-                for link in _route(topo, a, b, act):
-                    flows[link] = flows.get(link, 0) + n
-    for st in stages:
+                out.append((a, b, n, -1 - 2 * k))
+                out.append((b, a, n, -2 - 2 * k))
+    for i, st in enumerate(stages):
         for a, b in _ring_edges(st.regions):
-            for link in _route(topo, a, b, grad(st)):
-                flows[link] = flows.get(link, 0) + 1
-    return flows
+            out.append((a, b, 1, i))
+    return out
 
 
-def _payloads(plan: Plan, job: JobSpec | None) -> tuple[float | None, Callable[[Stage], float | None]]:
-    """Per-transfer payloads: one micro-batch's boundary activation, and a stage's gradients (None without a job)."""
-    if job is None:
-        return None, lambda st: None
+#: :func:`plan_flow_groups` memos, one per topology (a topology's routes never change)
+_GROUP_MEMOS: weakref.WeakKeyDictionary[Topology, dict[tuple[object, object], tuple[FlowGroup, ...]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def plan_flow_groups(plan: Plan, topo: Topology, job: JobSpec) -> tuple[FlowGroup, ...]:
+    """The WAN traffic of a plan, as :class:`~sfenv.model.sharing.FlowGroup` s (empty inside one region).
+
+    Per pipeline hop k and direction (``key = 2 k`` forward, ``2 k + 1`` backward), one group per
+    pair of regions, with the hop's replica pairs between them as members: ``m`` transfers of one
+    micro-batch's boundary tensor (``2 b s h`` bytes) per iteration, over the route
+    :meth:`Topology.route_for` picks for that payload.  Per stage whose replicas span regions, one
+    group per ring edge at a region boundary (each way round the ring; two edges for two regions,
+    one each way): ``2 (d - 1)`` steps of ``2 P_k / d`` bytes.  Memoised per plan and job shape.
+    """
+    if len(plan.regions) < 2:
+        return ()
+    memo = _GROUP_MEMOS.get(topo)
+    if memo is None:
+        memo = _GROUP_MEMOS[topo] = {}
+    key = (plan.shape_key, job.shape_key)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
     model = job.model
+    m = plan.num_microbatches(job)
     act = ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden
-    return act, lambda st: 2.0 * model.layer_params * st.layers
+    d = plan.dp
+    groups: list[FlowGroup] = []
+    gpipe = plan.schedule == "gpipe"
+    for a, b, n, tag in _wan_pairs(plan):
+        if tag < 0:  # a hop's direction: 2 k + direction = -1 - tag
+            links, lat, _ = topo.route_for(a, b, act)
+            groups.append(FlowGroup(BURST, -1 - tag, topo.directed_route(a, b, links), n, 8.0 * act, m, 2.0 * lat,
+                                    lat, gpipe))
+        else:
+            stage = plan.stages[tag]
+            grad = 2.0 * (model.layer_params * stage.layers + _embedding_copies(tag, len(plan.stages)) *
+                          model.embedding_params)
+            links, lat, _ = topo.route_for(a, b, grad)
+            groups.append(FlowGroup(BULK, -1, topo.directed_route(a, b, links), 1, 8.0 * grad / d, 2 * (d - 1),
+                                    2.0 * lat, lat))
+    res = tuple(groups)
+    if len(memo) >= 1 << 14:
+        memo.clear()
+    memo[key] = res
+    return res
 
 
-def _route(topo: Topology, a: int, b: int, nbytes: float | None) -> tuple[int, ...]:
-    return topo.route_links[a][b] if nbytes is None else topo.route_for(a, b, nbytes)[0]
+def _embedding_copies(k: int, p: int) -> int:
+    """Copies of the tied embedding stage k of p holds: the first stage's, and the last stage's when p > 1."""
+    return (1 if k == 0 else 0) + (1 if k == p - 1 and p > 1 else 0)
 
 
 def _ring_edges(regs: tuple[int, ...]) -> list[tuple[int, int]]:
-    """Region-boundary edges of a ring all-reduce over ``regs``.
+    """Region-boundary edges of a ring all-reduce over ``regs``, in ring order.
 
-    Links are full duplex, so the two directions between the same pair of regions (a 2-region
-    ring) are one flow each way, not two flows on one link.
+    Links are full duplex, so a ring over two regions sends one way on its first edge and back on
+    its second: two edges, each on its own direction.
     """
     if len(regs) < 2:
         return []
-    edges = [(regs[i], regs[(i + 1) % len(regs)]) for i in range(len(regs))]
-    return edges[:1] if len(regs) == 2 else edges
-
-
-def _share_bps(links: tuple[int, ...], cap: np.ndarray, flows: np.ndarray) -> float:
-    """Fair share of one flow on a WAN route (``flows`` already counts this flow)."""
-    return float(min(cap[k] / max(flows[k], 1.0) for k in links))
+    return [(regs[i], regs[(i + 1) % len(regs)]) for i in range(len(regs))]
 
 
 def allreduce_time(nbytes: float, d: int, bw_bps: float, latency_s: float) -> float:
@@ -370,16 +439,19 @@ def evaluate_plan(
     topo: Topology,
     params: PerfParams,
     link_capacity_bps: np.ndarray | None = None,
-    link_flows: np.ndarray | None = None,
-    include_own_flows: bool = True,
+    link_load: np.ndarray | None = None,
+    own_duty: Sequence[float] | None = None,
 ) -> PlanPerf:
     """Predict iteration time, throughput, memory and power of ``plan`` for ``job``.
 
-    :param link_capacity_bps: current capacity of each link (bandwidth x fluctuation factor);
-        defaults to the nominal bandwidths.
-    :param link_flows: flows of *other* jobs on each link (default none).  With
-        ``include_own_flows`` the plan's own flows are added before computing fair shares;
-        pass False when ``link_flows`` already contains them (a running job).
+    :param link_capacity_bps: current capacity of each link (bandwidth x fluctuation factor, the same
+        each way) or of each directed link; defaults to the nominal bandwidths.
+    :param link_load: *other* jobs' load on each directed link (the layout of
+        :func:`sfenv.model.sharing.empty_load`; default none).  The plan's own WAN transfers
+        (:func:`plan_flow_groups`) share the links with it as :mod:`sfenv.model.sharing` describes.
+    :param own_duty: the share of the iteration each of the plan's groups spends sending, when known
+        (a running job's, from :class:`sfenv.sim.links.LinkState`); by default it follows from this
+        evaluation's own iteration time (it matters only where the plan's own groups cross a common link).
     """
     # Hot path (plan search evaluates thousands of plans): plain-Python per-region figures from
     # ``topo.scalars``, fast paths for stages in one region, and no WAN bookkeeping for plans in
@@ -397,10 +469,130 @@ def evaluate_plan(
         return _infeasible("extra_inflight must be >= 0")
     if sum([s.layers for s in stages]) != model.layers:
         return _infeasible(f"stages hold {sum(s.layers for s in stages)} layers, model has {model.layers}")
-    fast = _evaluate_chain(plan, job, topo, params, link_capacity_bps, link_flows, include_own_flows)
+    wan = _Wan(plan, job, topo, params, link_capacity_bps, link_load, own_duty) if len(plan.regions) > 1 else None
+    fast = _evaluate_chain(plan, job, topo, params, wan)
     if fast is not None:
         return fast
-    return _evaluate_general(plan, job, topo, params, link_capacity_bps, link_flows, include_own_flows)
+    return _evaluate_general(plan, job, topo, params, wan)
+
+
+class _Wan:
+    """The WAN side of one evaluation: the plan's flow groups, the link state they share, and their rates.
+
+    :meth:`solve` runs the evaluation's last steps (``assemble``: hop and all-reduce times from the
+    rates, then the iteration time) once, or twice where the plan's own groups that do not send
+    together cross a common directed link: their duties, and so their rates, follow from the
+    iteration time of the first pass (or from ``own_duty``).
+    """
+
+    __slots__ = ("_groups", "cap", "job", "load", "own_duty", "params", "plan", "topo")
+
+    def __init__(self, plan: Plan, job: JobSpec, topo: Topology, params: PerfParams,
+                 link_capacity_bps: np.ndarray | None, link_load: np.ndarray | None,
+                 own_duty: Sequence[float] | None) -> None:
+        self.plan, self.job, self.topo = plan, job, topo
+        self._groups: tuple[FlowGroup, ...] | None = None
+        if link_capacity_bps is None:
+            self.cap = topo.directed_bw_bps
+        elif len(link_capacity_bps) == topo.num_directed:
+            self.cap = link_capacity_bps
+        else:
+            self.cap = np.repeat(link_capacity_bps, 2)
+        self.load = _NO_LOAD.get(topo.num_directed) if link_load is None else link_load
+        if self.load is None:
+            self.load = _NO_LOAD.setdefault(topo.num_directed, empty_load(topo.num_directed))
+        self.params = params
+        self.own_duty = own_duty
+
+    @property
+    def groups(self) -> tuple[FlowGroup, ...]:
+        """The plan's flow groups (:func:`plan_flow_groups`), found when first asked for (after the plan's checks)."""
+        if self._groups is None:
+            self._groups = plan_flow_groups(self.plan, self.topo, self.job)
+        return self._groups
+
+    def rates(self, own: Sequence[Sequence[tuple[float, float]]] | None) -> tuple[list[float], list[list[float]]]:
+        """Rates and per-link levels of the groups (:func:`sfenv.model.sharing.group_rates`)."""
+        pr = self.params
+        return group_rates(self.groups, self.cap, self.load, own, pr.wan_streams, pr.tcp_window_bytes)
+
+    def solve(self, assemble: Callable[[list[float]], PlanPerf], gpipe: bool) -> PlanPerf:
+        """The plan's evaluation: ``assemble(rates)`` at the groups' rates, with their duties.
+
+        Where the plan's own groups that do not send together cross a common link, a second pass
+        takes their overlap (:func:`sfenv.model.sharing.own_load`) from the first pass's iteration
+        time (or from ``own_duty``).
+
+        :param gpipe: the plan runs GPipe (its forward and backward transfers never send together).
+        """
+        groups = self.groups
+        rates, levels = self.rates(None)
+        perf = assemble(rates)
+        if self_sharing(groups):
+            duty = list(self.own_duty) if self.own_duty is not None else duties(groups, rates, perf.iter_time)
+            own = own_load(groups, duty, perf.iter_time, _phases(perf, gpipe), self.params.dp_overlap)
+            rates, levels = self.rates(own)
+            perf = assemble(rates)
+        perf.flow_rates_bps = rates
+        perf.flow_levels_bps = levels
+        perf.flow_duty = duties(groups, rates, perf.iter_time)
+        return perf
+
+
+def _phases(perf: PlanPerf, gpipe: bool) -> tuple[float, float, float]:
+    """Shares of the iteration the forward pass, the backward pass and the whole pipeline take.
+
+    GPipe's forward pass is its flow shop of forward operations and transfers (the closed form of
+    :func:`sfenv.model.pipeline.pipeline_time`); under the other schedules both directions stream
+    all through the pipeline.
+    """
+    t, t_pp = perf.iter_time, perf.pipeline_time
+    pipe = t_pp / t if t > 0 else 1.0
+    if not gpipe:
+        return pipe, pipe, pipe
+    c, lat, x, m = perf.compute_times, perf.latency_times, perf.transfer_times, perf.microbatches
+    fwd = sum(c) / 3.0 + sum(lat) + sum(x) + (m - 1) * max(max(c) / 3.0, max(x, default=0.0))
+    fwd = min(fwd, t_pp)
+    return fwd / t, (t_pp - fwd) / t, pipe
+
+
+#: an empty load array per number of directed links (read-only use)
+_NO_LOAD: dict[int, np.ndarray] = {}
+
+
+def _wan_hops(
+    groups: Sequence[FlowGroup], rates: Sequence[float], hops: int,
+) -> list[tuple[float, float, float] | None]:
+    """Per pipeline hop, ``(latency, forward transfer time, backward transfer time)`` over the WAN, or None.
+
+    Each direction's time is that of its slowest group (the larger latency + transfer); the latency
+    is the larger of the two directions'.
+    """
+    worst: list[list[tuple[float, float] | None]] = [[None, None] for _ in range(hops)]
+    for g, r in zip(groups, rates):
+        if g.kind != BURST:
+            continue
+        x = g.bits / r
+        cur = worst[g.key >> 1][g.key & 1]
+        if cur is None or g.latency_s + x > cur[0] + cur[1]:
+            worst[g.key >> 1][g.key & 1] = (g.latency_s, x)
+    out: list[tuple[float, float, float] | None] = []
+    for fwd, bwd in worst:
+        if fwd is None or bwd is None:
+            out.append(None)
+        else:
+            out.append((fwd[0] if fwd[0] > bwd[0] else bwd[0], fwd[1], bwd[1]))
+    return out
+
+
+def _wan_totals(groups: Sequence[FlowGroup], rates: Sequence[float]) -> tuple[float, float]:
+    """``(narrowest rate of any group, WAN bytes per iteration)``."""
+    bottleneck = math.inf
+    total = 0.0
+    for g, r in zip(groups, rates):
+        bottleneck = min(bottleneck, r)
+        total += g.members * g.bits / 8.0 * g.transfers
+    return bottleneck, total
 
 
 def _evaluate_general(
@@ -408,17 +600,15 @@ def _evaluate_general(
     job: JobSpec,
     topo: Topology,
     params: PerfParams,
-    link_capacity_bps: np.ndarray | None,
-    link_flows: np.ndarray | None,
-    include_own_flows: bool,
+    wan: _Wan | None,
 ) -> PlanPerf:
     """:func:`evaluate_plan` for any placement (replicas of a stage may span regions).
 
     The plan-wide checks (stages, schedule, micro-batch, window, layer count) are done by the caller.
     The model's steps, one function each: the stages' checks (:func:`_stage_problem`), compute and
     memory (:func:`_stage_costs`: a stage that does not fit ends the evaluation), communication
-    (:func:`_hop_times`, then :func:`_allreduce_times`), and the iteration time and power of
-    :func:`_feasible_perf`.
+    (:func:`_hop_times`, then :func:`_allreduce_times`, at the rates of :class:`_Wan`), and the
+    iteration time and power of :func:`_feasible_perf`.
     """
     problem = _stage_problem(plan, job, topo)
     if problem is not None:
@@ -428,20 +618,25 @@ def _evaluate_general(
     stages = plan.stages
     sc = topo.scalars
     m = plan.num_microbatches(job)
-    multi = len(plan.regions) > 1
-    flows = _wan_flows(plan, topo, job, link_flows, include_own_flows) if multi else None
-    cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
-    windows = _stage_windows(plan, m, multi)
+    windows = _stage_windows(plan, m, wan is not None)
     costs = _stage_costs(plan, job, sc, params, windows)
     if isinstance(costs, PlanPerf):
         return costs  # a stage does not fit
     compute, tp_comm, mem, min_headroom, stage_params = costs
     model = job.model
     act_bytes = ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden  # one micro-batch's boundary activation
-    hops, lats, xfers, bottleneck, wan_bytes = _hop_times(stages, topo, cap, flows, act_bytes, m)
-    allreduce, bottleneck, wan_bytes = _allreduce_times(stages, topo, cap, flows, stage_params, bottleneck, wan_bytes)
-    return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, hops,
-                          lats, xfers, bottleneck, wan_bytes)
+
+    def assemble(rates: list[float]) -> PlanPerf:
+        groups = wan.groups if wan is not None else ()
+        hops, lats, xfers, xback = _hop_times(stages, topo, act_bytes, _wan_hops(groups, rates, len(stages) - 1))
+        allreduce = _allreduce_times(stages, topo, stage_params, groups, rates)
+        bottleneck, wan_bytes = _wan_totals(groups, rates)
+        return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, hops,
+                              lats, xfers, xback, bottleneck, wan_bytes)
+
+    if wan is None:
+        return assemble([])
+    return wan.solve(assemble, plan.schedule == "gpipe")
 
 
 def _stage_problem(plan: Plan, job: JobSpec, topo: Topology) -> PlanPerf | None:
@@ -473,17 +668,6 @@ def _stage_problem(plan: Plan, job: JobSpec, topo: Topology) -> PlanPerf | None:
     if gpus < job.min_gpus or gpus > job.max_gpus:
         return _infeasible(f"plan uses {gpus} GPUs, job accepts {job.min_gpus}..{job.max_gpus}")
     return None
-
-
-def _wan_flows(
-    plan: Plan, topo: Topology, job: JobSpec, link_flows: np.ndarray | None, include_own_flows: bool,
-) -> np.ndarray:
-    """Flows on each link for a plan that spans regions: other jobs' ``link_flows``, plus the plan's own."""
-    flows = np.zeros(topo.num_links) if link_flows is None else np.asarray(link_flows, dtype=float).copy()
-    if include_own_flows:
-        for k, n in plan_flows(plan, topo, job).items():
-            flows[k] += n
-    return flows
 
 
 def _stage_windows(plan: Plan, m: int, multi: bool, chain: Sequence[int] | None = None) -> Sequence[int]:
@@ -569,15 +753,16 @@ def _out_of_memory(k: int, need: float, avail: float, mem: list[float], min_head
 
 
 def _hop_times(
-    stages: Sequence[Stage], topo: Topology, cap: np.ndarray, flows: np.ndarray | None, act_bytes: float, m: int,
-) -> tuple[list[float], list[float], list[float], float, float]:
-    """Each pipeline hop's time per micro-batch and direction: its slowest replica pair's latency and transfer.
+    stages: Sequence[Stage], topo: Topology, act_bytes: float, wan: Sequence[tuple[float, float, float] | None],
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Each pipeline hop's time per micro-batch, each way: its slowest replica pair's latency and transfers.
 
-    A pair inside one region uses the intra-region bandwidth; across regions, the route
-    :meth:`Topology.route_for` picks for the activation, at the flow's fair share of its bottleneck.
+    A pair inside one region uses the intra-region bandwidth; the pairs across regions are the hop's
+    WAN flow groups, whose slowest groups ``wan[k]`` (:func:`_wan_hops`) stand for them.  Each
+    direction takes its slowest pair (latency + transfer); the hop's latency is the larger of the two.
 
-    :return: ``(hop times, latencies, transfer times, narrowest WAN share (bit/s), WAN bytes per
-        iteration)``.
+    :return: ``(hop times (latency + the slower direction's transfer), latencies, forward transfer
+        times, backward transfer times)``.
     """
     sc = topo.scalars
     intra_bw, intra_lat = sc.intra_bw, sc.intra_latency
@@ -585,50 +770,49 @@ def _hop_times(
     hops: list[float] = []
     lats: list[float] = []
     xfers: list[float] = []
-    bottleneck = math.inf
-    wan_bytes = 0.0
+    xback: list[float] = []
     for k in range(len(stages) - 1):
         src, dst = stages[k], stages[k + 1]
         if len(src.placement) == 1 and len(dst.placement) == 1:
-            pairs: Iterable[tuple[tuple[int, int], int]] = (((src.placement[0][0], dst.placement[0][0]), src.dp),)
+            pairs: Iterable[tuple[int, int]] = ((src.placement[0][0], dst.placement[0][0]),)
         else:
-            pairs = src.hop_pairs(dst).items()
-        worst, w_lat, w_x = -1.0, 0.0, 0.0
-        for (a, b), n in pairs:
-            if a == b:
-                lat, x = intra_lat[a], act_bits / intra_bw[a]
-            else:
-                assert flows is not None
-                links, lat, _ = topo.route_for(a, b, act_bytes)
-                bw = _share_bps(links, cap, flows)
-                x = act_bits / bw
-                bottleneck = min(bottleneck, bw)
-                wan_bytes += 2.0 * act_bytes * m * n
-            if lat + x > worst:
-                worst, w_lat, w_x = lat + x, lat, x
-        hops.append(worst)
-        lats.append(w_lat)
-        xfers.append(w_x)
-    return hops, lats, xfers, bottleneck, wan_bytes
+            pairs = src.hop_pairs(dst)
+        f_sum, f_lat, f_x = -1.0, 0.0, 0.0
+        for a, b in pairs:
+            if a == b and intra_lat[a] + act_bits / intra_bw[a] > f_sum:
+                f_lat, f_x = intra_lat[a], act_bits / intra_bw[a]
+                f_sum = f_lat + f_x
+        b_sum, b_lat, b_x = f_sum, f_lat, f_x
+        cross = wan[k]
+        if cross is not None:
+            if cross[0] + cross[1] > f_sum:
+                f_sum, f_lat, f_x = cross[0] + cross[1], cross[0], cross[1]
+            if cross[0] + cross[2] > b_sum:
+                b_sum, b_lat, b_x = cross[0] + cross[2], cross[0], cross[2]
+        lat = f_lat if f_lat > b_lat else b_lat
+        hops.append(lat + (f_x if f_x > b_x else b_x))
+        lats.append(lat)
+        xfers.append(f_x)
+        xback.append(b_x)
+    return hops, lats, xfers, xback
 
 
 def _allreduce_times(
-    stages: Sequence[Stage], topo: Topology, cap: np.ndarray, flows: np.ndarray | None, stage_params: Sequence[float],
-    bottleneck: float, wan_bytes: float,
-) -> tuple[list[float], float, float]:
+    stages: Sequence[Stage], topo: Topology, stage_params: Sequence[float], groups: Sequence[FlowGroup],
+    rates: Sequence[float],
+) -> list[float]:
     """Each stage's data-parallel gradient sync: a ring all-reduce of its bf16 gradients over its ``d`` replicas.
 
     In one region, each of the stage's ``t`` rings carries ``2 P_k / t`` bytes at the per-GPU
-    intra-region bandwidth; replicas across regions sync over the WAN at the ring's narrowest share.
-
-    :param bottleneck: narrowest WAN share so far (the pipeline hops'); WAN rings lower it.
-    :param wan_bytes: WAN bytes per iteration so far (the hops'); WAN rings add theirs.
-    :return: ``(all-reduce times, bottleneck, wan_bytes)``.
+    intra-region bandwidth; replicas across regions sync over the WAN at the narrowest rate of the
+    ring's edges (its bulk flow groups, in stage order) and the largest of their latencies.
     """
     sc = topo.scalars
     intra_bw, intra_lat = sc.intra_bw, sc.intra_latency
     d = stages[0].dp
     allreduce: list[float] = []
+    ring = [(g, r) for g, r in zip(groups, rates) if g.kind == BULK]
+    at = 0
     for k, st in enumerate(stages):
         grad_bytes = 2.0 * stage_params[k]
         regs = st.regions
@@ -636,31 +820,30 @@ def _allreduce_times(
             r = regs[0]
             allreduce.append(allreduce_time(grad_bytes / st.tp, d, intra_bw[r], intra_lat[r]) if d > 1 else 0.0)
             continue
-        assert flows is not None
         bw = min(float(topo.intra_bw_bps[r]) * st.tp for r in regs)
         lat = 0.0
-        for a, b in _ring_edges(regs):
-            links, r_lat, _ = topo.route_for(a, b, grad_bytes)
-            share = _share_bps(links, cap, flows)
-            bottleneck = min(bottleneck, share)
-            bw = min(bw, share)
-            lat = max(lat, r_lat)
+        for g, rate in ring[at:at + len(regs)]:  # the stage's ring edges, one per region boundary
+            bw = min(bw, rate)
+            lat = max(lat, g.latency_s)
+        at += len(regs)
         allreduce.append(allreduce_time(grad_bytes, d, bw, lat))
-        wan_bytes += 2.0 * (d - 1) / d * grad_bytes * len(regs)
-    return allreduce, bottleneck, wan_bytes
+    return allreduce
 
 
 def _feasible_perf(
     plan: Plan, job: JobSpec, sc: Scalars, params: PerfParams, m: int, windows: Sequence[int], compute: list[float],
     tp_comm: list[float], mem: list[float], min_headroom: float, allreduce: list[float], hops: list[float],
-    lats: list[float], xfers: list[float], bottleneck: float, wan_bytes: float,
+    lats: list[float], xfers: list[float], xback: list[float], bottleneck: float, wan_bytes: float,
 ) -> PlanPerf:
     """The :class:`PlanPerf` of a plan that fits, from its per-stage and per-hop figures (both paths' last step).
 
     Adds the pipeline and iteration time (:func:`_iteration_time`), the throughput and the power
-    (:func:`_power_by_region`).
+    (:func:`_power_by_region`).  ``xfers`` and ``xback`` are each hop's forward and backward
+    transfer times; :attr:`PlanPerf.transfer_times` holds the slower of the two.
     """
-    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, allreduce, m, plan.schedule, windows, params)
+    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, xback, allreduce, m, plan.schedule, windows, params)
+    if xfers != xback:
+        xfers = [f if f > b else b for f, b in zip(xfers, xback)]
     return PlanPerf(
         feasible=True,
         iter_time=t_iter,
@@ -684,18 +867,49 @@ def _feasible_perf(
 
 
 def _iteration_time(
-    compute: list[float], lats: list[float], xfers: list[float], allreduce: list[float], m: int, schedule: str,
-    windows: Sequence[int], params: PerfParams,
+    compute: list[float], lats: list[float], xfers: list[float], xback: list[float], allreduce: list[float], m: int,
+    schedule: str, windows: Sequence[int], params: PerfParams,
 ) -> tuple[float, float, float]:
     """Pipeline time, bubble and iteration time (the all-reduce overlapped by ``dp_overlap``)."""
     if len(compute) == 1:
         t_pp = m * compute[0]
-    else:
+    elif xfers == xback:
         t_pp = _pipeline_time_cached(tuple(compute), tuple(lats), tuple(xfers), m, schedule, windows)
+    else:
+        t_pp = _pipeline_time_two_ways(compute, lats, xfers, xback, m, schedule, windows)
     bubble = max(0.0, t_pp - m * max(compute))
     ar = max(allreduce)
     w = params.dp_overlap
     return t_pp, bubble, t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
+
+
+def _pipeline_time_two_ways(
+    compute: list[float], lats: list[float], xfers: list[float], xback: list[float], m: int, schedule: str,
+    windows: Sequence[int],
+) -> float:
+    """Pipeline time when a hop's transfers take longer one way than the other (the load differs per direction).
+
+    :mod:`sfenv.model.pipeline` takes one transfer time per hop.  GPipe is two flow shops, one per
+    direction, so its closed form (:func:`sfenv.model.pipeline.pipeline_time`'s) takes each
+    direction's times exactly.  For the other schedules the pipeline is replayed with each hop's
+    mean of the two ways (exact for every round trip, which crosses the hop both ways), and where
+    one direction's channel is slower than that schedule's steady period
+    (:func:`sfenv.model.pipeline.steady_period`), the channel paces the remaining ``m - 1``
+    micro-batches instead.
+    """
+    if schedule == "gpipe":
+        c_sum, c_max = sum(compute), max(compute)
+        fwd = c_sum / 3.0 + sum(lats) + sum(xfers) + (m - 1) * max(c_max / 3.0, max(xfers))
+        bwd = 2.0 * c_sum / 3.0 + sum(lats) + sum(xback) + (m - 1) * max(2.0 * c_max / 3.0, max(xback))
+        return fwd + bwd
+    mean = tuple([(f + b) / 2.0 for f, b in zip(xfers, xback)])
+    c, lt, w = tuple(compute), tuple(lats), tuple(windows)
+    t = _pipeline_time_cached(c, lt, mean, m, schedule, w)
+    period = steady_period(c, lt, mean, schedule, w)
+    slowest = max(max(xfers), max(xback))
+    if slowest > period:
+        t += (m - 1) * (slowest - period)
+    return t
 
 
 def _power_by_region(stages: Sequence[Stage], compute: Sequence[float], m: int, t_iter: float,
@@ -759,17 +973,16 @@ def _evaluate_chain(
     job: JobSpec,
     topo: Topology,
     params: PerfParams,
-    link_capacity_bps: np.ndarray | None,
-    link_flows: np.ndarray | None,
-    include_own_flows: bool,
+    wan: _Wan | None,
 ) -> PlanPerf | None:
     """:func:`evaluate_plan` for plans whose every stage sits in one region (None for others).
 
     The hot path of plan search (:func:`sfenv.model.planning.chain_plan` builds such plans): one pass
     over the stages for compute, memory, the all-reduce and the hops, with the same arithmetic, in the
     same order, as :func:`_evaluate_general`'s steps (tests compare the two bit for bit), then the
-    same last step (:func:`_feasible_perf`); the windows and WAN flows as there.  One pass on purpose:
-    split into :func:`_evaluate_general`'s steps, chain plans evaluated about a fifth slower.
+    same last step (:func:`_feasible_perf`); the windows and WAN flows as there (the cross-region hops
+    filled in from :class:`_Wan`'s rates).  One pass on purpose: split into :func:`_evaluate_general`'s
+    steps, chain plans evaluated about a fifth slower.
     """
     chain = _chain_regions(plan, job, topo)
     if not isinstance(chain, list):
@@ -784,10 +997,7 @@ def _evaluate_chain(
     p = len(stages)
     last = p - 1
     m = plan.num_microbatches(job)
-    multi = len(plan.regions) > 1
-    flows = _wan_flows(plan, topo, job, link_flows, include_own_flows) if multi else None
-    cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
-    windows = _stage_windows(plan, m, multi, chain)
+    windows = _stage_windows(plan, m, wan is not None, chain)
     b, s, h = plan.micro_batch, model.seq_len, model.hidden
     mfu, sp = params.mfu, plan.sequence_parallel
     act_bytes = ACT_BYTES * b * s * h
@@ -806,8 +1016,6 @@ def _evaluate_chain(
     lats: list[float] = []
     xfers: list[float] = []
     min_headroom = math.inf
-    bottleneck = math.inf
-    wan_bytes = 0.0
     prev = -1
     units: dict[tuple[int, int], tuple[float, float, float, float]] = {}  # stage_unit per (region, tp)
     for k, st in enumerate(stages):
@@ -835,22 +1043,28 @@ def _evaluate_chain(
             allreduce.append(2.0 * (d - 1) / d * nbytes * 8.0 / intra_bw[r] + 2.0 * (d - 1) * intra_lat[r])
         else:
             allreduce.append(0.0)
-        if k:  # the hop from the previous stage
-            if prev == r:
-                lat, x = intra_lat[r], act_bits / intra_bw[r]
-            else:
-                assert flows is not None
-                links, lat, _ = topo.route_for(prev, r, act_bytes)
-                bw = float(min([cap[i] / max(flows[i], 1.0) for i in links]))  # _share_bps, written out
-                x = act_bits / bw
-                bottleneck = min(bottleneck, bw)
-                wan_bytes += 2.0 * act_bytes * m * d
+        if k:  # the hop from the previous stage (across regions: filled in below, from the rates)
+            lat, x = (intra_lat[r], act_bits / intra_bw[r]) if prev == r else (0.0, 0.0)
             hops.append(lat + x)
             lats.append(lat)
             xfers.append(x)
         prev = r
-    return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, hops,
-                          lats, xfers, bottleneck, wan_bytes)
+    if wan is None:
+        return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, hops,
+                              lats, xfers, xfers, math.inf, 0.0)
+    groups = wan.groups
+
+    def assemble(rates: list[float]) -> PlanPerf:
+        h, lt, xf, xb = list(hops), list(lats), list(xfers), list(xfers)
+        for k, cross in enumerate(_wan_hops(groups, rates, p - 1)):
+            if cross is not None:
+                lt[k], xf[k], xb[k] = cross
+                h[k] = cross[0] + (cross[1] if cross[1] > cross[2] else cross[2])
+        bottleneck, wan_bytes = _wan_totals(groups, rates)
+        return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, h,
+                              lt, xf, xb, bottleneck, wan_bytes)
+
+    return wan.solve(assemble, plan.schedule == "gpipe")
 
 
 def same_region_figures(topo: Topology, a: int, b: int) -> bool:

@@ -3,7 +3,7 @@
 It knows nothing of Gymnasium, torch or plotting.  Events (:mod:`sfenv.sim.events`): job arrival,
 job completion, link bandwidth change, region outage and recovery, the end of a re-plan pause; and
 the price change at each hour boundary, only while jobs wait.  State: free GPUs per region (here),
-the waiting queue (:mod:`sfenv.sim.queue`), WAN flows per link (:mod:`sfenv.sim.links`), running
+the waiting queue (:mod:`sfenv.sim.queue`), WAN load per directed link (:mod:`sfenv.sim.links`), running
 jobs with their progress and bills (:mod:`sfenv.sim.billing`).
 
 **Decisions.**  :meth:`Simulator.advance` runs events until a *decision point*: a job waits and
@@ -12,10 +12,13 @@ the free GPUs could hold the smallest waiting job.  The caller then either start
 :meth:`Simulator.wait`, which runs at least one more event.  Agents read the state through a
 read-only :class:`~sfenv.sim.view.SimView`.
 
-**Link sharing.**  Every pipeline hop (and cross-region all-reduce ring edge) between regions is a
-flow on each link of its static route; a flow gets ``capacity / flows`` of every link it crosses
-(equal share), and its bandwidth is the minimum over its route.  Whenever flows or capacities
-change, the running jobs' iteration times, completion events and power are recomputed.
+**Link sharing.**  Every pipeline hop (each way) and cross-region all-reduce ring edge between
+regions is a flow group on the directed links of its route (links are full duplex); transfers share
+a link max-min fairly while they send, and each flow sends only part of the time
+(:mod:`sfenv.model.sharing`).  Whenever a job starts, stops or switches plans, or a capacity
+changes, the running jobs that share links with the change get new rates
+(:meth:`sfenv.sim.links.LinkState.settle`), and their iteration times, completion events and
+power are recomputed.
 
 **Costs.**  A running job draws constant power per region between changes; its cost is the exact
 integral of each zone's hourly price over that time (:class:`sfenv.world.prices.PriceSeries`).
@@ -186,7 +189,7 @@ class Simulator:
 
     @property
     def link_flows(self) -> np.ndarray:
-        """Flows currently on each link (the live array)."""
+        """Transfers sending at once on each link, expected (its busier direction; a new array: ``links.flows``)."""
         return self.links.flows
 
     @property
@@ -226,22 +229,17 @@ class Simulator:
             remaining = max(0.0, js.spec.iterations - js.progress) * perf.iter_time
             self.push(self.time + remaining, EventKind.COMPLETE, Completion(js.spec.job_id, js.version))
 
-    def refresh(self, links: set[int] | None, known: tuple[int, PlanPerf] | None = None) -> None:
-        """Recompute rates of running jobs that use any of ``links`` (all if None).
+    def refresh(self, links: Iterable[int] | None) -> None:
+        """Recompute rates of running jobs whose traffic shares directed links with ``links`` (all if None).
 
-        ``known = (job id, perf)`` gives one job's performance under the current state, already
-        computed by the caller.
+        The jobs crossing them, and the jobs sharing links with those, and so on, are settled together
+        (:meth:`sfenv.sim.links.LinkState.settle`); a paused job keeps its rates until it resumes.
         """
-        cap = self.links.capacity_bps
-        for jid in sorted(self.running):
+        wan = self.links
+        ids = sorted(wan.jobs) if links is None else wan.affected(links)
+        for jid, perf in sorted(wan.settle(ids).items()):
             js = self.jobs[jid]
-            if (links is not None and not (links & js.flows.keys())) or js.paused:
-                continue  # a paused job's rates are set when it resumes
             self.billing.accrue(js, self.time)
-            assert js.plan is not None
-            perf = known[1] if known is not None and known[0] == jid else self.links.running_perf(js.plan, js.spec, cap)
-            if not perf.feasible:  # pragma: no cover - shares never change memory feasibility
-                raise RuntimeError(f"running job {jid} became infeasible: {perf.reason}")
             self.set_rates(js, perf)
 
     # ------------------------------------------------------------ decisions
@@ -294,7 +292,7 @@ class Simulator:
         self.gpus.take(held)
         js.held = held
         js.flows = plan_flows(plan, self.topo, js.spec)
-        self.links.add(js.flows)
+        touched = self.links.start(plan.job_id, plan, js.spec, checked)
         self.queue.remove(plan.job_id)
         js.status = "running"
         js.plan = plan
@@ -307,10 +305,10 @@ class Simulator:
         js.max_regions_used = max(js.max_regions_used, len(plan.regions))
         self.running.add(plan.job_id)
         self.decisions += 1
-        # jobs sharing these links slow down; the refresh also sets this job's own rates, which
-        # ``check`` already computed (with its own flows added: exactly the state now)
-        if js.flows:
-            self.refresh(set(js.flows), known=(plan.job_id, checked))
+        # jobs sharing these links slow down, and their new rates change this job's: the refresh
+        # settles them all, this job included
+        if touched:
+            self.refresh(touched)
         if js.perf is None:  # no WAN flows: nobody else is affected
             self.set_rates(js, checked)
         assert js.perf is not None

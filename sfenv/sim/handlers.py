@@ -44,7 +44,7 @@ def on_bandwidth(sim: Simulator, ev: BandwidthChange) -> None:
     mean = dyn.mean_bad_s if bad else dyn.mean_good_s
     nxt = 1.0 if bad else dyn.low_factor
     sim.push(sim.time + sim.rng.exponential(mean), EventKind.BANDWIDTH, BandwidthChange(ev.link, nxt))
-    sim.refresh({ev.link})
+    sim.refresh({2 * ev.link, 2 * ev.link + 1})  # both directions of the link
     sim.links_changed = sim.replanner is not None
 
 
@@ -87,9 +87,8 @@ def release(sim: Simulator, js: JobState) -> None:
     js.held = {}
     js.resume_at = math.nan
     js.resume_perf = None
-    sim.links.remove(js.flows)
+    freed = sim.links.stop(js.spec.job_id)
     sim.running.discard(js.spec.job_id)
-    freed = set(js.flows)
     js.flows = {}
     sim.billing.fold(sim.time)
     sim.billing.unrate(js)

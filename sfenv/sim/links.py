@@ -1,31 +1,73 @@
-"""The WAN's state in one episode: flows and capacity factors per link, and plan evaluations memoised against them.
+"""The WAN's state in one episode: the running jobs' load on each directed link, capacity factors, evaluation memos.
 
-Every pipeline hop (and cross-region all-reduce ring edge) between regions is a flow on each link of
-its static route; a flow gets ``capacity / flows`` of every link it crosses (equal share), and its
-bandwidth is the minimum over its route (:func:`sfenv.model.perf.evaluate_plan` computes the shares).
+Every running job that spans regions sends flow groups (:func:`sfenv.model.perf.plan_flow_groups`:
+pipeline hops each way, ring all-reduce edges) over the directed links of their routes; each adds
+to the links' load how often it sends and at what rate (:mod:`sfenv.model.sharing`).  Rates depend
+on the others' load and the load on the rates' iteration times: when a job starts, stops, switches
+plans or a link's capacity changes, :meth:`LinkState.settle` re-evaluates the running jobs that
+share links with the change (transitively) until their iteration times stop moving.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 import numpy as np
 
-from sfenv.model.perf import PerfParams, Plan, PlanPerf, evaluate_plan, moved_perf, same_region_figures
+from sfenv.model.perf import (
+    PerfParams,
+    Plan,
+    PlanPerf,
+    evaluate_plan,
+    moved_perf,
+    plan_flow_groups,
+    same_region_figures,
+)
+from sfenv.model.sharing import BUSY, empty_load, load_of
 from sfenv.sim.state import EvaluationCache
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec
 
-__all__ = ["MEMO_ENTRIES", "LinkState"]
+__all__ = ["MEMO_ENTRIES", "SETTLE_SWEEPS", "SETTLE_TOLERANCE", "JobLoad", "LinkState"]
 
 #: bound on memoised plan evaluations per dict (about 1 kB each)
 MEMO_ENTRIES = 20_000
+#: most sweeps of :meth:`LinkState.settle` over the jobs it re-evaluates
+SETTLE_SWEEPS = 8
+#: :meth:`LinkState.settle` stops when no iteration time moved by more than this fraction in a sweep
+SETTLE_TOLERANCE = 1e-6
+
+
+@dataclass
+class JobLoad:
+    """One running job's traffic on the WAN: what it adds to the load of the directed links it crosses.
+
+    :param plan: the plan its flows come from.
+    :param job: the job.
+    :param links: directed links crossed (sorted).
+    :param load: ``(LOAD_ROWS, len(links))`` its share of :attr:`LinkState.load` on them.
+    :param duty: share of the iteration each of its flow groups sends.
+    :param perf: its performance under the current load.
+    :param fixed: True while its rates are not re-evaluated (a re-plan pause).
+    """
+
+    plan: Plan
+    job: JobSpec
+    links: np.ndarray
+    load: np.ndarray
+    duty: list[float]
+    perf: PlanPerf
+    fixed: bool = False
 
 
 class LinkState:
-    """Flows and capacity factors of every link, and the plan evaluations that depend on them.
+    """Load and capacity factors of every link, and the plan evaluations that depend on them.
 
     Single-region plans never depend on the WAN state, so their evaluations are kept (across
-    episodes with an :class:`EvaluationCache`); multi-region ones only while link flows and
-    capacities stay the same.
+    episodes with an :class:`EvaluationCache`); multi-region ones only while the load and capacities
+    stay the same.
 
     :param topo: the topology.
     :param params: performance-model constants.
@@ -36,10 +78,12 @@ class LinkState:
     def __init__(self, topo: Topology, params: PerfParams, evaluation_cache: EvaluationCache | None = None):
         self.topo = topo
         self.params = params
-        #: flows currently on each link
-        self.flows = np.zeros(topo.num_links)
+        #: the running jobs' load on each directed link (rows of :func:`sfenv.model.sharing.empty_load`)
+        self.load = empty_load(topo.num_directed)
         #: capacity factor of each link (1.0, or lower while it fluctuates)
         self.factor = np.ones(topo.num_links)
+        #: each running job's traffic, by job id (jobs inside one region have none)
+        self.jobs: dict[int, JobLoad] = {}
         if evaluation_cache is None:
             evaluation_cache = EvaluationCache(topo, params)
         elif evaluation_cache.topo is not topo or evaluation_cache.params != params:
@@ -50,35 +94,135 @@ class LinkState:
 
     @property
     def capacity_bps(self) -> np.ndarray:
-        """Current capacity of every link (nominal bandwidth x fluctuation factor)."""
+        """Current capacity of every link, each way (nominal bandwidth x fluctuation factor)."""
         return self.topo.link_bw_bps * self.factor
 
-    def add(self, flows: dict[int, int]) -> None:
-        """Put a job's flows (link -> count) on the links."""
-        for k, n in flows.items():
-            self.flows[k] += n
+    @property
+    def directed_capacity_bps(self) -> np.ndarray:
+        """Current capacity of every directed link (``2 k``, ``2 k + 1``: link k's)."""
+        return np.repeat(self.topo.link_bw_bps * self.factor, 2)
 
-    def remove(self, flows: dict[int, int]) -> None:
-        """Take a job's flows off the links."""
-        for k, n in flows.items():
-            self.flows[k] -= n
+    @property
+    def flows(self) -> np.ndarray:
+        """Transfers sending at once on each link, expected: the busier way's :data:`~sfenv.model.sharing.BUSY` load.
 
-    def without(self, flows: dict[int, int]) -> np.ndarray:
-        """A copy of the link flows less a job's own."""
-        others: np.ndarray = self.flows.copy()
-        for k, n in flows.items():
-            others[k] -= n
+        A float per link (a new array); 1.0 is one transfer sending all the time.
+        """
+        busy: np.ndarray = self.load[BUSY].reshape(-1, 2).max(axis=1)
+        return busy
+
+    def state_key(self) -> bytes:
+        """Everything a cross-region plan's evaluation reads of the WAN state, as bytes (load and factors)."""
+        return self.load.tobytes() + self.factor.tobytes()
+
+    def without(self, job_id: int) -> np.ndarray:
+        """The load of every running job but ``job_id`` (a new array)."""
+        others: np.ndarray = self.load.copy()
+        entry = self.jobs.get(job_id)
+        if entry is not None:
+            others[:, entry.links] -= entry.load
+            np.maximum(others, 0.0, out=others)  # rounding: a load is never negative
         return others
 
+    # ------------------------------------------------------------------ running jobs
+    def start(self, job_id: int, plan: Plan, job: JobSpec, perf: PlanPerf, fixed: bool = False) -> set[int]:
+        """Put a job's traffic at ``perf`` (its evaluation under the current load) on the links.
+
+        :param fixed: keep these rates until :meth:`release` (a re-plan pause: see :mod:`sfenv.sim.replan`).
+        :return: the directed links it crosses (empty inside one region).
+        """
+        self.stop(job_id)
+        groups = plan_flow_groups(plan, self.topo, job)
+        if not groups:
+            return set()
+        ids, vals = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty)
+        self.jobs[job_id] = JobLoad(plan, job, ids, vals, list(perf.flow_duty), perf, fixed)
+        self._rebuild()
+        return {int(e) for e in ids}
+
+    def stop(self, job_id: int) -> set[int]:
+        """Take a job's traffic off the links; returns the directed links it crossed."""
+        entry = self.jobs.pop(job_id, None)
+        if entry is None:
+            return set()
+        self._rebuild()
+        return {int(e) for e in entry.links}
+
+    def release(self, job_id: int) -> None:
+        """Let a job's rates follow the load again (the end of a re-plan pause)."""
+        entry = self.jobs.get(job_id)
+        if entry is not None:
+            entry.fixed = False
+
+    def _rebuild(self) -> None:
+        """Sum the running jobs' load afresh (in job order: exact zeros where no flow is)."""
+        load = self.load
+        load[:] = 0.0
+        for jid in sorted(self.jobs):
+            entry = self.jobs[jid]
+            load[:, entry.links] += entry.load
+
+    def affected(self, links: Iterable[int]) -> list[int]:
+        """Running jobs whose traffic shares a directed link with ``links``, or with such a job, and so on (sorted)."""
+        todo = {int(e) for e in links}
+        seen: set[int] = set()
+        found: set[int] = set()
+        crossing = {jid: {int(e) for e in entry.links} for jid, entry in self.jobs.items()}
+        while todo:
+            seen |= todo
+            new: set[int] = set()
+            for jid, own in crossing.items():
+                if jid not in found and own & todo:
+                    found.add(jid)
+                    new |= own
+            todo = new - seen
+        return sorted(found)
+
+    def settle(self, job_ids: Iterable[int]) -> dict[int, PlanPerf]:
+        """Re-evaluate jobs' rates under the current load until their iteration times stop moving.
+
+        Gauss-Seidel sweeps in job order: each job is evaluated against the others' load with its own
+        duties (:func:`sfenv.model.perf.evaluate_plan`), and its load is replaced at once; at most
+        :data:`SETTLE_SWEEPS` sweeps, fewer once no iteration time moved by :data:`SETTLE_TOLERANCE`.
+        Jobs held :attr:`JobLoad.fixed` keep their rates (and load).
+
+        :return: the new performance of each job re-evaluated (by job id).
+        """
+        ids = [jid for jid in sorted(set(job_ids)) if jid in self.jobs and not self.jobs[jid].fixed]
+        cap = self.directed_capacity_bps
+        out: dict[int, PlanPerf] = {}
+        for _ in range(SETTLE_SWEEPS):
+            moved = False
+            for jid in ids:
+                entry = self.jobs[jid]
+                others = self.without(jid)
+                perf = evaluate_plan(entry.plan, entry.job, self.topo, self.params, cap, others, entry.duty)
+                if not perf.feasible:  # pragma: no cover - shares never change memory feasibility
+                    raise RuntimeError(f"running job {jid} became infeasible: {perf.reason}")
+                groups = plan_flow_groups(entry.plan, self.topo, entry.job)
+                links, load = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty)
+                old = entry.perf.iter_time
+                if not math.isclose(perf.iter_time, old, rel_tol=SETTLE_TOLERANCE):
+                    moved = True
+                self.load[:, entry.links] -= entry.load
+                entry.links, entry.load, entry.duty, entry.perf = links, load, list(perf.flow_duty), perf
+                self.load[:, links] += load
+                out[jid] = perf
+            if not moved:
+                break
+        self._rebuild()
+        return out
+
+    # ------------------------------------------------------------------ evaluations
     def evaluate(self, plan: Plan, job: JobSpec) -> PlanPerf:
-        """Predict ``plan`` for ``job`` under the current link state (its own flows added), memoised.
+        """Predict ``plan`` for ``job`` against the running jobs' load (its own traffic added), memoised.
 
         Results are memoised by plan and job shape (never by job id) until the link state
         changes; the returned object is shared, so treat it as read-only.
         """
         key = (plan.shape_key, job.shape_key)  # the job's shape, never its id; the window included
         if len(plan.regions) > 1:
-            state = self.flows.tobytes() + self.factor.tobytes()
+            state = self.state_key()
             if state != self.memo_wan_state:  # compared, not tracked: callers may edit the arrays
                 self.memo_wan.clear()
                 self.memo_wan_state = state
@@ -89,7 +233,7 @@ class LinkState:
         if perf is None:
             if len(memo) >= MEMO_ENTRIES:
                 memo.clear()
-            perf = evaluate_plan(plan, job, self.topo, self.params, self.capacity_bps, self.flows)
+            perf = evaluate_plan(plan, job, self.topo, self.params, self.capacity_bps, self.load)
             memo[key] = perf
         return perf
 
@@ -114,10 +258,6 @@ class LinkState:
             perf = memo[key] = moved_perf(source_perf, plan, self.topo)
         return perf
 
-    def running_perf(self, plan: Plan, job: JobSpec, capacity_bps: np.ndarray | None = None) -> PlanPerf:
-        """``plan``'s performance now for a job whose flows are already on the links (not memoised).
-
-        :param capacity_bps: :attr:`capacity_bps`, when the caller has it at hand.
-        """
-        cap = self.capacity_bps if capacity_bps is None else capacity_bps
-        return evaluate_plan(plan, job, self.topo, self.params, cap, self.flows, include_own_flows=False)
+    def evaluate_without(self, plan: Plan, job: JobSpec, job_id: int) -> PlanPerf:
+        """Predict ``plan`` for ``job`` against the load of every running job but ``job_id`` (not memoised)."""
+        return evaluate_plan(plan, job, self.topo, self.params, self.capacity_bps, self.without(job_id))

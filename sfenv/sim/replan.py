@@ -6,16 +6,17 @@ pause* (no work is lost): ``pause = replan_restart_s + transfer``, where ``trans
 training state of every layer (``replan_state_bytes_per_param`` bytes per parameter: bf16 weights
 and fp32 Adam state and master weights; gradients are not needed between iterations) to each region
 that holds it under the new plan but did not under the old one, from the old holder with the widest
-route now.  Each (source, destination) pair sends its bytes over its route; a link carries the bytes
-of every pair crossing it at one fair share (its capacity over the flows of other jobs plus one), so
+route now.  Each (source, destination) pair sends its bytes over its route; a directed link carries
+the bytes of every pair crossing it at one fair share (its capacity over the transfers other jobs
+send at once on it, :data:`~sfenv.model.sharing.BUSY`, plus one), so
 ``transfer = max over pairs (route latency + max over its links (bytes on the link / share))``.
 Re-sharding inside a region (another tensor or data-parallel degree) and rebuilding the pipeline are
 covered by the constant ``replan_restart_s``; a change of micro-batch size or schedule alone costs
 only that constant.  During the pause the job holds, in every region, the larger of its old and new
 GPU counts (old GPUs send, new ones receive), draws idle power on all of them (billed at the zones'
-prices) and makes no progress; it puts the new plan's flows on the WAN from the switch (standing for
-the state transfer) and resumes with the new plan at the end of the pause, when the GPUs only the
-old plan used are freed.
+prices) and makes no progress; it puts the new plan's flows on the WAN from the switch, at the
+rates predicted for the new plan (standing for the state transfer), and resumes with the new plan at
+the end of the pause, when the GPUs only the old plan used are freed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sfenv.model.perf import Plan, PlanPerf, evaluate_plan, plan_flows
+from sfenv.model.perf import Plan, PlanPerf, plan_flows
+from sfenv.model.sharing import BUSY
 from sfenv.sim.events import EventKind, Resume
 from sfenv.sim.state import InvalidDecision, JobState
 
@@ -57,11 +59,11 @@ def transfer_s(sim: Simulator, js: JobState, plan: Plan) -> float:
     bpp = sim.config.replan_state_bytes_per_param
     items = [(a, b, model.layer_params * bpp) for a, b in zip(old_l, new_l)]
     items.append((old_e, new_e, model.embedding_params * bpp))
-    share = sim.links.capacity_bps / (sim.links.without(js.flows) + 1.0)
+    share = sim.links.directed_capacity_bps / (sim.links.without(js.spec.job_id)[BUSY] + 1.0)
 
     def route_bw(a: int, b: int) -> float:
-        links = topo.route_links[a][b]
-        return min(float(share[k]) for k in links) if links else 0.0
+        links = topo.directed_route(a, b, topo.route_links[a][b])
+        return min(float(share[e]) for e in links) if links else 0.0
 
     pair_bytes: dict[tuple[int, int], float] = {}
     for src_set, dst_set, nbytes in items:
@@ -72,14 +74,14 @@ def transfer_s(sim: Simulator, js: JobState, plan: Plan) -> float:
             if route_bw(src, d) <= 0.0:
                 return math.inf  # no route to the new region
             pair_bytes[(src, d)] = pair_bytes.get((src, d), 0.0) + nbytes
-    link_bytes = np.zeros(topo.num_links)
+    link_bytes = np.zeros(topo.num_directed)
     for (a, b), nbytes in pair_bytes.items():
-        for k in topo.route_links[a][b]:
-            link_bytes[k] += nbytes
+        for e in topo.directed_route(a, b, topo.route_links[a][b]):
+            link_bytes[e] += nbytes
     t = 0.0
     for a, b in pair_bytes:
-        links = topo.route_links[a][b]
-        t = max(t, float(topo.route_latency_s[a, b]) + max(float(link_bytes[k] * 8.0 / share[k]) for k in links))
+        links = topo.directed_route(a, b, topo.route_links[a][b])
+        t = max(t, float(topo.route_latency_s[a, b]) + max(float(link_bytes[e] * 8.0 / share[e]) for e in links))
     return t
 
 
@@ -108,7 +110,7 @@ def check_replan(sim: Simulator, plan: Plan) -> tuple[PlanPerf, float]:
         raise InvalidDecision(f"job {plan.job_id} already runs this plan")
     _check_regions(sim, js, plan)
     if len(plan.regions) > 1:
-        perf = evaluate_plan(plan, js.spec, sim.topo, sim.params, sim.links.capacity_bps, sim.links.without(js.flows))
+        perf = sim.links.evaluate_without(plan, js.spec, plan.job_id)
     else:
         perf = sim.evaluate(plan, js.spec)
     if not perf.feasible:
@@ -132,11 +134,9 @@ def replan(sim: Simulator, plan: Plan) -> float:
     held = {r: max(js.held.get(r, 0), new.get(r, 0)) for r in sorted(set(js.held) | set(new))}
     sim.gpus.take({r: n - js.held.get(r, 0) for r, n in held.items()})
     js.held = held
-    changed = set(js.flows)
-    sim.links.remove(js.flows)
+    changed = sim.links.stop(plan.job_id)
     js.flows = plan_flows(plan, sim.topo, js.spec)
-    sim.links.add(js.flows)
-    changed |= set(js.flows)
+    changed |= sim.links.start(plan.job_id, plan, js.spec, perf, fixed=True)
     js.plan = plan
     js.replans += 1
     js.replan_pause_s += pause
@@ -166,7 +166,13 @@ def resume(sim: Simulator, js: JobState) -> None:
     js.held = new
     js.resume_at = math.nan
     js.resume_perf = None
-    perf = sim.links.running_perf(js.plan, js.spec)
+    jid = js.spec.job_id
+    wan = sim.links
+    wan.release(jid)
+    if jid in wan.jobs:  # its rates, and those of the jobs sharing its links, follow the load again
+        sim.refresh({int(e) for e in wan.jobs[jid].links})
+        return
+    perf = wan.evaluate_without(js.plan, js.spec, jid)
     if not perf.feasible:  # pragma: no cover - checked at the switch; shares never change memory
-        raise RuntimeError(f"job {js.spec.job_id} cannot resume: {perf.reason}")
+        raise RuntimeError(f"job {jid} cannot resume: {perf.reason}")
     sim.set_rates(js, perf)

@@ -87,18 +87,48 @@ class SimView:
 
     @property
     def link_flows(self) -> np.ndarray:
-        """Flows currently on each link."""
+        """Transfers sending at once on each link, expected: its busier direction (:attr:`LinkState.flows`).
+
+        A float per link: a flow that sends a fifth of the time counts 0.2.
+        """
         return read_only(self._sim.links.flows)
 
-    def link_state_among(self, regions: Iterable[int]) -> tuple[bytes, bytes]:
-        """Flows and capacity factors of the links a plan on ``regions`` can use (:meth:`Topology.links_among`).
+    @property
+    def link_load(self) -> np.ndarray:
+        """The running jobs' load on each directed link (the rows of :func:`sfenv.model.sharing.empty_load`)."""
+        return read_only(self._sim.links.load)
 
-        Everything of the link state that :meth:`evaluate` reads for such a plan (capacities are
-        the topology's fixed bandwidths times these factors), as bytes: a key for plan memos.
+    def share_bps(self, a: int, b: int) -> float:
+        """The rate one more transfer from region ``a`` to ``b`` would get now on the widest route while it sends.
+
+        The smallest over the route's directed links of ``capacity / (transfers sending at once + 1)``
+        (:mod:`sfenv.model.sharing`'s share of a burst); the intra-region bandwidth when ``a == b``.
+        """
+        topo = self.topo
+        if a == b:
+            return float(topo.intra_bw_bps[a])
+        wan = self._sim.links
+        busy = wan.load[0]
+        cap = topo.link_bw_bps
+        factor = wan.factor
+        return min(float(cap[e >> 1] * factor[e >> 1]) / (float(busy[e]) + 1.0)
+                   for e in topo.directed_route(a, b, topo.route_links[a][b]))
+
+    def link_state_key(self) -> bytes:
+        """The whole WAN state a cross-region plan's evaluation may read, as bytes: a key for plan memos."""
+        return self._sim.links.state_key()
+
+    def link_state_among(self, regions: Iterable[int]) -> tuple[bytes, bytes]:
+        """Load and capacity factors of the links a plan on ``regions`` can use (:meth:`Topology.links_among`).
+
+        Everything of the link state that :meth:`evaluate` reads for such a plan (the load of both
+        directions of each link; capacities are the topology's fixed bandwidths times these
+        factors), as bytes: a key for plan memos.
         """
         links = self.topo.links_among(regions)
         links_now = self._sim.links
-        return links_now.flows[links].tobytes(), links_now.factor[links].tobytes()
+        directed = np.stack([2 * links, 2 * links + 1], axis=1).ravel()
+        return links_now.load[:, directed].tobytes(), links_now.factor[links].tobytes()
 
     @property
     def waiting(self) -> list[JobSpec]:

@@ -9,6 +9,11 @@ candidate with the smaller ``latency + payload / bottleneck bandwidth`` at nomin
 than a 310 ms detour of wider links, a large gradient the wide detour.  A hop's bandwidth is the
 bottleneck of its route, shared with other jobs' flows on the same links (see :mod:`sfenv.sim`).
 ``route_links`` / ``route_latency_s`` / ``route_bw_bps`` keep the widest routes.
+
+Links are full duplex: each direction has the link's capacity to itself.  *Directed links* number
+the directions: ``2 k`` is link k from its ``a`` end to its ``b`` end, ``2 k + 1`` the other way
+(:meth:`Topology.directed_route` turns a route into them); per-direction state (flows and their
+load, :mod:`sfenv.model.sharing`) is indexed by them.
 """
 
 from __future__ import annotations
@@ -117,6 +122,10 @@ class Topology:
         self.num_links = len(self.links)
         self.link_bw_bps = np.array([ln.bandwidth_gbps * 1e9 for ln in self.links], dtype=float)
         self.link_latency_s = np.array([ln.latency_ms * 1e-3 for ln in self.links], dtype=float)
+        #: directions of the links (``2 k``: link k from ``a`` to ``b``, ``2 k + 1``: back)
+        self.num_directed = 2 * self.num_links
+        #: capacity of each directed link, bit/s (each direction has its link's full bandwidth)
+        self.directed_bw_bps = np.repeat(self.link_bw_bps, 2)
         self.gpu_counts = np.array([r.num_gpus for r in self.regions], dtype=np.int64)
         self.gpu_flops = np.array([r.gpu.flops for r in self.regions], dtype=float)
         self.gpu_memory = np.array([r.gpu.memory_bytes for r in self.regions], dtype=float)
@@ -125,6 +134,7 @@ class Topology:
         self._compute_routes()
         self._fast_links = self._fastest_routes()
         self._route_memo: dict[tuple[int, int, float], tuple[tuple[int, ...], float, float]] = {}
+        self._directed_memo: dict[tuple[int, int, tuple[int, ...]], tuple[int, ...]] = {}
         self._among_memo: dict[tuple[int, ...], np.ndarray] = {}
         #: per region, the first region that plans alike (equal GPU, GPUs per server, GPU link and
         #: intra-region bandwidth and latency): a single-region plan found for one fits the other
@@ -259,6 +269,35 @@ class Topology:
             res = best[1]
         if len(self._route_memo) < 1 << 16:
             self._route_memo[key] = res
+        return res
+
+    def directed_route(self, a: int, b: int, links: Sequence[int]) -> tuple[int, ...]:
+        """The directed links (``2 k`` or ``2 k + 1``) of a route from ``a`` to ``b`` over ``links``, in order.
+
+        :param links: link indices of a route that starts at ``a`` (e.g. :meth:`route_for`'s).
+        :raises ValueError: if ``links`` is not a path from ``a`` to ``b``.
+        """
+        key = (a, b, links if isinstance(links, tuple) else tuple(links))
+        hit = self._directed_memo.get(key)
+        if hit is not None:
+            return hit
+        out: list[int] = []
+        at = a
+        for k in key[2]:
+            ln = self.links[k]
+            if ln.a == at:
+                out.append(2 * k)
+                at = ln.b
+            elif ln.b == at:
+                out.append(2 * k + 1)
+                at = ln.a
+            else:
+                raise ValueError(f"link {k} does not leave region {at} on the route from {a} to {b}")
+        if at != b:
+            raise ValueError(f"the route from {a} over links {key[2]} ends at {at}, not {b}")
+        res = tuple(out)
+        if len(self._directed_memo) < 1 << 16:
+            self._directed_memo[key] = res
         return res
 
     def links_among(self, regions: Iterable[int]) -> np.ndarray:

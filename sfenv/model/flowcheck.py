@@ -1,0 +1,386 @@
+"""The independent check of WAN sharing: an event-driven, flow-level simulation of jobs that share links.
+
+:mod:`sfenv.model.sharing` predicts a transfer's rate from *expected* load (duties, average rates);
+this module plays the same jobs transfer by transfer, as :func:`sfenv.model.pipeline.replay_pipeline`
+plays one pipeline operation by operation, and shares nothing with the fast path's rate arithmetic:
+
+- each job runs its plan iteration after iteration: every distinct replica pipeline (replicas whose
+  stages sit in the same regions run identically, so one stands for all, with their count as its
+  weight) replays GPipe or 1F1B with the plan's windows (forward ``c/3``, backward ``2c/3`` per
+  micro-batch, the model's compute times), each hop and direction a FIFO channel; then (or, with
+  ``dp_overlap`` 1, from the iteration's start) every stage whose replicas span regions runs its
+  ring all-reduce: ``2 (d - 1)`` steps in which every ring edge sends ``bytes / d``, a step ending
+  when its slowest edge has arrived;
+- a message or ring step across regions is a *transfer* on the directed links of its route
+  (:meth:`sfenv.world.topology.Topology.route_for`); inside a region it takes its bytes over the
+  intra-region bandwidth, alone.  It arrives the route's latency after its last bit;
+- at every instant the transfers sending share the links max-min fairly (progressive filling,
+  Bertsekas & Gallager, *Data Networks*, §6.5.2), each also bounded by its TCP connections
+  (``streams x window / RTT``), and rates change whenever a transfer starts or ends.
+
+Jobs start at seeded random offsets, so their phases are independent.  Optionally each message's
+latency is scaled by a seeded random factor ``1 + jitter z`` (z standard normal, cut at 0) to see
+what jitter does.  The result is each job's mean iteration time after warm-up iterations, to
+compare with :func:`sfenv.model.perf.evaluate_plan` under the settled load
+(:meth:`sfenv.sim.links.LinkState.settle`).  Only ``dp_overlap`` 0 (the all-reduce after the
+pipeline) and 1 (from the iteration's start) are timelines; the model's values in between are a
+mix of the two (its iteration time interpolates them), so the check takes those two.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, evaluate_plan
+from sfenv.world.topology import Topology
+from sfenv.world.workload import JobSpec
+
+__all__ = ["FlowSim", "max_min_rates", "simulate_jobs"]
+
+_F, _B = 0, 1
+
+
+def max_min_rates(
+    routes: Sequence[Sequence[int]], weights: Sequence[float], bounds: Sequence[float], capacity: Sequence[float],
+) -> list[float]:
+    """Max-min fair rates by progressive filling: free transfers' rates rise alike until a link fills or a bound is hit.
+
+    :param routes: directed links of each transfer.
+    :param weights: transfers each entry stands for (a link carries ``weight x rate`` of it).
+    :param bounds: most rate per transfer (its own bound), bit/s.
+    :param capacity: capacity of every directed link, bit/s.
+    :return: the rate of one transfer of each entry, bit/s.
+    """
+    n = len(routes)
+    rate = [0.0] * n
+    left = {e: float(capacity[e]) for r in routes for e in r}
+    live = [i for i in range(n) if routes[i]]
+    for i in range(n):
+        if not routes[i]:
+            rate[i] = bounds[i]
+    while live:
+        load: dict[int, float] = {}
+        for i in live:
+            for e in routes[i]:
+                load[e] = load.get(e, 0.0) + weights[i]
+        step = min(left[e] / w for e, w in load.items())
+        step = min(step, min(bounds[i] - rate[i] for i in live))
+        step = max(step, 0.0)
+        for i in live:
+            rate[i] += step
+        for e, w in load.items():
+            left[e] -= step * w
+        full = {e for e in load if left[e] <= 1e-9 * capacity[e]}
+        live = [i for i in live if rate[i] < bounds[i] * (1.0 - 1e-12) and not full.intersection(routes[i])]
+    return rate
+
+
+@dataclass
+class _Transfer:
+    """A transfer sending: ``weight`` identical transfers of ``left`` more bits each."""
+
+    route: tuple[int, ...]
+    weight: float
+    left: float
+    bound: float
+    done: Callable[[], None]
+    bits: float = 0.0
+    rate: float = 0.0
+
+
+class FlowSim:
+    """The network and the clock: transfers sharing directed links max-min fairly, and timed callbacks.
+
+    :param capacity: capacity of every directed link, bit/s.
+    """
+
+    def __init__(self, capacity: Sequence[float]) -> None:
+        self.capacity = [float(c) for c in capacity]
+        self.now = 0.0
+        self.sending: list[_Transfer] = []
+        self._events: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = 0
+        self._stale = False
+
+    def at(self, t: float, action: Callable[[], None]) -> None:
+        """Run ``action`` at time ``t``."""
+        heapq.heappush(self._events, (t, self._seq, action))
+        self._seq += 1
+
+    def send(self, route: tuple[int, ...], weight: float, bits: float, bound: float, done: Callable[[], None]) -> None:
+        """Start a transfer of ``bits`` (each of ``weight`` alike) now; ``done()`` runs when its last bit has left."""
+        self.sending.append(_Transfer(route, weight, bits, bound, done, bits))
+        self._stale = True
+
+    def _rates(self) -> None:
+        live = self.sending
+        rates = max_min_rates([t.route for t in live], [t.weight for t in live], [t.bound for t in live],
+                              self.capacity)
+        for t, r in zip(live, rates):
+            t.rate = r
+        self._stale = False
+
+    def run(self, until: Callable[[], bool]) -> None:
+        """Advance time, event by event, until ``until()`` is true or nothing is left to happen."""
+        while not until():
+            if self._stale:
+                self._rates()
+            t_net, first = math.inf, None
+            for tr in self.sending:
+                if tr.rate > 0 and self.now + tr.left / tr.rate < t_net:
+                    t_net, first = self.now + tr.left / tr.rate, tr
+            t_ev = self._events[0][0] if self._events else math.inf
+            t = min(t_net, t_ev)
+            if t == math.inf:
+                return
+            dt = t - self.now
+            for tr in self.sending:
+                tr.left -= tr.rate * dt
+            if first is not None and t == t_net:
+                first.left = 0.0
+            finished = [tr for tr in self.sending if tr.left <= 1e-9 * tr.bits]
+            self.now = t
+            if finished:
+                self.sending = [tr for tr in self.sending if tr not in finished]
+                self._stale = True
+                for tr in finished:
+                    tr.done()
+            while self._events and self._events[0][0] <= self.now:
+                _, _, action = heapq.heappop(self._events)
+                action()
+
+
+@dataclass
+class _Pipe:
+    """One distinct replica pipeline of a job: its regions per stage and how many replicas run it."""
+
+    regions: tuple[int, ...]
+    weight: int
+    pos: list[int] = field(default_factory=list)
+    busy: list[bool] = field(default_factory=list)
+    fwd_in: list[int] = field(default_factory=list)
+    grad_in: list[int] = field(default_factory=list)
+    fdone: list[int] = field(default_factory=list)
+    left: int = 0
+    queues: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    channel_busy: dict[tuple[int, int], bool] = field(default_factory=dict)
+
+
+class _Job:
+    """A job iterating its plan in a :class:`FlowSim` (see the module docstring)."""
+
+    def __init__(self, sim: FlowSim, topo: Topology, plan: Plan, job: JobSpec, params: PerfParams,
+                 overlap: int, rng: np.random.Generator, jitter: float) -> None:
+        perf = evaluate_plan(plan, job, topo, params)  # for the compute times and windows only
+        if not perf.feasible:
+            raise ValueError(f"infeasible plan: {perf.reason}")
+        self.sim, self.topo, self.plan, self.params = sim, topo, plan, params
+        self.overlap, self.rng, self.jitter = overlap, rng, jitter
+        self.p = len(plan.stages)
+        self.m = perf.microbatches
+        self.d = plan.dp
+        self.compute = list(perf.compute_times)
+        self.orders = [self._order(k, perf.windows[k]) for k in range(self.p)]
+        model = job.model
+        self.act_bits = 8.0 * ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden
+        self.act_bytes = self.act_bits / 8.0
+        replicas = [st.replica_regions() for st in plan.stages]
+        counts: dict[tuple[int, ...], int] = {}
+        for i in range(self.d):
+            key = tuple(replicas[k][i] for k in range(self.p))
+            counts[key] = counts.get(key, 0) + 1
+        self.pipes = [_Pipe(regions, n) for regions, n in counts.items()]
+        emb = model.embedding_params
+        self.grad = [2.0 * (model.layer_params * st.layers + ((k == 0) + (k == self.p - 1 and self.p > 1)) * emb)
+                     for k, st in enumerate(plan.stages)]
+        self.times: list[float] = []
+        self.start = 0.0
+        self.waiting = 0
+        self.rings_started = False
+
+    def _order(self, k: int, w: int) -> list[tuple[int, int]]:
+        m = self.m
+        if self.plan.schedule == "gpipe":
+            return [(_F, i) for i in range(m)] + [(_B, i) for i in range(m)]
+        order = [(_F, i) for i in range(min(w, m))]
+        for i in range(m):
+            order.append((_B, i))
+            if i + w < m:
+                order.append((_F, i + w))
+        return order
+
+    # ---------------------------------------------------------------- iterations
+    def begin(self) -> None:
+        """Start an iteration: every replica pipeline, and the rings too under full overlap."""
+        self.start = self.sim.now
+        self.rings_started = bool(self.overlap)
+        self.waiting = len(self.pipes)
+        for pipe in self.pipes:
+            p = self.p
+            pipe.pos, pipe.busy = [0] * p, [False] * p
+            pipe.fwd_in = [self.m] + [0] * (p - 1)
+            pipe.grad_in, pipe.fdone = [0] * p, [0] * p
+            pipe.left = 2 * self.m * p
+            pipe.queues, pipe.channel_busy = {}, {}
+        rings = self._ring_stages()
+        self.waiting += len(rings)
+        for pipe in self.pipes:
+            for k in range(self.p):
+                self._try(pipe, k)
+        if self.overlap:
+            for k in rings:
+                self._ring_step(k, 0)
+
+    def _part_done(self) -> None:
+        self.waiting -= 1
+        rings = self._ring_stages()
+        if not self.rings_started and self.waiting == len(rings):  # the pipelines are done: the rings start
+            self.rings_started = True
+            for k in rings:
+                self._ring_step(k, 0)
+        if self.waiting == 0:
+            self.times.append(self.sim.now - self.start)
+            self.begin()
+
+    def _ring_stages(self) -> list[int]:
+        return list(range(self.p)) if self.d > 1 else []
+
+    # ---------------------------------------------------------------- pipeline
+    def _try(self, pipe: _Pipe, k: int) -> None:
+        if pipe.busy[k] or pipe.pos[k] >= len(self.orders[k]):
+            return
+        kind, i = self.orders[k][pipe.pos[k]]
+        if kind == _F and i >= pipe.fwd_in[k]:
+            return
+        if kind == _B:
+            have = pipe.fdone[k] if k == self.p - 1 else pipe.grad_in[k]
+            if i >= have or i >= pipe.fdone[k]:
+                return
+        pipe.pos[k] += 1
+        pipe.busy[k] = True
+        dur = self.compute[k] / 3.0 if kind == _F else 2.0 * self.compute[k] / 3.0
+        self.sim.at(self.sim.now + dur, lambda: self._op_done(pipe, k, kind, i))
+
+    def _op_done(self, pipe: _Pipe, k: int, kind: int, i: int) -> None:
+        pipe.busy[k] = False
+        pipe.left -= 1
+        if kind == _F:
+            pipe.fdone[k] += 1
+            if k < self.p - 1:
+                self._enqueue(pipe, k, 0, i)
+        elif k > 0:
+            self._enqueue(pipe, k - 1, 1, i)
+        self._try(pipe, k)
+        if pipe.left == 0:
+            self._part_done()
+
+    def _enqueue(self, pipe: _Pipe, hop: int, direction: int, i: int) -> None:
+        key = (hop, direction)
+        pipe.queues.setdefault(key, []).append(i)
+        if not pipe.channel_busy.get(key, False):
+            self._next_message(pipe, key)
+
+    def _next_message(self, pipe: _Pipe, key: tuple[int, int]) -> None:
+        queue = pipe.queues[key]
+        if not queue:
+            pipe.channel_busy[key] = False
+            return
+        queue.pop(0)
+        pipe.channel_busy[key] = True
+        hop, direction = key
+        src, dst = pipe.regions[hop], pipe.regions[hop + 1]
+        if direction:
+            src, dst = dst, src
+        target = hop + 1 if direction == 0 else hop
+
+        def arrive() -> None:
+            if direction == 0:
+                pipe.fwd_in[target] += 1
+            else:
+                pipe.grad_in[target] += 1
+            self._try(pipe, target)
+
+        def left_channel() -> None:
+            self.sim.at(self.sim.now + self._latency(src, dst, self.act_bytes), arrive)
+            self._next_message(pipe, key)
+
+        self._transfer(src, dst, self.act_bytes, self.act_bits, pipe.weight, 1, left_channel)
+
+    # ---------------------------------------------------------------- transfers
+    def _latency(self, a: int, b: int, nbytes: float) -> float:
+        lat = self.topo.route_for(a, b, nbytes)[1]
+        if self.jitter > 0.0:
+            lat *= max(0.0, 1.0 + self.jitter * float(self.rng.standard_normal()))
+        return lat
+
+    def _transfer(self, a: int, b: int, nbytes: float, bits: float, weight: float, tp: int,
+                  done: Callable[[], None]) -> None:
+        """Send ``bits`` from ``a`` to ``b``: over the WAN as a shared transfer, inside a region at its bandwidth."""
+        topo = self.topo
+        if a == b:
+            self.sim.at(self.sim.now + bits / (float(topo.intra_bw_bps[a]) * tp), done)
+            return
+        links, lat, _ = topo.route_for(a, b, nbytes)
+        route = topo.directed_route(a, b, links)
+        pr = self.params
+        bound = pr.wan_streams * pr.tcp_window_bytes * 8.0 / (2.0 * lat) if lat > 0 else math.inf
+        self.sim.send(route, weight, bits, bound, done)
+
+    # ---------------------------------------------------------------- rings
+    def _ring_step(self, k: int, step: int) -> None:
+        if step == 2 * (self.d - 1):
+            self._part_done()
+            return
+        st = self.plan.stages[k]
+        regs = st.replica_regions()
+        chunk = self.grad[k] / self.d
+        edges = [(regs[i], regs[(i + 1) % self.d]) for i in range(self.d)]
+        wan_edges = [(a, b) for a, b in edges if a != b]
+        intra = max((chunk * 8.0 / (float(self.topo.intra_bw_bps[a]) * st.tp) + float(self.topo.intra_latency_s[a])
+                     for a, b in edges if a == b), default=0.0)
+        pending = [len(wan_edges) + 1]
+
+        def one_done() -> None:
+            pending[0] -= 1
+            if pending[0] == 0:
+                self._ring_step(k, step + 1)
+
+        self.sim.at(self.sim.now + intra, one_done)
+        for a, b in wan_edges:
+            def edge_left(a: int = a, b: int = b) -> None:
+                self.sim.at(self.sim.now + self._latency(a, b, self.grad[k]), one_done)
+
+            self._transfer(a, b, self.grad[k], chunk * 8.0, 1, 1, edge_left)
+
+
+def simulate_jobs(
+    topo: Topology, jobs: Sequence[tuple[Plan, JobSpec]], params: PerfParams, iterations: int = 6, warmup: int = 2,
+    seed: int = 0, jitter: float = 0.0, capacity_bps: Sequence[float] | None = None,
+) -> list[float]:
+    """Play ``jobs`` together (see the module docstring); each one's mean iteration time after ``warmup`` iterations.
+
+    :param params: the model's constants: ``dp_overlap`` must be 0 or 1; the transport bound uses
+        ``wan_streams`` and ``tcp_window_bytes``.
+    :param iterations: iterations averaged per job (every job runs until all have done
+        ``warmup + iterations``).
+    :param seed: seeds the start offsets (and the jitter).
+    :param jitter: relative spread of each message's latency (0: none).
+    :param capacity_bps: capacity of every directed link (default: the topology's).
+    """
+    if params.dp_overlap not in (0.0, 1.0):
+        raise ValueError(f"dp_overlap must be 0 or 1 for a timeline, not {params.dp_overlap}")
+    rng = np.random.default_rng(seed)
+    cap = topo.directed_bw_bps if capacity_bps is None else capacity_bps
+    sim = FlowSim(cap)
+    runs = [_Job(sim, topo, plan, job, params, int(params.dp_overlap), rng, jitter) for plan, job in jobs]
+    for run in runs:
+        offset = float(rng.uniform(0.0, 1.0)) * run.m * max(run.compute)
+        sim.at(offset, run.begin)
+    need = warmup + iterations
+    sim.run(lambda: all(len(r.times) >= need for r in runs))
+    return [float(np.mean(r.times[warmup:need])) for r in runs]

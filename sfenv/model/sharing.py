@@ -1,0 +1,286 @@
+"""How WAN transfers share links: full-duplex capacity, each flow's demand, and the rate a transfer gets while it sends.
+
+**What flows are.**  A plan that spans regions sends two kinds of traffic over the WAN
+(:func:`sfenv.model.perf.plan_flow_groups` lists them as :class:`FlowGroup` s):
+
+- *bursts*: a pipeline hop sends one micro-batch's boundary tensor per micro-batch and direction
+  (activations forward, gradients backward), ``m`` transfers per iteration, and is idle in between;
+- *bulk*: a data-parallel ring all-reduce whose replicas span regions sends ``2 (d - 1)`` steps of
+  ``bytes / d`` over each region boundary of its ring, once per iteration.
+
+The replica pairs of one hop send at the same moment; they form one group of ``members``
+transfers.  Links are full duplex (:class:`sfenv.world.topology.Link`): each direction is a
+*directed link* with the link's capacity to itself, so a hop's activations and its gradients do not
+compete.
+
+**Rates.**  At every instant the transfers sending over a network share it max-min fairly
+(Bertsekas & Gallager, *Data Networks*, 2nd ed. 1992, §6.5.2, progressive filling), the flow-level
+model of TCP sharing of Bonald & Massoulié (SIGMETRICS 2001).  A transfer's time depends on which
+other transfers send *while it sends*, and they send only part of the time: a flow's *duty*
+``delta`` is the share of the iteration it is sending (``transfers x bits / (rate x T)``), its
+*demand* the average rate ``a = delta x rate`` it needs.  The fast path computes the expected rate
+of a transfer while it sends under independent activity of other jobs' flows, in two time scales:
+
+- a burst (a hop transfer, short) sees every other flow frozen for its duration: present with
+  probability ``delta``, and then an equal sharer.  On one link of capacity ``C`` its expected
+  transfer time is ``bits (n + sum delta_g n_g) / (n C)``, exact for equal sharing on one link
+  (time is linear in the number of active sharers), i.e. processor sharing among concurrently
+  active flows weighted by their duty cycles;
+- bulk traffic (an all-reduce step, long) sees bursts come and go many times while it sends: they
+  take their average rate ``sum a_g`` off the link (work conservation: whatever they do not use is
+  left to it), and other bulk flows are frozen as above.  It gets the larger of that residual
+  share and the frozen share (the frozen share bounds it from below: bursts cannot take more than
+  equal sharing while they send).
+
+A flow limited elsewhere (another link, or its transport bound) uses less than a share of this
+link: its presence counts with the fraction ``rate / level`` of a share it uses here.  Within one
+job (:func:`own_load`), groups of the same hop and direction (and all ring steps) send together
+(co-active); its other hops send with their duty within the pipeline's share of the iteration
+(under GPipe a forward hop only in the forward pass, a backward one only in the backward pass);
+its rings and hops overlap by the plan's ``dp_overlap``.
+
+The duties depend on the iteration times, which depend on the rates: a fixed point, solved by
+:class:`sfenv.sim.links.LinkState` for the running jobs (a few sweeps) and by
+:func:`sfenv.model.perf.evaluate_plan` for one plan against the others' load.
+:mod:`sfenv.model.flowcheck` is the independent check: an event-driven simulation of the same jobs
+whose transfers share links by exact max-min fairness at every instant; the two agree within 5 %
+on most random shared-link cases; docs/model.md gives the measured spread (``tests/test_flow_sharing.py``).
+
+**Transport.**  One transfer (of one member) is also bounded by its TCP connections: at most a
+window of bytes in flight per round trip on each of ``streams`` parallel connections,
+``rate <= streams x window / RTT`` (the window bound of TCP, Mathis et al., CCR 1997 give the
+loss bound, which needs a loss rate no scenario measures), with the link's measured rate as the
+ceiling.  The defaults (:class:`sfenv.model.perf.PerfParams`): 16 connections per transfer, NCCL's
+socket transport on AWS (2 threads x 8 sockets, ``src/transport/net_socket.cc`` since NCCL 2.4.8;
+1 socket elsewhere), and a window of 3 MiB, Linux's default largest receive buffer (``tcp_rmem``
+6 MiB) of which half is advertised (``tcp_adv_win_scale`` 1; ip-sysctl documentation, kernels
+4.20-6.15).  The link figures themselves (Skyplane's grid, Jain et al., NSDI 2023) were measured
+with 64 connections per VM pair, so a transfer with fewer connections can fall short of them on
+long round trips.  The round trip is twice the route's one-way latency (queueing ignored).
+
+**Load arrays.**  The load of a set of flows on each directed link is a ``(3, directed links)``
+array: row :data:`BUSY` the expected number of transfers sending at once (``sum n delta``, scaled
+as above), :data:`BULK_BUSY` the part of it from bulk flows, :data:`BURST_BPS` the bursts' average
+rate in bit/s.  It is all a plan's evaluation reads of other jobs' traffic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "BULK",
+    "BULK_BUSY",
+    "BURST",
+    "BURST_BPS",
+    "BUSY",
+    "LOAD_ROWS",
+    "FlowGroup",
+    "duties",
+    "empty_load",
+    "group_rates",
+    "load_of",
+    "own_load",
+    "self_sharing",
+    "transport_cap_bps",
+]
+
+#: flow kinds: a pipeline hop's transfers (short, once per micro-batch) and ring all-reduce steps (long)
+BURST, BULK = 0, 1
+#: rows of a load array: transfers sending at once, of which bulk, and the bursts' average rate (bit/s)
+BUSY, BULK_BUSY, BURST_BPS = 0, 1, 2
+#: rows of a load array
+LOAD_ROWS = 3
+
+
+class FlowGroup(NamedTuple):
+    """Transfers of one plan that send together over one route.
+
+    :param kind: :data:`BURST` (a pipeline hop) or :data:`BULK` (a ring all-reduce edge).
+    :param key: which transfers of the job send at the same moment: groups of equal kind and key are
+        co-active (a hop's direction: ``2 hop + direction``, direction 0 forward; every ring step of
+        a job: ``-1``).
+    :param links: directed links of the route, in order.
+    :param members: identical transfers sent at once (replica pairs of a hop; 1 for a ring edge).
+    :param bits: bits per member per transfer.
+    :param transfers: transfers per iteration (``m`` for a hop, ``2 (d - 1)`` ring steps).
+    :param rtt_s: round trip of the route, seconds (twice its one-way latency).
+    :param latency_s: one-way latency of the route, seconds.
+    :param phased: a GPipe hop: it sends only in its pass (forward or backward) of the pipeline.
+    """
+
+    kind: int
+    key: int
+    links: tuple[int, ...]
+    members: int
+    bits: float
+    transfers: int
+    rtt_s: float
+    latency_s: float
+    phased: bool = False
+
+
+def empty_load(num_directed: int) -> np.ndarray:
+    """A load array with no flows: ``(LOAD_ROWS, num_directed)`` zeros (rows :data:`BUSY` to :data:`BURST_BPS`)."""
+    return np.zeros((LOAD_ROWS, num_directed))
+
+
+def transport_cap_bps(rtt_s: float, streams: int, window_bytes: float) -> float:
+    """The most one transfer's ``streams`` TCP connections carry: ``streams x window / RTT`` bit/s (inf at RTT 0)."""
+    if rtt_s <= 0.0:
+        return math.inf
+    return streams * window_bytes * 8.0 / rtt_s
+
+
+def self_sharing(groups: Sequence[FlowGroup]) -> bool:
+    """True when two groups of one plan that are not co-active cross a common directed link (duties then matter)."""
+    seen: dict[int, tuple[int, int]] = {}
+    for g in groups:
+        tag = (g.kind, g.key)
+        for e in g.links:
+            other = seen.setdefault(e, tag)
+            if other != tag:
+                return True
+    return False
+
+
+def _level(
+    i: int, e: int, cap: float, others: np.ndarray, groups: Sequence[FlowGroup],
+    own: Sequence[Sequence[tuple[float, float]]] | None,
+) -> float:
+    """Per-member rate group ``groups[i]`` expects on directed link ``e`` while it sends (see the module docstring).
+
+    :param own: ``own[i][j]``: how many of group j's members send while group i sends, and their rate
+        (:func:`own_load`); None: only co-active groups send together.
+    """
+    g = groups[i]
+    co = float(g.members)
+    busy = bulk_busy = burst = 0.0
+    for j, h in enumerate(groups):
+        if j == i or e not in h.links:
+            continue
+        if h.kind == g.kind and h.key == g.key:
+            co += h.members  # sends at the same moment as g
+            continue
+        if own is None:
+            continue
+        presence, usage = own[i][j]
+        busy += presence
+        if h.kind == BULK:
+            bulk_busy += presence
+        else:
+            burst += usage
+    frozen = cap / (co + float(others[BUSY, e]) + busy)
+    if g.kind == BURST:
+        return frozen
+    burst += float(others[BURST_BPS, e])
+    residual = (cap - burst) / (co + float(others[BULK_BUSY, e]) + bulk_busy)
+    return residual if residual > frozen else frozen
+
+
+def group_rates(
+    groups: Sequence[FlowGroup], cap_bps: np.ndarray, others: np.ndarray,
+    own: Sequence[Sequence[tuple[float, float]]] | None, streams: int, window_bytes: float,
+) -> tuple[list[float], list[list[float]]]:
+    """Rate per member of each group while it sends, against other jobs' load ``others`` and the plan's own groups.
+
+    :param cap_bps: capacity of each directed link now, bit/s.
+    :param others: other jobs' load array (:func:`empty_load` layout).
+    :param own: how the plan's own groups overlap (:func:`own_load`); None: only co-active groups send
+        together (a first pass, before the iteration time is known).
+    :param streams: TCP connections per transfer; ``window_bytes``: their window.
+    :return: ``(rates in bit/s, per group the level on each of its links)``.
+    """
+    rates: list[float] = []
+    levels: list[list[float]] = []
+    for i, g in enumerate(groups):
+        per_link = [_level(i, e, float(cap_bps[e]), others, groups, own) for e in g.links]
+        bound = transport_cap_bps(g.rtt_s, streams, window_bytes)
+        rate = min(per_link) if per_link else math.inf
+        rates.append(rate if rate < bound else bound)
+        levels.append(per_link)
+    return rates, levels
+
+
+def own_load(
+    groups: Sequence[FlowGroup], duty: Sequence[float], iter_time: float, phases: tuple[float, float, float],
+    overlap: float,
+) -> list[list[tuple[float, float]]]:
+    """How a plan's own groups send together: ``[i][j]`` = (members of group j sending while group i sends, their rate).
+
+    Hops send only while the pipeline runs (a share ``pipe`` of the iteration), so while one hop
+    sends another sends with its duty over that share; under GPipe (``phased`` groups) forward
+    transfers run only in the forward pass (share ``fwd``) and backward ones in the backward pass
+    (``bwd``), never together.  A job's rings and hops send together as much as the all-reduce
+    overlaps the pipeline (``overlap``, the plan's ``dp_overlap``); a ring sees the hops of the
+    pipeline it overlaps spread over its own time.
+
+    :param duty: each group's duty; ``iter_time``: the iteration time it was computed with.
+    :param phases: ``(fwd, bwd, pipe)`` shares of the iteration (``fwd + bwd = pipe``).
+    """
+    fwd, bwd, pipe = phases
+    out: list[list[tuple[float, float]]] = []
+    for g, dg in zip(groups, duty):
+        row: list[tuple[float, float]] = []
+        for h, d in zip(groups, duty):
+            rate = h.transfers * h.bits / (d * iter_time) if d > 0 and iter_time > 0 else 0.0  # while it sends
+            if h.kind == BURST and g.kind == BURST:
+                if h.phased:
+                    together = 0.0 if (g.key & 1) != (h.key & 1) else _within(d, bwd if h.key & 1 else fwd)
+                else:
+                    together = _within(d, pipe)
+            elif h.kind == BURST:
+                together = overlap * _within(d, max(pipe, dg))
+            elif g.kind == BURST:
+                together = overlap * _within(d, pipe)
+            else:
+                together = d
+            row.append((h.members * together, h.members * together * rate))
+        out.append(row)
+    return out
+
+
+def _within(duty: float, share: float) -> float:
+    """A group's duty within a share of the iteration that holds all its sending (at most 1)."""
+    return min(1.0, duty / share) if share > 0 else 1.0
+
+
+def duties(groups: Sequence[FlowGroup], rates: Sequence[float], iter_time: float) -> list[float]:
+    """Each group's duty: the share of an iteration of ``iter_time`` seconds it spends sending (at most 1)."""
+    out = []
+    for g, r in zip(groups, rates):
+        d = g.transfers * g.bits / (r * iter_time) if r > 0 and iter_time > 0 else 1.0
+        out.append(d if d < 1.0 else 1.0)
+    return out
+
+
+def load_of(
+    groups: Sequence[FlowGroup], rates: Sequence[float], levels: Sequence[Sequence[float]], duty: Sequence[float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """What a plan's groups add to the load of each directed link they cross.
+
+    A group is present ``members x duty`` times, each presence scaled by the share of the link's
+    level it uses (``rate / level``: 1 on its bottleneck, less where it is limited elsewhere); a
+    burst group also adds its average rate ``members x duty x rate``.
+
+    :return: ``(directed link ids, (LOAD_ROWS, len(ids)) values)`` in the :func:`empty_load` row
+        layout (a link crossed by several groups appears once, summed).
+    """
+    acc: dict[int, list[float]] = {}
+    for g, r, lv, d in zip(groups, rates, levels, duty):
+        n = g.members * d
+        for e, level in zip(g.links, lv):
+            scale = r / level if r < level else 1.0
+            row = acc.setdefault(e, [0.0] * LOAD_ROWS)
+            row[BUSY] += n * scale
+            if g.kind == BULK:
+                row[BULK_BUSY] += n * scale
+            else:
+                row[BURST_BPS] += n * r
+    ids = sorted(acc)
+    vals = np.array([acc[e] for e in ids], dtype=float).reshape(len(ids), LOAD_ROWS).T.copy()
+    return np.array(ids, dtype=np.intp), vals
