@@ -1,4 +1,4 @@
-"""WAN sharing (sfenv.model.sharing) against hand-computed cases and the independent flow-level check (sfenv.model.flowcheck).
+"""WAN sharing (sfenv.model.sharing) against hand-computed cases and the independent flow-level check.
 
 The check plays jobs transfer by transfer with exact max-min sharing at every instant; the fast
 path predicts expected rates from duties.  On random shared-link cases (a few jobs over two or
@@ -67,7 +67,7 @@ def test_a_burst_meets_a_ring_as_often_as_the_ring_sends():
 
 
 def test_a_ring_gets_what_the_bursts_leave():
-    """A flow that needs less than its fair share leaves the rest: a ring takes the link minus the bursts' average rate."""
+    """A flow needing less than its fair share leaves the rest: a ring takes the link minus the bursts' average rate."""
     load = empty_load(2)
     load[0, 0], load[2, 0] = 0.3, 0.15e9  # bursts sending 30 % of the time at 0.5 Gbit/s: 0.15 Gbit/s on average
     rates, _ = group_rates([_group(BULK, (0,), key=-1)], np.array([1e9, 1e9]), load, None, WIDE_TCP, 3.0 * 2**20)
@@ -156,7 +156,7 @@ CHECK_SEEDS = range(10)
 
 @pytest.fixture(scope="module")
 def check_errors() -> tuple[np.ndarray, np.ndarray]:
-    """Per job of the cases :data:`CHECK_SEEDS`, the relative error against the check of the fast path and of the job alone."""
+    """Per job of the cases :data:`CHECK_SEEDS`: the fast path's relative error against the check, and the job alone's."""
     settled, alone = [], []
     for seed in CHECK_SEEDS:
         topo, params, jobs = _case(seed)
