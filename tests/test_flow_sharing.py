@@ -156,7 +156,7 @@ CHECK_SEEDS = range(10)
 
 @pytest.fixture(scope="module")
 def check_errors() -> tuple[np.ndarray, np.ndarray]:
-    """Per job of the cases :data:`CHECK_SEEDS`: the fast path's relative error against the check, and the job alone's."""
+    """Per job of the cases :data:`CHECK_SEEDS`: the fast path's relative error against the check, and alone's."""
     settled, alone = [], []
     for seed in CHECK_SEEDS:
         topo, params, jobs = _case(seed)
