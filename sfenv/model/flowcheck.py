@@ -375,8 +375,7 @@ def simulate_jobs(
     if params.dp_overlap not in (0.0, 1.0):
         raise ValueError(f"dp_overlap must be 0 or 1 for a timeline, not {params.dp_overlap}")
     rng = np.random.default_rng(seed)
-    cap = topo.directed_bw_bps if capacity_bps is None else capacity_bps
-    sim = FlowSim(cap)
+    sim = FlowSim(topo.directed_bw_bps.tolist() if capacity_bps is None else capacity_bps)
     runs = [_Job(sim, topo, plan, job, params, int(params.dp_overlap), rng, jitter) for plan, job in jobs]
     for run in runs:
         offset = float(rng.uniform(0.0, 1.0)) * run.m * max(run.compute)

@@ -498,9 +498,11 @@ class _Wan:
             self.cap = link_capacity_bps
         else:
             self.cap = np.repeat(link_capacity_bps, 2)
-        self.load = _NO_LOAD.get(topo.num_directed) if link_load is None else link_load
-        if self.load is None:
-            self.load = _NO_LOAD.setdefault(topo.num_directed, empty_load(topo.num_directed))
+        if link_load is None:
+            link_load = _NO_LOAD.get(topo.num_directed)
+            if link_load is None:
+                link_load = _NO_LOAD[topo.num_directed] = empty_load(topo.num_directed)
+        self.load: np.ndarray = link_load
         self.params = params
         self.own_duty = own_duty
 
