@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sfenv.errors import SfenvError
-from sfenv.model.perf import SCHEDULES
+from sfenv.model.perf import SCHEDULES, PerfParams
 from sfenv.world.generators import GeneratedTopology, spider_topology, waxman_topology
 from sfenv.world.hardware import GPU_CATALOGUE, get_gpu
 from sfenv.world.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
@@ -299,14 +299,27 @@ class OutageCfg(_Strict):
 
 
 class SimCfg(_Strict):
-    """Simulator and performance-model settings."""
+    """Simulator and performance-model settings.
+
+    ``wan_streams`` (parallel TCP connections per WAN transfer, default 16: NCCL's socket transport on
+    AWS) and ``tcp_window_mib`` (bytes in flight per connection and round trip, default 3 MiB: half
+    of Linux's default 6 MiB ``tcp_rmem`` maximum) bound each transfer to ``streams x window / RTT``
+    (:class:`sfenv.model.perf.PerfParams`, :mod:`sfenv.model.sharing`).
+    """
 
     horizon_h: PosFloat = 336.0
     checkpoint_interval_s: PosFloat = 1800.0
     mfu: Annotated[float, _NUM, Field(gt=0, le=1)] = 0.4
     dp_overlap: Annotated[float, _NUM, Field(ge=0, le=1)] = 0.5
     memory_headroom: Annotated[float, _NUM, Field(gt=0, le=1)] = 0.9
+    wan_streams: PosInt = 16
+    tcp_window_mib: PosFloat = 3.0
     schedule: str = "1f1b"
+
+    def perf_params(self) -> PerfParams:
+        """The performance-model constants these settings set."""
+        return PerfParams(mfu=self.mfu, dp_overlap=self.dp_overlap, memory_headroom=self.memory_headroom,
+                          wan_streams=self.wan_streams, tcp_window_bytes=self.tcp_window_mib * 2**20)
 
     @field_validator("schedule")
     @classmethod
@@ -559,14 +572,14 @@ class Scenario:
 
         :raises ScenarioError: if some job shape fits in no single region.
         """
-        from sfenv.model.perf import PerfParams, evaluate_plan
+        from sfenv.model.perf import evaluate_plan
         from sfenv.model.planning import fit_plan
 
         w, s = self.cfg.workload, self.cfg.sim
         if w.arrival.process == "trace":
             return math.nan
         topo = self.topology
-        params = PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom)
+        params = s.perf_params()
         weights = np.array([m.weight for m in w.models], dtype=float)
         weights /= weights.sum()
         iters = mean_iterations(w.iterations[0], w.iterations[1], w.iterations_choices)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from sfenv.model.perf import PerfParams
 from sfenv.scenario import Scenario
 from sfenv.sim.engine import Simulator
 from sfenv.sim.events import LinkDynamics, Outage
@@ -54,7 +53,7 @@ def sim_config_for(scenario: Scenario) -> SimConfig:
     return SimConfig(
         horizon_s=s.horizon_h * 3600.0,
         checkpoint_interval_s=s.checkpoint_interval_s,
-        perf=PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom),
+        perf=s.perf_params(),
     )
 
 
