@@ -17,8 +17,10 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   run at the flat :attr:`PerfParams.mfu`;
 - pipeline hop k->k+1, per micro-batch and direction: latency ``l_k`` of the route the payload takes
   (:meth:`sfenv.world.topology.Topology.route_for`: the widest or the lowest-latency path, whichever
-  delivers ``2 b s h`` bytes first) and transfer ``x_k = 2 b s h / bw``, where ``bw`` is the flow's
-  fair share of the route's bottleneck (intra-region bandwidth when both stages share a region);
+  delivers ``2 b s h`` bytes first) and transfer ``x_k = 2 b s h / rate``, where ``rate`` is what the
+  hop's transfers get while they send, each direction on its own (full-duplex) link direction,
+  shared with other jobs' flows by their duty and bounded by TCP's window over the round trip
+  (:mod:`sfenv.model.sharing`; intra-region bandwidth when both stages share a region);
 - pipeline time: per schedule (1F1B, GPipe, ZB-H1, ZB-H2) with each stage's in-flight window
   ``w_k`` (1F1B p-k, plus ``extra_inflight`` per downstream WAN hop), by :mod:`sfenv.model.pipeline`:
   exact for GPipe, and for the others an exact replay of the first micro-batches extended at the
@@ -29,7 +31,8 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   :attr:`PlanPerf.stall_free`;
 - data-parallel gradient sync of stage k: a ring all-reduce of ``2 P_k`` bytes (bf16) over d
   replicas: ``2 (d-1)/d * bytes / bw + 2 (d-1) lat``, on the per-GPU intra-region bandwidth
-  (``2 P_k / t_k`` bytes per ring) or, when replicas span regions, on the WAN share;
+  (``2 P_k / t_k`` bytes per ring) or, when replicas span regions, at the narrowest rate of its WAN
+  ring edges (:mod:`sfenv.model.sharing`);
   overlapped with the pipeline by a fraction ``dp_overlap``;
 - memory per GPU: ``16 P_k / t_k`` bytes (bf16 weights and grads, fp32 Adam state and master
   weights) plus activations per layer and micro-batch per Korthikanti et al. 2022 for the plan's
