@@ -386,7 +386,9 @@ def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
 
     See :func:`sfenv.runs.results.make_settings`.  With ``seeds``: also the seeds' label (``split``: a
     protocol split, checked to hold exactly its first seeds, or ``"explicit seeds"``), the
-    ``protocol`` version and the ``seeds``; ``record_actions: true`` when action logs are recorded.
+    ``protocol`` version and the ``seeds``; ``record_actions: true`` and the environment version the
+    episodes are played on (``env_version``, :data:`sfenv.runs.protocol.ENV_VERSION`) when action logs
+    are recorded (an entry, :mod:`sfenv.runs.entry`).
 
     :raises InvalidInput: if seeds that are not the split's first are labelled with it.
     """
@@ -395,6 +397,7 @@ def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
         extra.update(protocol.SeedChoice(tuple(seeds), split or protocol.EXPLICIT, scenario.name).record())
     if record_actions:
         extra["record_actions"] = True
+        extra["env_version"] = protocol.ENV_VERSION
     return results.make_settings(scenario, {(a if isinstance(a, str) else a.name): agent_settings(a, agent_kwargs)
                                             for a in agents}, **extra)
 
