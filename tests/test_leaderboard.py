@@ -1,4 +1,4 @@
-"""sfenv leaderboard on a tiny configuration, evaluate --split, the statistics.
+"""sfenv leaderboard on a tiny configuration (its episodes replay-checked), evaluate --split, the statistics.
 
 sfenv validate on honest and edited entries: tests/test_validate_entry.py.
 """
@@ -55,10 +55,34 @@ def test_leaderboard_on_a_tiny_configuration(tmp_path, capsys):
     for agent in ranked:
         assert f"| {agent} |" in md and f"<td>{agent}</td>" in html
     assert "test split" in md and "<script" not in html and "http" not in html  # self-contained
+    assert all(r["actions"]["decisions"] for r in episodes)  # recorded: the cached episodes can be replayed
     # resumable: a second run plays nothing new and gives the same table
     before = (out / "leaderboard.csv").read_text()
     assert main([*argv, "--resume"]) == 0
     assert (out / "leaderboard.csv").read_text() == before
+
+
+def test_leaderboard_refuses_an_edited_cached_episode(tmp_path, capsys):
+    """The review's tamper: the loser's cached mean JCT set to 1 s must not make it rank first on --resume."""
+    out = tmp_path / "lb"
+    argv = ["leaderboard", "--agents", "fifo,spinsearch", "--scenarios", "spider-8", "--seeds", "2", "--num-jobs", "4",
+            "--out-dir", str(out), "--quiet"]
+    assert main(argv) == 0
+    table = (out / "leaderboard.csv").read_text()
+    path = out / "episodes" / "spider-8.json"
+    doc = json.loads(path.read_text())
+    loser = list(csv.DictReader(table.splitlines()))[-1]["agent"]
+    edited = next(i for i, r in enumerate(doc["episodes"]) if r["agent"] == loser)
+    doc["episodes"][edited]["mean_jct_s"] = 1.0
+    path.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sfenv")]  # not the progress
+    assert len(err) == 1 and err[0].startswith(f"sfenv: leaderboard: REJECTED {path}: row {edited} ({loser}, ")
+    assert "mean_jct_s is 1.0 in the file" in err[0] and "--overwrite" in err[0]
+    assert (out / "leaderboard.csv").read_text() == table  # nothing ranked from the edited file
+    assert main([*argv, "--overwrite"]) == 0  # played again: the same table as the honest run
+    assert (out / "leaderboard.csv").read_text() == table
 
 
 def test_leaderboard_says_spider64_is_capped(tmp_path):

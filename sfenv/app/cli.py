@@ -181,10 +181,16 @@ def _add_split_option(p: argparse.ArgumentParser) -> None:
 
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
     from sfenv.app.leaderboard import run_leaderboard
+    from sfenv.runs.replay import Rejected
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
-    res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
-                          resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, **_backend(args))
+    try:
+        res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
+                              resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
+                              **_backend(args))
+    except Rejected as e:  # an episode it would rank does not replay (an edited episodes file)
+        print(f"sfenv: leaderboard: REJECTED {e}", file=sys.stderr)
+        return 1
     settings = res["settings"]
     print(f"leaderboard: {len(settings['scenarios'])} scenarios x {len(settings['agents'])} agents, "
           f"the first {settings['seeds_per_scenario']} test seeds of each (protocol {settings['protocol']})")
@@ -591,7 +597,10 @@ def _add_leaderboard(sub: _Commands) -> None:
     lb = _command(sub, "leaderboard", "every reference agent on the test split of each bundled scenario, ranked",
                   "Play agents on the first --seeds test seeds (sfenv.runs.protocol) of each bundled scenario "
                   "(spider-64 capped at 12 jobs, as the claims are) and write leaderboard.md, .csv, .html and "
-                  ".json to --out-dir. Episodes are saved as they finish; --resume continues an interrupted run.")
+                  ".json to --out-dir. Episodes are saved with their action logs as they finish; --resume continues "
+                  "an interrupted run. Every episode ranked, those of earlier runs included, is replayed and must "
+                  "reproduce its metrics: an edited episodes file is refused (exit 1, naming the file and row; "
+                  "--overwrite plays its episodes again).")
     lb.add_argument("--agents", default="default", metavar="LIST",
                     help=_agents_help() + "; rllib:PATH adds an RLlib checkpoint")
     lb.add_argument("--scenarios", metavar="LIST", help="comma list of bundled scenarios (default: all bundled)")
