@@ -21,7 +21,7 @@ import pytest
 from sfenv.app.cli import main
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
-from sfenv.runs.entry import check_entry
+from sfenv.runs.entry import check_entry, rerecord_command
 from sfenv.runs.replay import Rejected, jct_fields, plan_from_json, replay, validate_rows
 from sfenv.scenario import Scenario, load_scenario
 from sfenv.sim import make_simulator
@@ -29,6 +29,8 @@ from sfenv.sim import make_simulator
 SEEDS = protocol.MIN_ENTRY_SEEDS
 ENTRY = ["--agents", "fifo,spinsearch", "--scenario", "spider-8", "--num-jobs", "4", "--seeds", str(SEEDS), "--quiet",
          "--record-actions"]
+#: the bundled entries CI re-validates (docs/results/leaderboard/entries/README.md)
+BUNDLED = Path(__file__).resolve().parents[1] / "docs" / "results" / "leaderboard" / "entries"
 
 
 @pytest.fixture(scope="module")
@@ -388,3 +390,42 @@ def test_a_policy_stopped_early_is_played_to_the_end_with_waits_and_validates():
     # the two jobs it never started wait to the horizon: the episode's own end, not the step limit's
     assert row["makespan_s"] == sc.cfg.sim.horizon_h * 3600 and row["unfinished"] == 2
     assert validate_rows([row], sc, own_workload=False) == 1
+
+
+# ----------------------------------------------------------------------------- the bundled entries, re-validated
+
+
+def _revalidate_bundled(path: Path) -> str:
+    """Validate a bundled entry as ``sfenv validate`` does; fails saying how to re-record it if it no longer holds."""
+    data = json.loads(path.read_text())
+    settings = data["settings"]
+    rel = path.relative_to(BUNDLED.parents[3]) if path.is_relative_to(BUNDLED.parents[3]) else path
+    again = f"re-record with `{rerecord_command(settings, str(rel))}` (docs/results/leaderboard/entries/README.md)"
+    if settings.get("env_version") != protocol.ENV_VERSION:
+        pytest.fail(f"{rel} was recorded on env {settings.get('env_version')!r}, this sfenv is env "
+                    f"{protocol.ENV_VERSION}: {again}")
+    try:
+        claim, rows = check_entry(data, str(rel))
+        validate_rows(rows)
+    except Rejected as exc:
+        pytest.fail(f"{rel} no longer validates on env {protocol.ENV_VERSION} ({exc}). If the environment's "
+                    f"episodes changed, that needs a new env version (CONTRIBUTING.md); then {again}")
+    return claim.describe()
+
+
+def test_the_bundled_entries_validate_on_this_env_version():
+    paths = sorted(BUNDLED.glob("*.json"))
+    assert paths, f"no bundled entries in {BUNDLED}"
+    for path in paths:
+        assert f"each on the first {protocol.MIN_ENTRY_SEEDS} test seeds" in _revalidate_bundled(path)
+
+
+def test_a_bundled_entry_of_another_env_version_says_how_to_re_record(tmp_path):
+    path = sorted(BUNDLED.glob("*.json"))[0]
+    data = json.loads(path.read_text())
+    data["settings"]["env_version"] = "v0"
+    old = tmp_path / path.name
+    old.write_text(json.dumps(data))
+    with pytest.raises(pytest.fail.Exception, match=r"recorded on env 'v0', this sfenv is env .*re-record with "
+                                                    r"`sfenv evaluate --agents .* --record-actions --overwrite"):
+        _revalidate_bundled(old)
