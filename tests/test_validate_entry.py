@@ -146,7 +146,7 @@ def test_replay_refuses_a_log_cut_short_and_decisions_left_over(entry):
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 4})
     log = row["actions"]
     assert replay(sc, row["seed"], log)["mean_jct_s"] == row["mean_jct_s"]
-    with pytest.raises(InvalidInput, match=r"its 1 decision end at simulated time .* before the episode does"):
+    with pytest.raises(InvalidInput, match=r"it ends after 1 decision, at simulated time .* before the episode does"):
         replay(sc, row["seed"], {**log, "decisions": log["decisions"][:1]})
     with pytest.raises(InvalidInput, match=f"1 of its {len(log['decisions']) + 1} decisions left over"):
         replay(sc, row["seed"], {**log, "decisions": [*log["decisions"], None]})

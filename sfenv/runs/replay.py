@@ -183,7 +183,7 @@ def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]
     if not sim.done:
         unfinished = len(sim.jobs) - sim.finished_count
         held = f"{len(decisions)} decision{'' if len(decisions) == 1 else 's'}"
-        raise InvalidInput(f"action log: its {held} end at simulated time "
+        raise InvalidInput(f"action log: it ends after {held}, at simulated time "
                            f"{sim.time / 3600:.3f} h, before the episode does ({unfinished} of {len(sim.jobs)} "
                            "jobs unfinished); a log must play the episode to its end (every job finished or "
                            "the horizon reached)")
