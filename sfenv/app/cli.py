@@ -486,8 +486,9 @@ def _add_evaluate(sub: _Commands) -> None:
     e.add_argument("--seed", type=non_negative_int, metavar="S",
                    help="explicit seeds S..S+N-1 instead of a split (>= 0; labelled 'explicit seeds')")
     e.add_argument("--record-actions", action="store_true",
-                   help="record each episode's action log and the scenario's hash in --out, making it an entry "
-                        "`sfenv validate` can replay")
+                   help="record each episode's action log, the scenario's hash and the env version in --out, "
+                        "making it an entry `sfenv validate` can judge and replay (an entry holds the first "
+                        f"{protocol.MIN_ENTRY_SEEDS} or more seeds of the test split)")
     e.add_argument("--num-jobs", type=job_count, metavar="N",
                    help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
     e.add_argument("--work-conserving", action="store_true",
