@@ -181,10 +181,16 @@ def _add_split_option(p: argparse.ArgumentParser) -> None:
 
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
     from sfenv.app.leaderboard import run_leaderboard
+    from sfenv.runs.replay import Rejected
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
-    res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
-                          resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, **_backend(args))
+    try:
+        res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
+                              resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
+                              **_backend(args))
+    except Rejected as e:  # an episode it would rank does not replay (an edited episodes file)
+        print(f"sfenv: leaderboard: REJECTED {e}", file=sys.stderr)
+        return 1
     settings = res["settings"]
     print(f"leaderboard: {len(settings['scenarios'])} scenarios x {len(settings['agents'])} agents, "
           f"the first {settings['seeds_per_scenario']} test seeds of each (protocol {settings['protocol']})")
@@ -196,24 +202,36 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    """Judge a leaderboard entry as a whole and replay every episode (``--replay-only``: only replay)."""
     import json
 
+    from sfenv.runs.entry import check_entry
     from sfenv.runs.replay import Rejected, check_split_label, entry_rows, validate_rows
 
+    if args.replay_only and args.split is not None:
+        raise InvalidInput("--split names the split an entry must claim; --replay-only judges no entry")
     try:
         data = json.loads(args.file.read_text())
     except FileNotFoundError:
         raise MissingFile(f"no entry file {args.file}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InvalidInput(f"{args.file}: not a JSON results file ({e})") from None
-    rows = entry_rows(data, str(args.file))
     try:
-        check_split_label(data.get("settings") if isinstance(data, dict) else None, rows)
+        if args.replay_only:
+            rows, claim = entry_rows(data, str(args.file)), None
+            check_split_label(data.get("settings") if isinstance(data, dict) else None, rows)
+        else:
+            claim, rows = check_entry(data, str(args.file), split=args.split or "test")
         n = validate_rows(rows, args.scenario)
     except Rejected as e:
         print(f"sfenv: validate: REJECTED {args.file}: {e}", file=sys.stderr)
         return 1
-    print(f"valid: {n} episodes of {args.file} replayed, every metric reproduced")
+    if claim is None:
+        print(f"replayed: {n} episodes of {args.file}, each to its end, every metric reproduced (--replay-only: "
+              "not judged as an entry; its agents, seeds, split and settings are unchecked)")
+    else:
+        print(f"valid entry {args.file}: {claim.describe()}; {n} episodes replayed to their end, "
+              "every metric reproduced")
     return 0
 
 
@@ -468,8 +486,9 @@ def _add_evaluate(sub: _Commands) -> None:
     e.add_argument("--seed", type=non_negative_int, metavar="S",
                    help="explicit seeds S..S+N-1 instead of a split (>= 0; labelled 'explicit seeds')")
     e.add_argument("--record-actions", action="store_true",
-                   help="record each episode's action log and the scenario's hash in --out, making it an entry "
-                        "`sfenv validate` can replay")
+                   help="record each episode's action log, the scenario's hash and the env version in --out, "
+                        "making it an entry `sfenv validate` can judge and replay (an entry holds the first "
+                        f"{protocol.MIN_ENTRY_SEEDS} or more seeds of the test split)")
     e.add_argument("--num-jobs", type=job_count, metavar="N",
                    help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
     e.add_argument("--work-conserving", action="store_true",
@@ -579,7 +598,10 @@ def _add_leaderboard(sub: _Commands) -> None:
     lb = _command(sub, "leaderboard", "every reference agent on the test split of each bundled scenario, ranked",
                   "Play agents on the first --seeds test seeds (sfenv.runs.protocol) of each bundled scenario "
                   "(spider-64 capped at 12 jobs, as the claims are) and write leaderboard.md, .csv, .html and "
-                  ".json to --out-dir. Episodes are saved as they finish; --resume continues an interrupted run.")
+                  ".json to --out-dir. Episodes are saved with their action logs as they finish; --resume continues "
+                  "an interrupted run. Every episode ranked, those of earlier runs included, is replayed and must "
+                  "reproduce its metrics: an edited episodes file is refused (exit 1, naming the file and row; "
+                  "--overwrite plays its episodes again).")
     lb.add_argument("--agents", default="default", metavar="LIST",
                     help=_agents_help() + "; rllib:PATH adds an RLlib checkpoint")
     lb.add_argument("--scenarios", metavar="LIST", help="comma list of bundled scenarios (default: all bundled)")
@@ -597,13 +619,23 @@ def _add_leaderboard(sub: _Commands) -> None:
 
 def _add_validate(sub: _Commands) -> None:
     """``sfenv validate``: replay a submitted entry (:func:`_cmd_validate`)."""
-    v = _command(sub, "validate", "replay a submitted entry's action logs and check every metric",
-                 "Replay each episode's recorded actions (sfenv evaluate --record-actions) on its scenario and "
-                 "seed. Exit 0 if every metric is reproduced, 1 (naming the first difference) if not, 2 for "
-                 "unreadable input.")
+    v = _command(sub, "validate", "judge a submitted leaderboard entry and replay every episode",
+                 "Check that the file is a whole leaderboard entry (its settings; one episode per agent and seed; "
+                 f"every agent on the same first N >= {protocol.MIN_ENTRY_SEEDS} seeds of the test split; every "
+                 "episode on the settings' scenario, hash and job count; this env version), then replay each "
+                 "episode's recorded actions (sfenv evaluate --record-actions) to the episode's end and compare "
+                 "every metric. Exit 0 if all holds (the line says what was validated), 1 (naming the first "
+                 "problem) if not, 2 for unreadable input. A replay shows that the metrics follow from the "
+                 "actions, not who chose them (docs/protocol.md).")
     v.add_argument("file", type=Path, help="the entry: a results file written with sfenv evaluate --record-actions")
     v.add_argument("--scenario", metavar="NAME|FILE",
-                   help="the scenario the entry was played on (default: each row's bundled scenario by name)")
+                   help="the scenario file the entry was played on, given by you (default: each row's scenario, "
+                        "as a bundled name only; a path in the file is never read)")
+    v.add_argument("--split", choices=protocol.SPLITS,
+                   help="the split the entry must claim (default: test, the leaderboard's)")
+    v.add_argument("--replay-only", action="store_true",
+                   help="only replay each row (to its episode's end) and compare its metrics; do not judge the "
+                        "file as an entry (any seeds, split or settings, fewer seeds)")
     v.set_defaults(fn=_cmd_validate)
 
 

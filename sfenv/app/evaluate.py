@@ -47,7 +47,7 @@ from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario
 from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
 from sfenv.runs.stats import mean_ci  # also imported from here
 from sfenv.scenario import Scenario, load_scenario
-from sfenv.sim import make_simulator
+from sfenv.sim import Simulator, make_simulator
 from sfenv.sim.metrics import EpisodeReport
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,7 +136,9 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     trained with; a model trained before env v1 (its settings name no ``privileged_obs``) whose
     observation space is v0's is played with ``privileged_obs=True`` and its row says so
     (``privileged_obs``).  A policy that never lets time pass (possible without action masks) is stopped
-    after ``max(max_episode_steps, 100 x jobs)`` steps; its unfinished jobs count as such.
+    after ``max(max_episode_steps, 100 x jobs)`` steps, and the rest of its episode is played to the end
+    with waits (logged as such), so its row holds the finished episode's metrics, as every row does,
+    and says ``stopped_early``.
 
     :param record_actions: add the episode's action log (the plan each start action named, None
         for a wait; masked actions change nothing and are left out) and ``scenario_sha``.
@@ -178,6 +180,9 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
             log.append(plan_to_json(None if info["forced_wait"] else plan))
         done = terminated or truncated
         steps += 1
+    for _ in _wait_to_end(sim):  # stopped at the step limit: the episode ends as it would with waits
+        if log is not None:
+            log.append(None)
     records = sim.records()
     report = sim.report()
     row: dict[str, Any] = {"agent": policy.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
@@ -195,6 +200,17 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
         row["actions"] = {"decisions": log, "replans": []}
     env.close()
     return row
+
+
+def _wait_to_end(sim: Simulator) -> Iterator[None]:
+    """Let time pass until ``sim`` is done, one wait at a time (yields after each: one logged decision).
+
+    Each wait is what ``Simulator.run`` does for a ``None`` decision, so a replay of the log, the waits
+    included, plays the same episode to the same end.
+    """
+    while not sim.done:
+        sim.wait()
+        yield None
 
 
 def _fits(policy: SavedPolicy, env: gym.Env) -> bool:
@@ -370,7 +386,9 @@ def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
 
     See :func:`sfenv.runs.results.make_settings`.  With ``seeds``: also the seeds' label (``split``: a
     protocol split, checked to hold exactly its first seeds, or ``"explicit seeds"``), the
-    ``protocol`` version and the ``seeds``; ``record_actions: true`` when action logs are recorded.
+    ``protocol`` version and the ``seeds``; ``record_actions: true`` and the environment version the
+    episodes are played on (``env_version``, :data:`sfenv.runs.protocol.ENV_VERSION`) when action logs
+    are recorded (an entry, :mod:`sfenv.runs.entry`).
 
     :raises InvalidInput: if seeds that are not the split's first are labelled with it.
     """
@@ -379,6 +397,7 @@ def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
         extra.update(protocol.SeedChoice(tuple(seeds), split or protocol.EXPLICIT, scenario.name).record())
     if record_actions:
         extra["record_actions"] = True
+        extra["env_version"] = protocol.ENV_VERSION
     return results.make_settings(scenario, {(a if isinstance(a, str) else a.name): agent_settings(a, agent_kwargs)
                                             for a in agents}, **extra)
 

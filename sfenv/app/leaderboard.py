@@ -4,8 +4,14 @@
 policy joins as ``model:PATH`` or ``rllib:PATH``) on the first ``seeds`` test seeds of the
 protocol (:mod:`sfenv.runs.protocol`) of each scenario, through the one evaluator
 (:func:`sfenv.app.evaluate.evaluate_agents`; ``backend="ray"`` plays the episodes as Ray
-tasks), saving each scenario's episodes to ``<out>/episodes/<scenario>.json`` after every
-episode, so an interrupted run resumes (``resume=True``) where it stopped.
+tasks), saving each scenario's episodes with their action logs to ``<out>/episodes/<scenario>.json``
+after every episode, so an interrupted run resumes (``resume=True``) where it stopped.
+
+Nothing is ranked unchecked: every episode the table uses, those read back from an earlier run's files
+included, is replayed from its action log to the episode's end and must give the metrics its row holds
+(:func:`replay_checked`).  An edited episodes file is refused with one line naming the file and the row
+(``--overwrite`` plays the episodes again); episodes files written before the leaderboard recorded
+action logs differ in their settings (``record_actions``) and are refused likewise.
 
 Per scenario the agents are ranked by mean JCT over seeds (JCT counts unfinished jobs censored
 at the episode's end, :mod:`sfenv.sim.metrics`), and the table gives mean JCT ± the half-width of its
@@ -27,14 +33,17 @@ import html
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sfenv import __version__
 from sfenv.errors import InvalidInput
 from sfenv.runs import log_stderr, protocol
 from sfenv.runs.results import atomic_path, atomic_write_text
 
-__all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "rank", "run_leaderboard", "write_outputs"]
+if TYPE_CHECKING:  # pragma: no cover
+    from sfenv.scenario import Scenario
+
+__all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "rank", "replay_checked", "run_leaderboard", "write_outputs"]
 
 #: jobs per episode of scenarios played capped, and why (said in every output)
 JOB_CAPS: dict[str, int] = {"spider-64": 12}
@@ -76,9 +85,12 @@ def run_leaderboard(
     :param overwrite: replace them instead.
     :return: ``{"settings": ..., "rows": [...], "files": [...]}``.
     :raises InvalidInput: for an unknown scenario, no agents, or bad counts.
+    :raises Rejected: if an episode it would rank does not replay to the metrics its row holds
+        (:func:`replay_checked`: an edited episodes file; nothing is written then).
     """
     from sfenv.agents.registry import resolve_names
     from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
+    from sfenv.runs.replay import scenario_sha
     from sfenv.scenario import bundled_scenarios, load_scenario
 
     bundled = bundled_scenarios()
@@ -104,19 +116,40 @@ def run_leaderboard(
             sc = sc.with_overrides(workload={"num_jobs": cap})
         choice = protocol.resolve_seeds("test", seeds, scenario=name)
         log(f"leaderboard: {name}: {len(names)} agents x {choice.describe()}, {sc.cfg.workload.num_jobs} jobs")
-        episodes = evaluate_agents(names, sc, list(choice.seeds), out=out / "episodes" / f"{name}.json",
-                                   resume=resume, overwrite=overwrite, progress=progress, backend=backend,
-                                   address=address, workers=workers, split="test")
-        wanted = set(choice.seeds)
-        episodes = [r for r in episodes if r["agent"] in names and r["seed"] in wanted]
-        rows.extend(rank(name, names, episodes))
-        from sfenv.runs.replay import scenario_sha
-
+        path = out / "episodes" / f"{name}.json"
+        in_file = evaluate_agents(names, sc, list(choice.seeds), out=path, resume=resume, overwrite=overwrite,
+                                  progress=progress, backend=backend, address=address, workers=workers,
+                                  split="test", record_actions=True)
+        rows.extend(rank(name, names, replay_checked(path, in_file, names, choice.seeds, sc)))
         plays[name] = {"jobs": sc.cfg.workload.num_jobs, "scenario_sha": scenario_sha(sc), **choice.record()}
     settings = {"protocol": protocol.PROTOCOL_VERSION, "env_version": protocol.ENV_VERSION, "sfenv": __version__,
                 "split": "test", "seeds_per_scenario": seeds, "agents": names, "scenarios": plays, "caps": caps}
     files = write_outputs(rows, settings, out)
     return {"settings": settings, "rows": rows, "files": [str(f) for f in files]}
+
+
+def replay_checked(path: Path, in_file: Sequence[dict[str, Any]], names: Sequence[str], seeds: Sequence[int],
+                   sc: Scenario) -> list[dict[str, Any]]:
+    """The rows of ``in_file`` (the episodes file ``path``) of ``names`` and ``seeds``, each replayed and checked.
+
+    A row read back from the file is data that may have been edited since it was played; each one ranked is
+    replayed from its action log on ``sc`` to the episode's end (:func:`sfenv.runs.replay.validate_rows`), and
+    the file must hold one row per agent and seed (:func:`sfenv.runs.entry.check_one_row_each`).
+
+    :raises Rejected: naming ``path`` and the first row that does not hold, and how to play it again.
+    """
+    from sfenv.runs.entry import check_one_row_each
+    from sfenv.runs.replay import Rejected, validate_rows
+
+    agents, wanted = set(names), set(seeds)
+    numbers = [i for i, r in enumerate(in_file) if r.get("agent") in agents and r.get("seed") in wanted]
+    ranked = [in_file[i] for i in numbers]
+    try:
+        check_one_row_each(ranked, [n for n in names if any(r["agent"] == n for r in ranked)], list(seeds), numbers)
+        validate_rows(ranked, sc, numbers=numbers, own_workload=False)
+    except Rejected as exc:
+        raise Rejected(f"{path}: {exc}; --overwrite plays the scenario's episodes again") from None
+    return ranked
 
 
 def rank(scenario: str, names: Sequence[str], episodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
