@@ -142,7 +142,7 @@ def _temporary_name(path: Path, queue) -> None:  # a forked child: the temporary
 
 def test_temporaries_are_per_process(tmp_path):
     path = tmp_path / "r.json"
-    stale = tmp_path / ".r.json.1.tmp"  # another process's temporary, mid-write
+    stale = tmp_path / ".r.json.1.tmp"  # the temporary of a running process (pid 1), mid-write
     stale.write_text("half")
     with atomic_path(path) as tmp:
         assert tmp.name == f".r.json.{os.getpid()}.tmp"
@@ -153,6 +153,10 @@ def test_temporaries_are_per_process(tmp_path):
     child.join(30)
     assert queue.get(timeout=10) == f".r.json.{child.pid}.tmp" != tmp.name
     assert stale.read_text() == "half" and path.read_text() == "{}"
+    killed = tmp_path / f".r.json.{child.pid}.tmp"  # as if that child had been killed mid-write (it has exited)
+    killed.write_text("half")
+    with output_lock(path):  # the next writer removes it; the running process's temporary stays
+        assert not killed.exists() and stale.exists()
 
 
 # ---------------------------------------------------------------- batched writes
@@ -287,7 +291,8 @@ def test_a_full_disk_mid_run_gives_one_line_keeps_the_file_and_resume_completes_
         assert _evaluate(out, 4) == 2
         line = _one_line(capsys)
     assert line.startswith(f"sfenv: cannot write {out}: No space left on device; it holds the 2 episodes of its "
-                           "last write (") and line.endswith("free space and run the same command again to continue")
+                           "last write (")
+    assert line.endswith("run since are not saved); once it can be written, run the same command again to continue")
     # valid JSON with the episodes of before (its settings, written first, name the 2 seeds added)
     assert read_results(out)[1] == before and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
     assert _evaluate(out, 4) == 0  # space again: the same command completes it
@@ -415,4 +420,5 @@ def test_bench_results_smoke(capsys):
     assert "3 seeds: without --out" in out and "x (target <= 1.5x at 4,000 seeds)" in out and "after every" in out
     row = bench_results.measure(2)
     assert row["seeds"] == 2 and row["ratio"] == pytest.approx(row["with_s"] / row["without_s"]) and row["file_mb"] > 0
+    assert row["writes"] >= 2 and 0 < row["write_s"] < row["with_s"]  # the settings first, then the episodes
     assert results.SAVE_INTERVAL_S == 2.0  # --every-episode put the interval back

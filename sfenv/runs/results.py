@@ -40,6 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -264,7 +265,8 @@ def output_lock(path: Path, wait_s: float = 0.0) -> Iterator[None]:
 
     The lock is ``fcntl.flock`` on ``.<name>.lock`` beside ``path`` (its folder is created if missing),
     which holds the process id and is removed when the block ends; the kernel drops the lock of a process
-    that dies, so a killed run never leaves ``path`` locked.  Locks are per file: a process takes each
+    that dies, so a killed run never leaves ``path`` locked, and the temporary it may have left mid-write is
+    removed here.  Locks are per file: a process takes each
     output's lock once.  Without ``fcntl`` (not POSIX) there is no lock.
 
     :param path: the output file.
@@ -287,10 +289,34 @@ def output_lock(path: Path, wait_s: float = 0.0) -> Iterator[None]:
             raise OutputInUse(path, _holder(lock))
         time.sleep(LOCK_POLL_S)
     try:
+        _remove_stale_temporaries(path)
         yield
     finally:
         lock.unlink(missing_ok=True)  # still held: a process waiting on this file finds it gone and makes another
         os.close(fd)
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporaries of ``path`` left by processes killed mid-write (call with its lock held).
+
+    A temporary is ``.<name>.<pid>.tmp`` (:func:`atomic_path`); one whose process no longer runs is
+    stale.  One of a running process is left alone (a writer that takes no lock, or a reused process id).
+    """
+    for tmp in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2:-len(".tmp")]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
 
 
 def _lock(path: Path, lock: Path) -> int | None:
