@@ -489,7 +489,8 @@ def _add_evaluate(sub: _Commands) -> None:
                    help="play every model:PATH agent with wait masked while a candidate can start (the env's "
                         "work_conserving), whatever it was trained with; recorded in --out's settings")
     e.add_argument("--out", type=Path, metavar="FILE",
-                   help="JSON results file, written atomically after each episode (default: none)")
+                   help="JSON results file, rewritten atomically every few seconds as episodes finish, at the end "
+                        "and on Ctrl-C; one sfenv process writes it at a time (default: none)")
     e.add_argument("--resume", action="store_true",
                    help="continue --out, refusing it if it holds other settings (scenario, its hash, job count, "
                         "agents' settings, version); without --resume a file of the same settings is continued "

@@ -344,10 +344,11 @@ def _collect(played: Iterator[tuple[int, dict[str, Any]]], todo: Sequence[tuple[
     except results.OutputError as e:
         if bar is not None:
             bar.close()
-        assert writer is not None  # only writing raises it
+        if writer is None:  # not the results file's (a callback's)
+            raise
         raise results.OutputError(f"{e}; it holds the {writer.saved} episodes of its last write "
-                                  f"({len(rows) - writer.saved} run since are not saved); free space and run the same "
-                                  "command again to continue", e.errno) from None
+                                  f"({len(rows) - writer.saved} run since are not saved); once it can be written, "
+                                  "run the same command again to continue", e.errno) from None
     return rows
 
 
