@@ -7,8 +7,9 @@ where it enters (argparse types below).  Bad input, i.e. any :class:`sfenv.error
 exits with code 2 and a one-line ``sfenv: ...`` message on stderr, before anything is written; so
 do an output another sfenv process is writing (:class:`sfenv.runs.results.OutputInUse`) and an output
 that cannot be written (:class:`sfenv.runs.results.OutputError`: a full disk, a folder that is a file,
-no permission; what was saved before stays whole).  Ctrl-C at any point gives one ``sfenv: interrupted``
-line and exit code 130.  Any other exception is a bug and keeps its traceback.
+no permission; what was saved before stays whole).  Ctrl-C at any point from sfenv's first import on
+gives one ``sfenv: interrupted`` line and exit code 130.  Any other exception is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
