@@ -4,18 +4,24 @@ Paths on the command line (``--scenario FILE``, ``--out``, ``--csv``, ``--out-di
 against the current folder, and results are written there by default.  Every number is checked
 where it enters (argparse types below).  Bad input, i.e. any :class:`sfenv.errors.SfenvError`
 (scenario errors, unknown names, missing files, a missing ``rl`` extra) or an argparse error,
-exits with code 2 and a one-line ``sfenv: ...`` message on stderr, before anything is written;
-any other exception is a bug and keeps its traceback.
+exits with code 2 and a one-line ``sfenv: ...`` message on stderr, before anything is written; so
+do an output another sfenv process is writing (:class:`sfenv.runs.results.OutputInUse`) and an output
+that cannot be written (:class:`sfenv.runs.results.OutputError`: a full disk, a folder that is a file,
+no permission; what was saved before stays whole).  Ctrl-C at any point from sfenv's first import on
+gives one ``sfenv: interrupted`` line and exit code 130.  Any other exception is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import NoReturn, TypeAlias
 
+import sfenv
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
 from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError
@@ -125,7 +131,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         summarise,
         write_csv,
     )
-    from sfenv.runs.results import SettingsMismatch, pick_output
+    from sfenv.runs.results import SettingsMismatch, check_writable, pick_output
 
     names = resolve_names(args.agents)
     sc = load_scenario(args.scenario)
@@ -137,6 +143,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     play = {n: {"work_conserving": True} for n in names if n.startswith("model:")} if args.work_conserving else None
     if args.work_conserving and not play:
         raise InvalidInput("--work-conserving plays saved models (model:PATH) work-conserving; --agents names none")
+    for path in (args.out, args.csv):  # a folder, or a path under a file: said now, not after the run
+        if path is not None:
+            check_writable(path)
     out = args.out
     if out is not None and out.exists() and not args.overwrite:  # never mixed into, never replaced unasked
         settings = run_settings(names, sc, play, seeds=seeds, split=choice.split, record_actions=args.record_actions)
@@ -182,7 +191,9 @@ def _add_split_option(p: argparse.ArgumentParser) -> None:
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
     from sfenv.app.leaderboard import run_leaderboard
     from sfenv.runs.replay import Rejected
+    from sfenv.runs.results import check_writable
 
+    check_writable(args.out_dir, folder=True)  # a file in the way: said now, not after a scenario's episodes
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
     try:
         res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
@@ -240,8 +251,11 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
     from sfenv.app.benchmark import run_benchmark
     from sfenv.app.evaluate import format_table
+    from sfenv.runs.results import check_writable
 
     t0 = time.perf_counter()
+    if args.out_dir is not None:
+        check_writable(args.out_dir, folder=True)
     choice = _seed_choice(args, None)
     res = run_benchmark(args.agents, args.scenario, args.seeds, choice.seeds[0], split=choice.split,
                         num_jobs=args.num_jobs,
@@ -495,7 +509,8 @@ def _add_evaluate(sub: _Commands) -> None:
                    help="play every model:PATH agent with wait masked while a candidate can start (the env's "
                         "work_conserving), whatever it was trained with; recorded in --out's settings")
     e.add_argument("--out", type=Path, metavar="FILE",
-                   help="JSON results file, written atomically after each episode (default: none)")
+                   help="JSON results file, rewritten atomically every few seconds as episodes finish, at the end "
+                        "and on Ctrl-C; one sfenv process writes it at a time (default: none)")
     e.add_argument("--resume", action="store_true",
                    help="continue --out, refusing it if it holds other settings (scenario, its hash, job count, "
                         "agents' settings, version); without --resume a file of the same settings is continued "
@@ -656,15 +671,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for invalid input, with a message and no traceback).
 
-    Only sfenv's own errors (:class:`sfenv.errors.SfenvError`) and argparse's count as invalid
-    input; any other exception propagates with its traceback, since it is a bug.
+    Only sfenv's own errors (:class:`sfenv.errors.SfenvError`: bad input, an output another process is
+    writing, an output that cannot be written such as a full disk) and argparse's count as invalid input;
+    any other exception propagates with its traceback, since it is a bug.  Ctrl-C at any point, from the
+    command's first import on (see ``sfenv/__init__.py``), gives one ``sfenv: interrupted ...`` line and
+    exit code 130.
     """
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:  # argparse: --help (0) or a usage error (2, message already printed)
-        return int(e.code or 0)
-    try:
-        return int(args.fn(args))
+        _ctrl_c_raises()
+        return _run(argv)
     except SfenvError as e:
         print(f"sfenv: {e}", file=sys.stderr)
         return 2
@@ -674,6 +689,26 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1
+
+
+def _run(argv: list[str] | None) -> int:
+    """Parse ``argv`` and run its command; argparse's exits (``--help``, a usage error) return their code."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2, message already printed)
+        return int(e.code or 0)
+    return int(args.fn(args))
+
+
+def _ctrl_c_raises() -> None:
+    """From here on Ctrl-C raises ``KeyboardInterrupt`` (the one-line exit of the start-up ends).
+
+    The sfenv command (console script or ``python -m sfenv``) starts with a SIGINT handler that prints one
+    line and exits 130 while it imports (``sfenv/__init__.py``); the runs need ``KeyboardInterrupt`` back,
+    to save what they finished.  A no-op anywhere else (tests and programs calling :func:`main`).
+    """
+    if signal.getsignal(signal.SIGINT) is sfenv._interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

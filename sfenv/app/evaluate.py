@@ -2,10 +2,11 @@
 
 Each (agent, seed) pair runs ``make_simulator(scenario, seed)`` to the end with the agent's
 ``decide``; the wall time of every ``decide`` call is measured here, outside the simulation, so it
-never enters simulated results.  Results go to a JSON file written atomically after every pair
-(temporary file + ``os.replace``) with the settings that define it (:mod:`sfenv.runs.results`); pairs
-already in an existing file of the same settings are skipped, so an interrupted sweep continues where
-it stopped, and a file of other settings is refused, never mixed into.
+never enters simulated results.  Results go to a JSON file with the settings that define it
+(:mod:`sfenv.runs.results`), rewritten atomically (temporary file + ``os.replace``) every few seconds as
+pairs finish, at the end and on Ctrl-C, under a lock that keeps a second process out; pairs already in
+an existing file of the same settings are skipped, so an interrupted sweep continues where it stopped,
+and a file of other settings is refused, never mixed into.
 
 Backends: ``backend="serial"`` (the default) plays the pairs one after the other in this process;
 ``backend="ray"`` plays each (agent, seed) episode as a Ray task (:mod:`sfenv.runs.distributed`, the
@@ -23,6 +24,7 @@ over seeds with a 95 % Student-t confidence interval, :func:`format_table` print
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -264,8 +266,11 @@ def evaluate_agents(
     :func:`run_policy_episode`; their rows are named by that string).
 
     :param num_jobs: override the scenario's workload size.
-    :param out: results file (:mod:`sfenv.runs.results`: the run's settings and its episodes), updated
-        atomically after each pair.  An existing file with the same settings is continued: pairs
+    :param out: results file (:mod:`sfenv.runs.results`: the run's settings and its episodes), rewritten
+        atomically as pairs finish, at most every few seconds (:class:`~sfenv.runs.results.ResultsWriter`:
+        a killed process loses the pairs of the last interval at most), at the end and on Ctrl-C.  This
+        process holds its lock (:func:`~sfenv.runs.results.output_lock`) for the whole run, from the read
+        of the file on.  An existing file with the same settings is continued: pairs
         already in it are skipped, new agents and seeds are added, and the rows returned are all
         the file's.  One with other settings raises :class:`~sfenv.runs.results.SettingsMismatch`
         naming each difference, and is left as it was.
@@ -285,6 +290,9 @@ def evaluate_agents(
     :raises InvalidInput: for an unknown backend, or ``address``/``workers`` without ``backend="ray"``,
         or an ``out`` that is not a results file.
     :raises Interrupted: on Ctrl-C, after the episodes finished so far are saved (the count is in the message).
+    :raises OutputInUse: (an ``InvalidInput``) if another process is writing ``out``.
+    :raises OutputError: (an ``OSError``) if ``out`` cannot be written (a full disk, a folder that is a file);
+        the file then holds what its last write saved, and the same call again continues from there.
     """
     from sfenv.runs.distributed import check_backend
 
@@ -294,46 +302,84 @@ def evaluate_agents(
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
     settings = run_settings(agents, sc, agent_kwargs, seeds=seeds, split=split, record_actions=record_actions)
     out_path = Path(out) if out else None
-    settings, rows = _continued(out_path, settings, overwrite)  # before any agent is built or episode run
-    instances = [_instance(a, agent_kwargs) for a in agents]
-    done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
-    todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
-    bar = _progress_bar(len(todo), f"evaluate {sc.name}") if progress and todo else None
-    played = _episodes(todo, sc, record_actions, backend, address, workers)
+    with results.output_lock(out_path) if out_path else contextlib.nullcontext():  # held from the read on
+        settings, rows = _continued(out_path, settings, overwrite)  # before any agent is built or episode run
+        instances = [_instance(a, agent_kwargs) for a in agents]
+        done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
+        todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
+        writer = results.ResultsWriter(out_path, settings, rows) if out_path else None
+        if writer is not None:  # the settings first: an interrupted run leaves a file that says what it holds
+            writer.save()
+        bar = _progress_bar(len(todo), f"evaluate {sc.name}") if progress and todo else None
+        played = _episodes(todo, sc, record_actions, backend, address, workers)
+        return _collect(played, todo, rows, writer, on_row, bar)
+
+
+def _collect(played: Iterator[tuple[int, dict[str, Any]]], todo: Sequence[tuple[Player, int]],
+             rows: list[dict[str, Any]], writer: results.ResultsWriter | None, on_row: Callable[[dict], None] | None,
+             bar: tqdm | None) -> list[dict[str, Any]]:
+    """Add each episode of ``played`` to ``rows`` (and to the results file through ``writer``) as it finishes.
+
+    The file is rewritten every few seconds (:class:`sfenv.runs.results.ResultsWriter`) and at the end,
+    with the rows in the serial order (``todo``'s) whatever order they finished in.
+
+    :return: ``rows``, the new ones added.
+    :raises Interrupted: on Ctrl-C, after every episode finished is saved (a second Ctrl-C waits for the save).
+    :raises OutputError: if the file cannot be written (a full disk); it then holds the rows of its last write.
+    """
     first_new = len(rows)
     order: dict[int, int] = {}  # todo index -> position in rows (completion order)
-    if out_path:  # the settings first: an interrupted run leaves a file that says what it holds
-        atomic_write_json(out_path, results.results_document(settings, rows))
-    rows_saved = len(rows)  # rows the file holds
     try:
         for i, row in played:
             agent, seed = todo[i]
             row["agent"] = agent.name  # a policy loaded on a worker from its resolved path keeps the name given
             order[i] = len(rows)
-            rows.append(row)
-            if out_path:
-                atomic_write_json(out_path, results.results_document(settings, rows))
-                rows_saved = len(rows)
+            if writer is not None:
+                writer.add(row)
+            else:
+                rows.append(row)
             if on_row:
                 on_row(row)
             if bar is not None:
                 bar.set_postfix_str(f"{agent.name} seed {seed}")
                 bar.update()
+        if bar is not None:
+            bar.close()
+        if order != {i: first_new + i for i in order}:  # finished out of order (ray): save in the serial order
+            positions = list(range(first_new)) + [order[i] for i in sorted(order)]
+            if writer is not None:
+                writer.reorder(positions)
+            else:
+                rows[:] = [rows[k] for k in positions]
+        if writer is not None:
+            writer.flush()
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
-        if out_path and rows_saved < len(rows):  # Ctrl-C came during the last write: save the episode it held
-            atomic_write_json(out_path, results.results_document(settings, rows))
-        where = f" in {out_path}" if out_path else " (no --out file: nothing was saved)"
-        raise Interrupted(f"interrupted: {len(rows) - first_new} episodes run now, {len(rows)} saved{where}; "
-                          "run the same command again to continue") from None
-    if bar is not None:
-        bar.close()
-    if order != {i: first_new + i for i in order}:  # finished out of order (ray): save in the serial order
-        rows = rows[:first_new] + [rows[order[i]] for i in sorted(order)]
-        if out_path:
-            atomic_write_json(out_path, results.results_document(settings, rows))
+        raise _interrupted(writer, len(rows) - first_new) from None
+    except results.OutputError as e:
+        if bar is not None:
+            bar.close()
+        if writer is None:  # not the results file's (a callback's)
+            raise
+        raise results.OutputError(f"{e}; it holds the {writer.saved} episodes of its last write "
+                                  f"({len(rows) - writer.saved} run since are not saved); once it can be written, "
+                                  "run the same command again to continue", e.errno) from None
     return rows
+
+
+def _interrupted(writer: results.ResultsWriter | None, run_now: int) -> Interrupted:
+    """Ctrl-C: save every episode finished (a second Ctrl-C waits for the save) and say what the file holds."""
+    if writer is None:
+        return Interrupted(f"interrupted: {run_now} episodes run now (no --out file: nothing was saved)")
+    note = ""
+    with results.ctrl_c_held():
+        try:
+            writer.flush()
+        except results.OutputError as e:
+            note = f" ({len(writer.rows) - writer.saved} more could not be saved: {e})"
+    return Interrupted(f"interrupted: {run_now} episodes run now, {writer.saved} saved in {writer.path}{note}; "
+                       "run the same command again to continue")
 
 
 def _continued(out_path: Path | None, settings: dict[str, Any],

@@ -5,7 +5,8 @@ policy joins as ``model:PATH`` or ``rllib:PATH``) on the first ``seeds`` test se
 protocol (:mod:`sfenv.runs.protocol`) of each scenario, through the one evaluator
 (:func:`sfenv.app.evaluate.evaluate_agents`; ``backend="ray"`` plays the episodes as Ray
 tasks), saving each scenario's episodes with their action logs to ``<out>/episodes/<scenario>.json``
-after every episode, so an interrupted run resumes (``resume=True``) where it stopped.
+as they finish (:class:`sfenv.runs.results.ResultsWriter`; one process writes a file at a time), so an
+interrupted run resumes (``resume=True``) where it stopped.
 
 Nothing is ranked unchecked: every episode the table uses, those read back from an earlier run's files
 included, is replayed from its action log to the episode's end and must give the metrics its row holds
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from sfenv import __version__
 from sfenv.errors import InvalidInput
 from sfenv.runs import log_stderr, protocol
-from sfenv.runs.results import atomic_path, atomic_write_text
+from sfenv.runs.results import atomic_paths, output_lock
 
 if TYPE_CHECKING:  # pragma: no cover
     from sfenv.scenario import Scenario
@@ -49,6 +50,8 @@ __all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "rank", "replay_checked", "ru
 JOB_CAPS: dict[str, int] = {"spider-64": 12}
 #: test seeds per scenario by default
 DEFAULT_SEEDS = 10
+#: how long :func:`write_outputs` waits for another process writing the same outputs (seconds)
+OUTPUTS_LOCK_WAIT_S = 30.0
 #: (key, header, format) of the table's columns after rank, scenario and agent
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("mean_jct_h", "mean JCT h", ".3f"),
@@ -214,11 +217,18 @@ def _notes(settings: dict[str, Any]) -> list[str]:
 
 
 def write_outputs(rows: Sequence[dict[str, Any]], settings: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """Write ``leaderboard.md``, ``.csv``, ``.html`` and ``.json`` into ``out_dir``; returns their paths."""
+    """Write ``leaderboard.md``, ``.csv``, ``.html`` and ``.json`` into ``out_dir``; returns their paths.
+
+    The four are written as a set (:func:`sfenv.runs.results.atomic_paths`): all replaced, or, when one cannot
+    be written (a full disk), none and no temporary left; one process at a time (the lock of
+    ``leaderboard.json``, waited for a few seconds).
+
+    :raises OutputError: if they cannot be written, naming the file or folder.
+    :raises OutputInUse: if another process holds their lock for longer than :data:`OUTPUTS_LOCK_WAIT_S`.
+    """
     import json
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     header = ["rank", "scenario", "agent", *[h for _, h, _ in COLUMNS]]
     body = [[str(r["rank"]), r["scenario"], r["agent"], *[_cell(r, k, f) for k, _, f in COLUMNS]] for r in rows]
     notes = _notes(settings)
@@ -226,16 +236,18 @@ def write_outputs(rows: Sequence[dict[str, Any]], settings: dict[str, Any], out_
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
           *["| " + " | ".join(b) + " |" for b in body]]
     paths = {k: out / f"leaderboard.{k}" for k in ("md", "csv", "html", "json")}
-    atomic_write_text(paths["md"], "\n".join(md) + "\n")
     fields = ["scenario", "rank", "agent", "seeds", "mean_jct_h", "mean_jct_h_ci", "ratio_to_best", "ratio_low",
               "ratio_high", "p95_jct_h", "cost_usd", "throughput_tok_s", "unfinished", "jobs"]
-    with atomic_path(paths["csv"]) as tmp, tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({**r, "jobs": settings["scenarios"].get(r["scenario"], {}).get("jobs", "")})
-    atomic_write_text(paths["html"], _html(header, body, notes))
-    atomic_write_text(paths["json"], json.dumps({"settings": settings, "rows": list(rows)}, indent=1, allow_nan=True))
+    with output_lock(paths["json"], wait_s=OUTPUTS_LOCK_WAIT_S), atomic_paths(list(paths.values())) as tmps:
+        tmp = dict(zip(paths, tmps))
+        tmp["md"].write_text("\n".join(md) + "\n")
+        with tmp["csv"].open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+            w.writeheader()
+            for r in rows:
+                w.writerow({**r, "jobs": settings["scenarios"].get(r["scenario"], {}).get("jobs", "")})
+        tmp["html"].write_text(_html(header, body, notes))
+        tmp["json"].write_text(json.dumps({"settings": settings, "rows": list(rows)}, indent=1, allow_nan=True))
     return list(paths.values())
 
 
