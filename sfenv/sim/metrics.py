@@ -16,7 +16,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["EpisodeReport", "JobRecord", "Segment"]
+__all__ = ["ADDED_REPORT_FIELDS", "EpisodeReport", "JobRecord", "Segment"]
+
+#: :class:`EpisodeReport` fields added after results files were first written (egress billing): a row
+#: without them comes from an older sfenv, and readers take them as unknown (NaN), not as an error
+ADDED_REPORT_FIELDS: tuple[str, ...] = ("egress_usd", "total_cost_usd")
 
 #: one run of a job: (start s, end s, ((region, GPUs), ...)); a job has one per start (preemptions add runs)
 Segment = tuple[float, float, tuple[tuple[int, int], ...]]
