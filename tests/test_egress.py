@@ -305,3 +305,26 @@ def test_zero_egress_gives_the_recorded_env_rewards():
     assert got["reward_sum"] == recorded["reward_sum"] and got["steps"] == recorded["steps"]
     assert _old_fields(got["report"]) == recorded["report"]
     assert math.isfinite(float(got["report"]["egress_usd"]))
+
+
+# ---------------------------------------------------------------- cost-aware agents
+def test_bace_pipe_counts_egress_in_a_paths_cost():
+    from agent_worlds import job, region
+    from sfenv.agents.bace_pipe import BACEPipeAgent
+
+    def three_regions(cheap_pair: tuple[int, int] | None) -> Simulator:
+        regions = [region("a", 24, "z"), region("b", 24, "z"), region("c", 24, "z")]
+        topo = Topology(regions, [Link(0, 1, 100, 1), Link(0, 2, 100, 1), Link(1, 2, 100, 1)])
+        price = np.full((3, 3), 0.2 / BYTES_PER_GB)
+        np.fill_diagonal(price, 0.0)
+        if cheap_pair is not None:
+            price[cheap_pair] = price[cheap_pair[::-1]] = 0.01 / BYTES_PER_GB
+        return Simulator(topo, PriceSeries(["z"], np.full((1, 24), 50.0)),
+                         [job(0, model="gpt-6.7b", min_gpus=30, max_gpus=40)], SimConfig(), egress_usd_per_byte=price)
+
+    # equal electricity and speed on every pair: electricity alone picks the first path, (a, b)
+    assert BACEPipeAgent(egress=False).decide(three_regions((1, 2)).view()).regions == (0, 1)
+    assert BACEPipeAgent().decide(three_regions(None).view()).regions == (0, 1)
+    # with egress counted, the pair whose bytes cost 0.01 instead of 0.2 USD/GB wins
+    plan = BACEPipeAgent().decide(three_regions((1, 2)).view())
+    assert set(plan.regions) == {1, 2}
