@@ -159,13 +159,20 @@ class RegionCfg(_Strict):
 
 
 class LinkCfg(_Strict):
-    """A WAN link between two named regions."""
+    """A WAN link between two named regions.
+
+    ``bandwidth_gbps`` is the capacity the link's flows share; ``pair_gbps_ab`` / ``pair_gbps_ba``, where
+    given, the measured rate of one VM pair from ``a`` to ``b`` / from ``b`` to ``a``: every flow (one
+    replica pair of a pipeline hop, one ring edge) runs at most at it (:class:`sfenv.world.topology.Link`).
+    """
 
     a: str
     b: str
     bandwidth_gbps: PosFloat
     latency_ms: NonNegFloat
     dynamic: bool = False
+    pair_gbps_ab: PosFloat | None = None
+    pair_gbps_ba: PosFloat | None = None
 
 
 class TopologyCfg(_Strict):
@@ -473,7 +480,8 @@ class Scenario:
                 name = getattr(ln, end)
                 if name not in index:
                     raise self._err(f"topology.links[{k}].{end}", name, f"a region name, one of {sorted(index)}")
-            links.append(Link(index[ln.a], index[ln.b], ln.bandwidth_gbps, ln.latency_ms))
+            links.append(Link(index[ln.a], index[ln.b], ln.bandwidth_gbps, ln.latency_ms, ln.pair_gbps_ab,
+                              ln.pair_gbps_ba))
         self._dynamic_links = tuple(k for k, ln in enumerate(links_cfg) if ln.dynamic)
         try:
             topo = Topology(regions, links)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -328,3 +329,24 @@ def test_bace_pipe_counts_egress_in_a_paths_cost():
     # with egress counted, the pair whose bytes cost 0.01 instead of 0.2 USD/GB wins
     plan = BACEPipeAgent().decide(three_regions((1, 2)).view())
     assert set(plan.regions) == {1, 2}
+
+
+def test_the_table_script_writes_a_table_sfenv_reads(tmp_path):
+    from sfenv.experiments.derive_egress_prices import OTHER_CLOUDS, main
+
+    from sfenv.world.egress import read_egress_table
+
+    aws = tmp_path / "aws_transfer_costs.csv"
+    aws.write_text("src,dst,cost\nus-east-1,internet,0.09\nus-east-1,us-west-1,0.02\nus-west-1,us-east-1,0.02\n")
+    out = tmp_path / "table.csv"
+    argv, sys.argv = sys.argv, ["derive_egress_prices", "--aws-csv", str(aws), "--out", str(out)]
+    try:
+        main()
+    finally:
+        sys.argv = argv
+    table = read_egress_table(out, "test")
+    assert len(table.prices) == 3 + len(OTHER_CLOUDS)
+    assert table.usd_per_gb(AWS_EAST, AWS_WEST) == 0.02 and table.usd_per_gb(AWS_EAST, GCP_MUMBAI) == 0.09
+    # the bundled table holds every one of these GCP and Azure rows
+    bundled = load_egress_table().prices
+    assert all(bundled[row[:4]] == row[4] for row in OTHER_CLOUDS)
