@@ -350,3 +350,30 @@ def test_the_table_script_writes_a_table_sfenv_reads(tmp_path):
     # the bundled table holds every one of these GCP and Azure rows
     bundled = load_egress_table().prices
     assert all(bundled[row[:4]] == row[4] for row in OTHER_CLOUDS)
+
+
+def test_the_platform_total_is_the_sum_of_the_jobs_bills_and_forks_are_independent():
+    from sfenv.agents.registry import make_agent
+
+    sim = make_simulator(load_scenario("spider-8").with_overrides(workload={"num_jobs": 12}), 0)
+    agent = make_agent("spantrain")
+    agent.reset(0)
+    checked = 0
+    while not sim.done:
+        plan = agent.decide(sim.view())
+        if plan is None:
+            sim.wait()
+        else:
+            sim.schedule(plan)
+            sim.advance()
+        total = sum(r.egress_usd for r in sim.records())  # records accrue to each job's last update only
+        assert sim.egress_usd() >= total - 1e-9 * max(1.0, total)
+        checked += 1
+        if checked == 6:
+            twin = sim.fork()
+            before = sim.egress_usd()
+            twin.run(agent.decide)
+            assert sim.egress_usd() == before and twin.egress_usd() >= before
+    report = sim.report()
+    assert report.egress_usd > 0
+    assert sim.egress_usd() == pytest.approx(report.egress_usd, rel=1e-9)
