@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from sfenv.errors import InvalidInput
 from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan
@@ -377,3 +378,26 @@ def test_the_platform_total_is_the_sum_of_the_jobs_bills_and_forks_are_independe
     report = sim.report()
     assert report.egress_usd > 0
     assert sim.egress_usd() == pytest.approx(report.egress_usd, rel=1e-9)
+
+
+def test_a_scenario_can_name_its_own_price_table(tmp_path):
+    (tmp_path / "prices.csv").write_text("src_cloud,src_region,dst_cloud,dst_region,usd_per_gb\n"
+                                         "acme,r1,acme,r2,0.5\nacme,r2,acme,r1,0.25\n")
+    data = {
+        "name": "own-table",
+        "topology": {"regions": [{"name": "x", "gpu": "A100-80GB", "gpus": 8, "zone": "z", "cloud": "acme",
+                                  "cloud_region": "r1"},
+                                 {"name": "y", "gpu": "A100-80GB", "gpus": 8, "zone": "z", "cloud": "acme",
+                                  "cloud_region": "r2"}],
+                     "links": [{"a": "x", "b": "y", "bandwidth_gbps": 10, "latency_ms": 10}]},
+        "prices": {"kind": "time_of_use", "zones": {"z": {"base": 40, "peak": 80}}},
+        "egress": {"table": "prices.csv"},
+    }
+    path = tmp_path / "own.yaml"
+    path.write_text(yaml.safe_dump(data))
+    m = load_scenario(path).egress_usd_per_byte * BYTES_PER_GB
+    assert m[0, 1] == pytest.approx(0.5) and m[1, 0] == pytest.approx(0.25)
+    data["egress"]["table"] = "missing.csv"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ScenarioError, match=r"egress\.table.*missing\.csv"):
+        load_scenario(path)
