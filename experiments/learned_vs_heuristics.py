@@ -206,8 +206,10 @@ def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[
 def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> float:
     """What the scenario's reward minimises over an episode: minus its undiscounted return, penalties aside.
 
-    ``jct_weight * sum(JCT) / (3600 K) + cost_weight * cost - throughput_weight * tokens / 1e9``
-    (:class:`sfenv.env.GeoSchedEnv`'s reward; the sum of censored JCTs is the episode's job-time).
+    ``jct_weight * sum(JCT) / (3600 K) + cost_weight * cost + egress_weight * egress
+    - throughput_weight * tokens / 1e9`` (:class:`sfenv.env.GeoSchedEnv`'s reward; the sum of censored
+    JCTs is the episode's job-time; ``egress_weight`` is ``cost_weight`` where the scenario gives none;
+    a row written before egress was billed counts none).
     With a cost weight this is the fair single figure: JCT and cost ratios alone can each favour a
     policy that trades one for the other.
     """
@@ -216,8 +218,9 @@ def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> 
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
     w = sc.cfg.reward
     job_h = float(np.sum(row["jcts_s"])) / 3600.0
+    egress_weight = w.cost_weight if w.egress_weight is None else w.egress_weight
     return (w.jct_weight * job_h / sc.cfg.env.queue_window + w.cost_weight * row["cost_usd"]
-            - w.throughput_weight * row["total_tokens"] / 1e9)
+            + egress_weight * row.get("egress_usd", 0.0) - w.throughput_weight * row["total_tokens"] / 1e9)
 
 
 def report(spec: str, res: dict) -> None:

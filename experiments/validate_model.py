@@ -41,6 +41,13 @@ per-run error spread a model could have and still rank each model's runs at 0.9 
 this model's: :func:`error_for_rank_target`), and per tensor-parallel degree the median
 model/measured ratio with the share of the modelled stage time that is tensor-parallel all-reduce.
 
+It also prints, per bundled scenario, the share of iteration time a multi-region plan spends on the
+WAN (:func:`wan_share`): for up to 12 region pairs joined by a link (spread over the links'
+bandwidths), the fastest plan of the scenario's most frequent model over the pair on an idle
+platform (:func:`sfenv.model.planning.fit_plan`), and ``1 - T_free / T``, with ``T_free`` the same
+plan's iteration time over a WAN without latency or bandwidth limit: the WAN transfer and latency
+that compute does not hide.
+
 ``--fit`` refits the kernel model (:class:`sfenv.world.hardware.KernelModel`) by least squares on
 ``log(model / measured)`` over both shared sets and prints held-out checks (fit on the
 single-server set, check multi-node; fit on hidden 1024, check hidden 2048), the ceiling of
@@ -68,8 +75,10 @@ from typing import Any
 import numpy as np
 
 from sfenv.model.perf import PerfParams, Plan, PlanPerf, Stage, evaluate_plan, stage_layer_split
+from sfenv.model.planning import fit_plan
+from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
 from sfenv.world.hardware import A100_KERNELS, GPUSpec, KernelModel, get_gpu
-from sfenv.world.topology import Region, Topology
+from sfenv.world.topology import Link, Region, Topology
 from sfenv.world.workload import JobSpec, ModelSpec
 
 __all__ = [
@@ -95,6 +104,7 @@ __all__ = [
     "published_table",
     "summarise",
     "top1_regret",
+    "wan_share",
 ]
 
 SINGLE = "megatron_a100_single_node.csv"
@@ -691,6 +701,61 @@ def _print_fits(single: list[Run], multi: list[Run], resamples: int) -> None:
                                                                     on_small, resamples))
 
 
+def _free_wan(topo: Topology) -> Topology:
+    """``topo`` with every WAN link at 1e9 Gbit/s, no latency and no per-VM-pair cap (intra-region figures kept)."""
+    return Topology(topo.regions, [Link(ln.a, ln.b, 1e9, 0.0) for ln in topo.links])
+
+
+def _spread(items: Sequence[int], n: int) -> list[int]:
+    """At most ``n`` of ``items``, evenly spaced (all of them when there are no more than ``n``)."""
+    if len(items) <= n:
+        return list(items)
+    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)]
+
+
+def wan_share(scenario: Scenario, max_pairs: int = 12) -> dict:
+    """Share of iteration time a plan across two regions spends on the WAN, over region pairs of ``scenario``.
+
+    The job: the scenario's most frequent model (the larger on a tie), its first global batch and GPU
+    bounds.  For up to ``max_pairs`` links (spread over the links sorted by bandwidth) the plan is
+    :func:`sfenv.model.planning.fit_plan`'s on the link's two regions (each at most half the job's
+    ``max_gpus``), at nominal link capacities with no other traffic; its WAN share is
+    ``1 - T_free / T``, ``T_free`` its iteration time with every WAN link free (no latency, no
+    bandwidth limit, :func:`_free_wan`).
+
+    :return: ``{"scenario", "model", "pairs" (planned), "shares" (one per pair), "median", "low", "high"}``;
+        NaN figures when no pair holds the job.
+    """
+    cfg = scenario.cfg
+    topo = scenario.topology
+    w, s = cfg.workload, cfg.sim
+    params = PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom)
+    mix = max(w.models, key=lambda m: (m.weight, m.spec().params))
+    job = JobSpec(0, mix.spec(), w.global_batch[0], 1, 0.0, w.min_gpus, w.max_gpus)
+    free = _free_wan(topo)
+    links = _spread(sorted(range(topo.num_links), key=lambda k: (topo.links[k].bandwidth_gbps, k)), max_pairs)
+    shares = []
+    for k in links:
+        a, b = topo.links[k].a, topo.links[k].b
+        budget = [min(topo.regions[r].num_gpus, max(1, w.max_gpus // 2)) for r in (a, b)]
+        res = fit_plan(job, topo, [a, b], budget, lambda p, j: evaluate_plan(p, j, topo, params), schedule=s.schedule)
+        if res is None or len(res[0].regions) < 2:
+            continue
+        t_free = evaluate_plan(res[0], job, free, params).iter_time
+        shares.append(max(0.0, 1.0 - t_free / res[1].iter_time))
+    arr = np.array(shares) if shares else np.array([math.nan])
+    return {"scenario": scenario.name, "model": job.model.name, "pairs": len(shares), "shares": shares,
+            "median": float(np.median(arr)), "low": float(arr.min()), "high": float(arr.max())}
+
+
+def _print_wan_share(rows: Sequence[dict]) -> None:
+    print("WAN share of iteration time (a plan over two regions per link, up to 12 links per scenario, idle "
+          "platform; 1 - time with a free WAN / time):")
+    for r in rows:
+        print(f"  {r['scenario']:<22} {r['model']:<10} {r['pairs']:>2} pairs   median {100 * r['median']:5.1f} %  "
+              f"({100 * r['low']:.1f}-{100 * r['high']:.1f} %)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -713,6 +778,7 @@ def main(argv: list[str] | None = None) -> int:
     _print_set("multi-node 3.6B / 18.4B (vTrain)", summarise(multi, k, args.resamples))
     _print_published(k)
     _print_mosaicml()
+    _print_wan_share([wan_share(load_scenario(name)) for name in bundled_scenarios()])
     if args.fit:
         _print_fits(single, multi, args.resamples)
     return 0

@@ -24,6 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from sfenv.errors import SfenvError
 from sfenv.model.perf import SCHEDULES
+from sfenv.world.egress import DEFAULT_USD_PER_GB, CloudSite, EgressTable, egress_price_matrix, load_egress_table
 from sfenv.world.generators import GeneratedTopology, spider_topology, waxman_topology
 from sfenv.world.hardware import GPU_CATALOGUE, get_gpu
 from sfenv.world.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
@@ -132,6 +133,10 @@ class RegionCfg(_Strict):
     gpus_per_server: PosInt = 8
     utc_offset_h: Annotated[float, _NUM, Field(ge=-12, le=14)] = 0.0
     tier: str = "cloud"
+    #: the cloud provider hosting the region (``aws``, ``gcp``, ``azure``), or None (not a cloud's region)
+    cloud: str | None = None
+    #: the provider's name of the region (``us-east-1``; GCP without the zone), priced by ``egress.table``
+    cloud_region: str | None = None
 
     @field_validator("gpu")
     @classmethod
@@ -140,15 +145,34 @@ class RegionCfg(_Strict):
             raise ValueError(f"unknown GPU type {v!r}; expected one of {sorted(GPU_CATALOGUE)}")
         return v
 
+    @model_validator(mode="after")
+    def _cloud(self) -> RegionCfg:
+        if self.cloud_region is not None and self.cloud is None:
+            raise ValueError(f"cloud_region {self.cloud_region!r} needs the region's cloud (e.g. cloud: aws)")
+        return self
+
+    def cloud_site(self) -> CloudSite | None:
+        """The region's cloud region, when both ``cloud`` and ``cloud_region`` are given."""
+        if self.cloud is None or self.cloud_region is None:
+            return None
+        return CloudSite(self.cloud, self.cloud_region)
+
 
 class LinkCfg(_Strict):
-    """A WAN link between two named regions."""
+    """A WAN link between two named regions.
+
+    ``bandwidth_gbps`` is the capacity the link's flows share; ``pair_gbps_ab`` / ``pair_gbps_ba``, where
+    given, the measured rate of one VM pair from ``a`` to ``b`` / from ``b`` to ``a``: every flow (one
+    replica pair of a pipeline hop, one ring edge) runs at most at it (:class:`sfenv.world.topology.Link`).
+    """
 
     a: str
     b: str
     bandwidth_gbps: PosFloat
     latency_ms: NonNegFloat
     dynamic: bool = False
+    pair_gbps_ab: PosFloat | None = None
+    pair_gbps_ba: PosFloat | None = None
 
 
 class TopologyCfg(_Strict):
@@ -317,12 +341,31 @@ class SimCfg(_Strict):
 
 
 class RewardCfg(_Strict):
-    """Reward weights (see :class:`sfenv.env.GeoSchedEnv`)."""
+    """Reward weights (see :class:`sfenv.env.GeoSchedEnv`).
+
+    ``cost_weight`` weighs each USD of electricity, ``egress_weight`` each USD of egress (bytes sent
+    between regions, ``egress`` section); left out, ``egress_weight`` is ``cost_weight`` (a dollar is a
+    dollar).
+    """
 
     jct_weight: NonNegFloat = 1.0
     cost_weight: NonNegFloat = 0.0
+    egress_weight: NonNegFloat | None = None
     throughput_weight: NonNegFloat = 0.0
     invalid_action_penalty: NonNegFloat = 0.1
+
+
+class EgressCfg(_Strict):
+    """What bytes leaving a region cost (:mod:`sfenv.world.egress`), billed on every cross-region byte.
+
+    ``table``: ``"skyplane"`` (the bundled public list prices of AWS, GCP and Azure), ``"none"``, or
+    the path of a CSV in the same format; it prices the pairs of regions that both give ``cloud`` and
+    ``cloud_region``.  Every other pair of different regions costs ``default_usd_per_gb`` (AWS's
+    0.02 USD/GB between most of its regions; 0 turns egress off there).
+    """
+
+    table: str = "skyplane"
+    default_usd_per_gb: NonNegFloat = DEFAULT_USD_PER_GB
 
 
 class EnvCfg(_Strict):
@@ -347,6 +390,7 @@ class ScenarioCfg(_Strict):
     sim: SimCfg = Field(default_factory=SimCfg)
     reward: RewardCfg = Field(default_factory=RewardCfg)
     env: EnvCfg = Field(default_factory=EnvCfg)
+    egress: EgressCfg = Field(default_factory=EgressCfg)
 
 
 def _fmt_loc(loc: tuple[Any, ...]) -> str:
@@ -386,6 +430,7 @@ class Scenario:
         self._generated: GeneratedTopology | None = None
         _ = self.topology  # validate cross references now
         _ = self.price_csv, self.trace_rows  # and read the named CSV files: errors at load, not mid-run
+        _ = self.egress_usd_per_byte  # and price every region pair: errors at load
 
     @property
     def name(self) -> str:
@@ -419,6 +464,7 @@ class Scenario:
     def topology(self) -> Topology:
         """The static topology (validated: known regions in links, connected graph)."""
         regions_cfg, links_cfg = self._topology_data()
+        self._region_cfgs = tuple(regions_cfg)
         index = {r.name: i for i, r in enumerate(regions_cfg)}
         regions = [
             Region(
@@ -434,7 +480,8 @@ class Scenario:
                 name = getattr(ln, end)
                 if name not in index:
                     raise self._err(f"topology.links[{k}].{end}", name, f"a region name, one of {sorted(index)}")
-            links.append(Link(index[ln.a], index[ln.b], ln.bandwidth_gbps, ln.latency_ms))
+            links.append(Link(index[ln.a], index[ln.b], ln.bandwidth_gbps, ln.latency_ms, ln.pair_gbps_ab,
+                              ln.pair_gbps_ba))
         self._dynamic_links = tuple(k for k, ln in enumerate(links_cfg) if ln.dynamic)
         try:
             topo = Topology(regions, links)
@@ -487,6 +534,39 @@ class Scenario:
             raise self._err("workload.arrival.path", None, "a trace CSV path for process 'trace'")
         return self._read_csv("workload.arrival.path", w.arrival.path,
                               lambda f: read_trace_csv(f, limit=w.num_jobs))
+
+    @cached_property
+    def egress_table(self) -> EgressTable | None:
+        """The egress price table of ``egress.table`` (None for ``"none"``).
+
+        :raises ScenarioError: naming ``egress.table`` when a named file cannot be read.
+        """
+        name = self.cfg.egress.table
+        if name == "none":
+            return None
+        if name == "skyplane":
+            return load_egress_table()
+        return self._read_csv("egress.table", name, lambda f: load_egress_table(str(f)))
+
+    @cached_property
+    def egress_usd_per_byte(self) -> np.ndarray:
+        """USD per byte sent from region i to region j (regions x regions, read-only; :func:`egress_price_matrix`).
+
+        :raises ScenarioError: naming the region whose cloud region the table does not price.
+        """
+        _ = self.topology  # sets _region_cfgs
+        table = self.egress_table
+        sites = [r.cloud_site() for r in self._region_cfgs]
+        for i, site in enumerate(sites):
+            if site is not None and table is not None and not table.knows(site):
+                raise self._err(f"topology.regions[{i}].cloud_region", site.region,
+                                f"a region of {site.cloud} in the egress table ({table.source})")
+        try:
+            out = egress_price_matrix(sites, table, self.cfg.egress.default_usd_per_gb)
+        except ValueError as e:
+            raise ScenarioError(f"{self.source}: egress: {e}") from None
+        out.setflags(write=False)
+        return out
 
     # ------------------------------------------------------------ episode sampling
     def make_prices(self, rng: np.random.Generator | None) -> PriceSeries:

@@ -114,6 +114,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"  mean JCT             {row['mean_jct_s'] / 3600:.2f} h   (p95 {row['p95_jct_s'] / 3600:.2f} h)")
     print(f"  mean throughput      {row['mean_throughput_tokens_s']:.0f} tokens/s per job")
     print(f"  electricity cost     {row['cost_usd']:.2f} USD   energy {row['energy_kwh']:.1f} kWh")
+    print(f"  egress cost          {row['egress_usd']:.2f} USD   (bytes between regions; {row['wan_tb']:.2f} TB)  "
+          f"total {row['total_cost_usd']:.2f} USD")
     print(f"  GPU utilisation      {row['utilisation']:.2f}   makespan {row['makespan_s'] / 3600:.1f} h")
     print(f"  decision time        mean {1000 * row['decision_time_mean_s']:.2f} ms, "
           f"max {1000 * row['decision_time_max_s']:.1f} ms (wall clock, outside the simulation)")

@@ -50,7 +50,7 @@ from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_js
 from sfenv.runs.stats import mean_ci  # also imported from here
 from sfenv.scenario import Scenario, load_scenario
 from sfenv.sim import Simulator, make_simulator
-from sfenv.sim.metrics import EpisodeReport
+from sfenv.sim.metrics import ADDED_REPORT_FIELDS, EpisodeReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from tqdm import tqdm
@@ -562,6 +562,8 @@ CI_METRICS: tuple[tuple[str, str, float], ...] = (
     ("mean_jct_h", "mean_jct_s", 1 / 3600),
     ("p95_jct_h", "p95_jct_s", 1 / 3600),
     ("cost_usd", "cost_usd", 1.0),
+    ("egress_usd", "egress_usd", 1.0),
+    ("total_cost_usd", "total_cost_usd", 1.0),
     ("throughput_tok_s", "mean_throughput_tokens_s", 1.0),
     ("unfinished", "unfinished", 1.0),
 )
@@ -574,6 +576,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     mean over the agent's episodes of ``field * scale``) and ``column + "_ci"`` (the half-width of
     the Student-t interval, :func:`sfenv.runs.stats.mean_ci`).  The per-episode JCT figures already count
     unfinished jobs (censored); ``p95_jct_h`` is the mean of the episodes' 95th percentiles.
+    ``cost_usd`` is electricity, ``egress_usd`` the bytes sent between regions and ``total_cost_usd``
+    both (rows written before egress was billed have neither: NaN).
     Energy, utilisation and decision times are plain means (decision_ms_max: the maximum).
     """
     order: list[str] = []
@@ -587,7 +591,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         rs = by[name]
         entry: dict[str, Any] = {"agent": name, "seeds": len(rs)}
         for col, fld, scale in CI_METRICS:
-            entry[col], entry[col + "_ci"] = mean_ci([float(r[fld]) * scale for r in rs])
+            values = [float(r[fld] if fld not in ADDED_REPORT_FIELDS else r.get(fld, math.nan)) * scale for r in rs]
+            entry[col], entry[col + "_ci"] = mean_ci(values)
         entry.update({
             "energy_mwh": float(np.mean([r["energy_kwh"] for r in rs])) / 1000,
             "utilisation": float(np.mean([r["utilisation"] for r in rs])),
@@ -601,8 +606,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_table(summary: Sequence[dict[str, Any]]) -> str:
     """A fixed-width text table of :func:`summarise` output; CI metrics print as ``mean ± half-width``."""
     cols = [("agent", ""), ("seeds", "d"), ("mean_jct_h", ".2f"), ("p95_jct_h", ".2f"), ("cost_usd", ".1f"),
-            ("throughput_tok_s", ".0f"), ("unfinished", ".1f"), ("energy_mwh", ".2f"), ("utilisation", ".2f"),
-            ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
+            ("egress_usd", ".1f"), ("total_cost_usd", ".1f"), ("throughput_tok_s", ".0f"), ("unfinished", ".1f"),
+            ("energy_mwh", ".2f"), ("utilisation", ".2f"), ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
 
     def cell(row: dict[str, Any], name: str, fmt: str) -> str:
         text = f"{row[name]:{fmt}}"
@@ -614,7 +619,8 @@ def format_table(summary: Sequence[dict[str, Any]]) -> str:
     body = [[name for name, _ in cols]] + [[cell(row, name, fmt) for name, fmt in cols] for row in summary]
     widths = [max(len(b[i]) for b in body) for i in range(len(cols))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(b, widths))) for b in body]
-    lines.append("mean ± 95 % CI over seeds (Student t); JCT counts unfinished jobs at episode end - arrival")
+    lines.append("mean ± 95 % CI over seeds (Student t); JCT counts unfinished jobs at episode end - arrival; "
+                 "cost_usd: electricity, egress_usd: bytes between regions, total_cost_usd: both")
     return "\n".join(lines)
 
 

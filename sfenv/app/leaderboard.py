@@ -17,9 +17,9 @@ action logs differ in their settings (``record_actions``) and are refused likewi
 Per scenario the agents are ranked by mean JCT over seeds (JCT counts unfinished jobs censored
 at the episode's end, :mod:`sfenv.sim.metrics`), and the table gives mean JCT ± the half-width of its
 95 % Student-t interval, the ratio of mean JCT to the best agent's with a paired bootstrap 95 %
-interval over seeds (:func:`sfenv.runs.stats.paired_ratio`), p95 JCT, cost, throughput and unfinished
-jobs.  Written: ``leaderboard.md``, ``leaderboard.csv`` (one row per scenario and agent),
-``leaderboard.html`` (one self-contained page, no scripts or external files) and
+interval over seeds (:func:`sfenv.runs.stats.paired_ratio`), p95 JCT, electricity, egress and total
+cost, throughput and unfinished jobs.  Written: ``leaderboard.md``, ``leaderboard.csv`` (one row per
+scenario and agent), ``leaderboard.html`` (one self-contained page, no scripts or external files) and
 ``leaderboard.json`` (the same data with the settings).
 
 Caps: ``spider-64`` is played with 12 jobs per episode (:data:`JOB_CAPS`), as the claims cap it
@@ -57,7 +57,9 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("mean_jct_h", "mean JCT h", ".3f"),
     ("ratio_to_best", "JCT / best", ".3f"),
     ("p95_jct_h", "p95 JCT h", ".2f"),
-    ("cost_usd", "cost USD", ".1f"),
+    ("cost_usd", "electricity USD", ".1f"),
+    ("egress_usd", "egress USD", ".1f"),
+    ("total_cost_usd", "total cost USD", ".1f"),
     ("throughput_tok_s", "throughput tok/s", ".0f"),
     ("unfinished", "unfinished jobs", ".2f"),
 )
@@ -184,6 +186,8 @@ def rank(scenario: str, names: Sequence[str], episodes: Sequence[dict[str, Any]]
             "mean_jct_h": mean, "mean_jct_h_ci": half, "ratio_to_best": ratio, "ratio_low": lo, "ratio_high": hi,
             "p95_jct_h": float(np.mean([e["p95_jct_s"] for e in eps])) / 3600,
             "cost_usd": float(np.mean([e["cost_usd"] for e in eps])),
+            "egress_usd": float(np.mean([e.get("egress_usd", math.nan) for e in eps])),
+            "total_cost_usd": float(np.mean([e.get("total_cost_usd", math.nan) for e in eps])),
             "throughput_tok_s": float(np.mean([e["mean_throughput_tokens_s"] for e in eps])),
             "unfinished": float(np.mean([e["unfinished"] for e in eps])),
         })
@@ -237,7 +241,8 @@ def write_outputs(rows: Sequence[dict[str, Any]], settings: dict[str, Any], out_
           *["| " + " | ".join(b) + " |" for b in body]]
     paths = {k: out / f"leaderboard.{k}" for k in ("md", "csv", "html", "json")}
     fields = ["scenario", "rank", "agent", "seeds", "mean_jct_h", "mean_jct_h_ci", "ratio_to_best", "ratio_low",
-              "ratio_high", "p95_jct_h", "cost_usd", "throughput_tok_s", "unfinished", "jobs"]
+              "ratio_high", "p95_jct_h", "cost_usd", "egress_usd", "total_cost_usd", "throughput_tok_s", "unfinished",
+              "jobs"]
     with output_lock(paths["json"], wait_s=OUTPUTS_LOCK_WAIT_S), atomic_paths(list(paths.values())) as tmps:
         tmp = dict(zip(paths, tmps))
         tmp["md"].write_text("\n".join(md) + "\n")

@@ -18,7 +18,11 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
 - pipeline hop k->k+1, per micro-batch and direction: latency ``l_k`` of the route the payload takes
   (:meth:`sfenv.world.topology.Topology.route_for`: the widest or the lowest-latency path, whichever
   delivers ``2 b s h`` bytes first) and transfer ``x_k = 2 b s h / bw``, where ``bw`` is the flow's
-  fair share of the route's bottleneck (intra-region bandwidth when both stages share a region);
+  fair share of the route's bottleneck (intra-region bandwidth when both stages share a region),
+  at most the measured rate of one VM pair on each hop of the route, in either direction, where
+  the links give one (:meth:`sfenv.world.topology.Topology.flow_cap_bps`: the measured Skyplane
+  grid is per VM pair and directed; the pipeline replay has one transfer time per hop, so the
+  slower direction sets it);
 - pipeline time: per schedule (1F1B, GPipe, ZB-H1, ZB-H2) with each stage's in-flight window
   ``w_k`` (1F1B p-k, plus ``extra_inflight`` per downstream WAN hop), by :mod:`sfenv.model.pipeline`:
   exact for GPipe, and for the others an exact replay of the first micro-batches extended at the
@@ -601,6 +605,8 @@ def _hop_times(
                 assert flows is not None
                 links, lat, _ = topo.route_for(a, b, act_bytes)
                 bw = _share_bps(links, cap, flows)
+                if topo.has_pair_caps:  # one flow per replica pair: at most its VM pairs' measured rate
+                    bw = min(bw, topo.flow_cap_bps(a, links, both_ways=True))
                 x = act_bits / bw
                 bottleneck = min(bottleneck, bw)
                 wan_bytes += 2.0 * act_bytes * m * n
@@ -642,6 +648,8 @@ def _allreduce_times(
         for a, b in _ring_edges(regs):
             links, r_lat, _ = topo.route_for(a, b, grad_bytes)
             share = _share_bps(links, cap, flows)
+            if topo.has_pair_caps:  # a two-region ring's edge runs both ways
+                share = min(share, topo.flow_cap_bps(a, links, both_ways=len(regs) == 2))
             bottleneck = min(bottleneck, share)
             bw = min(bw, share)
             lat = max(lat, r_lat)
@@ -842,6 +850,8 @@ def _evaluate_chain(
                 assert flows is not None
                 links, lat, _ = topo.route_for(prev, r, act_bytes)
                 bw = float(min([cap[i] / max(flows[i], 1.0) for i in links]))  # _share_bps, written out
+                if topo.has_pair_caps:  # as in _hop_times
+                    bw = min(bw, topo.flow_cap_bps(prev, links, both_ways=True))
                 x = act_bits / bw
                 bottleneck = min(bottleneck, bw)
                 wan_bytes += 2.0 * act_bytes * m * d

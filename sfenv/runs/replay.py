@@ -29,7 +29,7 @@ from sfenv.model.perf import Plan, Stage
 from sfenv.runs.results import scenario_hash
 from sfenv.scenario import Scenario
 from sfenv.sim import make_simulator
-from sfenv.sim.metrics import EpisodeReport, JobRecord
+from sfenv.sim.metrics import ADDED_REPORT_FIELDS, EpisodeReport, JobRecord
 
 __all__ = [
     "COMPARED_FIELDS",
@@ -211,9 +211,13 @@ def check_row(row: dict[str, Any], replayed: dict[str, Any],
               fields: Sequence[str] = COMPARED_FIELDS) -> str | None:
     """The first metric of ``row`` that ``replayed`` does not reproduce, as a sentence, or None if all match.
 
-    Floats must match exactly (the simulator is deterministic and JSON keeps floats exactly).
+    Floats must match exactly (the simulator is deterministic and JSON keeps floats exactly).  A row
+    written before a field of :data:`sfenv.sim.metrics.ADDED_REPORT_FIELDS` existed (egress) is
+    checked on the fields it has.
     """
     for name in fields:
+        if name not in row and name in ADDED_REPORT_FIELDS:
+            continue
         if name not in row:
             return f"{name} is missing"
         if not _same(row[name], replayed.get(name)):
