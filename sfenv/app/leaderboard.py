@@ -64,6 +64,7 @@ def run_leaderboard(
     address: str | None = None,
     workers: int | None = None,
     log: Callable[[str], None] = log_stderr,
+    trust_model_code: bool = False,
 ) -> dict[str, Any]:
     """Play the leaderboard, write its files into ``out_dir`` and return its data.
 
@@ -74,6 +75,8 @@ def run_leaderboard(
     :param resume: continue the episodes already in ``out_dir/episodes`` (a file of the same
         settings is continued anyway, :mod:`sfenv.runs.results`; one of other settings is refused).
     :param overwrite: replace them instead.
+    :param trust_model_code: allow saved policies whose files run code when loaded (an SB3 ``.zip``
+        without its weights-only form, an RLlib checkpoint; :func:`sfenv.app.evaluate.evaluate_agents`).
     :return: ``{"settings": ..., "rows": [...], "files": [...]}``.
     :raises InvalidInput: for an unknown scenario, no agents, or bad counts.
     """
@@ -106,7 +109,8 @@ def run_leaderboard(
         log(f"leaderboard: {name}: {len(names)} agents x {choice.describe()}, {sc.cfg.workload.num_jobs} jobs")
         episodes = evaluate_agents(names, sc, list(choice.seeds), out=out / "episodes" / f"{name}.json",
                                    resume=resume, overwrite=overwrite, progress=progress, backend=backend,
-                                   address=address, workers=workers, split="test")
+                                   address=address, workers=workers, split="test",
+                                   trust_model_code=trust_model_code)
         wanted = set(choice.seeds)
         episodes = [r for r in episodes if r["agent"] in names and r["seed"] in wanted]
         rows.extend(rank(name, names, episodes))
