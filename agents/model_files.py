@@ -189,12 +189,13 @@ def read_regular_file(path: Path, max_bytes: int, what: str) -> bytes:
         raise MissingFile(f"{path}: no such {what} file") from None
     except OSError as e:
         raise InvalidInput(f"{path}: cannot open the {what} file ({e.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+        os.close(fd)
         if not stat.S_ISREG(info.st_mode):
             raise InvalidInput(f"{path}: the {what} is not a regular file")
-        if info.st_size > max_bytes:
-            raise InvalidInput(f"{path}: the {what} file has {info.st_size:,} bytes; at most {max_bytes:,} are read")
+        raise InvalidInput(f"{path}: the {what} file has {info.st_size:,} bytes; at most {max_bytes:,} are read")
+    with os.fdopen(fd, "rb") as f:
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise InvalidInput(f"{path}: the {what} file grew past {max_bytes:,} bytes while it was read")
