@@ -15,8 +15,9 @@ The recipe (:func:`train`), our choices (not from a paper):
   see the research notes), a ``Monitor`` each, env ``i`` seeded ``seed + i``;
 - ``VecNormalize`` (``normalize``: ``"all"`` = observations and rewards, ``"reward"``, ``"none"``):
   the reward is minus the job-time in the system, whose scale grows with load; its statistics are
-  saved next to every model (``*vecnormalize.pkl``) and :class:`LearnedPolicy` applies the
-  observation part at evaluation, so ``model:PATH`` in the evaluator plays what was trained;
+  saved next to every model (``*vecnormalize.pkl``, and in the weights-only form) and
+  :class:`LearnedPolicy` applies the observation part at evaluation, so ``model:PATH`` in the
+  evaluator plays what was trained;
 - tuned defaults (:data:`DEFAULT_HP`): ``gamma`` = 0.999 (episodes are hundreds of decisions and the
   objective is the undiscounted sum of job-time), 512 steps per env and update, batches of 256,
   entropy 0.01, two hidden layers of 128 for policy and value; any SB3 keyword from ``--hp key=value``
@@ -30,7 +31,10 @@ The recipe (:func:`train`), our choices (not from a paper):
 - training over a distribution of scenarios (:func:`generated_scenarios`, :class:`ScenarioMix`)
   with the topology-independent observation (``obs_mode="compact"``).
 
-:class:`LearnedPolicy` reloads a model as an SB3 ``PolicyPredictor``; the evaluator
+Every saved model is also written in a weights-only form that loads no code
+(:mod:`sfenv.agents.model_files`: ``<name>.policy.json`` and ``<name>.policy.npz``);
+:class:`LearnedPolicy` reloads a model from it as an SB3 ``PolicyPredictor`` (an SB3 zip without
+it only with ``trust_code=True``: a zip is pickled, i.e. code); the evaluator
 (:mod:`sfenv.app.evaluate`, :func:`~sfenv.app.evaluate.evaluate_model`) plays it.  This module
 does not import the evaluator at module level.  torch / SB3 are imported lazily: importing this
 module is cheap, and without the ``rl`` extra :func:`train` and :class:`LearnedPolicy` raise

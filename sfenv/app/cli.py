@@ -502,9 +502,10 @@ def _add_train(sub: _Commands) -> None:
     t = _command(sub, "train", "train an SB3 policy (needs the rl extra: pip install \"sfenv[rl]\")",
                  "Train an SB3 / sb3-contrib policy with sfenv's recipe (VecNormalize, tuned defaults, several envs, "
                  "evaluation on held-out seeds that keeps the best model). Each run gets its own folder "
-                 "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars and "
-                 "VecNormalize statistics), config.yml, eval.json, learning_curve.png, checkpoints/ and tb/ "
-                 "(TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
+                 "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars, "
+                 "VecNormalize statistics and each model's weights-only form .policy.json/.policy.npz, which "
+                 "model:PATH loads without running code), config.yml, eval.json, learning_curve.png, checkpoints/ "
+                 "and tb/ (TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
                  "here. Progress goes to stderr; the last line compares the best model's held-out mean JCT with "
                  "FIFO's and the best heuristic's. Needs the rl extra: pip install \"sfenv[rl]\".")
     _add_train_run_options(t)
@@ -599,10 +600,10 @@ def _add_export_model(sub: _Commands) -> None:
     """``sfenv export-model``: the weights-only form of an SB3 zip (:func:`_cmd_export_model`)."""
     x = _command(sub, "export-model", "write the weights-only form of an SB3 .zip you trust (loads no code)",
                  "Load an SB3 .zip (and its sidecar and VecNormalize statistics) and write its weights-only form "
-                 "beside it: PATH.policy.json (architecture, spaces, settings) and PATH.policy.npz (weights and "
-                 "normalisation statistics). model:PATH then loads that form, which runs no code and plays the "
-                 "same actions. Loading the .zip runs code from it, hence --trust-model-code. sfenv train writes "
-                 "this form itself.")
+                 "beside it: for NAME.zip, NAME.policy.json (architecture, spaces, settings) and NAME.policy.npz "
+                 "(weights and normalisation statistics). model:NAME.zip then loads that form, which runs no code "
+                 "and plays the same actions. Loading the .zip runs code from it, hence --trust-model-code. sfenv "
+                 "train writes this form itself.")
     x.add_argument("path", metavar="[ALGO:]PATH",
                    help="the SB3 .zip; ALGO:PATH names the algorithm of a zip without a sidecar "
                         "(e.g. ppo:best_model.zip)")
