@@ -950,10 +950,11 @@ class LearnedPolicy:
     :class:`~sfenv.agents.model_files.WeightsOnlyModel` (the policy network, its spaces, its step
     count and ``predict``).
 
-    An SB3 ``.zip`` without that twin is code (its ``data`` entry is cloudpickled, and VecNormalize
-    statistics are a ``.pkl``): it is loaded only with ``trust_code=True``, and :attr:`model` is then
-    the SB3 algorithm; otherwise :class:`~sfenv.errors.UntrustedCode` says why and how to opt in.
-    Either way, files a sidecar names must be inside the model's folder.
+    A zip with that twin is never opened, whatever ``trust_code`` says.  An SB3 ``.zip`` without
+    that twin is code (its ``data`` entry is cloudpickled, and VecNormalize statistics are a
+    ``.pkl``): it is loaded only with ``trust_code=True``, and :attr:`model` is then the SB3
+    algorithm; otherwise :class:`~sfenv.errors.UntrustedCode` says why and how to opt in.  Either
+    way, files a sidecar names must be inside the model's folder.
 
     If the model was trained under ``VecNormalize``, ``predict`` normalises observations with the
     saved statistics first, as training did; :attr:`normalize_obs` is that function (None without
@@ -1109,6 +1110,8 @@ def export_policy(path: str | Path, algo: str | None = None, trust_code: bool = 
     :param trust_code: must be True: you vouch for the zip.
     :return: the spec's path.
     :raises UntrustedCode: without ``trust_code``.
+    :raises InvalidInput: for a path that is not an SB3 zip, a weights-only form already there, or
+        files that cannot be written.
     """
     if algo is None:
         algo, path = split_model_spec(str(path))
@@ -1122,7 +1125,11 @@ def export_policy(path: str | Path, algo: str | None = None, trust_code: bool = 
     if twin.exists():
         raise InvalidInput(f"{twin}: already there; remove it to export {path.name} again")
     policy = LearnedPolicy(path, algo, trust_code=True)
-    return model_files.write_policy_files(
-        path.with_suffix(""), algo=policy.algo, policy=policy.model.policy, policy_kwargs=policy.model.policy_kwargs,
-        vec_normalize=policy.vec_normalize, meta=policy.meta,
-        num_timesteps=int(policy.model.num_timesteps))
+    try:
+        return model_files.write_policy_files(
+            path.with_suffix(""), algo=policy.algo, policy=policy.model.policy,
+            policy_kwargs=policy.model.policy_kwargs, vec_normalize=policy.vec_normalize, meta=policy.meta,
+            num_timesteps=int(policy.model.num_timesteps))
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot write its weights-only form beside it ({e.strerror or e}); nothing "
+                           "was left half-written") from None

@@ -195,8 +195,11 @@ def read_regular_file(path: Path, max_bytes: int, what: str) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise InvalidInput(f"{path}: the {what} is not a regular file")
         raise InvalidInput(f"{path}: the {what} file has {info.st_size:,} bytes; at most {max_bytes:,} are read")
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(max_bytes + 1)
+    try:
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot read the {what} file ({e.strerror or e})") from None
     if len(data) > max_bytes:
         raise InvalidInput(f"{path}: the {what} file grew past {max_bytes:,} bytes while it was read")
     return data
@@ -481,6 +484,7 @@ def write_policy_files(stem: Path, *, algo: str, policy: Any, policy_kwargs: Map
     :param meta: the training sidecar (JSON data).
     :return: the spec's path.
     :raises InvalidInput: if the policy class or a keyword argument cannot be recorded as data.
+    :raises OSError: if a file cannot be written (then neither is left, nor a temporary).
     """
     import sfenv
     from sfenv.runs.protocol import ENV_VERSION
@@ -504,7 +508,11 @@ def write_policy_files(stem: Path, *, algo: str, policy: Any, policy_kwargs: Map
     spec.update(weights=weights.name, weights_sha256=hashlib.sha256(buffer.getvalue()).hexdigest(),
                 num_timesteps=int(num_timesteps), meta=json.loads(json.dumps(dict(meta))))
     spec_path = stem.with_name(stem.name + SPEC_SUFFIX)
-    atomic_write_text(spec_path, json.dumps(spec, indent=1, allow_nan=False))
+    try:
+        atomic_write_text(spec_path, json.dumps(spec, indent=1, allow_nan=False))
+    except BaseException:
+        weights.unlink(missing_ok=True)  # no weights without their spec
+        raise
     return spec_path
 
 

@@ -217,10 +217,19 @@ def test_a_pickle_in_a_model_zip_is_refused_and_never_runs(run, tmp_path, capsys
     assert marker.exists()
 
 
-def test_export_model_writes_the_weights_only_form_of_a_trusted_zip(run, tmp_path, capsys):
+def test_export_model_writes_the_weights_only_form_of_a_trusted_zip(run, tmp_path, capsys, monkeypatch):
     zip_path = _sb3_only(run, tmp_path / "old")
     assert main(["export-model", str(zip_path)]) == 2
     assert "--trust-model-code" in capsys.readouterr().err
+    with monkeypatch.context() as patched:  # a full disk while the spec is written: one line, no file left
+        def full(path, text):
+            raise OSError(28, "No space left on device")
+
+        patched.setattr(model_files, "atomic_write_text", full)
+        assert main(["export-model", str(zip_path), "--trust-model-code"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"sfenv: {zip_path}: cannot write") and "No space left" in err
+    assert sorted(p.name for p in zip_path.parent.iterdir()) == ["model.json", "model.zip", "model_vecnormalize.pkl"]
     assert main(["export-model", str(zip_path), "--trust-model-code"]) == 0
     twin = zip_path.with_name("model.policy.json")
     assert f"wrote {twin}" in capsys.readouterr().out
@@ -265,6 +274,10 @@ def test_files_a_model_names_stay_in_its_folder(run, tmp_path):
         with pytest.raises(InvalidInput, match=message):
             LearnedPolicy(zip_path, trust_code=True)
     assert not marker.exists()
+    (zip_path.parent / "other.pkl").write_bytes(pickle.dumps(3))  # a pickle, but not statistics: one line
+    zip_path.with_suffix(".json").write_text(json.dumps({**sidecar, "vecnormalize": "other.pkl"}))
+    with pytest.raises(InvalidInput, match="holds a int, not VecNormalize statistics"):
+        LearnedPolicy(zip_path, trust_code=True)
     # the weights-only spec's weights field
     spec_path = _weights_only(run, tmp_path / "data")
     spec = json.loads(spec_path.read_text())
@@ -372,16 +385,19 @@ def test_malformed_files_are_one_line_in_the_cli(run, tmp_path, capsys):
         spec_path.with_name("model.policy.npz").write_bytes(data)
         spec_path.write_text(json.dumps({**json.loads(spec_path.read_text()),
                                          "weights_sha256": hashlib.sha256(data).hexdigest()}))
-        _assert_one_line(spec_path, message, case, capsys)
+        _assert_one_line(spec_path, message, case, capsys, cli=i % 2 == 0)
     for i, (case, (text, message)) in enumerate(spec_cases.items()):
         spec_path = _weights_only(run, tmp_path / f"s{i}")
         spec_path.write_text(text)
-        _assert_one_line(spec_path, message, case, capsys)
+        _assert_one_line(spec_path, message, case, capsys, cli=i % 2 == 1)
 
 
-def _assert_one_line(spec_path: Path, message: str, case: str, capsys) -> None:
+def _assert_one_line(spec_path: Path, message: str, case: str, capsys, cli: bool) -> None:
+    """``InvalidInput`` in Python; with ``cli``, also exit 2 and one ``sfenv:`` line naming the file in the CLI."""
     with pytest.raises(InvalidInput, match=message):
         LearnedPolicy(spec_path)
+    if not cli:
+        return
     assert main(["evaluate", "--agents", f"model:{spec_path}", "--seeds", "1", "--quiet"]) == 2, case
     err = capsys.readouterr().err
     assert err.startswith(f"sfenv: {spec_path.parent}") and err.count("\n") == 1 and message in err, case
