@@ -129,6 +129,12 @@ def test_train_writes_the_weights_only_form_beside_every_model(run):
         LearnedPolicy(run)
     with pytest.raises(InvalidInput, match="a maskable-ppo policy, not ppo"):
         LearnedPolicy(f"ppo:{run / 'model.policy.json'}")
+    # a results file identifies the model by the file played: the spec, which pins its weights by SHA-256
+    from sfenv.app.evaluate import agent_settings
+    from sfenv.runs.results import file_hash
+
+    for given in (run / "model.zip", run / "model.policy.json", run / "model.policy.npz"):
+        assert agent_settings(f"model:{given}")["model_sha"] == file_hash(run / "model.policy.json")
 
 
 def test_the_weights_only_form_plays_the_sb3_zips_episodes_bit_for_bit(run, tmp_path):

@@ -43,6 +43,7 @@ import numpy as np
 
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
+from sfenv.agents.model_files import spec_path_for
 from sfenv.agents.registry import make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
@@ -403,17 +404,20 @@ def file_differences(path: str | Path, settings: dict[str, Any]) -> list[str]:
 def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None = None) -> dict[str, Any]:
     """What defines an agent's episodes, for a results file's settings (:mod:`sfenv.runs.results`).
 
-    A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the file's hash (another model saved
-    under the same path is another agent); ``rllib:PATH``: the checkpoint's absolute path; an agent
-    instance: its class and name.  Nothing is loaded or built.
+    A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the hash of the file played
+    (another model saved under the same path is another agent): the weights-only spec when there is
+    one (it records its weights' SHA-256), else the file named; ``rllib:PATH``: the checkpoint's
+    absolute path; an agent instance: its class and name.  Nothing is loaded or built.
+
+    :raises InvalidInput: for a model folder without exactly one weights-only spec.
     """
     if not isinstance(agent, str):
         return {"class": f"{type(agent).__module__}.{type(agent).__qualname__}"}
     if agent.startswith(MODEL_PREFIX):
         algo, name = split_model_spec(agent[len(MODEL_PREFIX):])
-        path = Path(name)
+        played = spec_path_for(Path(name)) or Path(name)
         kwargs = dict((agent_kwargs or {}).get(agent, {}))
-        return {"algo": algo, "model_sha": results.file_hash(path) if path.is_file() else None,
+        return {"algo": algo, "model_sha": results.file_hash(played) if played.is_file() else None,
                 **({"kwargs": kwargs} if kwargs else {})}
     if agent.startswith(RLLIB_PREFIX):
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
