@@ -252,10 +252,8 @@ def spec_path_for(path: Path) -> Path | None:
 
 
 def _number_to_json(value: Any) -> Any:
-    """A bound as JSON: an int, a finite float, or the strings ``"inf"`` / ``"-inf"``."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
+    """A bound as JSON: an int (booleans as 0 / 1), a finite float, or the strings ``"inf"`` / ``"-inf"``."""
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
         return int(value)
     value = float(value)
     if math.isinf(value):

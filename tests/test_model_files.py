@@ -14,6 +14,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -407,3 +408,20 @@ def _assert_one_line(spec_path: Path, message: str, case: str, capsys, cli: bool
     assert main(["evaluate", "--agents", f"model:{spec_path}", "--seeds", "1", "--quiet"]) == 2, case
     err = capsys.readouterr().err
     assert err.startswith(f"sfenv: {spec_path.parent}") and err.count("\n") == 1 and message in err, case
+
+
+@pytest.mark.parametrize("space", [
+    gym.spaces.Box(0, 1, (3,), bool),
+    gym.spaces.Box(np.array([0, -np.inf], np.float32), np.array([1, 2], np.float32)),
+    gym.spaces.Box(-1, 5, (2, 3), np.int64),
+    gym.spaces.MultiBinary([2, 3]),
+    gym.spaces.MultiDiscrete([3, 4]),
+    gym.spaces.Discrete(5, start=-2),
+], ids=str)
+def test_spaces_round_trip_through_json(space):
+    data = json.loads(json.dumps(model_files.space_to_json(space), allow_nan=False))  # strict JSON
+    back = model_files.space_from_json(data, "space")
+    assert back == space and type(back) is type(space)
+    if hasattr(space, "low"):
+        assert back.dtype == space.dtype
+        assert np.array_equal(back.low, space.low) and np.array_equal(back.high, space.high)
