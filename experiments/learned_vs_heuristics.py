@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> dict:
                    help="training and test scenario (default: spider-8-contended or spider-8)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the config's)")
     protocol.add_seed_arguments(p, default_n=20, default_split="test")
-    p.add_argument("--model", type=Path, default=None, help="skip training: test this model (a .zip)")
+    p.add_argument("--model", type=Path, default=None,
+                   help="skip training: test this model (a .zip with its weights-only form beside it, as sfenv train "
+                        "saves it, or that form's .policy.json)")
     p.add_argument("--unseen", default="",
                    help="comma list of scenarios the model never trained on, to test it there too (against FIFO "
                         "and the best heuristic; needs a compact-observation model)")

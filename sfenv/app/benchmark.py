@@ -133,6 +133,7 @@ def run_benchmark(
     workers: int | None = None,
     overwrite: bool = False,
     split: str | None = None,
+    trust_model_code: bool = False,
 ) -> dict[str, Any]:
     """Run the benchmark, write its results folder and return the saved ``benchmark.json`` content.
 
@@ -155,6 +156,8 @@ def run_benchmark(
         as in :func:`sfenv.app.evaluate.evaluate_agents`).
     :param split: the protocol split (:mod:`sfenv.runs.protocol`) whose first ``seeds`` seeds these are
         (checked; recorded in ``meta``), or None: explicit seeds ``first_seed ..``, labelled so.
+    :param trust_model_code: allow saved policies whose files run code when loaded
+        (:func:`sfenv.app.evaluate.evaluate_agents`).
     :return: the results dict, plus ``"ran"`` (episodes run now) and ``"files"`` (paths written).
     :raises InvalidInput: (a ``ValueError``) for no seeds or agents, or unreadable results in the folder.
     :raises SettingsMismatch: on ``resume`` into a folder of other settings, naming each difference.
@@ -199,7 +202,8 @@ def run_benchmark(
                 ran.append(row)
                 log(f"benchmark: episode {len(ran)}: {row['agent']} seed {row['seed']}")
         every = evaluate_agents(names, sc, seed_list, out=paths["episodes_json"], progress=progress,
-                                on_row=on_row, backend=backend, address=address, workers=workers, split=split)
+                                on_row=on_row, backend=backend, address=address, workers=workers, split=split,
+                                trust_model_code=trust_model_code)
         write_csv(every, paths["episodes_csv"])  # every episode of the folder, as episodes.json
         wanted = {(a, s) for a in names for s in seed_list}
         rows = sorted((r for r in every if (r["agent"], r["seed"]) in wanted),

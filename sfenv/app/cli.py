@@ -95,8 +95,9 @@ def _scenario_help() -> str:
 
 def _agents_help() -> str:
     return (f"comma list of agents ({', '.join(AGENTS)}), a group ({', '.join(GROUPS)}) or 'all'; "
-            "model:PATH adds a model saved by sfenv train, model:ALGO:PATH one from another SB3 trainer "
-            "(e.g. model:ppo:logs/ppo/<run>/best_model.zip from the RL Zoo); `sfenv agents` describes them")
+            "model:PATH adds a model saved by sfenv train (its weights-only form, which loads no code), "
+            "model:ALGO:PATH one from another SB3 trainer (e.g. model:ppo:logs/ppo/<run>/best_model.zip from the "
+            "RL Zoo, with --trust-model-code); `sfenv agents` describes them")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -162,7 +163,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     ran: list[dict] = []
     rows = evaluate_agents(names, sc, seeds, out=out, progress=not args.quiet, overwrite=args.overwrite,
                            on_row=ran.append, record_actions=args.record_actions, split=choice.split,
-                           agent_kwargs=play, **backend)
+                           agent_kwargs=play, trust_model_code=args.trust_model_code, **backend)
     summary = summarise([r for r in rows if r["agent"] in names and r["seed"] in seeds])
     print(f"scenario {sc.name}, {choice.describe()}")
     print(format_table(summary))
@@ -200,7 +201,7 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
     try:
         res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
                               resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
-                              **_backend(args))
+                              trust_model_code=args.trust_model_code, **_backend(args))
     except Rejected as e:  # an episode it would rank does not replay (an edited episodes file)
         print(f"sfenv: leaderboard: REJECTED {e}", file=sys.stderr)
         return 1
@@ -262,7 +263,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     res = run_benchmark(args.agents, args.scenario, args.seeds, choice.seeds[0], split=choice.split,
                         num_jobs=args.num_jobs,
                         out_dir=args.out_dir, resume=args.resume, progress=not args.quiet, plots=not args.no_plots,
-                        overwrite=args.overwrite, **_backend(args))
+                        overwrite=args.overwrite, trust_model_code=args.trust_model_code, **_backend(args))
     meta = res["meta"]
     print(f"benchmark: scenario {meta['scenario']}, {meta['num_jobs']} jobs, {choice.describe()} "
           f"({res['ran']} episodes run now)")
@@ -327,7 +328,7 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
         import_ray()
         path = train_rllib(meta["scenario_cfg"], args.steps or meta["total_timesteps"], meta["seed"],
                            env_kwargs=meta["env_kwargs"], algo_kwargs=meta["algo_kwargs"], resume=True,
-                           run_dir=args.resume, **common)
+                           run_dir=args.resume, trust_code=args.trust_model_code, **common)
     else:
         import_ray()
         path = train_rllib(args.scenario or DEFAULT_SCENARIO, args.steps or 50_000, args.seed or 0,
@@ -354,6 +355,8 @@ def _is_rllib_run(args: argparse.Namespace) -> bool:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.trust_model_code and args.resume is None:
+        raise InvalidInput("--trust-model-code applies to --resume (a new run loads no model file)")
     if _is_rllib_run(args):
         return _cmd_train_rllib(args)
     if args.workers is not None or args.address is not None:
@@ -363,7 +366,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     log = None if args.quiet else log_stderr  # training progress on stderr (stdout keeps the result lines)
     if args.resume is not None:
         path = train(total_timesteps=args.steps or RECIPE_DEFAULTS["steps"], resume=args.resume,
-                     progress_bar=not args.quiet, plot=not args.no_plot, log=log)
+                     progress_bar=not args.quiet, plot=not args.no_plot, log=log, trust_code=args.trust_model_code)
         print(f"saved {path} (best: {path.with_name('best_model.zip')})")
         print(run_summary(path.parent))
         return 0
@@ -429,10 +432,13 @@ def _cmd_agents(args: argparse.Namespace) -> int:
         print(f"{name:<11} {describe(name) if name in avail else '(not installed)'}")
     for g, names in GROUPS.items():
         print(f"group {g}: {', '.join(names)}")
-    print("model:PATH  a policy saved by `sfenv train` (evaluate and benchmark only)")
+    print("model:PATH  a policy saved by `sfenv train`, loaded from its weights-only form (PATH.policy.json and "
+          ".policy.npz beside the .zip), which runs no code (evaluate, benchmark and leaderboard)")
     print(f"model:ALGO:PATH  an SB3 model saved elsewhere, e.g. by the RL Zoo, with its algorithm ALGO "
-          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v1_1/best_model.zip")
-    print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra)")
+          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v1_1/best_model.zip; an SB3 .zip is "
+          "code, so it needs --trust-model-code (or `sfenv export-model PATH --trust-model-code` once)")
+    print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra and "
+          "--trust-model-code: a checkpoint is code)")
     return 0
 
 
@@ -467,6 +473,7 @@ def _add_benchmark(sub: _Commands) -> None:
     b.add_argument("--overwrite", action="store_true", help="replace the results files in the folder")
     b.add_argument("--no-plots", action="store_true", help="write CSV/JSON only")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_trust_option(b)
     _add_backend_options(b)
     b.set_defaults(fn=_cmd_benchmark)
 
@@ -520,6 +527,7 @@ def _add_evaluate(sub: _Commands) -> None:
     e.add_argument("--overwrite", action="store_true", help="replace --out instead of continuing it")
     e.add_argument("--csv", type=Path, metavar="FILE", help="also write one CSV row per episode to this file")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_trust_option(e)
     _add_backend_options(e)
     e.set_defaults(fn=_cmd_evaluate)
 
@@ -529,9 +537,10 @@ def _add_train(sub: _Commands) -> None:
     t = _command(sub, "train", "train an SB3 policy (needs the rl extra: pip install \"sfenv[rl]\")",
                  "Train an SB3 / sb3-contrib policy with sfenv's recipe (VecNormalize, tuned defaults, several envs, "
                  "evaluation on held-out seeds that keeps the best model). Each run gets its own folder "
-                 "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars and "
-                 "VecNormalize statistics), config.yml, eval.json, learning_curve.png, checkpoints/ and tb/ "
-                 "(TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
+                 "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars, "
+                 "VecNormalize statistics and each model's weights-only form .policy.json/.policy.npz, which "
+                 "model:PATH loads without running code), config.yml, eval.json, learning_curve.png, checkpoints/ "
+                 "and tb/ (TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
                  "here. Progress goes to stderr; the last line compares the best model's held-out mean JCT with "
                  "FIFO's and the best heuristic's. Needs the rl extra: pip install \"sfenv[rl]\".")
     _add_train_run_options(t)
@@ -598,7 +607,11 @@ def _add_train_output_options(t: argparse.ArgumentParser) -> None:
                    help="save a checkpoint every N steps (0: none; default: 0)")
     t.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="continue a run folder from its newest model or checkpoint up to --steps in total "
-                        "(its config.yml gives every other setting)")
+                        "(its config.yml gives every other setting); needs --trust-model-code, since it loads "
+                        "the run's SB3 .zip and VecNormalize .pkl (pickles)")
+    t.add_argument("--trust-model-code", action="store_true",
+                   help="with --resume: allow loading the run's pickled files (they can run any program; only "
+                        "a run folder you trust)")
     t.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR",
                    help="folder for the run folders (relative to the current folder)")
     t.add_argument("--no-tensorboard", action="store_true", help="do not write TensorBoard logs")
@@ -608,6 +621,39 @@ def _add_train_output_options(t: argparse.ArgumentParser) -> None:
     t.add_argument("--workers", type=non_negative_int, metavar="N",
                    help="rllib-ppo only: remote Ray env runners (0: sample in this process; default: 0)")
     t.add_argument("--address", metavar="ADDR", help="rllib-ppo only: the Ray cluster to join (default: a local Ray)")
+
+
+def _add_trust_option(p: argparse.ArgumentParser) -> None:
+    """The ``--trust-model-code`` option of the commands that play saved policies."""
+    p.add_argument("--trust-model-code", action="store_true",
+                   help="allow saved policies whose files run code when loaded: an SB3 .zip without its "
+                        "weights-only form (PATH.policy.json/.npz), its VecNormalize .pkl, an RLlib checkpoint "
+                        "(pickles: they can run any program; only for files you trust)")
+
+
+def _add_export_model(sub: _Commands) -> None:
+    """``sfenv export-model``: the weights-only form of an SB3 zip (:func:`_cmd_export_model`)."""
+    x = _command(sub, "export-model", "write the weights-only form of an SB3 .zip you trust (loads no code)",
+                 "Load an SB3 .zip (and its sidecar and VecNormalize statistics) and write its weights-only form "
+                 "beside it: for NAME.zip, NAME.policy.json (architecture, spaces, settings) and NAME.policy.npz "
+                 "(weights and normalisation statistics). model:NAME.zip then loads that form, which runs no code "
+                 "and plays the same actions. Loading the .zip runs code from it, hence --trust-model-code. sfenv "
+                 "train writes this form itself.")
+    x.add_argument("path", metavar="[ALGO:]PATH",
+                   help="the SB3 .zip; ALGO:PATH names the algorithm of a zip without a sidecar "
+                        "(e.g. ppo:best_model.zip)")
+    x.add_argument("--trust-model-code", action="store_true",
+                   help="required: you trust the .zip and its pickles (loading them can run any program)")
+    x.set_defaults(fn=_cmd_export_model)
+
+
+def _cmd_export_model(args: argparse.Namespace) -> int:
+    from sfenv.agents.learned import export_policy
+
+    spec = export_policy(args.path, trust_code=args.trust_model_code)
+    weights = spec.with_name(spec.name.removesuffix(".json") + ".npz")
+    print(f"wrote {spec} and {weights} (model:{spec} loads them without running code)")
+    return 0
 
 
 def _add_leaderboard(sub: _Commands) -> None:
@@ -630,6 +676,7 @@ def _add_leaderboard(sub: _Commands) -> None:
                          "match; with --resume, other settings are refused)")
     lb.add_argument("--overwrite", action="store_true", help="replace the episodes already in --out-dir")
     lb.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_trust_option(lb)
     _add_backend_options(lb)
     lb.set_defaults(fn=_cmd_leaderboard)
 
@@ -662,7 +709,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "Paths are relative to the current folder; results are written there.",
                 formatter_class=_HelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    for add in (_add_benchmark, _add_plot, _add_run, _add_evaluate, _add_train, _add_leaderboard, _add_validate):
+    for add in (_add_benchmark, _add_plot, _add_run, _add_evaluate, _add_train, _add_export_model, _add_leaderboard,
+                _add_validate):
         add(sub)
     scenarios = _command(sub, "scenarios", "list the bundled scenarios (name, topology, description)")
     scenarios.set_defaults(fn=_cmd_scenarios)

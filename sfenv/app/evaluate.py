@@ -16,6 +16,10 @@ decision times differ), saved as episodes finish and returned in the serial orde
 dies is retried.  Saved policies (``model:PATH``, ``rllib:PATH``) are loaded on each worker from
 the path, which must exist there (a shared folder on a cluster).
 
+Model files are data: ``model:PATH`` loads the weights-only form (:mod:`sfenv.agents.model_files`);
+an SB3 ``.zip`` without it, and an RLlib checkpoint, run code when loaded and are refused unless
+``trust_model_code=True`` (``--trust-model-code``).
+
 Rows carry the :class:`sfenv.sim.metrics.EpisodeReport` fields, whose JCT statistics count unfinished
 jobs with a censored JCT (episode end minus arrival); :func:`summarise` gives per agent the mean
 over seeds with a 95 % Student-t confidence interval, :func:`format_table` prints it and
@@ -41,6 +45,7 @@ import numpy as np
 
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
+from sfenv.agents.model_files import spec_path_for
 from sfenv.agents.registry import make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
@@ -124,9 +129,9 @@ RLLIB_PREFIX = "rllib:"
 SavedPolicy: TypeAlias = "LearnedPolicy | RLlibPolicy"
 #: what plays an episode: a scheduler agent through the simulator, or a saved policy
 Player: TypeAlias = "SchedulerAgent | SavedPolicy"
-#: what a Ray worker rebuilds a player from (:func:`_payload`): the agent itself, a saved policy's spec,
-#: or the spec and its play settings
-Payload: TypeAlias = "SchedulerAgent | str | tuple[str, dict[str, Any]]"
+#: what a Ray worker rebuilds a player from (:func:`_payload`): the agent itself, or a saved policy's spec,
+#: its play settings and whether its code is trusted
+Payload: TypeAlias = "SchedulerAgent | tuple[str, dict[str, Any], bool]"
 
 
 def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_kwargs: dict | None = None,
@@ -258,6 +263,7 @@ def evaluate_agents(
     overwrite: bool = False,
     record_actions: bool = False,
     split: str | None = None,
+    trust_model_code: bool = False,
 ) -> list[dict[str, Any]]:
     """Run every agent on every seed of ``scenario``; returns one row per (agent, seed).
 
@@ -287,6 +293,10 @@ def evaluate_agents(
     :param split: the protocol split whose first seeds ``seeds`` are (:mod:`sfenv.runs.protocol`;
         checked), or None: explicit seeds.  The settings record the label (``split``: the split or
         ``"explicit seeds"``), the ``protocol`` version and the ``seeds`` (more may be added to a file).
+    :param trust_model_code: allow saved policies whose files run code when loaded: an SB3 ``.zip``
+        without its weights-only form, an RLlib checkpoint (:mod:`sfenv.agents.model_files`).  Not
+        part of the settings: the same files play the same episodes either way.
+    :raises UntrustedCode: for such a policy without ``trust_model_code``.
     :raises InvalidInput: for an unknown backend, or ``address``/``workers`` without ``backend="ray"``,
         or an ``out`` that is not a results file.
     :raises Interrupted: on Ctrl-C, after the episodes finished so far are saved (the count is in the message).
@@ -304,7 +314,7 @@ def evaluate_agents(
     out_path = Path(out) if out else None
     with results.output_lock(out_path) if out_path else contextlib.nullcontext():  # held from the read on
         settings, rows = _continued(out_path, settings, overwrite)  # before any agent is built or episode run
-        instances = [_instance(a, agent_kwargs) for a in agents]
+        instances = [_instance(a, agent_kwargs, trust_model_code) for a in agents]
         done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
         todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
         writer = results.ResultsWriter(out_path, settings, rows) if out_path else None
@@ -459,17 +469,20 @@ def file_differences(path: str | Path, settings: dict[str, Any]) -> list[str]:
 def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None = None) -> dict[str, Any]:
     """What defines an agent's episodes, for a results file's settings (:mod:`sfenv.runs.results`).
 
-    A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the file's hash (another model saved
-    under the same path is another agent); ``rllib:PATH``: the checkpoint's absolute path; an agent
-    instance: its class and name.  Nothing is loaded or built.
+    A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the hash of the file played
+    (another model saved under the same path is another agent): the weights-only spec when there is
+    one (it records its weights' SHA-256), else the file named; ``rllib:PATH``: the checkpoint's
+    absolute path; an agent instance: its class and name.  Nothing is loaded or built.
+
+    :raises InvalidInput: for a model folder without exactly one weights-only spec.
     """
     if not isinstance(agent, str):
         return {"class": f"{type(agent).__module__}.{type(agent).__qualname__}"}
     if agent.startswith(MODEL_PREFIX):
         algo, name = split_model_spec(agent[len(MODEL_PREFIX):])
-        path = Path(name)
+        played = spec_path_for(Path(name)) or Path(name)
         kwargs = dict((agent_kwargs or {}).get(agent, {}))
-        return {"algo": algo, "model_sha": results.file_hash(path) if path.is_file() else None,
+        return {"algo": algo, "model_sha": results.file_hash(played) if played.is_file() else None,
                 **({"kwargs": kwargs} if kwargs else {})}
     if agent.startswith(RLLIB_PREFIX):
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
@@ -484,15 +497,19 @@ def _play(agent: Player, sc: Scenario, seed: int, record_actions: bool = False) 
 
 
 def _payload(agent: Player) -> Payload:
-    """What a worker needs to rebuild ``agent``: the instance, or a saved policy's spec with an absolute path."""
+    """What a worker needs to rebuild ``agent``: the instance, or a saved policy's (spec, settings, trusted).
+
+    The spec has an absolute path; ``trusted`` makes the worker refuse or allow code as this process did.
+    """
     if isinstance(agent, SchedulerAgent):
         return agent
+    trusted = bool(getattr(agent, "trust_code", False))
     if agent.name.startswith(MODEL_PREFIX):  # model:[ALGO:]PATH, and its play settings if any
         spec = MODEL_PREFIX + absolute_model_spec(agent.name[len(MODEL_PREFIX):])
         play_kwargs = agent.play_kwargs if isinstance(agent, _SavedModel) else {}
-        return (spec, play_kwargs) if play_kwargs else spec
+        return spec, play_kwargs, trusted
     if agent.name.startswith(RLLIB_PREFIX):
-        return RLLIB_PREFIX + str(Path(agent.name[len(RLLIB_PREFIX):]).resolve())
+        return RLLIB_PREFIX + str(Path(agent.name[len(RLLIB_PREFIX):]).resolve()), {}, trusted
     raise InvalidInput(f"{agent.name}: neither a scheduler agent nor a saved policy spec; the ray backend "
                        "cannot rebuild it on a worker")
 
@@ -504,11 +521,11 @@ _LOADED: dict[str, SavedPolicy] = {}
 def _episode_task(sc: Scenario, payload: Payload, seed: int, record_actions: bool = False) -> dict[str, Any]:
     """A Ray task: rebuild the agent from :func:`_payload`'s output and play one episode (:func:`_play`)."""
     quiet_solver_banner()
-    if isinstance(payload, (str, tuple)):  # a saved policy's spec, or (spec, its play settings)
-        spec, kwargs = (payload, {}) if isinstance(payload, str) else payload
-        key = json.dumps([spec, kwargs], sort_keys=True)
+    if isinstance(payload, tuple):  # a saved policy: (spec, its play settings, trusted)
+        spec, kwargs, trusted = payload
+        key = json.dumps([spec, kwargs, trusted], sort_keys=True)
         if key not in _LOADED:
-            _LOADED[key] = _saved_policy(spec, {spec: kwargs})
+            _LOADED[key] = _saved_policy(spec, {spec: kwargs}, trusted)
         agent: Player = _LOADED[key]
     else:
         agent = payload
@@ -521,18 +538,23 @@ class _SavedModel(LearnedPolicy):
     :param spec: ``model:[ALGO:]PATH``; rows are keyed by it as given (resume finds them again).
     :param play_kwargs: keywords of :class:`LearnedPolicy` that change how it is played
         (:data:`MODEL_PLAY_KWARGS`), kept for a Ray worker to rebuild it alike (:func:`_payload`).
+    :param trust_code: allow an SB3 zip without its weights-only form (:class:`LearnedPolicy`).
     """
 
-    def __init__(self, spec: str, play_kwargs: dict[str, Any]) -> None:
-        super().__init__(spec[len(MODEL_PREFIX):], **play_kwargs)
+    def __init__(self, spec: str, play_kwargs: dict[str, Any], trust_code: bool = False) -> None:
+        super().__init__(spec[len(MODEL_PREFIX):], trust_code=trust_code, **play_kwargs)
         self.name = spec
         self.play_kwargs = play_kwargs
+        self.trust_code = trust_code
 
 
-def _saved_policy(spec: str, agent_kwargs: dict[str, dict] | None) -> SavedPolicy:
+def _saved_policy(spec: str, agent_kwargs: dict[str, dict] | None, trust_code: bool = False) -> SavedPolicy:
     """Load the saved policy of ``spec`` (``model:[ALGO:]PATH`` or ``rllib:PATH``), named by ``spec``.
 
+    :param trust_code: allow files that run code when loaded (an SB3 zip without its weights-only
+        form, an RLlib checkpoint).
     :raises InvalidInput: for a play setting a saved model does not take.
+    :raises UntrustedCode: for files that run code, without ``trust_code``.
     """
     if spec.startswith(MODEL_PREFIX):
         kwargs = dict((agent_kwargs or {}).get(spec, {}))
@@ -540,20 +562,23 @@ def _saved_policy(spec: str, agent_kwargs: dict[str, dict] | None) -> SavedPolic
         if unknown:
             raise InvalidInput(f"{spec}: unknown play setting(s) {unknown}; a saved model takes "
                                f"{list(MODEL_PLAY_KWARGS)}")
-        return _SavedModel(spec, kwargs)
+        return _SavedModel(spec, kwargs, trust_code)
     from sfenv.agents.rllib import RLlibPolicy  # imports ray.rllib (the ray extra), so only when asked
 
-    rl_policy = RLlibPolicy(spec[len(RLLIB_PREFIX):])
+    rl_policy = RLlibPolicy(spec[len(RLLIB_PREFIX):], trust_code=trust_code)
     rl_policy.name = spec
     return rl_policy
 
 
-def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> Player:
-    """The player of an ``agents`` entry: the instance given, a saved policy loaded, or a registered agent built."""
+def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None, trust_code: bool = False) -> Player:
+    """The player of an ``agents`` entry: the instance given, a saved policy loaded, or a registered agent built.
+
+    :param trust_code: passed to :func:`_saved_policy`.
+    """
     if isinstance(a, SchedulerAgent):
         return a
     if a.startswith((MODEL_PREFIX, RLLIB_PREFIX)):
-        return _saved_policy(a, agent_kwargs)
+        return _saved_policy(a, agent_kwargs, trust_code)
     return make_agent(a, **(agent_kwargs or {}).get(a, {}))
 
 

@@ -78,6 +78,7 @@ def run_leaderboard(
     address: str | None = None,
     workers: int | None = None,
     log: Callable[[str], None] = log_stderr,
+    trust_model_code: bool = False,
 ) -> dict[str, Any]:
     """Play the leaderboard, write its files into ``out_dir`` and return its data.
 
@@ -88,6 +89,8 @@ def run_leaderboard(
     :param resume: continue the episodes already in ``out_dir/episodes`` (a file of the same
         settings is continued anyway, :mod:`sfenv.runs.results`; one of other settings is refused).
     :param overwrite: replace them instead.
+    :param trust_model_code: allow saved policies whose files run code when loaded (an SB3 ``.zip``
+        without its weights-only form, an RLlib checkpoint; :func:`sfenv.app.evaluate.evaluate_agents`).
     :return: ``{"settings": ..., "rows": [...], "files": [...]}``.
     :raises InvalidInput: for an unknown scenario, no agents, or bad counts.
     :raises Rejected: if an episode it would rank does not replay to the metrics its row holds
@@ -124,7 +127,8 @@ def run_leaderboard(
         path = out / "episodes" / f"{name}.json"
         in_file = evaluate_agents(names, sc, list(choice.seeds), out=path, resume=resume, overwrite=overwrite,
                                   progress=progress, backend=backend, address=address, workers=workers,
-                                  split="test", record_actions=True)
+                                  split="test", record_actions=True,
+                                  trust_model_code=trust_model_code)
         rows.extend(rank(name, names, replay_checked(path, in_file, names, choice.seeds, sc)))
         plays[name] = {"jobs": sc.cfg.workload.num_jobs, "scenario_sha": scenario_sha(sc), **choice.record()}
     settings = {"protocol": protocol.PROTOCOL_VERSION, "env_version": protocol.ENV_VERSION, "sfenv": __version__,
