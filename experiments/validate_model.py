@@ -21,8 +21,10 @@ the single-server runs and ``"full"`` on the multi-node runs (vTrain's validatio
 checkpointing) and on Megatron's table (the paper used it); vocabulary 50,257 (GPT-2's: the source
 does not state it) for vTrain's runs and 51,200 for Megatron's table (its README); the
 data-parallel all-reduce is not overlapped (Megatron reduces gradients after the backward pass);
-inside one server it runs over NVLink (300 GB/s per direction), across servers over 200 Gbit/s
-InfiniBand per GPU (DGX A100: 8 HDR links per server).  Plans with tensor parallelism across
+inside one server it runs over NVLink (300 GB/s per direction); across servers the region's
+per-GPU bandwidth is one 200 Gbit/s HDR InfiniBand link per GPU (DGX A100: 8 per server), and each of
+a stage's t rings uses the 8/t links of its members in a server, NVLink inside it
+(``sfenv.model.perf._dp_ring_bps``).  Plans with tensor parallelism across
 servers (TP 16) are rejected by the model (``tp exceeds GPUs/server``) and counted.
 
 Per measured set it prints: runs modelled (and rejected, with reasons), MAPE, the median
@@ -52,7 +54,7 @@ that compute does not hide.
 ``log(model / measured)`` over both shared sets and prints held-out checks (fit on the
 single-server set, check multi-node; fit on hidden 1024, check hidden 2048), the ceiling of
 the model's form on the multi-node set (its six constants fitted on that set itself: 18.4B still
-ranks at 0.64, against the 0.9 target; 10 of its 14 modelled runs lie within 9.6-11.0 s, and their
+ranks at 0.66 in Spearman, against the 0.9 target; 10 of its 14 modelled runs lie within 9.6-11.0 s, and their
 order in micro-batch is not monotone, e.g. TP 4 PP 2 measures b 2 < b 8 < b 4), and a refit with the
 tensor-parallel all-reduce at NCCL's measured bus bandwidth (:data:`NCCL_A100_BUS_EFF`) instead of
 the fitted one.  The fitted constants live in :data:`sfenv.world.hardware.A100_KERNELS`.
@@ -493,7 +495,8 @@ def summarise(runs: Sequence[Run], kernels: KernelModel | None = None, resamples
 def published_table(kernels: KernelModel | None = None) -> list[dict]:
     """Megatron-LM Table 1 against the model: TFLOP/s per GPU by Megatron's own formula.
 
-    Each row is modelled with full recomputation on 200 Gbit/s InfiniBand per GPU, the micro-batch
+    Each row is modelled with full recomputation on 200 Gbit/s InfiniBand per GPU (the multi-node
+    runs' servers), the micro-batch
     (1, 2, 4 or 8) with the shortest modelled iteration that fits in 80 GB.
     """
     gpu = get_gpu("A100-80GB")

@@ -5,7 +5,10 @@ Delays (ms) and per-GPU-pair bandwidths (Gbit/s) are DT-FM's own simulation figu
 and case 4 (world-wide: 8 GPUs in each of 8 cities, 2 Gbit/s and 10 ms inside a city), from
 DS3Lab/DT-FM ``scheduler/generate_sim_com_matrices.py``.  A link between two places carries the 8
 replica pairs of a pipeline hop, so its capacity is 8 x the pair bandwidth (DT-FM's cost model gives
-each pair its own bandwidth; the fidelity review's convention).
+each pair its own bandwidth; the fidelity review's convention).  For the same reason every GPU is its
+own server here (``gpus_per_server=1``): a data-parallel ring then runs at DT-FM's pair bandwidth
+inside a place, where 8 GPUs per server would put each stage's 8 replicas on one server's NVLink
+(sfenv's data-parallel ring model; the ratio would be 2.03 instead of 2.21).
 
 The plan is DT-FM's shape: GPT3-XL, 8 stages of 3 layers, 8 data-parallel replicas per stage
 (64 V100), micro-batch 1 (DT-FM's scripts), global batch 1024, 1F1B with the window ``fit_plan`` adds
@@ -47,13 +50,14 @@ def _pair(a: str, b: str) -> tuple[float, float]:
 
 def _datacentre() -> Topology:
     g = get_gpu("V100")
-    regions = [Region(f"instance{i}", g, 8, "z", intra_bw_gbps=100.0, intra_latency_ms=0.0) for i in range(8)]
+    regions = [Region(f"instance{i}", g, 8, "z", intra_bw_gbps=100.0, intra_latency_ms=0.0, gpus_per_server=1)
+               for i in range(8)]
     return Topology(regions, [Link(i, j, 8 * 3.125, 0.0) for i in range(8) for j in range(i + 1, 8)])
 
 
 def _world() -> Topology:
     g = get_gpu("V100")
-    regions = [Region(c, g, 8, "z", intra_bw_gbps=2.0, intra_latency_ms=10.0) for c in CITIES]
+    regions = [Region(c, g, 8, "z", intra_bw_gbps=2.0, intra_latency_ms=10.0, gpus_per_server=1) for c in CITIES]
     links = []
     for i in range(8):
         for j in range(i + 1, 8):

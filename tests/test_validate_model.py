@@ -20,6 +20,7 @@ from sfenv.experiments.validate_model import (
     REGRET_TARGET,
     SINGLE,
     Run,
+    _evaluate,
     _print_mosaicml,
     _print_set,
     default_data_dir,
@@ -132,15 +133,19 @@ def test_multi_node_set(multi):
     groups = s["groups"]
     assert set(groups) == {"3.6B 64 GPUs B512", "18.4B 256 GPUs B1024"}
     assert groups["18.4B 256 GPUs B1024"]["share"] >= PAIR_TARGET
-    # NOT met: 3.6B orders 0.90 of its pairs, and both groups' picks are 9-11 % slower than the best;
-    # these bounds only keep the figures from sliding further
-    assert groups["3.6B 64 GPUs B512"]["share"] >= 0.88
-    assert s["regret_max"] <= 0.11
+    # 3.6B picks its measured best (TP 1, b 8) since a data-parallel ring across servers uses all their NICs
+    assert groups["3.6B 64 GPUs B512"]["regret"] <= REGRET_TARGET
+    # NOT met: 3.6B orders 0.93 of its pairs, 18.4B's pick is 9.4 % slower than the best; these bounds
+    # only keep the figures from sliding further
+    assert groups["3.6B 64 GPUs B512"]["share"] >= 0.92
+    assert s["regret_max"] <= 0.10
+    # the TP-1 runs were 4-12 % high while every ring was charged one GPU's NIC; now within 7 %
+    assert 0.95 <= s["by_tp"][1]["median"] <= 1.02 and s["by_tp"][1]["max"] <= 1.05
 
 
 @pytest.mark.xfail(strict=True, reason="target not met (docs/model.md): 20 single-server groups order < 95 % of "
-                   "their pairs and 37 pick a plan > 5 % slower than the best; multi-node 3.6B orders 0.90, both "
-                   "multi-node picks are 9-11 % slower")
+                   "their pairs and 37 pick a plan > 5 % slower than the best; multi-node 3.6B orders 0.93, "
+                   "18.4B's pick is 9.4 % slower")
 @pytest.mark.parametrize("name", ["single", "multi"])
 def test_every_group_meets_the_scheduler_targets(name, request):
     s = request.getfixturevalue(name)
@@ -150,15 +155,32 @@ def test_every_group_meets_the_scheduler_targets(name, request):
 
 
 def test_tensor_parallel_two_is_not_under_predicted_and_its_all_reduce_is_small(single, multi):
-    """Issue 31: held-out TP-2 runs came out at 0.62-0.85 of measured.  On the shared sets TP 2 is not
-    systematically low, and its modelled all-reduce is a few per cent of the stage time: no correction
-    of that term can move TP-2 predictions by 15-40 %."""
+    """Issue 31: held-out TP-2 runs came out at 0.62-0.85 of measured.  On the single-server set TP 2 is
+    not systematically low; on the multi-node set its six runs are 7 % low (0.90-1.01: the cross-server
+    data-parallel over-charge no longer hides it).  Its modelled all-reduce is a few per cent of the stage
+    time in both: no correction of that term can move TP-2 predictions by 15-40 %."""
+    assert 0.95 <= single["by_tp"][2]["median"] <= 1.05
+    assert 0.90 <= multi["by_tp"][2]["median"] <= 0.95 and multi["by_tp"][2]["max"] <= 1.05
     for s in (single, multi):
         tp2 = s["by_tp"][2]
-        assert 0.95 <= tp2["median"] <= 1.05
         assert 0.0 < tp2["tp_comm_share"] < 0.07
         assert s["by_tp"][1]["tp_comm_share"] == 0.0
         assert s["by_tp"][8]["tp_comm_share"] > tp2["tp_comm_share"]
+
+
+def test_cross_server_data_parallel_ring_uses_the_servers_nics():
+    """The multi-node runs' DGX A100 servers have one 200 Gbit/s HDR link per GPU; each of a stage's t
+    rings uses the 8/t links of its members in a server (NCCL's channels), so 3.6B's 63/32 of its 7.1 GB of
+    bf16 gradients (P = 12 h^2 L + V h) take 0.071 s at TP 1 (8 links, 1.6 Tbit/s; charged 0.56 s at one
+    link before) and 0.062 s at TP 8 (one link per ring, 1/8 of the bytes): the same time, as the server's
+    links carry all the gradients either way."""
+    runs = {(r.tp, r.micro_batch): r for r in load_runs(DATA / MULTI, True) if r.group == "3.6B" and r.pp == 1}
+    grad_bytes = 2 * (12 * 3072**2 * 30 + 50257 * 3072)
+    for tp, dp, links in ((1, 64, 8), (8, 8, 1)):
+        perf = _evaluate(runs[(tp, 8)])
+        ring = 2 * (dp - 1) / dp * grad_bytes / tp * 8 / (links * 200e9) + 2 * (dp - 1) * 5e-6
+        assert perf.allreduce_times == pytest.approx([ring], rel=1e-9)
+    assert perf.allreduce_times[0] == pytest.approx(0.062, abs=5e-4)
 
 
 def test_megatron_table1_within_ten_percent():
@@ -230,7 +252,7 @@ def test_main_reads_a_folder_of_the_same_format(tmp_path):
         assert main(["--data", str(tmp_path), "--resamples", "50"]) == 0
     text = out.getvalue()
     assert "single server (vTrain): 39 of 39 runs modelled" in text
-    assert "3.6B 64 GPUs B512: 21 runs, pair order 0.90" in text
+    assert "3.6B 64 GPUs B512: 21 runs, pair order 0.93" in text
     assert "MosaicML MPT on one 8-GPU server" in text
     with contextlib.redirect_stderr(io.StringIO()):
         assert main(["--data", str(tmp_path / "missing")]) == 2

@@ -51,9 +51,13 @@ class Region:
     :param num_gpus: GPUs in the cluster.
     :param zone: electricity price zone.
     :param pue: power usage effectiveness (facility power / IT power), >= 1.
-    :param intra_bw_gbps: per-GPU network bandwidth inside the region, Gbit/s (used by all-reduce).
+    :param intra_bw_gbps: per-GPU network bandwidth inside the region, Gbit/s: each GPU's own NIC (as on
+        DGX-class servers).  A pipeline hop inside the region uses one; a data-parallel ring across
+        servers uses the NICs of its members in a server, and inside one server the GPU link instead
+        (docs/model.md, "Data-parallel rings across servers").
     :param intra_latency_ms: latency inside the region, ms.
-    :param gpus_per_server: GPUs per server; tensor parallelism stays inside one server.
+    :param gpus_per_server: GPUs per server; tensor parallelism stays inside one server, and a stage's
+        GPUs are taken as packed into servers (tensor ranks first, then data-parallel ranks).
     :param utc_offset_h: the region's UTC offset in hours (time of day in observations).
     :param tier: free-form label (e.g. ``"cloud"``, ``"edge"``, ``"end"``).
     """
