@@ -41,7 +41,6 @@ constants live in :data:`sfenv.world.hardware.A100_KERNELS`.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import math
 import sys
@@ -53,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan, stage_layer_split
+from sfenv.world.csvread import csv_rows
 from sfenv.world.hardware import A100_KERNELS, GPUSpec, KernelModel, get_gpu
 from sfenv.world.topology import Region, Topology
 from sfenv.world.workload import JobSpec, ModelSpec
@@ -142,19 +142,18 @@ def load_runs(path: Path, multi_node: bool) -> list[Run]:
     :raises ValueError: naming the file when a column is missing.
     """
     out: list[Run] = []
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            try:
-                def num(k: str, row: dict[str, str] = row) -> int:
-                    return int(float(row[k]))
-                h, layers = num("hidden size"), num("# layers")
-                group = f"{row['Parameters (billion)']}B" if multi_node else f"h{h}-l{layers}"
-                out.append(Run(group, num("# GPUs"), num("global batch"), num("micro batch"), h,
-                               num("attention heads"), layers, num("sequence length"), num("tensor parallelism"),
-                               num("data parallelism"), num("pipeline parallelism"),
-                               float(row["iteration time (ms)"]) / 1e3, multi_node))
-            except KeyError as e:
-                raise ValueError(f"{path}: missing column {e}") from None
+    for _, row in csv_rows(path, [], "measured-run CSV"):  # a regular file of bounded size
+        try:
+            def num(k: str, row: dict[str, str] = row) -> int:
+                return int(float(row[k]))
+            h, layers = num("hidden size"), num("# layers")
+            group = f"{row['Parameters (billion)']}B" if multi_node else f"h{h}-l{layers}"
+            out.append(Run(group, num("# GPUs"), num("global batch"), num("micro batch"), h,
+                           num("attention heads"), layers, num("sequence length"), num("tensor parallelism"),
+                           num("data parallelism"), num("pipeline parallelism"),
+                           float(row["iteration time (ms)"]) / 1e3, multi_node))
+        except KeyError as e:
+            raise ValueError(f"{path}: missing column {e}") from None
     return out
 
 
