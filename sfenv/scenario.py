@@ -51,6 +51,8 @@ __all__ = [
     "MAX_EPISODE_STEPS",
     "MAX_FORECAST_HOURS",
     "MAX_JOBS",
+    "MAX_LOAD_FITS",
+    "MAX_MIX",
     "MAX_PRICE_DAYS",
     "MAX_QUEUE_WINDOW",
     "MAX_REGIONS",
@@ -93,6 +95,10 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 #: scenarios use up to 4 and 2).  Deriving a rate from ``workload.load`` fits a plan for every
 #: model, batch size and kind of region.
 MAX_MIX = 16
+#: Most plan fits :attr:`Scenario.job_capacity_per_hour` may take to derive a rate from
+#: ``workload.load`` (models x batch sizes x kinds of region, a kind being regions that plan alike
+#: on the same budget): 4,096, about 10 s at worst (2 ms a fit).  The bundled scenarios need at most 120 (spider-64).
+MAX_LOAD_FITS = 4096
 
 
 def _not_bool(v: Any) -> Any:
@@ -464,6 +470,8 @@ class Scenario:
         _ = self.topology  # validate cross references now
         self._check_event_budget()
         _ = self.price_csv, self.trace_rows  # and read the named CSV files: errors at load, not mid-run
+        if cfg.workload.load is not None:  # and derive the rate (a job shape that fits nowhere is an error)
+            _ = self.arrival_rate_per_hour
 
     @property
     def name(self) -> str:
@@ -652,7 +660,11 @@ class Scenario:
         :func:`sfenv.world.workload.platform_job_rate` of those jobs.  Regions where a shape does not
         fit are left out for that shape.  Trace workloads have no job mix: NaN.
 
-        :raises ScenarioError: if some job shape fits in no single region.
+        Regions that plan alike (:attr:`sfenv.world.topology.Topology.plan_class`) on the same budget
+        get the same plan, so each such pair is fitted once per model and batch size.
+
+        :raises ScenarioError: if some job shape fits in no single region, or if deriving the rate
+            would take more than :data:`MAX_LOAD_FITS` plan fits.
         """
         from sfenv.model.perf import PerfParams, evaluate_plan
         from sfenv.model.planning import fit_plan
@@ -661,6 +673,14 @@ class Scenario:
         if w.arrival.process == "trace":
             return math.nan
         topo = self.topology
+        budgets = [min(region.num_gpus, w.max_gpus) for region in topo.regions]
+        kinds = {(topo.plan_class[r], b) for r, b in enumerate(budgets) if b >= w.min_gpus}
+        fits_needed = len(w.models) * len(w.global_batch) * len(kinds)
+        if fits_needed > MAX_LOAD_FITS:
+            raise self._err("workload.load", w.load, f"a platform and job mix that need at most {MAX_LOAD_FITS:,} plan "
+                            f"fits to derive the rate (these need {fits_needed:,}: {len(w.models)} models x "
+                            f"{len(w.global_batch)} batch sizes x {len(kinds)} kinds of region); give "
+                            "arrival.rate_per_hour instead")
         params = PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom)
         weights = np.array([m.weight for m in w.models], dtype=float)
         weights /= weights.sum()
@@ -672,14 +692,18 @@ class Scenario:
             for batch in w.global_batch:
                 job = JobSpec(0, m.spec(), batch, 1, 0.0, w.min_gpus, w.max_gpus)
                 p = q / len(w.global_batch)
-                for r, region in enumerate(topo.regions):
-                    budget = min(region.num_gpus, w.max_gpus)
-                    res = None
-                    if budget >= w.min_gpus:
+                fitted: dict[tuple[int, int], tuple[int, float] | None] = {}  # (plan class, budget) -> GPUs, time
+                for r, budget in enumerate(budgets):
+                    if budget < w.min_gpus:
+                        continue
+                    key = (topo.plan_class[r], budget)
+                    if key not in fitted:
                         res = fit_plan(job, topo, [r], [budget],
                                        lambda plan, j: evaluate_plan(plan, j, topo, params), schedule=s.schedule)
-                    if res is not None:
-                        work[r] += p * res[0].gpus * res[1].iter_time * iters
+                        fitted[key] = None if res is None else (res[0].gpus, res[1].iter_time)
+                    got = fitted[key]
+                    if got is not None:
+                        work[r] += p * got[0] * got[1] * iters
                         share[r] += p
                         fits_somewhere = True
             if not fits_somewhere:

@@ -449,3 +449,27 @@ def test_benchmark_does_not_write_outside_results(name, tmp_path, monkeypatch, c
                             "--num-jobs", "2", "--no-plots", "--quiet"], capsys)
     assert "name: got" in err
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["a", "a/b", "a/b/np.yaml"]
+
+
+def test_deriving_a_load_is_bounded_in_plan_fits():
+    """16 models x 16 batch sizes x 1,024 distinct regions was 262,144 plan fits (hours); now at most MAX_LOAD_FITS."""
+    from sfenv.scenario import MAX_LOAD_FITS
+
+    regions = [{"name": f"r{i}", "gpu": "A100-80GB", "gpus": 64, "zone": "z", "intra_bw_gbps": 10 + i}
+               for i in range(260)]  # 260 kinds of region: each plans differently
+    links = [{"a": f"r{i}", "b": f"r{i + 1}", "bandwidth_gbps": 10, "latency_ms": 5} for i in range(259)]
+    data = _set(_set(TWO_REGIONS, "topology", {"regions": regions, "links": links}), "workload",
+                {"load": 0.9, "models": [{"name": "gpt-350m"}] * 4, "global_batch": [64, 128, 256, 512]})
+    with _within(10), pytest.raises(ScenarioError, match=r"b\.yaml: workload\.load: got 0\.9; expected a platform and "
+                                                         r"job mix that need at most 4,096 plan fits to derive the "
+                                                         r"rate \(these need 4,160: 4 models x 4 batch sizes x 260"):
+        Scenario.from_dict(data, source="b.yaml")  # at load, not at the first episode
+    assert MAX_LOAD_FITS == 4096
+
+
+def test_a_load_whose_jobs_fit_nowhere_is_refused_at_load():
+    """The rate a load derives is computed when the scenario loads: its errors come then, not at the first reset."""
+    data = _set(TWO_REGIONS, "workload", {"load": 0.9, "models": [{"name": "llama-70b"}], "max_gpus": 8})
+    with pytest.raises(ScenarioError, match=r"b\.yaml: workload\.models: got 'llama-70b'; expected job shapes that "
+                                            r"fit in one region"):
+        Scenario.from_dict(data, source="b.yaml")

@@ -11,8 +11,8 @@ deleted, a list entry duplicated, a value's type changed) and then either
 
 within :data:`SECONDS` seconds (an alarm turns a hang into a failure) and without the process
 growing past :data:`MAX_RSS_MB`.  Derandomized, so every run tries the same 100 examples.  Random
-mutations reach some fields more often than others, so a sweep then sets every number of two
-scenarios to each of :data:`SWEEP` in turn.  About 10 s in all.
+mutations reach some fields more often than others, so a sweep then sets every number of three
+scenarios to each of :data:`SWEEP` in turn.  About 15-25 s in all.
 """
 
 from __future__ import annotations
@@ -211,11 +211,12 @@ def _sweep_cases(name: str) -> list[tuple]:
 
 
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs SIGALRM for the per-example time bound")
-@pytest.mark.parametrize("name", ["cee", "geo-8"])
+@pytest.mark.parametrize("name", ["cee", "geo-8", "spider-8-contended"])
 def test_every_number_at_every_extreme_runs_cleanly_or_is_refused_clearly(name):
-    """The random mutations above pick fields unevenly; this sweeps them all, in two scenarios that
-    between them hold every section (cee: link dynamics and time-of-use zones; geo-8: daily price
-    profiles): each number, and each optional one, set to each value of :data:`SWEEP` in turn."""
+    """The random mutations above pick fields unevenly; this sweeps them all, in three scenarios that
+    between them hold every kind of section (cee: link dynamics and time-of-use zones; geo-8: daily
+    price profiles; spider-8-contended: a generated topology and a load): each number, and each
+    optional one, set to each value of :data:`SWEEP` in turn."""
     previous = signal.signal(signal.SIGALRM, _timeout)
     failures = []
     try:
