@@ -56,6 +56,7 @@ __all__ = [
     "MAX_PRICE_DAYS",
     "MAX_QUEUE_WINDOW",
     "MAX_REGIONS",
+    "SAFE_NAME",
     "Scenario",
     "ScenarioError",
     "bundled_scenarios",
