@@ -63,6 +63,7 @@ from sfenv.errors import InvalidInput, MissingFile, UntrustedCode
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_text
 from sfenv.scenario import Scenario, load_scenario
+from sfenv.world.files import dump_yaml, load_yaml, read_yaml
 
 __all__ = [
     "ALGOS",
@@ -175,17 +176,14 @@ def load_config(spec: str | Path) -> dict[str, Any]:
     """
     from importlib import resources
 
-    import yaml
-
     path = Path(spec)
-    if not path.is_file():
+    if not path.exists():
         bundled = resources.files("sfenv").joinpath("hyperparams").joinpath(f"train-{spec}.yml")
         if not bundled.is_file():
             raise MissingFile(f"no config file {spec} (bundled configs: {', '.join(bundled_configs())})")
-        text = bundled.read_text()
-    else:
-        text = path.read_text()
-    data = yaml.safe_load(text) or {}
+        data = load_yaml(bundled.read_text(), f"config {spec}") or {}
+    else:  # a regular file within the bounds of sfenv.world.files (no aliases, at most 1 MiB)
+        data = read_yaml(path, "training config (YAML)") or {}
     if not isinstance(data, dict):
         raise InvalidInput(f"config {spec}: expected a mapping, got {type(data).__name__}")
     unknown = sorted(set(data) - set(RECIPE_DEFAULTS))
@@ -201,16 +199,14 @@ def parse_hp(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
 
     :raises InvalidInput: an item without ``=`` or with a value that is not valid YAML.
     """
-    import yaml
-
     out: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise InvalidInput(f"--hp {item!r}: expected key=value, e.g. gamma=0.999")
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
+            value = load_yaml(text, f"--hp {item!r}")
+        except InvalidInput:
             raise InvalidInput(f"--hp {item!r}: the value is not valid YAML") from None
         *parents, leaf = key.strip().split(".")
         node = out
@@ -728,9 +724,7 @@ def train(
                "seed": seed, "n_envs": n_envs, "normalize": normalize, "env_kwargs": kw_env, "hp": hp,
                "eval_every": eval_every, "eval_seeds": seeds, "baselines": list(baselines),
                "checkpoint_every": checkpoint_every, "tensorboard": tensorboard, "pretrain": pre_cfg, "policy": policy}
-        import yaml
-
-        (run / "config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        (run / "config.yml").write_text(dump_yaml(cfg))  # no aliases: read_yaml refuses them
         model.tensorboard_log = str(run / "tb") if tensorboard else None
     else:
         model = cls.load(str(model_path), env=vec, device="cpu",
@@ -782,9 +776,7 @@ def _run_config(run: Path, trust_code: bool = False) -> dict[str, Any]:
         raise UntrustedCode(f"{run}: refused: resuming loads the run's SB3 .zip and VecNormalize .pkl, which are "
                             "pickles and can run any program; if the run folder is yours, pass --trust-model-code "
                             "(Python: trust_code=True)")
-    import yaml
-
-    return yaml.safe_load((run / "config.yml").read_text())
+    return read_yaml(run / "config.yml", "run configuration (config.yml)")
 
 
 def _hyperparameters(algo: str, policy: str, algo_kwargs: dict | None, n_envs: int, kw_env: dict[str, Any]
@@ -903,13 +895,12 @@ def run_summary(run: str | Path) -> str:
     :return: e.g. ``best model (step 8,192): mean JCT 2.01 h on seeds 10000..10015; fifo 2.64 h
         (0.76x), best heuristic spantrain+swf 2.09 h (0.96x)``.
     """
-    import yaml
     from sfenv.agents.callbacks import training_summary
 
     run = Path(run)
     history = json.loads((run / "eval.json").read_text()) if (run / "eval.json").is_file() else []
     levels = json.loads((run / "levels.json").read_text()) if (run / "levels.json").is_file() else {}
-    seeds = (yaml.safe_load((run / "config.yml").read_text()) or {}).get("eval_seeds") or [0]
+    seeds = (read_yaml(run / "config.yml", "run configuration (config.yml)") or {}).get("eval_seeds") or [0]
     return training_summary(history, levels, seeds)
 
 

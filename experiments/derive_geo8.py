@@ -18,11 +18,11 @@ It prints YAML fragments (``links`` and ``profiles``) that ``scenarios/geo-8.yam
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
 
+from sfenv.world.csvread import csv_number, csv_rows
 from sfenv.world.prices import read_price_csv
 
 
@@ -34,16 +34,18 @@ def region_name(cloud_region: str) -> str:
 def derive(data_dir: Path, gateways: float = 4.0) -> dict:
     """The derived figures: ``{"zones": {region: zone}, "links": [...], "profiles": {zone: [24]}}``."""
     zones: dict[str, str] = {}
-    with open(data_dir / "network" / "region_zone_map.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            zones[row["cloud_region"]] = row["grid_zone"]
+    # csv_rows: regular files of bounded size, the columns checked, errors naming file and line
+    for _, row in csv_rows(data_dir / "network" / "region_zone_map.csv", ["cloud_region", "grid_zone"],
+                           "region-zone map CSV"):
+        zones[row["cloud_region"]] = row["grid_zone"]
     pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     directed: dict[tuple[str, str], float] = {}  # goodput of one VM pair, src -> dst
-    with open(data_dir / "network" / "skyplane_grid_jan2022_8regions.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            a, b = sorted((row["src_region"], row["dst_region"]))
-            pairs.setdefault((a, b), []).append((float(row["throughput_gbps"]), float(row["rtt_avg_ms"])))
-            directed[(row["src_region"], row["dst_region"])] = float(row["throughput_gbps"])
+    grid = data_dir / "network" / "skyplane_grid_jan2022_8regions.csv"
+    for line, row in csv_rows(grid, ["src_region", "dst_region", "throughput_gbps", "rtt_avg_ms"], "WAN grid CSV"):
+        a, b = sorted((row["src_region"], row["dst_region"]))
+        gbps = csv_number(grid, line, "throughput_gbps", row["throughput_gbps"])
+        pairs.setdefault((a, b), []).append((gbps, csv_number(grid, line, "rtt_avg_ms", row["rtt_avg_ms"])))
+        directed[(row["src_region"], row["dst_region"])] = gbps
     order = list(zones)
     links = []
     for (a, b), vals in sorted(pairs.items(), key=lambda kv: (order.index(kv[0][0]), order.index(kv[0][1]))):

@@ -63,7 +63,6 @@ the fitted one.  The fitted constants live in :data:`sfenv.world.hardware.A100_K
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import math
 import sys
@@ -79,6 +78,7 @@ import numpy as np
 from sfenv.model.perf import PerfParams, Plan, PlanPerf, Stage, evaluate_plan, stage_layer_split
 from sfenv.model.planning import fit_plan
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
+from sfenv.world.csvread import csv_rows
 from sfenv.world.hardware import A100_KERNELS, GPUSpec, KernelModel, get_gpu
 from sfenv.world.topology import Link, Region, Topology
 from sfenv.world.workload import JobSpec, ModelSpec
@@ -240,19 +240,18 @@ def load_runs(path: Path, multi_node: bool) -> list[Run]:
     :raises ValueError: naming the file when a column is missing.
     """
     out: list[Run] = []
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            try:
-                def num(k: str, row: dict[str, str] = row) -> int:
-                    return int(float(row[k]))
-                h, layers = num("hidden size"), num("# layers")
-                group = f"{row['Parameters (billion)']}B" if multi_node else f"h{h}-l{layers}"
-                out.append(Run(group, num("# GPUs"), num("global batch"), num("micro batch"), h,
-                               num("attention heads"), layers, num("sequence length"), num("tensor parallelism"),
-                               num("data parallelism"), num("pipeline parallelism"),
-                               float(row["iteration time (ms)"]) / 1e3, multi_node))
-            except KeyError as e:
-                raise ValueError(f"{path}: missing column {e}") from None
+    for _, row in csv_rows(path, [], "measured-run CSV"):  # a regular file of bounded size
+        try:
+            def num(k: str, row: dict[str, str] = row) -> int:
+                return int(float(row[k]))
+            h, layers = num("hidden size"), num("# layers")
+            group = f"{row['Parameters (billion)']}B" if multi_node else f"h{h}-l{layers}"
+            out.append(Run(group, num("# GPUs"), num("global batch"), num("micro batch"), h,
+                           num("attention heads"), layers, num("sequence length"), num("tensor parallelism"),
+                           num("data parallelism"), num("pipeline parallelism"),
+                           float(row["iteration time (ms)"]) / 1e3, multi_node))
+        except KeyError as e:
+            raise ValueError(f"{path}: missing column {e}") from None
     return out
 
 

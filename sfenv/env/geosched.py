@@ -176,7 +176,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     ``None`` takes the scenario's value. Numbers go through the scenario's validation
     (:meth:`~sfenv.scenario.Scenario.with_overrides`): a bad one raises
     :class:`~sfenv.scenario.ScenarioError` (a ``ValueError``) naming the argument, the value and
-    what was expected; ``self.scenario`` is the scenario with the overrides applied, and the sizes
+    what was expected (the bounds and their reasons: docs/scenarios.md, Bounds); ``self.scenario`` is
+    the scenario with the overrides applied, and the sizes
     in use are the attributes ``max_candidates``, ``queue_window``, ``forecast_hours``, ``num_regions``
     and ``num_links`` (``N``, ``K``, ``H``, ``C`` and ``E`` are read-only aliases of them).
 
@@ -185,15 +186,15 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name, YAML path, dict or :class:`~sfenv.scenario.Scenario` |
     | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
     | ``proposers`` | list of CandidateProposer, a name of :data:`sfenv.env.proposers.PROPOSER_SETS` or None | None | candidate sources (:func:`sfenv.env.proposers.named_proposers`); None or ``"default"``: :func:`sfenv.env.proposers.default_proposers`; ``"first-fit"``: also the decisions of ``fastest+swf`` (candidate 0) and ``fifo+swf``; ``"best"``: also ``spinsearch+swf``'s and SpinSearch's plans (:func:`sfenv.agents.proposer_sets.best_heuristic_proposers`); ``"best+spantrain"``: also ``spantrain+swf``'s.  Each richer set costs steps/s: docs/env.md gives measured rates |
-    | ``max_candidates`` | int > 0 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
-    | ``queue_window`` | int > 0 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
-    | ``forecast_hours`` | int > 0 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |
-    | ``jct_weight`` | float >= 0 | ``reward.jct_weight`` (1) | weight of the job-time term |
-    | ``cost_weight`` | float >= 0 | ``reward.cost_weight`` (0) | weight per USD of electricity |
-    | ``egress_weight`` | float >= 0 | ``reward.egress_weight`` (None: ``cost_weight``) | weight per USD of egress (bytes sent between regions) |
-    | ``throughput_weight`` | float >= 0 | ``reward.throughput_weight`` (0) | weight per 1e9 tokens trained |
-    | ``invalid_action_penalty`` | float >= 0 | ``reward.invalid_action_penalty`` (0.1) | penalty of a masked action |
-    | ``num_jobs`` | int > 0 | ``workload.num_jobs`` (40) | jobs per episode |
+    | ``max_candidates`` | int, 1..256 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
+    | ``queue_window`` | int, 1..256 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
+    | ``forecast_hours`` | int, 1..168 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |
+    | ``jct_weight`` | float, 0..1e6 | ``reward.jct_weight`` (1) | weight of the job-time term |
+    | ``cost_weight`` | float, 0..1e6 | ``reward.cost_weight`` (0) | weight per USD of electricity |
+    | ``egress_weight`` | float, 0..1e6 | ``reward.egress_weight`` (None: ``cost_weight``) | weight per USD of egress (bytes sent between regions) |
+    | ``throughput_weight`` | float, 0..1e6 | ``reward.throughput_weight`` (0) | weight per 1e9 tokens trained |
+    | ``invalid_action_penalty`` | float, 0..1e6 | ``reward.invalid_action_penalty`` (0.1) | penalty of a masked action |
+    | ``num_jobs`` | int, 1..100,000 | ``workload.num_jobs`` (40) | jobs per episode |
     | ``obs_mode`` | str | ``"full"`` | ``"full"`` (per-region and per-link features) or ``"compact"`` (topology-independent size, see Observation Space) |
     | ``invalid_action_limit`` | int > 0 or None | None | masked actions in a row after which a masked action acts as wait (None: never) |
     | ``privileged_obs`` | bool | False | add the share of jobs still to arrive to ``time`` (privileged, see Observation Space; True for the ``-v0`` ids) |

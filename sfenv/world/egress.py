@@ -27,6 +27,7 @@ import numpy as np
 
 from sfenv.errors import InvalidInput
 from sfenv.world.csvread import csv_number, csv_rows
+from sfenv.world.limits import MAX_EGRESS_USD_PER_GB
 
 __all__ = [
     "BYTES_PER_GB",
@@ -130,7 +131,8 @@ def read_egress_table(path: str | Path, source: str) -> EgressTable:
             raise InvalidInput(f"{path}, line {line}: the source cloud and region must be named, got {key[:2]}")
         if key in prices:
             raise InvalidInput(f"{path}, line {line}: {key} is listed twice")
-        prices[key] = csv_number(path, line, "usd_per_gb", row["usd_per_gb"], low=0.0)
+        prices[key] = csv_number(path, line, "usd_per_gb", row["usd_per_gb"], low=0.0,
+                                  high=MAX_EGRESS_USD_PER_GB)
     return EgressTable(prices, source)
 
 
