@@ -473,3 +473,12 @@ def test_a_load_whose_jobs_fit_nowhere_is_refused_at_load():
     with pytest.raises(ScenarioError, match=r"b\.yaml: workload\.models: got 'llama-70b'; expected job shapes that "
                                             r"fit in one region"):
         Scenario.from_dict(data, source="b.yaml")
+
+
+@pytest.mark.parametrize("command", [["validate"], ["validate", "--replay-only"]])
+def test_results_readers_refuse_a_device_fast(command, capsys):
+    """A results file or entry is read only if it is a regular file under its cap (/dev/zero was read forever)."""
+    t0 = time.perf_counter()
+    line = _one_line_exit_2([*command, "/dev/zero"], capsys)
+    assert time.perf_counter() - t0 < 5
+    assert "/dev/zero: a character device, not a regular file" in line

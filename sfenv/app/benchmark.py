@@ -49,6 +49,7 @@ from sfenv.runs import log_stderr, protocol, results
 from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, load_scenario
 from sfenv.sim import make_simulator
+from sfenv.world.files import read_text
 
 __all__ = [
     "DEFAULT_AGENTS",
@@ -231,8 +232,8 @@ def run_benchmark(
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return json.loads(read_text(path, "benchmark JSON file", results.MAX_RESULTS_BYTES))
+    except json.JSONDecodeError as e:
         raise InvalidInput(f"{path}: not a JSON file ({e}); pass --overwrite to replace the folder's results, "
                            "or choose another --out-dir") from None
 
@@ -277,8 +278,8 @@ def load_results(path: str | Path) -> dict[str, Any]:
     :raises InvalidInput: (a ``ValueError``) if the file is not JSON or holds neither.
     """
     try:
-        data = json.loads(Path(path).read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = json.loads(read_text(path, "JSON results file", results.MAX_RESULTS_BYTES))
+    except json.JSONDecodeError as e:
         raise InvalidInput(f"{path}: not a JSON results file ({e})") from None
     if isinstance(data, dict) and data.get("format") == results.FORMAT:  # an evaluator results file
         settings, rows = results.read_results(path)

@@ -224,11 +224,14 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     if args.replay_only and args.split is not None:
         raise InvalidInput("--split names the split an entry must claim; --replay-only judges no entry")
-    try:
-        data = json.loads(args.file.read_text())
-    except FileNotFoundError:
-        raise MissingFile(f"no entry file {args.file}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    from sfenv.runs.results import MAX_RESULTS_BYTES
+    from sfenv.world.files import read_text
+
+    if not args.file.exists():
+        raise MissingFile(f"no entry file {args.file}")
+    try:  # a regular file under the cap only (/dev/zero there used to be read until memory ran out)
+        data = json.loads(read_text(args.file, "JSON results file", MAX_RESULTS_BYTES))
+    except json.JSONDecodeError as e:
         raise InvalidInput(f"{args.file}: not a JSON results file ({e})") from None
     try:
         if args.replay_only:

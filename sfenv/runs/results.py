@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from sfenv.errors import InvalidInput, SfenvError
+from sfenv.world.files import read_text
 
 try:
     import fcntl
@@ -53,6 +54,7 @@ except ImportError:  # pragma: no cover - not POSIX (Windows): no advisory locks
 
 __all__ = [
     "FORMAT",
+    "MAX_RESULTS_BYTES",
     "SAVE_COST_FACTOR",
     "SAVE_INTERVAL_S",
     "OutputError",
@@ -79,6 +81,8 @@ __all__ = [
     "scenario_hash",
 ]
 
+#: the most bytes a results file (or entry) is read up to: 100,000 seeds with action logs fit
+MAX_RESULTS_BYTES = 1 << 30
 #: the ``format`` tag of a results file
 FORMAT = "sfenv-results/1"
 #: settings that must be equal for two runs to share a file (agents are compared one by one)
@@ -505,9 +509,11 @@ def read_results(path: str | Path) -> tuple[dict[str, Any] | None, list[dict[str
     :raises InvalidInput: (a ``ValueError``) naming the file if it is not JSON, or not a results file.
     """
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(path))
     try:
-        data = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = json.loads(read_text(path, "results file", MAX_RESULTS_BYTES))
+    except json.JSONDecodeError as e:
         raise InvalidInput(f"{path}: not a JSON results file ({e}); "
                            "pass --overwrite to replace it, or choose another output") from None
     except OSError as e:  # a folder, no permission
