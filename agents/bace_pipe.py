@@ -51,8 +51,12 @@ Our design (the summaries give no detail, or our model differs)
       the summaries fix neither micro-batch nor window), evaluated under current link shares and
       kept if feasible and stall-free (``transfer <= compute`` on every hop of the final plan;
       if the completed plan is not, the plan before completion is tried).  The cheapest is the
-      one with the lowest electricity cost for the job's remaining iterations at today's prices;
-      ties go to the shorter iteration time.
+      one with the lowest cost for the job's remaining iterations: electricity at today's prices
+      plus the egress the simulator bills for the plan's bytes between regions
+      (:meth:`SimView.plan_egress_usd_per_iter`; ``egress=False``: electricity only, as the
+      summaries count cost); ties go to the shorter iteration time.  [Issue 31: with egress left
+      out, BACE-Pipe's pipelines across regions cost 1.5-9.6x the whole bill of its baselines on
+      bace-6; docs/claims.md.]
     - Stall-free test: ``PlanPerf.transfer_times`` when the model provides it; otherwise
       ``2 b s h`` bytes over the route's fair bandwidth share (:func:`transfer_times`).
     - ``I_j``: the job's total training FLOPs over the largest in the queue.  ``D_j``: activation
@@ -315,12 +319,15 @@ class BACEPipeAgent(SchedulerAgent):
     :param knee: ``K*`` knee threshold (see :func:`knee_point`).
     :param paths_per_start: most candidate paths examined per start region, job and decision.
     :param menu: the completion step's menu (None: plans are not completed; for comparisons).
+    :param egress: count the egress of a path's plan in its cost (False: electricity only, as the
+        summaries count cost).
     """
 
     name = "bace-pipe"
 
     def __init__(self, priority: bool = True, pathfinder: bool = True, cost_min: bool = True, schedule: str = "1f1b",
-                 knee: float = KNEE_THRESHOLD, paths_per_start: int = 8, menu: PlanMenu | None = DEFAULT_MENU):
+                 knee: float = KNEE_THRESHOLD, paths_per_start: int = 8, menu: PlanMenu | None = DEFAULT_MENU,
+                 egress: bool = True):
         if paths_per_start < 1:
             raise ValueError(f"paths_per_start must be >= 1, got {paths_per_start}")
         self.priority = priority
@@ -330,6 +337,7 @@ class BACEPipeAgent(SchedulerAgent):
         self.knee = knee
         self.paths_per_start = paths_per_start
         self.menu = menu
+        self.egress = egress
         self.evaluations = 0
         self._kstar: dict = {}
 
@@ -465,12 +473,19 @@ class BACEPipeAgent(SchedulerAgent):
         xfer = transfer_times(res[0], res[1], job, view.topo, view.link_capacity_bps, view.link_load[0])
         return stall_free(res[1], xfer)
 
-    def job_cost_usd(self, view: SimView, job: JobSpec, perf: PlanPerf) -> float:
-        """Electricity cost of the job's remaining iterations on a plan, at today's prices."""
+    def job_cost_usd(self, view: SimView, job: JobSpec, perf: PlanPerf, plan: Plan | None = None) -> float:
+        """Cost of the job's remaining iterations on a plan: electricity at today's prices, plus egress.
+
+        :param plan: the plan ``perf`` is for; with it (and ``egress``), the egress the simulator bills
+            for its bytes between regions is added.
+        """
         prices = view.prices_now()  # USD/MWh
         left = max(0.0, job.iterations - view.waiting_progress(job.job_id))
         hours = perf.iter_time * left / 3600.0
-        return sum(w * float(prices[r]) for r, w in perf.power_by_region.items()) / 1e6 * hours
+        energy = sum(w * float(prices[r]) for r, w in perf.power_by_region.items()) / 1e6 * hours
+        if plan is None or not self.egress:
+            return energy
+        return energy + view.plan_egress_usd_per_iter(plan, job) * left
 
     def propose(self, view: SimView, job: JobSpec, k: int = 1) -> list[Plan]:
         """Up to ``k`` plans on ``job``'s ``K*`` GPUs, cheapest path first (empty: the job waits)."""
@@ -482,7 +497,7 @@ class BACEPipeAgent(SchedulerAgent):
             res = self.path_plan(view, job, path, ks.k)
             if res is None:
                 continue
-            cost = self.job_cost_usd(view, job, res[1]) if self.cost_min else 0.0
+            cost = self.job_cost_usd(view, job, res[1], res[0]) if self.cost_min else 0.0
             scored.append((cost, res[1].iter_time, i, res[0]))
         scored.sort(key=lambda x: x[:3])
         out: list[Plan] = []

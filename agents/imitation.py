@@ -254,7 +254,7 @@ def _rollout_objective(e: Any, agent: Any, action: int, draws: list[_RolloutDraw
     """The mean episode objective of ``action`` in the GeoSchedEnv ``e``, the rest played by ``agent``.
 
     One fork of the simulator per draw takes ``action`` and plays on; the objective weighs job-time,
-    cost and tokens by the env's reward weights.
+    electricity, egress and tokens by the env's reward weights.
 
     :param resample: the forks play the draws' futures (else the episode's own).
     """
@@ -271,7 +271,7 @@ def _rollout_objective(e: Any, agent: Any, action: int, draws: list[_RolloutDraw
         sim.run(agent.decide)
         cost, _, tokens = sim.totals()
         total += (e.jct_weight * sim.job_seconds / (3600.0 * e.K) + e.cost_weight * cost
-                  - e.throughput_weight * tokens / 1e9)
+                  + e.egress_weight * sim.egress_usd() - e.throughput_weight * tokens / 1e9)
     return total / len(draws)
 
 

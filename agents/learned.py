@@ -15,8 +15,9 @@ The recipe (:func:`train`), our choices (not from a paper):
   see the research notes), a ``Monitor`` each, env ``i`` seeded ``seed + i``;
 - ``VecNormalize`` (``normalize``: ``"all"`` = observations and rewards, ``"reward"``, ``"none"``):
   the reward is minus the job-time in the system, whose scale grows with load; its statistics are
-  saved next to every model (``*vecnormalize.pkl``) and :class:`LearnedPolicy` applies the
-  observation part at evaluation, so ``model:PATH`` in the evaluator plays what was trained;
+  saved next to every model (``*vecnormalize.pkl``, and in the weights-only form) and
+  :class:`LearnedPolicy` applies the observation part at evaluation, so ``model:PATH`` in the
+  evaluator plays what was trained;
 - tuned defaults (:data:`DEFAULT_HP`): ``gamma`` = 0.999 (episodes are hundreds of decisions and the
   objective is the undiscounted sum of job-time), 512 steps per env and update, batches of 256,
   entropy 0.01, two hidden layers of 128 for policy and value; any SB3 keyword from ``--hp key=value``
@@ -30,7 +31,10 @@ The recipe (:func:`train`), our choices (not from a paper):
 - training over a distribution of scenarios (:func:`generated_scenarios`, :class:`ScenarioMix`)
   with the topology-independent observation (``obs_mode="compact"``).
 
-:class:`LearnedPolicy` reloads a model as an SB3 ``PolicyPredictor``; the evaluator
+Every saved model is also written in a weights-only form that loads no code
+(:mod:`sfenv.agents.model_files`: ``<name>.policy.json`` and ``<name>.policy.npz``);
+:class:`LearnedPolicy` reloads a model from it as an SB3 ``PolicyPredictor`` (an SB3 zip without
+it only with ``trust_code=True``: a zip is pickled, i.e. code); the evaluator
 (:mod:`sfenv.app.evaluate`, :func:`~sfenv.app.evaluate.evaluate_model`) plays it.  This module
 does not import the evaluator at module level.  torch / SB3 are imported lazily: importing this
 module is cheap, and without the ``rl`` extra :func:`train` and :class:`LearnedPolicy` raise
@@ -41,7 +45,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 import inspect
 import json
 import os
@@ -53,12 +56,14 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from sfenv.agents import model_files
 
 from sfenv.env import GeoSchedEnv
-from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile
+from sfenv.errors import InvalidInput, MissingFile, UntrustedCode
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_text
 from sfenv.scenario import Scenario, load_scenario
+from sfenv.world.files import dump_yaml, load_yaml, read_yaml
 
 __all__ = [
     "ALGOS",
@@ -72,6 +77,7 @@ __all__ = [
     "absolute_model_spec",
     "bundled_configs",
     "check_hp",
+    "export_policy",
     "generated_platforms",
     "generated_scenarios",
     "load_config",
@@ -113,13 +119,8 @@ def _algo(name: str) -> AlgoSpec:
 
 
 def _rl_module(name: str) -> ModuleType:
-    """Import a module of the ``rl`` extra, or say how to install it."""
-    try:
-        return importlib.import_module(name)
-    except ImportError as e:
-        raise DependencyNotInstalled(
-            f"{e.name or name} is not installed; learned policies need the rl extra: pip install \"sfenv[rl]\""
-        ) from e
+    """Import a module of the ``rl`` extra, or say how to install it (:func:`sfenv.agents.model_files.rl_module`)."""
+    return model_files.rl_module(name)
 
 
 #: tuned defaults per algorithm (SB3 keyword arguments); ``n_steps`` is per env
@@ -175,17 +176,14 @@ def load_config(spec: str | Path) -> dict[str, Any]:
     """
     from importlib import resources
 
-    import yaml
-
     path = Path(spec)
-    if not path.is_file():
+    if not path.exists():
         bundled = resources.files("sfenv").joinpath("hyperparams").joinpath(f"train-{spec}.yml")
         if not bundled.is_file():
             raise MissingFile(f"no config file {spec} (bundled configs: {', '.join(bundled_configs())})")
-        text = bundled.read_text()
-    else:
-        text = path.read_text()
-    data = yaml.safe_load(text) or {}
+        data = load_yaml(bundled.read_text(), f"config {spec}") or {}
+    else:  # a regular file within the bounds of sfenv.world.files (no aliases, at most 1 MiB)
+        data = read_yaml(path, "training config (YAML)") or {}
     if not isinstance(data, dict):
         raise InvalidInput(f"config {spec}: expected a mapping, got {type(data).__name__}")
     unknown = sorted(set(data) - set(RECIPE_DEFAULTS))
@@ -201,16 +199,14 @@ def parse_hp(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
 
     :raises InvalidInput: an item without ``=`` or with a value that is not valid YAML.
     """
-    import yaml
-
     out: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise InvalidInput(f"--hp {item!r}: expected key=value, e.g. gamma=0.999")
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
+            value = load_yaml(text, f"--hp {item!r}")
+        except InvalidInput:
             raise InvalidInput(f"--hp {item!r}: the value is not valid YAML") from None
         *parents, leaf = key.strip().split(".")
         node = out
@@ -513,7 +509,11 @@ def _new_run_dir(out: Path, name: str) -> Path:
 
 
 def _save(model: Any, run: Path, prefix: str, meta: dict) -> Path:
-    """Save ``model`` as ``run/<prefix>.zip`` with its VecNormalize statistics and a ``.json`` sidecar, atomically."""
+    """Save ``model`` as ``run/<prefix>.zip`` with its VecNormalize statistics and a ``.json`` sidecar, atomically.
+
+    Its weights-only form (``<prefix>.policy.json`` and ``.policy.npz``, :mod:`sfenv.agents.model_files`),
+    which ``model:PATH`` loads without running code, is written before the sidecar.
+    """
     path = run / f"{prefix}.zip"
     tmp = run / f".{prefix}.tmp.zip"
     model.save(str(tmp))
@@ -525,6 +525,9 @@ def _save(model: Any, run: Path, prefix: str, meta: dict) -> Path:
         vn.save(str(run / f".{stats}.tmp"))
         os.replace(run / f".{stats}.tmp", run / stats)
     side = {**meta, "num_timesteps": int(model.num_timesteps), "vecnormalize": stats}
+    model_files.write_policy_files(run / prefix, algo=meta["algo"], policy=model.policy,
+                                   policy_kwargs=model.policy_kwargs, vec_normalize=vn, meta=side,
+                                   num_timesteps=int(model.num_timesteps))
     atomic_write_text(run / f"{prefix}.json", json.dumps(side, indent=2))
     return path
 
@@ -534,8 +537,9 @@ def _latest(run: Path) -> tuple[Path, Path | None, int]:
     found: list[tuple[int, Path, Path | None]] = []
     final = run / "model.json"
     if final.is_file():
-        meta = json.loads(final.read_text())
-        stats = run / meta["vecnormalize"] if meta.get("vecnormalize") else None
+        meta = model_files.read_json_file(final, model_files.MAX_SIDECAR_BYTES, "model sidecar")
+        stats = (model_files.file_inside(run, meta["vecnormalize"], f"{final}: vecnormalize")
+                 if meta.get("vecnormalize") else None)
         found.append((int(meta.get("num_timesteps", 0)), run / "model.zip", stats))
     for ck in (run / "checkpoints").glob("model_*_steps.zip"):
         steps = int(ck.stem.split("_")[1])
@@ -614,15 +618,17 @@ def train(
     pretrain: dict | None = None,
     log: Callable[[str], None] | None = None,
     policy: str = "default",
+    trust_code: bool = False,
 ) -> Path:
     """Train ``algo`` with the recipe of this module; returns the final model's path, ``<run>/model.zip``.
 
     A run folder ``<out_dir>/<algo>-<scenario>-s<seed>`` (``-2`` ... if taken) receives
-    ``model.zip`` / ``model.json`` / ``model_vecnormalize.pkl``, the best model by held-out
-    evaluation (``best_model.*``), ``config.yml`` (every setting), ``eval.json`` (the evaluation
-    history), ``levels.json`` (reference agents on the evaluation seeds), ``learning_curve.png``,
-    ``checkpoints/`` and ``tb/`` (TensorBoard).  Every argument is checked before anything is
-    written: a bad one raises :class:`~sfenv.errors.InvalidInput` (or
+    ``model.zip`` / ``model.json`` / ``model_vecnormalize.pkl`` and the weights-only form
+    ``model.policy.json`` / ``model.policy.npz`` (what ``model:PATH`` loads, :mod:`sfenv.agents.model_files`),
+    the best model by held-out evaluation (``best_model.*``), ``config.yml`` (every setting),
+    ``eval.json`` (the evaluation history), ``levels.json`` (reference agents on the evaluation
+    seeds), ``learning_curve.png``, ``checkpoints/`` and ``tb/`` (TensorBoard).  Every argument is
+    checked before anything is written: a bad one raises :class:`~sfenv.errors.InvalidInput` (or
     :class:`~sfenv.scenario.ScenarioError`) and leaves no folder.
 
     :param algo: one of :data:`ALGOS`.
@@ -658,13 +664,17 @@ def train(
         result in one line.
     :param policy: the policy network, a key of :data:`POLICIES` (``candidate-set`` needs
         ``maskable-ppo`` and ``obs_mode="compact"``; :data:`DEFAULT_HP`'s ``net_arch`` does not apply to it).
+    :param trust_code: with ``resume``: allow loading the run's SB3 zip and pickled VecNormalize
+        statistics (which runs code from them; only for a run folder you trust).  Without it a
+        resume is refused.
     :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
     :raises InvalidInput: (among others) for evaluation seeds in the protocol's test split.
+    :raises UntrustedCode: for ``resume`` without ``trust_code``.
     """
     if resume is not None:
         run = Path(resume)
-        cfg = _run_config(run)
+        cfg = _run_config(run, trust_code)
         algo, seed, n_envs, normalize = cfg["algo"], cfg["seed"], cfg["n_envs"], cfg["normalize"]
         scenario = cfg["scenario"]
         env_kwargs, algo_kwargs = cfg["env_kwargs"], cfg["hp"]
@@ -707,15 +717,14 @@ def train(
             model = cls(chosen_policy, vec, seed=seed, verbose=0, device="cpu", **copy.deepcopy(hp))
         except (TypeError, ValueError, AssertionError) as exc:  # before the run folder: nothing is written
             raise InvalidInput(f"train: {spec.cls} refused the hyperparameters {hp}: {exc}") from None
+        model_files.check_recordable(model.policy, model.policy_kwargs)  # every save writes the weights-only form
         run = _new_run_dir(Path(out_dir), f"{algo}-{sc_name}-s{seed}")
         cfg = {"algo": algo, "scenario": _describe_scenario(scenario, train_sc), "eval_scenario": eval_sc.name
                if eval_scenario is None or isinstance(eval_scenario, str) else eval_sc.cfg.model_dump(),
                "seed": seed, "n_envs": n_envs, "normalize": normalize, "env_kwargs": kw_env, "hp": hp,
                "eval_every": eval_every, "eval_seeds": seeds, "baselines": list(baselines),
                "checkpoint_every": checkpoint_every, "tensorboard": tensorboard, "pretrain": pre_cfg, "policy": policy}
-        import yaml
-
-        (run / "config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        (run / "config.yml").write_text(dump_yaml(cfg))  # no aliases: read_yaml refuses them
         model.tensorboard_log = str(run / "tb") if tensorboard else None
     else:
         model = cls.load(str(model_path), env=vec, device="cpu",
@@ -754,16 +763,20 @@ def train(
     return path
 
 
-def _run_config(run: Path) -> dict[str, Any]:
+def _run_config(run: Path, trust_code: bool = False) -> dict[str, Any]:
     """The settings of the run folder ``run`` (its ``config.yml``), for :func:`train`'s ``resume``.
 
+    :param trust_code: whether the caller allows loading the run's SB3 zip and pickles.
     :raises MissingFile: when ``run`` has no ``config.yml``.
+    :raises UntrustedCode: without ``trust_code`` (a resume loads pickles).
     """
     if not (run / "config.yml").is_file():
         raise MissingFile(f"{run}: not a run folder of sfenv train (no config.yml)")
-    import yaml
-
-    return yaml.safe_load((run / "config.yml").read_text())
+    if trust_code is not True:
+        raise UntrustedCode(f"{run}: refused: resuming loads the run's SB3 .zip and VecNormalize .pkl, which are "
+                            "pickles and can run any program; if the run folder is yours, pass --trust-model-code "
+                            "(Python: trust_code=True)")
+    return read_yaml(run / "config.yml", "run configuration (config.yml)")
 
 
 def _hyperparameters(algo: str, policy: str, algo_kwargs: dict | None, n_envs: int, kw_env: dict[str, Any]
@@ -882,13 +895,12 @@ def run_summary(run: str | Path) -> str:
     :return: e.g. ``best model (step 8,192): mean JCT 2.01 h on seeds 10000..10015; fifo 2.64 h
         (0.76x), best heuristic spantrain+swf 2.09 h (0.96x)``.
     """
-    import yaml
     from sfenv.agents.callbacks import training_summary
 
     run = Path(run)
     history = json.loads((run / "eval.json").read_text()) if (run / "eval.json").is_file() else []
     levels = json.loads((run / "levels.json").read_text()) if (run / "levels.json").is_file() else {}
-    seeds = (yaml.safe_load((run / "config.yml").read_text()) or {}).get("eval_seeds") or [0]
+    seeds = (read_yaml(run / "config.yml", "run configuration (config.yml)") or {}).get("eval_seeds") or [0]
     return training_summary(history, levels, seeds)
 
 
@@ -920,11 +932,24 @@ def absolute_model_spec(text: str) -> str:
 
 
 class LearnedPolicy:
-    """A saved SB3 model as a PolicyPredictor (``predict`` with optional ``action_masks``).
+    """A saved policy as a PolicyPredictor (``predict`` with optional ``action_masks``).
 
-    If the model was trained under ``VecNormalize`` (its ``.json`` sidecar names the statistics
-    file), ``predict`` normalises observations with the saved statistics first, as training did;
-    :attr:`normalize_obs` is that function (None without observation statistics).
+    By default only the weights-only form is loaded (:mod:`sfenv.agents.model_files`: a
+    ``.policy.json`` spec and its ``.policy.npz`` weights, which load no code): ``path`` may name
+    the spec, the weights, a folder holding one spec, or an SB3 ``.zip`` whose ``<stem>.policy.json``
+    is beside it (``sfenv train`` writes both).  :attr:`model` is then a
+    :class:`~sfenv.agents.model_files.WeightsOnlyModel` (the policy network, its spaces, its step
+    count and ``predict``).
+
+    A zip with that twin is never opened, whatever ``trust_code`` says.  An SB3 ``.zip`` without
+    that twin is code (its ``data`` entry is cloudpickled, and VecNormalize statistics are a
+    ``.pkl``): it is loaded only with ``trust_code=True``, and :attr:`model` is then the SB3
+    algorithm; otherwise :class:`~sfenv.errors.UntrustedCode` says why and how to opt in.  Either
+    way, files a sidecar names must be inside the model's folder.
+
+    If the model was trained under ``VecNormalize``, ``predict`` normalises observations with the
+    saved statistics first, as training did; :attr:`normalize_obs` is that function (None without
+    observation statistics).
 
     A model saved by another SB3 trainer (e.g. the RL Zoo) has no sidecar: name its algorithm
     (``algo="ppo"``, or ``"ppo:PATH"`` as ``path``, i.e. ``model:ppo:PATH`` in the evaluator).  Its
@@ -932,30 +957,80 @@ class LearnedPolicy:
     statistics are taken from the one ``*/vecnormalize.pkl`` beside it (the Zoo's layout), and an
     unmasked model plays with ``invalid_action_limit=3``, as :func:`train` and the Zoo file train it.
 
-    :param path: the model ``.zip``; its ``.json`` sidecar (written by :func:`train`) gives the
-        algorithm, otherwise pass ``algo`` or write ``ALGO:PATH``.
-    :param algo: the algorithm, one of :data:`ALGOS` (default: the sidecar's, or the ``ALGO:`` prefix).
+    :param path: the model: a ``.policy.json`` (or its ``.policy.npz``, or their folder), or an SB3
+        ``.zip``; a zip's ``.json`` sidecar (written by :func:`train`) gives the algorithm, otherwise
+        pass ``algo`` or write ``ALGO:PATH``.
+    :param algo: the algorithm, one of :data:`ALGOS` (default: the spec's or sidecar's, or the ``ALGO:`` prefix).
     :param work_conserving: play it in an env with ``work_conserving=True`` (wait masked while a
         candidate can start; :class:`~sfenv.env.GeoSchedEnv`), whatever it was trained with; None:
         as trained.  Only masked algorithms read the mask.
+    :param trust_code: allow loading an SB3 ``.zip`` and pickled VecNormalize statistics when no
+        weights-only form is there (this runs code from those files: only for files you trust).
+    :raises UntrustedCode: for a zip without its weights-only twin and ``trust_code=False``.
+    :raises MissingFile: for a missing model file.
+    :raises InvalidInput: for a malformed file, naming it and the field.
     """
 
-    def __init__(self, path: str | Path, algo: str | None = None, work_conserving: bool | None = None):
+    def __init__(self, path: str | Path, algo: str | None = None, work_conserving: bool | None = None,
+                 trust_code: bool = False):
         if work_conserving is not None and not isinstance(work_conserving, bool):
             raise InvalidInput(f"LearnedPolicy: invalid argument work_conserving={work_conserving!r}: "
                                "expected True, False or None")
+        if not isinstance(trust_code, bool):
+            raise InvalidInput(f"LearnedPolicy: invalid argument trust_code={trust_code!r}: expected True or False")
         if algo is None:
             algo, path = split_model_spec(str(path))
         path = Path(path)
-        if not path.is_file():
-            raise MissingFile(f"{path}: no such model file (sfenv train writes <out>/<run>/model.zip, best_model.zip)")
+        self.algo = ""
+        self.meta: dict[str, Any] = {}
+        self.model: Any = None  # the weights-only model, or the SB3 algorithm of a trusted zip
+        self.spec = _algo("maskable-ppo")  # the algorithm's settings, set by the loader
+        self.vec_normalize: Any = None
+        #: the weights-only spec this policy was loaded from; None for an SB3 zip loaded with ``trust_code``
+        self.spec_path = model_files.spec_path_for(path)
+        if self.spec_path is not None:
+            self._load_weights_only(self.spec_path, algo)
+        elif not path.exists():
+            raise MissingFile(f"{path}: no such model file (sfenv train writes <out>/<run>/model.zip with "
+                              f"model{model_files.SPEC_SUFFIX}, and best_model.*)")
+        elif not trust_code:
+            raise model_files.refuse_code(path, f"no weights-only form ({path.stem}{model_files.SPEC_SUFFIX}) is "
+                                                "beside it, and an SB3 .zip is code: loading it unpickles objects")
+        else:
+            self._load_sb3_zip(path, algo)
+        if work_conserving is not None:
+            self.meta = {**self.meta, "env_kwargs": {**self.meta.get("env_kwargs", {}),
+                                                     "work_conserving": work_conserving}}
+        self.name = f"model:{path.name}"
+        self.normalize_obs: Callable[[Any], Any] | None = None
+        if self.vec_normalize is not None and self.vec_normalize.norm_obs:
+            self.normalize_obs = self.vec_normalize.normalize_obs
+
+    def _load_weights_only(self, spec_path: Path, algo: str | None) -> None:
+        """Load the weights-only form (:func:`sfenv.agents.model_files.read_policy_files`)."""
+        loaded = model_files.read_policy_files(spec_path, ALGOS)
+        if algo is not None and algo != loaded.spec["algo"]:
+            raise InvalidInput(f"{spec_path}: a {loaded.spec['algo']} policy, not {algo}; drop the ALGO: prefix")
+        self.algo = loaded.spec["algo"]
+        self.meta = loaded.meta
+        self.model = loaded.model
+        self.vec_normalize = loaded.vec_normalize
+        self.spec = dataclasses.replace(_algo(self.algo), flatten=not isinstance(self.model.observation_space,
+                                                                                 gym.spaces.Dict))
+
+    def _load_sb3_zip(self, path: Path, algo: str | None) -> None:
+        """Load an SB3 zip and its pickled VecNormalize statistics (code: the caller opted in)."""
         meta_path = path.with_suffix(".json")
-        self.meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-        self.algo = algo or self.meta.get("algo")
-        if self.algo is None:
+        self.meta = (model_files.read_json_file(meta_path, model_files.MAX_SIDECAR_BYTES, "model sidecar")
+                     if meta_path.exists() else {})
+        chosen = algo or self.meta.get("algo")
+        if chosen is None:
             raise InvalidInput(f"{path}: no {meta_path.name} sidecar (sfenv train writes one); name the algorithm: "
                                f"model:ALGO:{path} with ALGO one of {sorted(ALGOS)}, e.g. model:ppo:{path}")
+        self.algo = str(chosen)
         spec = _algo(self.algo)
+        if not path.is_file():
+            raise InvalidInput(f"{path}: the model is not a regular file")
         cls = getattr(_rl_module(spec.module), spec.cls)
         try:
             self.model = cls.load(str(path), device="cpu")
@@ -969,24 +1044,10 @@ class LearnedPolicy:
             found = sorted(path.parent.glob("*/vecnormalize.pkl"))
             if len(found) == 1:
                 self.meta["vecnormalize"] = str(found[0].relative_to(path.parent))
-        if work_conserving is not None:
-            self.meta = {**self.meta, "env_kwargs": {**self.meta.get("env_kwargs", {}),
-                                                     "work_conserving": work_conserving}}
-        self.name = f"model:{path.name}"
-        self.vec_normalize: Any = None
-        self.normalize_obs: Callable[[Any], Any] | None = None
         stats = self.meta.get("vecnormalize")
         if stats:
-            import pickle
-
-            stats_path = path.parent / stats
-            if not stats_path.is_file():
-                raise MissingFile(f"{stats_path}: the VecNormalize statistics {meta_path.name} names are missing")
-            with open(stats_path, "rb") as f:
-                self.vec_normalize = pickle.load(f)  # VecNormalize without its venv: normalize_obs needs none
-            self.vec_normalize.training = False
-            if self.vec_normalize.norm_obs:
-                self.normalize_obs = self.vec_normalize.normalize_obs
+            self.vec_normalize = _pickled_vec_normalize(
+                model_files.file_inside(path.parent, stats, f"{meta_path}: vecnormalize"), meta_path.name)
 
     def predict(
         self,
@@ -1002,3 +1063,64 @@ class LearnedPolicy:
         if self.spec.masked:
             return self.model.predict(observation, state, episode_start, deterministic, action_masks=action_masks)
         return self.model.predict(observation, state, episode_start, deterministic)
+
+
+def _pickled_vec_normalize(stats_path: Path, named_by: str) -> Any:
+    """Unpickle VecNormalize statistics (code: only for a model loaded with ``trust_code``), checked.
+
+    :raises MissingFile: if the file is missing.
+    :raises InvalidInput: if it is not a regular file, or not VecNormalize statistics.
+    """
+    import pickle
+
+    if not stats_path.exists():
+        raise MissingFile(f"{stats_path}: the VecNormalize statistics {named_by} names are missing")
+    data = model_files.read_regular_file(stats_path, model_files.MAX_WEIGHTS_BYTES, "VecNormalize statistics")
+    vec_normalize_cls = _rl_module("stable_baselines3.common.vec_env").VecNormalize
+    try:
+        loaded = pickle.loads(data)  # VecNormalize without its venv: normalize_obs needs none
+    except Exception as exc:  # any failure of a pickle is a bad file, reported in one line
+        raise InvalidInput(f"{stats_path}: not readable VecNormalize statistics ({type(exc).__name__}: "
+                           f"{str(exc)[:200]})") from None
+    if not isinstance(loaded, vec_normalize_cls):
+        raise InvalidInput(f"{stats_path}: holds a {type(loaded).__name__}, not VecNormalize statistics")
+    loaded.training = False
+    return loaded
+
+
+def export_policy(path: str | Path, algo: str | None = None, trust_code: bool = False) -> Path:
+    """Write the weights-only form of an SB3 zip you trust beside it: ``<stem>.policy.json`` and ``.policy.npz``.
+
+    Loading the zip runs code from it (and from its pickled VecNormalize statistics), hence
+    ``trust_code``; what is written loads none (:mod:`sfenv.agents.model_files`) and plays the same
+    actions.  The sidecar (or, for another trainer's zip, the settings :class:`LearnedPolicy`
+    assumes) is recorded as the spec's ``meta``.
+
+    :param path: the SB3 ``.zip`` (``ALGO:PATH`` names the algorithm of a zip without a sidecar).
+    :param algo: the algorithm, if neither the sidecar nor ``path`` names it.
+    :param trust_code: must be True: you vouch for the zip.
+    :return: the spec's path.
+    :raises UntrustedCode: without ``trust_code``.
+    :raises InvalidInput: for a path that is not an SB3 zip, a weights-only form already there, or
+        files that cannot be written.
+    """
+    if algo is None:
+        algo, path = split_model_spec(str(path))
+    path = Path(path)
+    if not trust_code:
+        raise model_files.refuse_code(path, "exporting loads the SB3 .zip, and an SB3 .zip is code: loading it "
+                                            "unpickles objects")
+    if path.name.endswith((model_files.SPEC_SUFFIX, model_files.WEIGHTS_SUFFIX)) or path.suffix != ".zip":
+        raise InvalidInput(f"{path}: expected an SB3 .zip to export")
+    twin = path.with_name(path.stem + model_files.SPEC_SUFFIX)
+    if twin.exists():
+        raise InvalidInput(f"{twin}: already there; remove it to export {path.name} again")
+    policy = LearnedPolicy(path, algo, trust_code=True)
+    try:
+        return model_files.write_policy_files(
+            path.with_suffix(""), algo=policy.algo, policy=policy.model.policy,
+            policy_kwargs=policy.model.policy_kwargs, vec_normalize=policy.vec_normalize, meta=policy.meta,
+            num_timesteps=int(policy.model.num_timesteps))
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot write its weights-only form beside it ({e.strerror or e}); nothing "
+                           "was left half-written") from None

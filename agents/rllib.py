@@ -49,7 +49,7 @@ import numpy as np
 from gymnasium import spaces
 
 from sfenv.env import GeoSchedEnv
-from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile
+from sfenv.errors import DependencyNotInstalled, InvalidInput, MissingFile, UntrustedCode
 from sfenv.scenario import Scenario, load_scenario
 
 __all__ = [
@@ -280,6 +280,7 @@ def train_rllib(
     progress: bool = False,
     log: Callable[[str], None] | None = None,
     run_dir: str | Path | None = None,
+    trust_code: bool = False,
 ) -> Path:
     """Train RLlib PPO with action masks on ``scenario``; returns the checkpoint folder.
 
@@ -300,8 +301,11 @@ def train_rllib(
     :param progress: print one line per iteration (steps, steps/s, mean return) to ``log``.
     :param log: where progress lines go (default: stderr).
     :param run_dir: the checkpoint folder (default: :func:`checkpoint_path` under ``out_dir``).
+    :param trust_code: with ``resume``: allow restoring the checkpoint, which unpickles it (code; only
+        a checkpoint you trust).  Resuming an existing checkpoint without it is refused.
     :return: the checkpoint folder (``rllib:<that path>`` in the evaluator).
     :raises DependencyNotInstalled: without the ``ray`` extra.
+    :raises UntrustedCode: for ``resume`` of an existing checkpoint without ``trust_code``.
     """
     for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0), ("workers", workers, 0),
                              ("checkpoint_every", checkpoint_every, 0)):
@@ -314,11 +318,15 @@ def train_rllib(
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     from sfenv.runs.distributed import ray_session
 
-    ppo = _ray_module("ray.rllib.algorithms.ppo")
-    rl_module_spec = _ray_module("ray.rllib.core.rl_module.rl_module").RLModuleSpec
     path = Path(run_dir) if run_dir is not None else checkpoint_path(out_dir, sc.name, seed)
     meta_path = path / META_FILE
     done = json.loads(meta_path.read_text())["steps"] if resume and meta_path.is_file() else 0
+    if done and trust_code is not True:
+        raise UntrustedCode(f"{path}: refused: resuming restores an RLlib checkpoint, which unpickles it and can "
+                            "run any program; if the checkpoint is yours, pass --trust-model-code (Python: "
+                            "trust_code=True)")
+    ppo = _ray_module("ray.rllib.algorithms.ppo")
+    rl_module_spec = _ray_module("ray.rllib.core.rl_module.rl_module").RLModuleSpec
     with ray_session(address, None if address else max(1, workers)):
         config = (
             ppo.PPOConfig()
@@ -368,15 +376,25 @@ class RLlibPolicy:
     plain :class:`~sfenv.env.GeoSchedEnv` observation and ``action_masks`` (all actions valid if
     None), so :func:`sfenv.app.evaluate.run_policy_episode` plays it like an SB3 model.
 
+    An RLlib checkpoint is code: ``from_checkpoint`` unpickles the module's class and settings, which
+    can run any program.  It is loaded only with ``trust_code=True`` (``--trust-model-code``), else
+    :class:`~sfenv.errors.UntrustedCode` is raised before Ray is imported.
+
     :param path: the checkpoint folder (``<out>/rllib-ppo-<scenario>-s<seed>``).
+    :param trust_code: allow loading the checkpoint (only one you trust).
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, trust_code: bool = False):
         path = Path(path)
         meta_path = path / META_FILE
         if not meta_path.is_file():
             raise MissingFile(f"{path}: not an RLlib checkpoint of sfenv (no {META_FILE}; "
                               "sfenv train --algo rllib-ppo writes <out>/rllib-ppo-<scenario>-s<seed>/)")
+        if trust_code is not True:
+            raise UntrustedCode(f"{path}: refused: an RLlib checkpoint is code (loading it unpickles the module's "
+                                "class and settings, which can run any program); if you trust where it came from, "
+                                "pass --trust-model-code (Python: trust_code=True)")
+        self.trust_code = True
         self.meta: dict[str, Any] = json.loads(meta_path.read_text())
         self.algo = ALGO
         self.spec = SPEC

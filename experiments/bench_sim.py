@@ -42,6 +42,7 @@ from sfenv.model.perf import evaluate_plan
 from sfenv.model.planning import fit_plan
 from sfenv.scenario import load_scenario
 from sfenv.sim import make_simulator
+from sfenv.world.files import capped_lines, open_text
 
 #: the trace replayed when --trace is not given: the file named by SFENV_TRACE, if set
 DEFAULT_TRACE: Path | None = Path(os.environ["SFENV_TRACE"]) if os.environ.get("SFENV_TRACE") else None
@@ -102,8 +103,8 @@ def run(name: str, jobs: int, rate_scale: float) -> dict:
 
 def trace_rows(path: str | Path) -> int:
     """Data rows (lines after the header) of a trace CSV."""
-    with open(path, "rb") as fh:
-        return max(0, sum(1 for line in fh if line.strip()) - 1)
+    with open_text(path, "trace CSV") as fh:  # a regular file of bounded size, bounded lines
+        return max(0, sum(1 for line in capped_lines(fh, path, "trace CSV") if line.strip()) - 1)
 
 
 def trace_scenario(path: str | Path, jobs: int | None = None, time_scale: float = 1.0, scenario: str = TRACE_SCENARIO):

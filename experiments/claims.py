@@ -19,7 +19,9 @@ re-implementations):
   (here: ``spiderflow`` vs ``ilp`` and ``genetic`` on spider-8/16/32/64; overhead = mean wall time
   per decision, also averaged over all sizes);
 - BACE-Pipe (summaries): average JCT -27.9 to -64.7 % and electricity cost -12.6 to -30.6 % vs
-  LCF, LDF, CR-LCF and CR-LDF (here: on bace-6);
+  LCF, LDF, CR-LCF and CR-LDF (here: on bace-6); the cost claim is also checked on the whole bill,
+  electricity plus the egress the clouds bill for bytes sent between regions (``total_cost_usd``;
+  the source counts electricity only);
 - the cross-region paradox (summary): the cross-region greedy baselines have a worse mean JCT than
   the single-region ones (about +29 % CR-LDF vs LDF, +13 % CR-LCF vs LCF);
 - SpanTrain (abstract): 1.3-2.8x training throughput over "widely used training systems" (here: vs
@@ -154,6 +156,9 @@ CLAIMS: tuple[Claim, ...] = (
           "bace-pipe", ("lcf", "ldf", "cr-lcf", "cr-ldf"), ("bace-6",), "mean_jct_s", "reduction", 27.9, 64.7),
     Claim("bace-cost", "bace", "BACE-Pipe (summaries)", "electricity cost 12.6-30.6 % lower",
           "bace-pipe", ("lcf", "ldf", "cr-lcf", "cr-ldf"), ("bace-6",), "cost_usd", "reduction", 12.6, 30.6),
+    Claim("bace-total-cost", "bace", "BACE-Pipe (summaries), on the whole bill (issue 31)",
+          "electricity cost 12.6-30.6 % lower, checked on electricity + egress (bytes between regions)",
+          "bace-pipe", ("lcf", "ldf", "cr-lcf", "cr-ldf"), ("bace-6",), "total_cost_usd", "reduction", 12.6, 30.6),
     Claim("paradox-ldf", "bace", "BACE-Pipe (summary)", "CR-LDF mean JCT worse than LDF (about +29 %)",
           "cr-ldf", ("ldf",), ("bace-6",), "mean_jct_s", "increase", 0.0, math.inf),
     Claim("paradox-lcf", "bace", "BACE-Pipe (summary)", "CR-LCF mean JCT worse than LCF (about +13 %)",

@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> dict:
                    help="training and test scenario (default: spider-8-contended or spider-8)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the config's)")
     protocol.add_seed_arguments(p, default_n=20, default_split="test")
-    p.add_argument("--model", type=Path, default=None, help="skip training: test this model (a .zip)")
+    p.add_argument("--model", type=Path, default=None,
+                   help="skip training: test this model (a .zip with its weights-only form beside it, as sfenv train "
+                        "saves it, or that form's .policy.json)")
     p.add_argument("--unseen", default="",
                    help="comma list of scenarios the model never trained on, to test it there too (against FIFO "
                         "and the best heuristic; needs a compact-observation model)")
@@ -206,8 +208,10 @@ def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[
 def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> float:
     """What the scenario's reward minimises over an episode: minus its undiscounted return, penalties aside.
 
-    ``jct_weight * sum(JCT) / (3600 K) + cost_weight * cost - throughput_weight * tokens / 1e9``
-    (:class:`sfenv.env.GeoSchedEnv`'s reward; the sum of censored JCTs is the episode's job-time).
+    ``jct_weight * sum(JCT) / (3600 K) + cost_weight * cost + egress_weight * egress
+    - throughput_weight * tokens / 1e9`` (:class:`sfenv.env.GeoSchedEnv`'s reward; the sum of censored
+    JCTs is the episode's job-time; ``egress_weight`` is ``cost_weight`` where the scenario gives none;
+    a row written before egress was billed counts none).
     With a cost weight this is the fair single figure: JCT and cost ratios alone can each favour a
     policy that trades one for the other.
     """
@@ -216,8 +220,9 @@ def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> 
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
     w = sc.cfg.reward
     job_h = float(np.sum(row["jcts_s"])) / 3600.0
+    egress_weight = w.cost_weight if w.egress_weight is None else w.egress_weight
     return (w.jct_weight * job_h / sc.cfg.env.queue_window + w.cost_weight * row["cost_usd"]
-            - w.throughput_weight * row["total_tokens"] / 1e9)
+            + egress_weight * row.get("egress_usd", 0.0) - w.throughput_weight * row["total_tokens"] / 1e9)
 
 
 def report(spec: str, res: dict) -> None:

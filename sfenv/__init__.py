@@ -1,11 +1,39 @@
 """sfenv: a Gymnasium testbed for scheduling LLM training across geo-distributed GPU clusters.
 
 Importing ``sfenv`` registers the environment ids (``sfenv/GeoSched-v1`` and one per bundled
-scenario) and imports neither torch, Stable-Baselines3 nor matplotlib.
+scenario) and imports neither torch, Stable-Baselines3 nor matplotlib.  In the ``sfenv`` command
+alone (not in a program that imports sfenv), Ctrl-C while it starts prints one line and exits 130.
 """
 
-from sfenv import _moved
-from sfenv.registration import register_envs
+import os as _os
+import signal as _signal
+import sys as _sys
+from itertools import pairwise as _pairwise
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    """Ctrl-C while the ``sfenv`` command starts (its imports, before ``main`` runs): one line and exit 130."""
+    _sys.stderr.write("sfenv: interrupted while starting; nothing was run or written\n")
+    _sys.stderr.flush()
+    _os._exit(130)
+
+
+def _is_the_sfenv_command() -> bool:
+    """Whether this process is the ``sfenv`` command (its console script, or ``python -m sfenv``)."""
+    script = _os.path.basename(_sys.argv[0]) if _sys.argv else ""
+    flags = list(getattr(_sys, "orig_argv", []))
+    as_module = any(a == "-m" and b in ("sfenv", "sfenv.app.cli") for a, b in _pairwise(flags))
+    return as_module or script in ("sfenv", "sfenv.exe", "sfenv-script.py")
+
+
+# First of all, before the imports of a second or more: Ctrl-C while the command starts gives one line, not a
+# traceback from deep inside an import (sfenv.app.cli.main gives Ctrl-C back to Python when it starts).
+# A program that imports sfenv keeps its own Ctrl-C handling.
+if _is_the_sfenv_command() and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+
+from sfenv import _moved  # noqa: E402
+from sfenv.registration import register_envs  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "register_envs"]

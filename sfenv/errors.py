@@ -9,7 +9,8 @@ say what was given, what was expected and, where it helps, what to do.
 
 from __future__ import annotations
 
-__all__ = ["DependencyNotInstalled", "Interrupted", "InvalidInput", "MissingFile", "SfenvError", "UnknownName"]
+__all__ = ["DependencyNotInstalled", "Interrupted", "InvalidInput", "MissingFile", "SfenvError", "UnknownName",
+           "UntrustedCode"]
 
 
 class SfenvError(Exception):
@@ -18,6 +19,14 @@ class SfenvError(Exception):
 
 class InvalidInput(SfenvError, ValueError):
     """An argument has a value out of its range or of the wrong kind."""
+
+
+class UntrustedCode(InvalidInput):
+    """A file that runs code when loaded (a pickle, an SB3 ``.zip``), refused without an explicit opt-in.
+
+    The message says why and how to opt in (``--trust-model-code``, ``trust_code=True``), or how to get
+    a form that loads no code.
+    """
 
 
 class UnknownName(SfenvError, KeyError):

@@ -11,6 +11,7 @@ outages, link dynamics) from a seeded generator.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from bisect import bisect_right
 from functools import cached_property
@@ -19,11 +20,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sfenv.errors import SfenvError
+from sfenv.errors import InvalidInput, SfenvError
 from sfenv.model.perf import SCHEDULES, PerfParams
+from sfenv.world import limits as lim
+from sfenv.world.egress import DEFAULT_USD_PER_GB, CloudSite, EgressTable, egress_price_matrix, load_egress_table
+from sfenv.world.files import MAX_YAML_BYTES, load_yaml, read_text
 from sfenv.world.generators import GeneratedTopology, spider_topology, waxman_topology
 from sfenv.world.hardware import GPU_CATALOGUE, get_gpu
 from sfenv.world.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
@@ -45,9 +48,16 @@ from sfenv.world.workload import (
 
 __all__ = [
     "DEFAULT_SCENARIO",
+    "MAX_CANDIDATES",
+    "MAX_EPISODE_STEPS",
+    "MAX_FORECAST_HOURS",
     "MAX_JOBS",
+    "MAX_LOAD_FITS",
+    "MAX_MIX",
     "MAX_PRICE_DAYS",
+    "MAX_QUEUE_WINDOW",
     "MAX_REGIONS",
+    "SAFE_NAME",
     "Scenario",
     "ScenarioError",
     "bundled_scenarios",
@@ -64,8 +74,33 @@ MAX_JOBS = 100_000
 #: Largest ``topology.num_regions`` of a generated topology (the bundled ones go to 64; the
 #: generators and the observation grow with the square of it, through the links).
 MAX_REGIONS = 1024
-#: Largest ``prices.days`` (ten years of hourly prices per zone).
-MAX_PRICE_DAYS = 3660
+#: Largest ``prices.days`` (ten years of hourly prices per zone; :mod:`sfenv.world.limits` has the
+#: bounds of every other number of a scenario, with their reasons).
+MAX_PRICE_DAYS = lim.MAX_PRICE_DAYS
+#: Largest ``env.max_candidates`` (and the env's ``max_candidates``): 256.  The bundled scenarios and
+#: configs use 12-16; the action mask and the candidate block grow with it (100,000 took 9.9 GB).
+MAX_CANDIDATES = 256
+#: Largest ``env.queue_window``: 256 waiting jobs shown (the bundled scenarios use 6-8); each gets
+#: plans from the proposers at every step.
+MAX_QUEUE_WINDOW = 256
+#: Largest ``env.forecast_hours``: a week (168).  Day-ahead markets publish 24-36 hours ahead, so
+#: beyond that a forecast is no longer one a scheduler could get (the bundled scenarios use 6).
+MAX_FORECAST_HOURS = 168
+#: Largest ``env.max_episode_steps``: 10,000,000, 100 steps for each of :data:`MAX_JOBS` jobs (the
+#: bundled scenarios allow 40 per job).
+MAX_EPISODE_STEPS = 10_000_000
+#: What a name that becomes part of a path (the scenario's ``name``: ``results/NAME/``, run folders)
+#: may be: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or a digit (so no ``..``, no
+#: separator, no hidden file), at most 100 characters.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: Most entries of ``workload.models`` and of ``workload.global_batch`` (16 each; the bundled
+#: scenarios use up to 4 and 2).  Deriving a rate from ``workload.load`` fits a plan for every
+#: model, batch size and kind of region.
+MAX_MIX = 16
+#: Most plan fits :attr:`Scenario.job_capacity_per_hour` may take to derive a rate from
+#: ``workload.load`` (models x batch sizes x kinds of region, a kind being regions that plan alike
+#: on the same budget): 4,096, about 10 s at worst (2 ms a fit).  The bundled scenarios need at most 120 (spider-64).
+MAX_LOAD_FITS = 4096
 
 
 def _not_bool(v: Any) -> Any:
@@ -79,6 +114,26 @@ _NUM = BeforeValidator(_not_bool)
 PosFloat = Annotated[float, _NUM, Field(gt=0)]
 NonNegFloat = Annotated[float, _NUM, Field(ge=0)]
 PosInt = Annotated[int, _NUM, Field(gt=0)]
+#: a count of GPUs (in a region, or a job's bounds)
+GpuCount = Annotated[int, _NUM, Field(gt=0, le=lim.MAX_GPUS)]
+#: a bandwidth in Gbit/s
+Bandwidth = Annotated[float, _NUM, Field(ge=lim.MIN_BANDWIDTH_GBPS, le=lim.MAX_BANDWIDTH_GBPS)]
+#: a one-way latency in ms
+Latency = Annotated[float, _NUM, Field(ge=0, le=lim.MAX_LATENCY_MS)]
+#: an electricity price in USD/MWh
+Price = Annotated[float, _NUM, Field(ge=-lim.MAX_ABS_PRICE, le=lim.MAX_ABS_PRICE)]
+#: a UTC offset in hours
+UtcOffset = Annotated[float, _NUM, Field(ge=-12, le=14)]
+#: a mean time in hours (a sojourn or a duration)
+MeanHours = Annotated[float, _NUM, Field(ge=lim.MIN_MEAN_H, le=lim.MAX_HORIZON_H)]
+#: an arrival rate in jobs per hour
+Rate = Annotated[float, _NUM, Field(ge=lim.MIN_RATE_PER_HOUR, le=lim.MAX_RATE_PER_HOUR)]
+#: a weight (reward terms, the model mix)
+Weight = Annotated[float, _NUM, Field(ge=0, le=lim.MAX_WEIGHT)]
+#: a number of iterations
+Iterations = Annotated[int, _NUM, Field(gt=0, le=lim.MAX_ITERATIONS)]
+#: a region, zone or model name: not empty, at most 100 characters
+Label = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 def _choice_cdf(weights: np.ndarray) -> list[float] | None:
@@ -122,16 +177,20 @@ class _Strict(BaseModel):
 class RegionCfg(_Strict):
     """A region (cluster): see :class:`sfenv.world.topology.Region`."""
 
-    name: str
+    name: Label
     gpu: str
-    gpus: PosInt
-    zone: str
+    gpus: GpuCount
+    zone: Label
     pue: Annotated[float, _NUM, Field(ge=1.0, le=3.0)] = 1.2
-    intra_bw_gbps: PosFloat = 100.0
-    intra_latency_ms: NonNegFloat = 0.01
-    gpus_per_server: PosInt = 8
-    utc_offset_h: Annotated[float, _NUM, Field(ge=-12, le=14)] = 0.0
+    intra_bw_gbps: Bandwidth = 100.0
+    intra_latency_ms: Latency = 0.01
+    gpus_per_server: Annotated[int, _NUM, Field(gt=0, le=lim.MAX_GPUS_PER_SERVER)] = 8
+    utc_offset_h: UtcOffset = 0.0
     tier: str = "cloud"
+    #: the cloud provider hosting the region (``aws``, ``gcp``, ``azure``), or None (not a cloud's region)
+    cloud: str | None = None
+    #: the provider's name of the region (``us-east-1``; GCP without the zone), priced by ``egress.table``
+    cloud_region: str | None = None
 
     @field_validator("gpu")
     @classmethod
@@ -140,27 +199,46 @@ class RegionCfg(_Strict):
             raise ValueError(f"unknown GPU type {v!r}; expected one of {sorted(GPU_CATALOGUE)}")
         return v
 
+    @model_validator(mode="after")
+    def _cloud(self) -> RegionCfg:
+        if self.cloud_region is not None and self.cloud is None:
+            raise ValueError(f"cloud_region {self.cloud_region!r} needs the region's cloud (e.g. cloud: aws)")
+        return self
+
+    def cloud_site(self) -> CloudSite | None:
+        """The region's cloud region, when both ``cloud`` and ``cloud_region`` are given."""
+        if self.cloud is None or self.cloud_region is None:
+            return None
+        return CloudSite(self.cloud, self.cloud_region)
+
 
 class LinkCfg(_Strict):
-    """A WAN link between two named regions."""
+    """A WAN link between two named regions.
+
+    ``bandwidth_gbps`` is the capacity the link's flows share; ``pair_gbps_ab`` / ``pair_gbps_ba``, where
+    given, the measured rate of one VM pair from ``a`` to ``b`` / from ``b`` to ``a``: every flow (one
+    replica pair of a pipeline hop, one ring edge) runs at most at it (:class:`sfenv.world.topology.Link`).
+    """
 
     a: str
     b: str
-    bandwidth_gbps: PosFloat
-    latency_ms: NonNegFloat
+    bandwidth_gbps: Bandwidth
+    latency_ms: Latency
     dynamic: bool = False
+    pair_gbps_ab: PosFloat | None = None
+    pair_gbps_ba: PosFloat | None = None
 
 
 class TopologyCfg(_Strict):
     """Explicit regions and links, or a generator with its parameters."""
 
     generator: Literal["explicit", "spider", "waxman"] = "explicit"
-    regions: list[RegionCfg] = Field(default_factory=list)
-    links: list[LinkCfg] = Field(default_factory=list)
+    regions: list[RegionCfg] = Field(default_factory=list, max_length=MAX_REGIONS)
+    links: list[LinkCfg] = Field(default_factory=list, max_length=MAX_REGIONS * (MAX_REGIONS - 1) // 2)
     num_regions: Annotated[int, _NUM, Field(gt=0, le=MAX_REGIONS)] | None = None
-    seed: int = 0
-    gpu_types: list[str] | None = None
-    gpus_per_region: list[PosInt] | None = None
+    seed: Annotated[int, _NUM, Field(ge=0, le=2**63 - 1)] = 0
+    gpu_types: list[str] | None = Field(default=None, max_length=len(GPU_CATALOGUE))
+    gpus_per_region: list[GpuCount] | None = Field(default=None, max_length=MAX_REGIONS)
 
     @model_validator(mode="after")
     def _check(self) -> TopologyCfg:
@@ -178,9 +256,9 @@ class TopologyCfg(_Strict):
 class ZoneTOU(_Strict):
     """Time-of-use parameters of one zone, USD/MWh."""
 
-    base: float
-    peak: float
-    utc_offset_h: float = 0.0
+    base: Price
+    peak: Price
+    utc_offset_h: UtcOffset = 0.0
 
 
 class PricesCfg(_Strict):
@@ -188,9 +266,9 @@ class PricesCfg(_Strict):
 
     kind: Literal["time_of_use", "daily_profile", "csv"] = "time_of_use"
     days: Annotated[int, _NUM, Field(gt=0, le=MAX_PRICE_DAYS)] = 14
-    noise: NonNegFloat = 0.05
+    noise: Annotated[float, _NUM, Field(ge=0, le=lim.MAX_PRICE_NOISE)] = 0.05
     zones: dict[str, ZoneTOU] = Field(default_factory=dict)
-    profiles: dict[str, list[float]] = Field(default_factory=dict)
+    profiles: dict[str, list[Price]] = Field(default_factory=dict)
     path: str | None = None
 
     @model_validator(mode="after")
@@ -206,13 +284,13 @@ class PricesCfg(_Strict):
 class ModelMixCfg(_Strict):
     """A model in the job mix: a zoo name or a full shape, with a sampling weight."""
 
-    name: str
-    weight: PosFloat = 1.0
-    layers: PosInt | None = None
-    hidden: PosInt | None = None
-    heads: PosInt | None = None
-    seq_len: PosInt | None = None
-    vocab: Annotated[int, _NUM, Field(ge=0)] = 0
+    name: Label
+    weight: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_WEIGHT)] = 1.0
+    layers: Annotated[int, _NUM, Field(gt=0, le=lim.MAX_LAYERS)] | None = None
+    hidden: Annotated[int, _NUM, Field(gt=0, le=lim.MAX_HIDDEN)] | None = None
+    heads: Annotated[int, _NUM, Field(gt=0, le=lim.MAX_HEADS)] | None = None
+    seq_len: Annotated[int, _NUM, Field(gt=0, le=lim.MAX_SEQ_LEN)] | None = None
+    vocab: Annotated[int, _NUM, Field(ge=0, le=lim.MAX_VOCAB)] = 0
 
     def spec(self) -> ModelSpec:
         """The model shape."""
@@ -237,12 +315,31 @@ class ArrivalCfg(_Strict):
     """
 
     process: Literal["poisson", "mmpp", "trace"] = "poisson"
-    rate_per_hour: PosFloat | None = None
-    burst_rate_per_hour: PosFloat = 12.0
-    mean_calm_h: PosFloat = 6.0
-    mean_burst_h: PosFloat = 1.0
+    rate_per_hour: Rate | None = None
+    burst_rate_per_hour: Rate = 12.0
+    mean_calm_h: MeanHours = 6.0
+    mean_burst_h: MeanHours = 1.0
     path: str | None = None
-    time_scale: PosFloat = 1.0
+    time_scale: Annotated[float, _NUM, Field(ge=1e-6, le=1e6)] = 1.0
+
+
+def _check_mmpp_switches(w: WorkloadCfg) -> None:
+    """Refuse an mmpp process that would switch state more than :data:`~sfenv.world.limits.MAX_MMPP_SWITCHES` times.
+
+    Drawing ``num_jobs`` arrivals takes about ``num_jobs / mean rate`` hours of the process, in which
+    it switches state twice per ``mean_calm_h + mean_burst_h``; each switch is a step of a loop.
+    """
+    a = w.arrival
+    if a.process != "mmpp":
+        return
+    calm = DEFAULT_RATE_PER_HOUR if a.rate_per_hour is None else a.rate_per_hour
+    mean_rate = mmpp_mean_rate(calm, a.burst_rate_per_hour, a.mean_calm_h, a.mean_burst_h)
+    switches = 2.0 * w.num_jobs / (mean_rate * (a.mean_calm_h + a.mean_burst_h))
+    if switches > lim.MAX_MMPP_SWITCHES:
+        raise ValueError(f"arrival: mmpp switches state about {switches:.3g} times while it draws {w.num_jobs} jobs "
+                         f"(rates {calm:g} and {a.burst_rate_per_hour:g} per hour, mean_calm_h {a.mean_calm_h:g}, "
+                         f"mean_burst_h {a.mean_burst_h:g}); expected at most {lim.MAX_MMPP_SWITCHES:,}: give longer "
+                         "sojourns or higher rates")
 
 
 class WorkloadCfg(_Strict):
@@ -257,15 +354,18 @@ class WorkloadCfg(_Strict):
     num_jobs: Annotated[int, _NUM, Field(gt=0, le=MAX_JOBS)] = 40
     load: Annotated[float, _NUM, Field(gt=0, le=10)] | None = None
     arrival: ArrivalCfg = Field(default_factory=ArrivalCfg)
-    models: list[ModelMixCfg] = Field(default_factory=lambda: [ModelMixCfg(name="gpt-1.3b")])
-    global_batch: list[PosInt] = Field(default_factory=lambda: [256])
-    iterations: tuple[PosInt, PosInt] = (200, 2000)
-    iterations_choices: list[PosInt] | None = None
-    min_gpus: PosInt = 1
-    max_gpus: PosInt = 256
+    models: list[ModelMixCfg] = Field(default_factory=lambda: [ModelMixCfg(name="gpt-1.3b")],
+                                      min_length=1, max_length=MAX_MIX)
+    global_batch: list[Annotated[int, _NUM, Field(gt=0, le=lim.MAX_BATCH)]] = Field(
+        default_factory=lambda: [256], min_length=1, max_length=MAX_MIX)
+    iterations: tuple[Iterations, Iterations] = (200, 2000)
+    iterations_choices: list[Iterations] | None = Field(default=None, max_length=1024)
+    min_gpus: GpuCount = 1
+    max_gpus: GpuCount = 256
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadCfg:
+        _check_mmpp_switches(self)
         if self.iterations[0] > self.iterations[1]:
             raise ValueError(f"iterations range {list(self.iterations)} must be [low, high] with low <= high")
         if self.min_gpus > self.max_gpus:
@@ -286,16 +386,16 @@ class DynamicsCfg(_Strict):
     """Link bandwidth fluctuation (two-state Markov factor)."""
 
     links: Literal["none", "flagged", "all"] = "flagged"
-    low_factor: Annotated[float, _NUM, Field(gt=0, le=1)] = 0.3
-    mean_good_h: PosFloat = 4.0
-    mean_bad_h: PosFloat = 1.0
+    low_factor: Annotated[float, _NUM, Field(ge=0.01, le=1)] = 0.3
+    mean_good_h: MeanHours = 4.0
+    mean_bad_h: MeanHours = 1.0
 
 
 class OutageCfg(_Strict):
     """Random region outages: Poisson per region, exponential durations."""
 
-    rate_per_region_per_day: NonNegFloat = 0.0
-    mean_duration_h: PosFloat = 2.0
+    rate_per_region_per_day: Annotated[float, _NUM, Field(ge=0, le=1440)] = 0.0
+    mean_duration_h: MeanHours = 2.0
 
 
 class SimCfg(_Strict):
@@ -307,9 +407,9 @@ class SimCfg(_Strict):
     (:class:`sfenv.model.perf.PerfParams`, :mod:`sfenv.model.sharing`).
     """
 
-    horizon_h: PosFloat = 336.0
-    checkpoint_interval_s: PosFloat = 1800.0
-    mfu: Annotated[float, _NUM, Field(gt=0, le=1)] = 0.4
+    horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0
+    checkpoint_interval_s: Annotated[float, _NUM, Field(ge=1, le=lim.MAX_HORIZON_H * 3600)] = 1800.0
+    mfu: Annotated[float, _NUM, Field(ge=0.01, le=1)] = 0.4
     dp_overlap: Annotated[float, _NUM, Field(ge=0, le=1)] = 0.5
     memory_headroom: Annotated[float, _NUM, Field(gt=0, le=1)] = 0.9
     wan_streams: PosInt = 16
@@ -330,21 +430,40 @@ class SimCfg(_Strict):
 
 
 class RewardCfg(_Strict):
-    """Reward weights (see :class:`sfenv.env.GeoSchedEnv`)."""
+    """Reward weights (see :class:`sfenv.env.GeoSchedEnv`).
 
-    jct_weight: NonNegFloat = 1.0
-    cost_weight: NonNegFloat = 0.0
-    throughput_weight: NonNegFloat = 0.0
-    invalid_action_penalty: NonNegFloat = 0.1
+    ``cost_weight`` weighs each USD of electricity, ``egress_weight`` each USD of egress (bytes sent
+    between regions, ``egress`` section); left out, ``egress_weight`` is ``cost_weight`` (a dollar is a
+    dollar).
+    """
+
+    jct_weight: Weight = 1.0
+    cost_weight: Weight = 0.0
+    egress_weight: Weight | None = None
+    throughput_weight: Weight = 0.0
+    invalid_action_penalty: Weight = 0.1
+
+
+class EgressCfg(_Strict):
+    """What bytes leaving a region cost (:mod:`sfenv.world.egress`), billed on every cross-region byte.
+
+    ``table``: ``"skyplane"`` (the bundled public list prices of AWS, GCP and Azure), ``"none"``, or
+    the path of a CSV in the same format; it prices the pairs of regions that both give ``cloud`` and
+    ``cloud_region``.  Every other pair of different regions costs ``default_usd_per_gb`` (AWS's
+    0.02 USD/GB between most of its regions; 0 turns egress off there).
+    """
+
+    table: str = "skyplane"
+    default_usd_per_gb: Annotated[float, _NUM, Field(ge=0, le=lim.MAX_EGRESS_USD_PER_GB)] = DEFAULT_USD_PER_GB
 
 
 class EnvCfg(_Strict):
     """Environment sizes."""
 
-    max_candidates: PosInt = 16
-    queue_window: PosInt = 8
-    forecast_hours: PosInt = 6
-    max_episode_steps: PosInt = 2000
+    max_candidates: Annotated[int, _NUM, Field(gt=0, le=MAX_CANDIDATES)] = 16
+    queue_window: Annotated[int, _NUM, Field(gt=0, le=MAX_QUEUE_WINDOW)] = 8
+    forecast_hours: Annotated[int, _NUM, Field(gt=0, le=MAX_FORECAST_HOURS)] = 6
+    max_episode_steps: Annotated[int, _NUM, Field(gt=0, le=MAX_EPISODE_STEPS)] = 2000
 
 
 class ScenarioCfg(_Strict):
@@ -360,6 +479,15 @@ class ScenarioCfg(_Strict):
     sim: SimCfg = Field(default_factory=SimCfg)
     reward: RewardCfg = Field(default_factory=RewardCfg)
     env: EnvCfg = Field(default_factory=EnvCfg)
+    egress: EgressCfg = Field(default_factory=EgressCfg)
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        if not SAFE_NAME.fullmatch(v):
+            raise ValueError("expected letters, digits, '.', '_' and '-', starting with a letter or a digit, at "
+                             "most 100 characters (the name becomes a folder name, e.g. results/NAME)")
+        return v
 
 
 def _fmt_loc(loc: tuple[Any, ...]) -> str:
@@ -398,7 +526,11 @@ class Scenario:
         self.base_dir = base_dir
         self._generated: GeneratedTopology | None = None
         _ = self.topology  # validate cross references now
+        self._check_event_budget()
         _ = self.price_csv, self.trace_rows  # and read the named CSV files: errors at load, not mid-run
+        _ = self.egress_usd_per_byte  # and price every region pair: errors at load
+        if cfg.workload.load is not None:  # and derive the rate (a job shape that fits nowhere is an error)
+            _ = self.arrival_rate_per_hour
 
     @property
     def name(self) -> str:
@@ -407,6 +539,23 @@ class Scenario:
 
     def _err(self, field: str, value: Any, expected: str) -> ScenarioError:
         return ScenarioError(f"{self.source}: {field}: got {value!r}; expected {expected}")
+
+    def _check_event_budget(self) -> None:
+        """Refuse outages and link dynamics that would draw more than :data:`~sfenv.world.limits.MAX_EVENTS` events.
+
+        Over the horizon, a region has about ``rate_per_region_per_day x horizon_h / 24`` outages (a
+        start and an end each), and a dynamic link changes state twice per ``mean_good_h + mean_bad_h``.
+        """
+        c = self.cfg
+        horizon = c.sim.horizon_h
+        outages = 2.0 * self.topology.num_regions * c.outages.rate_per_region_per_day * horizon / 24.0
+        changes = 2.0 * len(self.dynamic_links) * horizon / (c.dynamics.mean_good_h + c.dynamics.mean_bad_h)
+        if outages + changes > lim.MAX_EVENTS:
+            raise ScenarioError(
+                f"{self.source}: outages, dynamics: about {outages:,.0f} outage starts and ends and {changes:,.0f} "
+                f"link changes expected over sim.horizon_h = {horizon:g}; expected at most {lim.MAX_EVENTS:,} in "
+                "all: lower outages.rate_per_region_per_day, lengthen dynamics.mean_good_h and mean_bad_h, "
+                "or shorten the horizon")
 
     def _resolve(self, path: str) -> Path:
         p = Path(path)
@@ -432,6 +581,7 @@ class Scenario:
     def topology(self) -> Topology:
         """The static topology (validated: known regions in links, connected graph)."""
         regions_cfg, links_cfg = self._topology_data()
+        self._region_cfgs = tuple(regions_cfg)
         index = {r.name: i for i, r in enumerate(regions_cfg)}
         regions = [
             Region(
@@ -447,7 +597,8 @@ class Scenario:
                 name = getattr(ln, end)
                 if name not in index:
                     raise self._err(f"topology.links[{k}].{end}", name, f"a region name, one of {sorted(index)}")
-            links.append(Link(index[ln.a], index[ln.b], ln.bandwidth_gbps, ln.latency_ms))
+            links.append(Link(index[ln.a], index[ln.b], ln.bandwidth_gbps, ln.latency_ms, ln.pair_gbps_ab,
+                              ln.pair_gbps_ba))
         self._dynamic_links = tuple(k for k, ln in enumerate(links_cfg) if ln.dynamic)
         try:
             topo = Topology(regions, links)
@@ -500,6 +651,39 @@ class Scenario:
             raise self._err("workload.arrival.path", None, "a trace CSV path for process 'trace'")
         return self._read_csv("workload.arrival.path", w.arrival.path,
                               lambda f: read_trace_csv(f, limit=w.num_jobs))
+
+    @cached_property
+    def egress_table(self) -> EgressTable | None:
+        """The egress price table of ``egress.table`` (None for ``"none"``).
+
+        :raises ScenarioError: naming ``egress.table`` when a named file cannot be read.
+        """
+        name = self.cfg.egress.table
+        if name == "none":
+            return None
+        if name == "skyplane":
+            return load_egress_table()
+        return self._read_csv("egress.table", name, lambda f: load_egress_table(str(f)))
+
+    @cached_property
+    def egress_usd_per_byte(self) -> np.ndarray:
+        """USD per byte sent from region i to region j (regions x regions, read-only; :func:`egress_price_matrix`).
+
+        :raises ScenarioError: naming the region whose cloud region the table does not price.
+        """
+        _ = self.topology  # sets _region_cfgs
+        table = self.egress_table
+        sites = [r.cloud_site() for r in self._region_cfgs]
+        for i, site in enumerate(sites):
+            if site is not None and table is not None and not table.knows(site):
+                raise self._err(f"topology.regions[{i}].cloud_region", site.region,
+                                f"a region of {site.cloud} in the egress table ({table.source})")
+        try:
+            out = egress_price_matrix(sites, table, self.cfg.egress.default_usd_per_gb)
+        except ValueError as e:
+            raise ScenarioError(f"{self.source}: egress: {e}") from None
+        out.setflags(write=False)
+        return out
 
     # ------------------------------------------------------------ episode sampling
     def make_prices(self, rng: np.random.Generator | None) -> PriceSeries:
@@ -570,7 +754,11 @@ class Scenario:
         :func:`sfenv.world.workload.platform_job_rate` of those jobs.  Regions where a shape does not
         fit are left out for that shape.  Trace workloads have no job mix: NaN.
 
-        :raises ScenarioError: if some job shape fits in no single region.
+        Regions that plan alike (:attr:`sfenv.world.topology.Topology.plan_class`) on the same budget
+        get the same plan, so each such pair is fitted once per model and batch size.
+
+        :raises ScenarioError: if some job shape fits in no single region, or if deriving the rate
+            would take more than :data:`MAX_LOAD_FITS` plan fits.
         """
         from sfenv.model.perf import evaluate_plan
         from sfenv.model.planning import fit_plan
@@ -579,6 +767,14 @@ class Scenario:
         if w.arrival.process == "trace":
             return math.nan
         topo = self.topology
+        budgets = [min(region.num_gpus, w.max_gpus) for region in topo.regions]
+        kinds = {(topo.plan_class[r], b) for r, b in enumerate(budgets) if b >= w.min_gpus}
+        fits_needed = len(w.models) * len(w.global_batch) * len(kinds)
+        if fits_needed > MAX_LOAD_FITS:
+            raise self._err("workload.load", w.load, f"a platform and job mix that need at most {MAX_LOAD_FITS:,} plan "
+                            f"fits to derive the rate (these need {fits_needed:,}: {len(w.models)} models x "
+                            f"{len(w.global_batch)} batch sizes x {len(kinds)} kinds of region); give "
+                            "arrival.rate_per_hour instead")
         params = s.perf_params()
         weights = np.array([m.weight for m in w.models], dtype=float)
         weights /= weights.sum()
@@ -590,14 +786,18 @@ class Scenario:
             for batch in w.global_batch:
                 job = JobSpec(0, m.spec(), batch, 1, 0.0, w.min_gpus, w.max_gpus)
                 p = q / len(w.global_batch)
-                for r, region in enumerate(topo.regions):
-                    budget = min(region.num_gpus, w.max_gpus)
-                    res = None
-                    if budget >= w.min_gpus:
+                fitted: dict[tuple[int, int], tuple[int, float] | None] = {}  # (plan class, budget) -> GPUs, time
+                for r, budget in enumerate(budgets):
+                    if budget < w.min_gpus:
+                        continue
+                    key = (topo.plan_class[r], budget)
+                    if key not in fitted:
                         res = fit_plan(job, topo, [r], [budget],
                                        lambda plan, j: evaluate_plan(plan, j, topo, params), schedule=s.schedule)
-                    if res is not None:
-                        work[r] += p * res[0].gpus * res[1].iter_time * iters
+                        fitted[key] = None if res is None else (res[0].gpus, res[1].iter_time)
+                    got = fitted[key]
+                    if got is not None:
+                        work[r] += p * got[0] * got[1] * iters
                         share[r] += p
                         fits_somewhere = True
             if not fits_somewhere:
@@ -698,27 +898,33 @@ class Scenario:
 
 
 def load_scenario(spec: str | Path | dict | Scenario) -> Scenario:
-    """Load a scenario from a bundled name, a YAML path, a dict or a :class:`Scenario`."""
+    """Load a scenario from a bundled name, a YAML path, a dict or a :class:`Scenario`.
+
+    A file is read within the bounds of :mod:`sfenv.world.files`: a regular file (not a device, a
+    FIFO or a directory) of at most :data:`~sfenv.world.files.MAX_YAML_BYTES` bytes of UTF-8 YAML,
+    without aliases and nested at most :data:`~sfenv.world.files.MAX_YAML_DEPTH` levels.
+
+    :raises ScenarioError: naming the file (and the field, the value and what was expected).
+    """
     if isinstance(spec, Scenario):
         return spec
     if isinstance(spec, dict):
         return Scenario.from_dict(spec)
     path = Path(spec)
-    if not path.exists() and not str(spec).endswith((".yaml", ".yml")):
-        res = resources.files("sfenv.scenarios").joinpath(f"{spec}.yaml")
-        if not res.is_file():
-            raise ScenarioError(f"no scenario named {spec!r}; bundled: {bundled_scenarios()}, or give a YAML path")
-        text = res.read_text()
-        source = f"scenarios/{spec}.yaml"
-        base = None
-    else:
-        if not path.exists():
-            raise ScenarioError(f"{path}: file not found")
-        text = path.read_text()
-        source = str(path)
-        base = path.parent
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ScenarioError(f"{source}: not valid YAML: {e}") from None
+        if not path.exists() and not str(spec).endswith((".yaml", ".yml")):
+            res = resources.files("sfenv.scenarios").joinpath(f"{spec}.yaml")
+            if not SAFE_NAME.fullmatch(str(spec)) or not res.is_file():
+                raise ScenarioError(f"no scenario named {spec!r}; bundled: {bundled_scenarios()}, or give a YAML path")
+            source = f"scenarios/{spec}.yaml"
+            data = load_yaml(res.read_text(), source)
+            base = None
+        else:
+            if not path.exists():
+                raise ScenarioError(f"{path}: file not found")
+            source = str(path)
+            data = load_yaml(read_text(path, "scenario file", MAX_YAML_BYTES), source)
+            base = path.parent
+    except InvalidInput as e:  # not a regular file, too large, not UTF-8, not valid YAML: one line, with the file
+        raise ScenarioError(str(e)) from None
     return Scenario.from_dict(data, source, base)

@@ -14,7 +14,9 @@ Every setting is DT-FM's (DS3Lab/DT-FM @cda948f), none chosen to land in the ban
   receives run on their own CUDA streams, overlapped with compute, as the model's channels are.
 - **datacentre** (``scheduler/generate_sim_com_matrices.py`` case 0): 8-GPU instances, 100 Gbit/s
   inside, 3.125 Gbit/s between GPUs of two instances (a 25 Gbit/s NIC for 8 GPUs), no delay; each
-  stage's replicas in one instance.
+  stage's replicas in one instance. Every GPU is its own server here (``gpus_per_server=1``): DT-FM
+  gives each GPU pair its own bandwidth (64 single-GPU nodes in its runs), so a data-parallel ring
+  runs at the pair bandwidth, not on one server's NVLink.
 - **world** (case 4): 8 cities x 8 GPUs, 10 ms and 2 Gbit/s inside a city, the pair matrix between
   cities; ``generate_heterogeneous_tc.py`` puts netem's ``delay`` on each node's egress with a
   ``rate`` per destination class, so a GPU pair across cities has the pair's rate each way (a link
@@ -113,13 +115,14 @@ def dtfm_order() -> list[int]:
 
 
 def _datacentre(gpu: GPUSpec) -> Topology:
-    regions = [Region(f"instance{i}", gpu, 8, "z", intra_bw_gbps=100.0, intra_latency_ms=0.0) for i in range(8)]
+    regions = [Region(f"instance{i}", gpu, 8, "z", intra_bw_gbps=100.0, intra_latency_ms=0.0,
+                      gpus_per_server=1) for i in range(8)]
     return Topology(regions, [Link(i, j, 8 * 3.125, 0.0) for i in range(8) for j in range(i + 1, 8)])
 
 
 def _world(order: list[int], gpu: GPUSpec) -> Topology:
     """The cities, with only the links between consecutive cities of ``order`` (DT-FM's peers talk directly)."""
-    regions = [Region(c, gpu, 8, "z", intra_bw_gbps=2.0, intra_latency_ms=10.0) for c in CITIES]
+    regions = [Region(c, gpu, 8, "z", intra_bw_gbps=2.0, intra_latency_ms=10.0, gpus_per_server=1) for c in CITIES]
     links = [Link(a, b, 8 * _pair(a, b)[1], _pair(a, b)[0]) for a, b in itertools.pairwise(order)]
     return Topology(regions, links)
 

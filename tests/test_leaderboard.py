@@ -1,8 +1,10 @@
-"""sfenv leaderboard on a tiny configuration, sfenv validate on honest and edited entries, evaluate --split."""
+"""sfenv leaderboard on a tiny configuration (its episodes replay-checked), evaluate --split, the statistics.
+
+sfenv validate on honest and edited entries: tests/test_validate_entry.py.
+"""
 
 from __future__ import annotations
 
-import copy
 import csv
 import json
 import math
@@ -14,86 +16,6 @@ from sfenv.app.cli import main
 from sfenv.runs import protocol
 from sfenv.runs.stats import iqm_interval, paired_ratio, probability_of_improvement
 from sfenv.sim import make_simulator
-
-TINY = ["--agents", "fifo,spinsearch", "--scenario", "spider-8", "--seeds", "2", "--num-jobs", "4", "--quiet"]
-
-
-@pytest.fixture(scope="module")
-def entry(tmp_path_factory) -> tuple[dict, object]:
-    """An honest entry: two agents, two test seeds, actions recorded (through the CLI)."""
-    path = tmp_path_factory.mktemp("entry") / "entry.json"
-    assert main(["evaluate", *TINY, "--out", str(path), "--record-actions"]) == 0
-    data = json.loads(path.read_text())
-    assert data["settings"]["split"] == "test" and data["settings"]["seeds"] == protocol.seeds("test", 2)
-    assert data["settings"]["record_actions"] is True and data["settings"]["protocol"] == 1
-    return data, path
-
-
-def test_the_entry_records_test_seeds_actions_and_the_scenario_hash(entry):
-    rows = entry[0]["episodes"]
-    assert {(r["agent"], r["seed"]) for r in rows} == {(a, s) for a in ("fifo", "spinsearch")
-                                                      for s in protocol.seeds("test", 2)}
-    for r in rows:
-        decisions = r["actions"]["decisions"]
-        assert len(decisions) == r["decisions"] and any(d is not None for d in decisions)
-        assert len(r["scenario_sha"]) == 16
-
-
-def _write(tmp_path, doc, name="e.json"):
-    path = tmp_path / name
-    path.write_text(json.dumps(doc))
-    return str(path)
-
-
-def test_validate_accepts_an_honest_entry(entry, capsys):
-    _, path = entry
-    assert main(["validate", str(path)]) == 0
-    assert "every metric reproduced" in capsys.readouterr().out
-
-
-def test_validate_rejects_an_edited_metric(entry, tmp_path, capsys):
-    bad = copy.deepcopy(entry[0])
-    bad["episodes"][2]["mean_jct_s"] *= 0.97  # a better JCT than the actions give
-    assert main(["validate", _write(tmp_path, bad)]) == 1
-    err = capsys.readouterr().err
-    assert "REJECTED" in err and "row 2" in err and "mean_jct_s" in err
-
-
-def test_validate_rejects_an_edited_action(entry, tmp_path, capsys):
-    bad = copy.deepcopy(entry[0])
-    decisions = bad["episodes"][0]["actions"]["decisions"]
-    first = next(i for i, d in enumerate(decisions) if d is not None)
-    decisions[first]["micro_batch"] *= 2  # the same job started with another plan
-    assert main(["validate", _write(tmp_path, bad)]) == 1
-    err = capsys.readouterr().err
-    assert "REJECTED" in err and "row 0" in err
-
-
-def test_validate_rejects_another_scenario(entry, tmp_path, capsys):
-    bad = copy.deepcopy(entry[0])
-    bad["episodes"][1]["jobs"] = 5  # claims a 5-job workload: the recorded hash is not that scenario's
-    assert main(["validate", _write(tmp_path, bad)]) == 1
-    assert "scenario hash" in capsys.readouterr().err
-
-
-def test_validate_exits_2_on_unreadable_input(entry, tmp_path, capsys):
-    rows = entry[0]["episodes"]
-    junk = tmp_path / "junk.json"
-    junk.write_text("{not json")
-    assert main(["validate", str(junk)]) == 2
-    no_actions = [{k: v for k, v in r.items() if k != "actions"} for r in rows]
-    assert main(["validate", _write(tmp_path, no_actions)]) == 2
-    assert main(["validate", str(tmp_path / "missing.json")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 3 and all(line.startswith("sfenv: ") for line in err)
-
-
-def test_validate_rejects_seeds_mislabelled_as_the_test_split(entry, tmp_path, capsys):
-    bad = copy.deepcopy(entry[0])
-    for r in bad["episodes"]:  # honest episodes of other seeds, still labelled "test"
-        r["seed"] += 5
-    assert main(["validate", _write(tmp_path, bad)]) == 1
-    assert "not the first 2 of split 'test'" in capsys.readouterr().err
 
 
 def test_evaluate_labels_explicit_seeds_and_refuses_them_as_a_split(tmp_path, capsys):
@@ -133,10 +55,34 @@ def test_leaderboard_on_a_tiny_configuration(tmp_path, capsys):
     for agent in ranked:
         assert f"| {agent} |" in md and f"<td>{agent}</td>" in html
     assert "test split" in md and "<script" not in html and "http" not in html  # self-contained
+    assert all(r["actions"]["decisions"] for r in episodes)  # recorded: the cached episodes can be replayed
     # resumable: a second run plays nothing new and gives the same table
     before = (out / "leaderboard.csv").read_text()
     assert main([*argv, "--resume"]) == 0
     assert (out / "leaderboard.csv").read_text() == before
+
+
+def test_leaderboard_refuses_an_edited_cached_episode(tmp_path, capsys):
+    """The review's tamper: the loser's cached mean JCT set to 1 s must not make it rank first on --resume."""
+    out = tmp_path / "lb"
+    argv = ["leaderboard", "--agents", "fifo,spinsearch", "--scenarios", "spider-8", "--seeds", "2", "--num-jobs", "4",
+            "--out-dir", str(out), "--quiet"]
+    assert main(argv) == 0
+    table = (out / "leaderboard.csv").read_text()
+    path = out / "episodes" / "spider-8.json"
+    doc = json.loads(path.read_text())
+    loser = list(csv.DictReader(table.splitlines()))[-1]["agent"]
+    edited = next(i for i, r in enumerate(doc["episodes"]) if r["agent"] == loser)
+    doc["episodes"][edited]["mean_jct_s"] = 1.0
+    path.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sfenv")]  # not the progress
+    assert len(err) == 1 and err[0].startswith(f"sfenv: leaderboard: REJECTED {path}: row {edited} ({loser}, ")
+    assert "mean_jct_s is 1.0 in the file" in err[0] and "--overwrite" in err[0]
+    assert (out / "leaderboard.csv").read_text() == table  # nothing ranked from the edited file
+    assert main([*argv, "--overwrite"]) == 0  # played again: the same table as the honest run
+    assert (out / "leaderboard.csv").read_text() == table
 
 
 def test_leaderboard_says_spider64_is_capped(tmp_path):

@@ -38,7 +38,7 @@ def chain_plans(draw):
                                 unique=True))) if p > 1 else []
     bounds = [0, *cuts, job.model.layers]
     layers = [bounds[i + 1] - bounds[i] for i in range(p)]
-    dp = draw(st.sampled_from([1, 2, 4]))
+    dp = draw(st.sampled_from([1, 2, 3, 4, 16]))  # 3 and 16: data-parallel rings across servers, a last one part-full
     tp = draw(st.sampled_from([1, 2, 4, 8, 3]))  # 3 divides no head count here: infeasible plans too
     stages = tuple(Stage.at(r, n, dp, tp) for r, n in zip(chain, layers))
     plan = Plan(job.job_id, stages, micro_batch=draw(st.sampled_from([1, 2, 4])),

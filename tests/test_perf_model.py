@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import TOY_GPU, TOY_MODEL, flat_prices, make_job, make_region, two_region_topo
 
-from sfenv.model.perf import PerfParams, Plan, Stage, allreduce_time, evaluate_plan
+from sfenv.model.perf import PerfParams, Plan, Stage, _evaluate_general, allreduce_time, evaluate_plan
 from sfenv.model.pipeline import replay_pipeline
 from sfenv.sim import SimConfig, Simulator
 from sfenv.world.hardware import GPUSpec
@@ -35,7 +35,8 @@ def test_single_region_data_parallel(params):
     m = 8 // 2
     c = stage_compute(4)
     grad_bytes = 2 * LAYER_P * 4
-    ar = 2 * (2 - 1) / 2 * grad_bytes * 8 / 100e9  # ring all-reduce at 100 Gbit/s, no latency
+    # 2 replicas fit in one 8-GPU server: the ring runs over the GPU link (31.5 GB/s), not the 100 Gbit/s NICs
+    ar = 2 * (2 - 1) / 2 * grad_bytes * 8 / (31.5 * 8e9)
     assert perf.feasible
     assert perf.microbatches == m
     assert perf.compute_times == pytest.approx([c])
@@ -45,6 +46,36 @@ def test_single_region_data_parallel(params):
     # power: 2 GPUs at idle + (TDP - idle) * util, util = m c / T, PUE 1
     util = m * c / perf.iter_time
     assert perf.power_w == pytest.approx(2 * (100 + 300 * util))
+
+
+NVLINK_GPU = GPUSpec("nvlink-toy", tflops=100.0, memory_gb=80.0, tdp_w=400.0, idle_w=100.0, link_gbs=300.0)
+
+
+@pytest.mark.parametrize("tp, dp, ring_gbps", [
+    (1, 8, 2400.0),  # the 8 replicas fill one server: NVLink (300 GB/s), no NIC
+    (1, 16, 800.0),  # 2 servers of 8 members: the ring's channels use the server's 8 NICs of 100 Gbit/s
+    (2, 8, 400.0),  # t = 2: a server holds 4 members of each of the 2 rings, so each ring gets 4 NICs
+    (8, 4, 100.0),  # t = 8: one member per server, one NIC (the model before this change)
+    (1, 12, 400.0),  # 8 + 4 members: the server with 4 sets the pace
+])
+def test_data_parallel_ring_uses_its_servers_nics(params, tp, dp, ring_gbps):
+    """Each of a stage's t rings gets min(GPU link, (GPUs per server / t) x per-GPU bandwidth) across
+    servers (NCCL's channels over every NIC of a server, NVIDIA/nccl issue 412), the GPU link inside one."""
+    topo = Topology([make_region("A", 128, gpu=NVLINK_GPU, intra_bw_gbps=100.0, intra_latency_ms=0.01)], [])
+    job = make_job(batch=48)
+    plan = Plan(0, (Stage.at(0, 4, dp=dp, tp=tp),))
+    perf = evaluate_plan(plan, job, topo, params)
+    ring_bytes = 2 * LAYER_P * 4 / tp
+    ar = 2 * (dp - 1) / dp * ring_bytes * 8 / (ring_gbps * 1e9) + 2 * (dp - 1) * 1e-5
+    assert perf.feasible and perf.allreduce_times == pytest.approx([ar], rel=1e-12)
+    assert perf == _evaluate_general(plan, job, topo, params, None, None, True)  # the chain path agrees
+
+
+def test_data_parallel_ring_is_bounded_by_the_gpu_link(params):
+    # 8 NICs of 400 Gbit/s would carry 3,200 Gbit/s, but every channel crosses the GPUs' 2,400 Gbit/s NVLink
+    topo = Topology([make_region("A", 128, gpu=NVLINK_GPU, intra_bw_gbps=400.0)], [])
+    perf = evaluate_plan(Plan(0, (Stage.at(0, 4, dp=16, tp=1),)), make_job(batch=16), topo, params)
+    assert perf.allreduce_times == pytest.approx([2 * 15 / 16 * 2 * LAYER_P * 4 * 8 / 2400e9], rel=1e-12)
 
 
 def test_two_regions_one_slow_hop(params):

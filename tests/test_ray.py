@@ -28,7 +28,7 @@ from sfenv.agents.rllib import InvalidActionSampled, MaskedGeoSchedEnv
 
 from sfenv.app.cli import main as cli_main
 from sfenv.app.evaluate import evaluate_agents
-from sfenv.errors import InvalidInput
+from sfenv.errors import InvalidInput, UntrustedCode
 from sfenv.runs.distributed import check_backend
 from sfenv.runs.results import read_results
 
@@ -324,17 +324,20 @@ def test_rllib_ppo_trains_with_masks_resumes_and_its_checkpoint_is_evaluated(tmp
     assert len(lines) == 2 and all("steps/s" in line for line in lines)
     # resume to 3,000 steps in all: one more iteration, from the saved state
     path2 = train_rllib("spider-8", total_timesteps=3000, seed=0, workers=1, out_dir=tmp_path, algo_kwargs=small,
-                        strict_masks=True, resume=True, progress=True, log=lines.append)
+                        strict_masks=True, resume=True, progress=True, log=lines.append, trust_code=True)
     assert path2 == path
     assert json.loads((path / META_FILE).read_text())["steps"] == meta["steps"] + 1000
     assert any("resumed" in line for line in lines) and len(lines) == 4
     # the checkpoint joins the evaluator next to a heuristic, serially and on Ray, with the same rows
     spec = f"rllib:{path}"
-    rows = evaluate_agents([spec, "fifo"], "spider-8", [100, 101], num_jobs=6, progress=False)
+    with pytest.raises(UntrustedCode, match="RLlib checkpoint is code"):  # a checkpoint is a pickle
+        evaluate_agents([spec], "spider-8", [100], num_jobs=6, progress=False)
+    rows = evaluate_agents([spec, "fifo"], "spider-8", [100, 101], num_jobs=6, progress=False, trust_model_code=True)
     assert [r["agent"] for r in rows] == [spec, spec, "fifo", "fifo"]
     learned = rows[:2]
     assert all(r["decisions"] > 0 and not r["stopped_early"] for r in learned)
-    ray_rows = evaluate_agents([spec], "spider-8", [100, 101], num_jobs=6, progress=False, backend="ray", workers=2)
+    ray_rows = evaluate_agents([spec], "spider-8", [100, 101], num_jobs=6, progress=False, backend="ray", workers=2,
+                               trust_model_code=True)
     assert _strip(ray_rows) == _strip(learned)
 
 
@@ -358,7 +361,9 @@ def test_cli_trains_rllib_ppo_and_resumes_its_run_folder(tmp_path, capsys):
     assert f"rllib:{run}" in capsys.readouterr().out
     meta = json.loads((run / META_FILE).read_text())
     assert meta["steps"] == 2048 and meta["env_kwargs"] == {"num_jobs": 4}  # one rollout of SB3's default size
-    assert cli_main(["train", "--resume", str(run), "--steps", "4000", "--quiet"]) == 0
+    assert cli_main(["train", "--resume", str(run), "--steps", "4000", "--quiet"]) == 2  # a checkpoint is a pickle
+    assert "--trust-model-code" in capsys.readouterr().err
+    assert cli_main(["train", "--resume", str(run), "--steps", "4000", "--quiet", "--trust-model-code"]) == 0
     assert json.loads((run / META_FILE).read_text())["steps"] == 4096
 
 

@@ -166,21 +166,21 @@ def test_ctrl_c_saves_what_ran_and_says_how_to_continue(tmp_path):
 
 
 def test_ctrl_c_during_a_write_loses_no_episode_and_leaves_no_temporary(tmp_path, monkeypatch):
-    """Ctrl-C inside the save of episode 2 (after its temporary is written): the file then holds both episodes."""
+    """Ctrl-C inside the last save (after its temporary is written): the file then holds every episode."""
     import sfenv.app.evaluate as ev
     from sfenv.errors import Interrupted
 
-    real_replace, calls = os.replace, []
+    real_replace, interrupted = os.replace, []
 
     def replace_then_interrupt(src, dst):
-        calls.append(dst)
-        if len(calls) == 3:  # the settings, episode 1, then Ctrl-C while episode 2 is being saved
+        if not interrupted and len(json.loads(open(src).read())["episodes"]) == 3:  # the save of all three
+            interrupted.append(dst)
             raise KeyboardInterrupt
         real_replace(src, dst)
 
     monkeypatch.setattr(ev.os, "replace", replace_then_interrupt)
     out = tmp_path / "r.json"
-    with pytest.raises(Interrupted, match="2 episodes run now, 2 saved"):
+    with pytest.raises(Interrupted, match="3 episodes run now, 3 saved"):
         ev.evaluate_agents(["fifo"], "spider-8", seeds=[0, 1, 2], num_jobs=3, out=out, progress=False)
-    assert [r["seed"] for r in read_results(out)[1]] == [0, 1]
+    assert interrupted and [r["seed"] for r in read_results(out)[1]] == [0, 1, 2]
     assert not list(tmp_path.glob(".*.tmp"))

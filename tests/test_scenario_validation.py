@@ -36,7 +36,8 @@ def test_good_scenario_loads():
     "mutate,needles",
     [
         (lambda d: d["topology"]["regions"][0].pop("gpus"), ["topology.regions[0].gpus", "(missing)"]),
-        (lambda d: d["topology"]["links"][0].update(bandwidth_gbps=-1), ["bandwidth_gbps", "-1", "greater than 0"]),
+        (lambda d: d["topology"]["links"][0].update(bandwidth_gbps=-1),
+         ["bandwidth_gbps", "-1", "greater than or equal to 0.001"]),
         (lambda d: d["topology"]["regions"][1].update(gpu="B200X"), ["gpu", "B200X", "unknown GPU type"]),
         (lambda d: d["topology"]["links"][0].update(b="mars"), ["topology.links[0].b", "mars", "region name"]),
         (lambda d: d["topology"].update(links=[]), ["disconnected", "topology"]),

@@ -16,7 +16,7 @@ import torch
 from sfenv.agents.callbacks import play_episode
 from sfenv.agents.learned import LearnedPolicy, load_config, make_env_fn, parse_hp, train
 
-from sfenv.errors import InvalidInput, MissingFile
+from sfenv.errors import InvalidInput, MissingFile, UntrustedCode
 from sfenv.scenario import load_scenario
 
 torch.set_num_threads(1)
@@ -85,7 +85,9 @@ def test_resume_continues_the_step_count(smoke_run, tmp_path):
 
     run = tmp_path / "copy"
     shutil.copytree(smoke_run.parent, run)
-    path = train(total_timesteps=1024, resume=run, plot=False)
+    with pytest.raises(UntrustedCode, match="--trust-model-code"):  # a resume loads pickles: only when asked
+        train(total_timesteps=1024, resume=run, plot=False)
+    path = train(total_timesteps=1024, resume=run, plot=False, trust_code=True)
     assert path == run / "model.zip"
     assert json.loads((run / "model.json").read_text())["num_timesteps"] == 1024
     assert LearnedPolicy(path).model.num_timesteps == 1024
@@ -97,10 +99,10 @@ def test_resume_continues_the_step_count(smoke_run, tmp_path):
     # a run without model.zip resumes from its newest checkpoint
     for f in run.glob("model.*"):
         f.unlink()
-    train(total_timesteps=1280, resume=run, plot=False)
+    train(total_timesteps=1280, resume=run, plot=False, trust_code=True)
     assert json.loads((run / "model.json").read_text())["num_timesteps"] == 1280
     with pytest.raises(MissingFile, match="config.yml"):
-        train(total_timesteps=10, resume=tmp_path)
+        train(total_timesteps=10, resume=tmp_path, trust_code=True)
 
 
 def test_saved_vecnormalize_is_applied_at_evaluation(smoke_run):
@@ -163,8 +165,12 @@ def test_hyperparameters_from_cli_and_yaml(tmp_path, monkeypatch):
     assert saved["hp"]["gamma"] == 0.95 and saved["hp"]["n_steps"] == 64 and saved["hp"]["n_epochs"] == 1
     assert saved["hp"]["ent_coef"] == 0.01  # the tuned default under what was given
     assert saved["normalize"] == "reward" and saved["env_kwargs"]["obs_mode"] == "compact"
-    policy = LearnedPolicy(run / "model.zip")
-    assert policy.model.gamma == 0.95 and policy.model.n_steps == 64
+    policy = LearnedPolicy(run / "model.zip")  # its weights-only form, which records the hyperparameters
+    assert policy.meta["algo_kwargs"]["gamma"] == 0.95 and policy.meta["algo_kwargs"]["n_steps"] == 64
+    from sb3_contrib import MaskablePPO
+
+    trained = MaskablePPO.load(run / "model.zip", device="cpu")  # the SB3 zip (our own file) trained with them
+    assert trained.gamma == 0.95 and trained.n_steps == 64
     assert policy.vec_normalize is not None and policy.normalize_obs is None  # rewards only
     assert main(["train", "--config", "nope-such", "--quiet"]) == 2
 

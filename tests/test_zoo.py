@@ -10,6 +10,7 @@ import sys
 import pytest
 import yaml
 
+from sfenv.errors import UntrustedCode
 from sfenv.hyperparams import path as hyperparams_path
 from sfenv.runs.results import read_results
 
@@ -95,22 +96,25 @@ def test_sfenv_evaluate_scores_a_zoo_model(zoo_run, tmp_path, capsys):
     from sfenv.app.cli import main
 
     best = zoo_run / "best_model.zip"
-    policy = LearnedPolicy(f"ppo:{best}")
+    with pytest.raises(UntrustedCode, match="SB3 .zip is code"):  # no weights-only form beside it
+        LearnedPolicy(f"ppo:{best}")
+    policy = LearnedPolicy(f"ppo:{best}", trust_code=True)
     assert policy.spec.flatten is False and policy.normalize_obs is not None  # the Zoo's vecnormalize.pkl
     assert policy.meta["env_kwargs"] == {"invalid_action_limit": 3}
     out = tmp_path / "r.json"
     spec = f"model:ppo:{best}"
     assert main(["evaluate", "--agents", f"fifo,{spec}", "--seeds", "1", "--num-jobs", "6", "--quiet",
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--trust-model-code"]) == 0
     table = capsys.readouterr().out
     assert spec in table
     rows = {r["agent"]: r for r in read_results(out)[1]}
     assert read_results(out)[0]["agents"][spec]["algo"] == "ppo"  # the settings name the model and its algorithm
     assert rows[spec]["jobs"] == 6 and not rows[spec]["stopped_early"]
     # without the algorithm: one line saying how to name it
-    assert main(["evaluate", "--agents", f"model:{best}", "--seeds", "1", "--num-jobs", "6", "--quiet"]) == 2
+    trusted = ["--seeds", "1", "--num-jobs", "6", "--quiet", "--trust-model-code"]
+    assert main(["evaluate", "--agents", f"model:{best}", *trusted]) == 2
     assert "model:ppo:" in capsys.readouterr().err
-    assert main(["evaluate", "--agents", f"model:dqn:{best}", "--seeds", "1", "--num-jobs", "6", "--quiet"]) == 2
+    assert main(["evaluate", "--agents", f"model:dqn:{best}", *trusted]) == 2
     assert "cannot be loaded as DQN" in capsys.readouterr().err
 
 

@@ -126,7 +126,7 @@ def scenario_fields() -> str:
                 ("topology.links[]", s.LinkCfg), ("prices", s.PricesCfg), ("prices.zones.NAME", s.ZoneTOU),
                 ("workload", s.WorkloadCfg), ("workload.arrival", s.ArrivalCfg),
                 ("workload.models[]", s.ModelMixCfg), ("dynamics", s.DynamicsCfg), ("outages", s.OutageCfg),
-                ("sim", s.SimCfg), ("reward", s.RewardCfg), ("env", s.EnvCfg)]
+                ("sim", s.SimCfg), ("reward", s.RewardCfg), ("env", s.EnvCfg), ("egress", s.EgressCfg)]
     out = []
     for title, model in sections:
         doc = docstring_to_myst(inspect.getdoc(model) or "").strip()

@@ -12,7 +12,8 @@ the ``default`` group on seeds ``0..9`` of ``spider-8`` through the one evaluato
   (settings, summary, episodes and one episode's timeline and prices: everything the plots need),
   and the PNGs ``jct.png``, ``cost.png``, ``tradeoff.png`` (Pareto front marked),
   ``timeline.png`` (one episode's schedule, prices beneath) and ``prices.png``;
-- every file is written atomically with the settings that define it (:mod:`sfenv.runs.results`); a
+- every file is written atomically with the settings that define it (:mod:`sfenv.runs.results`), by one
+  process at a time (a second run on the folder is refused while the first holds its lock); a
   folder of the same settings is continued (its episodes are not run again, so an interrupted run
   continues and a second ``./run.sh`` only reprints), a folder of other settings is never mixed
   into or replaced: ``resume=True`` refuses it, otherwise the results go beside it under a new name;
@@ -48,6 +49,7 @@ from sfenv.runs import log_stderr, protocol, results
 from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, load_scenario
 from sfenv.sim import make_simulator
+from sfenv.world.files import read_text
 
 __all__ = [
     "DEFAULT_AGENTS",
@@ -132,6 +134,7 @@ def run_benchmark(
     workers: int | None = None,
     overwrite: bool = False,
     split: str | None = None,
+    trust_model_code: bool = False,
 ) -> dict[str, Any]:
     """Run the benchmark, write its results folder and return the saved ``benchmark.json`` content.
 
@@ -154,9 +157,14 @@ def run_benchmark(
         as in :func:`sfenv.app.evaluate.evaluate_agents`).
     :param split: the protocol split (:mod:`sfenv.runs.protocol`) whose first ``seeds`` seeds these are
         (checked; recorded in ``meta``), or None: explicit seeds ``first_seed ..``, labelled so.
+    :param trust_model_code: allow saved policies whose files run code when loaded
+        (:func:`sfenv.app.evaluate.evaluate_agents`).
     :return: the results dict, plus ``"ran"`` (episodes run now) and ``"files"`` (paths written).
     :raises InvalidInput: (a ``ValueError``) for no seeds or agents, or unreadable results in the folder.
     :raises SettingsMismatch: on ``resume`` into a folder of other settings, naming each difference.
+    :raises OutputInUse: if another process is writing the folder (its lock, ``.benchmark.json.lock``, is held
+        for the whole run: :func:`sfenv.runs.results.output_lock`).
+    :raises OutputError: if a file cannot be written (a full disk, a folder that is a file).
     """
     if seeds < 1:
         raise InvalidInput(f"seeds must be at least 1, got {seeds}")
@@ -173,54 +181,59 @@ def run_benchmark(
     settings = run_settings(names, sc, seeds=seed_list, split=split)  # a split must hold its first seeds
     out = _choose_folder(results_dir(sc.name, out_dir), settings, resume, overwrite, log)
     paths = {k: out / v for k, v in FILES.items()}
-    meta = {"scenario": sc.name, "scenario_sha": settings["scenario_sha"], "num_jobs": sc.cfg.workload.num_jobs,
-            "agents": names, "split": settings["split"], "protocol": protocol.PROTOCOL_VERSION, "seeds": seed_list,
-            "settings": settings,
-            "interval": "mean ± 95 % CI over seeds, Student t (t_{0.975, n-1} s / sqrt(n))",
-            "jct_censoring": "unfinished jobs count with JCT = episode end - arrival"}
-    old_bench = _read_json(paths["benchmark"]) if paths["benchmark"].exists() else None
-    old_bench = old_bench if isinstance(old_bench, dict) else None
-    # the settings first, so an interrupted run can be resumed safely
-    atomic_write_json(paths["benchmark"], {"meta": meta, "summary": [], "episodes": [], "timeline": None})
-    log(f"benchmark: {len(names)} agents x {seeds} seeds of {sc.name} ({meta['num_jobs']} jobs each) -> {out}")
-    quiet_solver_banner()
-    ran: list[dict] = []
-    on_row = ran.append
-    if progress and importlib.util.find_spec("tqdm") is None:  # no progress bar: one line per episode
-        def on_row(row: dict) -> None:
-            ran.append(row)
-            log(f"benchmark: episode {len(ran)}: {row['agent']} seed {row['seed']}")
-    every = evaluate_agents(names, sc, seed_list, out=paths["episodes_json"], progress=progress,
-                            on_row=on_row, backend=backend, address=address, workers=workers, split=split)
-    write_csv(every, paths["episodes_csv"])  # every episode of the folder, as episodes.json
-    wanted = {(a, s) for a in names for s in seed_list}
-    rows = sorted((r for r in every if (r["agent"], r["seed"]) in wanted),
-                  key=lambda r: (names.index(r["agent"]), r["seed"]))
-    bench: dict[str, Any] = {"meta": meta, "summary": summarise(rows), "episodes": rows, "timeline": None}
-    tl_agent = _timeline_agent(names, timeline_agent)
-    if tl_agent is not None:
-        old_tl = old_bench.get("timeline") if old_bench else None
-        if old_tl and old_tl.get("agent") == tl_agent and old_tl.get("seed") == first_seed:
-            bench["timeline"] = old_tl
-        else:
-            log(f"benchmark: replaying {tl_agent} seed {first_seed} for the timeline")
-            bench["timeline"] = episode_timeline(tl_agent, sc, first_seed)
-    atomic_write_json(paths["benchmark"], bench)
-    files = [paths["episodes_json"], paths["episodes_csv"], paths["benchmark"]]
-    drawn = []
-    if plots:
-        log("benchmark: drawing plots")
-        drawn = write_plots(bench, out)
-    for key in ("jct", "cost", "tradeoff", "timeline", "prices"):  # a figure not drawn now would show other data
-        if paths[key] not in drawn and paths[key].exists():
-            paths[key].unlink()
-    return {**bench, "ran": len(ran), "files": [str(f) for f in files + drawn]}
+    with results.output_lock(paths["benchmark"]):  # one process writes the folder, from the reads on
+        if overwrite:
+            for path in paths.values():
+                path.unlink(missing_ok=True)
+        meta = {"scenario": sc.name, "scenario_sha": settings["scenario_sha"], "num_jobs": sc.cfg.workload.num_jobs,
+                "agents": names, "split": settings["split"], "protocol": protocol.PROTOCOL_VERSION, "seeds": seed_list,
+                "settings": settings,
+                "interval": "mean ± 95 % CI over seeds, Student t (t_{0.975, n-1} s / sqrt(n))",
+                "jct_censoring": "unfinished jobs count with JCT = episode end - arrival"}
+        old_bench = _read_json(paths["benchmark"]) if paths["benchmark"].exists() else None
+        old_bench = old_bench if isinstance(old_bench, dict) else None
+        # the settings first, so an interrupted run can be resumed safely
+        atomic_write_json(paths["benchmark"], {"meta": meta, "summary": [], "episodes": [], "timeline": None})
+        log(f"benchmark: {len(names)} agents x {seeds} seeds of {sc.name} ({meta['num_jobs']} jobs each) -> {out}")
+        quiet_solver_banner()
+        ran: list[dict] = []
+        on_row = ran.append
+        if progress and importlib.util.find_spec("tqdm") is None:  # no progress bar: one line per episode
+            def on_row(row: dict) -> None:
+                ran.append(row)
+                log(f"benchmark: episode {len(ran)}: {row['agent']} seed {row['seed']}")
+        every = evaluate_agents(names, sc, seed_list, out=paths["episodes_json"], progress=progress,
+                                on_row=on_row, backend=backend, address=address, workers=workers, split=split,
+                                trust_model_code=trust_model_code)
+        write_csv(every, paths["episodes_csv"])  # every episode of the folder, as episodes.json
+        wanted = {(a, s) for a in names for s in seed_list}
+        rows = sorted((r for r in every if (r["agent"], r["seed"]) in wanted),
+                      key=lambda r: (names.index(r["agent"]), r["seed"]))
+        bench: dict[str, Any] = {"meta": meta, "summary": summarise(rows), "episodes": rows, "timeline": None}
+        tl_agent = _timeline_agent(names, timeline_agent)
+        if tl_agent is not None:
+            old_tl = old_bench.get("timeline") if old_bench else None
+            if old_tl and old_tl.get("agent") == tl_agent and old_tl.get("seed") == first_seed:
+                bench["timeline"] = old_tl
+            else:
+                log(f"benchmark: replaying {tl_agent} seed {first_seed} for the timeline")
+                bench["timeline"] = episode_timeline(tl_agent, sc, first_seed)
+        atomic_write_json(paths["benchmark"], bench)
+        files = [paths["episodes_json"], paths["episodes_csv"], paths["benchmark"]]
+        drawn = []
+        if plots:
+            log("benchmark: drawing plots")
+            drawn = write_plots(bench, out)
+        for key in ("jct", "cost", "tradeoff", "timeline", "prices"):  # a figure not drawn now would show other data
+            if paths[key] not in drawn and paths[key].exists():
+                paths[key].unlink()
+        return {**bench, "ran": len(ran), "files": [str(f) for f in files + drawn]}
 
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return json.loads(read_text(path, "benchmark JSON file", results.MAX_RESULTS_BYTES))
+    except json.JSONDecodeError as e:
         raise InvalidInput(f"{path}: not a JSON file ({e}); pass --overwrite to replace the folder's results, "
                            "or choose another --out-dir") from None
 
@@ -239,9 +252,7 @@ def _folder_settings(folder: Path) -> tuple[bool, dict[str, Any] | None]:
 def _choose_folder(out: Path, settings: dict[str, Any], resume: bool, overwrite: bool,
                    log: Callable[[str], None]) -> Path:
     """The folder to write: ``out`` if free, of the same settings, or ``overwrite``; else refuse or go beside it."""
-    if overwrite:
-        for name in FILES.values():
-            (out / name).unlink(missing_ok=True)
+    if overwrite:  # its files are removed once its lock is held
         return out
 
     def diffs_of(folder: Path) -> list[str]:
@@ -267,8 +278,8 @@ def load_results(path: str | Path) -> dict[str, Any]:
     :raises InvalidInput: (a ``ValueError``) if the file is not JSON or holds neither.
     """
     try:
-        data = json.loads(Path(path).read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = json.loads(read_text(path, "JSON results file", results.MAX_RESULTS_BYTES))
+    except json.JSONDecodeError as e:
         raise InvalidInput(f"{path}: not a JSON results file ({e})") from None
     if isinstance(data, dict) and data.get("format") == results.FORMAT:  # an evaluator results file
         settings, rows = results.read_results(path)

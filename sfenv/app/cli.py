@@ -4,18 +4,24 @@ Paths on the command line (``--scenario FILE``, ``--out``, ``--csv``, ``--out-di
 against the current folder, and results are written there by default.  Every number is checked
 where it enters (argparse types below).  Bad input, i.e. any :class:`sfenv.errors.SfenvError`
 (scenario errors, unknown names, missing files, a missing ``rl`` extra) or an argparse error,
-exits with code 2 and a one-line ``sfenv: ...`` message on stderr, before anything is written;
-any other exception is a bug and keeps its traceback.
+exits with code 2 and a one-line ``sfenv: ...`` message on stderr, before anything is written; so
+do an output another sfenv process is writing (:class:`sfenv.runs.results.OutputInUse`) and an output
+that cannot be written (:class:`sfenv.runs.results.OutputError`: a full disk, a folder that is a file,
+no permission; what was saved before stays whole).  Ctrl-C at any point from sfenv's first import on
+gives one ``sfenv: interrupted`` line and exit code 130.  Any other exception is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import NoReturn, TypeAlias
 
+import sfenv
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
 from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError
@@ -89,8 +95,9 @@ def _scenario_help() -> str:
 
 def _agents_help() -> str:
     return (f"comma list of agents ({', '.join(AGENTS)}), a group ({', '.join(GROUPS)}) or 'all'; "
-            "model:PATH adds a model saved by sfenv train, model:ALGO:PATH one from another SB3 trainer "
-            "(e.g. model:ppo:logs/ppo/<run>/best_model.zip from the RL Zoo); `sfenv agents` describes them")
+            "model:PATH adds a model saved by sfenv train (its weights-only form, which loads no code), "
+            "model:ALGO:PATH one from another SB3 trainer (e.g. model:ppo:logs/ppo/<run>/best_model.zip from the "
+            "RL Zoo, with --trust-model-code); `sfenv agents` describes them")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -108,6 +115,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"  mean JCT             {row['mean_jct_s'] / 3600:.2f} h   (p95 {row['p95_jct_s'] / 3600:.2f} h)")
     print(f"  mean throughput      {row['mean_throughput_tokens_s']:.0f} tokens/s per job")
     print(f"  electricity cost     {row['cost_usd']:.2f} USD   energy {row['energy_kwh']:.1f} kWh")
+    print(f"  egress cost          {row['egress_usd']:.2f} USD   (bytes between regions; {row['wan_tb']:.2f} TB)  "
+          f"total {row['total_cost_usd']:.2f} USD")
     print(f"  GPU utilisation      {row['utilisation']:.2f}   makespan {row['makespan_s'] / 3600:.1f} h")
     print(f"  decision time        mean {1000 * row['decision_time_mean_s']:.2f} ms, "
           f"max {1000 * row['decision_time_max_s']:.1f} ms (wall clock, outside the simulation)")
@@ -125,7 +134,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         summarise,
         write_csv,
     )
-    from sfenv.runs.results import SettingsMismatch, pick_output
+    from sfenv.runs.results import SettingsMismatch, check_writable, pick_output
 
     names = resolve_names(args.agents)
     sc = load_scenario(args.scenario)
@@ -137,6 +146,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     play = {n: {"work_conserving": True} for n in names if n.startswith("model:")} if args.work_conserving else None
     if args.work_conserving and not play:
         raise InvalidInput("--work-conserving plays saved models (model:PATH) work-conserving; --agents names none")
+    for path in (args.out, args.csv):  # a folder, or a path under a file: said now, not after the run
+        if path is not None:
+            check_writable(path)
     out = args.out
     if out is not None and out.exists() and not args.overwrite:  # never mixed into, never replaced unasked
         settings = run_settings(names, sc, play, seeds=seeds, split=choice.split, record_actions=args.record_actions)
@@ -151,7 +163,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     ran: list[dict] = []
     rows = evaluate_agents(names, sc, seeds, out=out, progress=not args.quiet, overwrite=args.overwrite,
                            on_row=ran.append, record_actions=args.record_actions, split=choice.split,
-                           agent_kwargs=play, **backend)
+                           agent_kwargs=play, trust_model_code=args.trust_model_code, **backend)
     summary = summarise([r for r in rows if r["agent"] in names and r["seed"] in seeds])
     print(f"scenario {sc.name}, {choice.describe()}")
     print(format_table(summary))
@@ -181,10 +193,18 @@ def _add_split_option(p: argparse.ArgumentParser) -> None:
 
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
     from sfenv.app.leaderboard import run_leaderboard
+    from sfenv.runs.replay import Rejected
+    from sfenv.runs.results import check_writable
 
+    check_writable(args.out_dir, folder=True)  # a file in the way: said now, not after a scenario's episodes
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
-    res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
-                          resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, **_backend(args))
+    try:
+        res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
+                              resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
+                              trust_model_code=args.trust_model_code, **_backend(args))
+    except Rejected as e:  # an episode it would rank does not replay (an edited episodes file)
+        print(f"sfenv: leaderboard: REJECTED {e}", file=sys.stderr)
+        return 1
     settings = res["settings"]
     print(f"leaderboard: {len(settings['scenarios'])} scenarios x {len(settings['agents'])} agents, "
           f"the first {settings['seeds_per_scenario']} test seeds of each (protocol {settings['protocol']})")
@@ -196,24 +216,39 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    """Judge a leaderboard entry as a whole and replay every episode (``--replay-only``: only replay)."""
     import json
 
+    from sfenv.runs.entry import check_entry
     from sfenv.runs.replay import Rejected, check_split_label, entry_rows, validate_rows
 
-    try:
-        data = json.loads(args.file.read_text())
-    except FileNotFoundError:
-        raise MissingFile(f"no entry file {args.file}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    if args.replay_only and args.split is not None:
+        raise InvalidInput("--split names the split an entry must claim; --replay-only judges no entry")
+    from sfenv.runs.results import MAX_RESULTS_BYTES
+    from sfenv.world.files import read_text
+
+    if not args.file.exists():
+        raise MissingFile(f"no entry file {args.file}")
+    try:  # a regular file under the cap only (/dev/zero there used to be read until memory ran out)
+        data = json.loads(read_text(args.file, "JSON results file", MAX_RESULTS_BYTES))
+    except json.JSONDecodeError as e:
         raise InvalidInput(f"{args.file}: not a JSON results file ({e})") from None
-    rows = entry_rows(data, str(args.file))
     try:
-        check_split_label(data.get("settings") if isinstance(data, dict) else None, rows)
+        if args.replay_only:
+            rows, claim = entry_rows(data, str(args.file)), None
+            check_split_label(data.get("settings") if isinstance(data, dict) else None, rows)
+        else:
+            claim, rows = check_entry(data, str(args.file), split=args.split or "test")
         n = validate_rows(rows, args.scenario)
     except Rejected as e:
         print(f"sfenv: validate: REJECTED {args.file}: {e}", file=sys.stderr)
         return 1
-    print(f"valid: {n} episodes of {args.file} replayed, every metric reproduced")
+    if claim is None:
+        print(f"replayed: {n} episodes of {args.file}, each to its end, every metric reproduced (--replay-only: "
+              "not judged as an entry; its agents, seeds, split and settings are unchecked)")
+    else:
+        print(f"valid entry {args.file}: {claim.describe()}; {n} episodes replayed to their end, "
+              "every metric reproduced")
     return 0
 
 
@@ -222,13 +257,16 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
     from sfenv.app.benchmark import run_benchmark
     from sfenv.app.evaluate import format_table
+    from sfenv.runs.results import check_writable
 
     t0 = time.perf_counter()
+    if args.out_dir is not None:
+        check_writable(args.out_dir, folder=True)
     choice = _seed_choice(args, None)
     res = run_benchmark(args.agents, args.scenario, args.seeds, choice.seeds[0], split=choice.split,
                         num_jobs=args.num_jobs,
                         out_dir=args.out_dir, resume=args.resume, progress=not args.quiet, plots=not args.no_plots,
-                        overwrite=args.overwrite, **_backend(args))
+                        overwrite=args.overwrite, trust_model_code=args.trust_model_code, **_backend(args))
     meta = res["meta"]
     print(f"benchmark: scenario {meta['scenario']}, {meta['num_jobs']} jobs, {choice.describe()} "
           f"({res['ran']} episodes run now)")
@@ -293,7 +331,7 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
         import_ray()
         path = train_rllib(meta["scenario_cfg"], args.steps or meta["total_timesteps"], meta["seed"],
                            env_kwargs=meta["env_kwargs"], algo_kwargs=meta["algo_kwargs"], resume=True,
-                           run_dir=args.resume, **common)
+                           run_dir=args.resume, trust_code=args.trust_model_code, **common)
     else:
         import_ray()
         path = train_rllib(args.scenario or DEFAULT_SCENARIO, args.steps or 50_000, args.seed or 0,
@@ -320,6 +358,8 @@ def _is_rllib_run(args: argparse.Namespace) -> bool:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.trust_model_code and args.resume is None:
+        raise InvalidInput("--trust-model-code applies to --resume (a new run loads no model file)")
     if _is_rllib_run(args):
         return _cmd_train_rllib(args)
     if args.workers is not None or args.address is not None:
@@ -329,7 +369,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     log = None if args.quiet else log_stderr  # training progress on stderr (stdout keeps the result lines)
     if args.resume is not None:
         path = train(total_timesteps=args.steps or RECIPE_DEFAULTS["steps"], resume=args.resume,
-                     progress_bar=not args.quiet, plot=not args.no_plot, log=log)
+                     progress_bar=not args.quiet, plot=not args.no_plot, log=log, trust_code=args.trust_model_code)
         print(f"saved {path} (best: {path.with_name('best_model.zip')})")
         print(run_summary(path.parent))
         return 0
@@ -395,10 +435,13 @@ def _cmd_agents(args: argparse.Namespace) -> int:
         print(f"{name:<11} {describe(name) if name in avail else '(not installed)'}")
     for g, names in GROUPS.items():
         print(f"group {g}: {', '.join(names)}")
-    print("model:PATH  a policy saved by `sfenv train` (evaluate and benchmark only)")
+    print("model:PATH  a policy saved by `sfenv train`, loaded from its weights-only form (PATH.policy.json and "
+          ".policy.npz beside the .zip), which runs no code (evaluate, benchmark and leaderboard)")
     print(f"model:ALGO:PATH  an SB3 model saved elsewhere, e.g. by the RL Zoo, with its algorithm ALGO "
-          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v1_1/best_model.zip")
-    print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra)")
+          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v1_1/best_model.zip; an SB3 .zip is "
+          "code, so it needs --trust-model-code (or `sfenv export-model PATH --trust-model-code` once)")
+    print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra and "
+          "--trust-model-code: a checkpoint is code)")
     return 0
 
 
@@ -433,6 +476,7 @@ def _add_benchmark(sub: _Commands) -> None:
     b.add_argument("--overwrite", action="store_true", help="replace the results files in the folder")
     b.add_argument("--no-plots", action="store_true", help="write CSV/JSON only")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_trust_option(b)
     _add_backend_options(b)
     b.set_defaults(fn=_cmd_benchmark)
 
@@ -468,15 +512,17 @@ def _add_evaluate(sub: _Commands) -> None:
     e.add_argument("--seed", type=non_negative_int, metavar="S",
                    help="explicit seeds S..S+N-1 instead of a split (>= 0; labelled 'explicit seeds')")
     e.add_argument("--record-actions", action="store_true",
-                   help="record each episode's action log and the scenario's hash in --out, making it an entry "
-                        "`sfenv validate` can replay")
+                   help="record each episode's action log, the scenario's hash and the env version in --out, "
+                        "making it an entry `sfenv validate` can judge and replay (an entry holds the first "
+                        f"{protocol.MIN_ENTRY_SEEDS} or more seeds of the test split)")
     e.add_argument("--num-jobs", type=job_count, metavar="N",
                    help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
     e.add_argument("--work-conserving", action="store_true",
                    help="play every model:PATH agent with wait masked while a candidate can start (the env's "
                         "work_conserving), whatever it was trained with; recorded in --out's settings")
     e.add_argument("--out", type=Path, metavar="FILE",
-                   help="JSON results file, written atomically after each episode (default: none)")
+                   help="JSON results file, rewritten atomically every few seconds as episodes finish, at the end "
+                        "and on Ctrl-C; one sfenv process writes it at a time (default: none)")
     e.add_argument("--resume", action="store_true",
                    help="continue --out, refusing it if it holds other settings (scenario, its hash, job count, "
                         "agents' settings, version); without --resume a file of the same settings is continued "
@@ -484,6 +530,7 @@ def _add_evaluate(sub: _Commands) -> None:
     e.add_argument("--overwrite", action="store_true", help="replace --out instead of continuing it")
     e.add_argument("--csv", type=Path, metavar="FILE", help="also write one CSV row per episode to this file")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_trust_option(e)
     _add_backend_options(e)
     e.set_defaults(fn=_cmd_evaluate)
 
@@ -493,9 +540,10 @@ def _add_train(sub: _Commands) -> None:
     t = _command(sub, "train", "train an SB3 policy (needs the rl extra: pip install \"sfenv[rl]\")",
                  "Train an SB3 / sb3-contrib policy with sfenv's recipe (VecNormalize, tuned defaults, several envs, "
                  "evaluation on held-out seeds that keeps the best model). Each run gets its own folder "
-                 "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars and "
-                 "VecNormalize statistics), config.yml, eval.json, learning_curve.png, checkpoints/ and tb/ "
-                 "(TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
+                 "<out>/<algo>-<scenario>-s<seed>[-N] with model.zip, best_model.zip (+ .json sidecars, "
+                 "VecNormalize statistics and each model's weights-only form .policy.json/.policy.npz, which "
+                 "model:PATH loads without running code), config.yml, eval.json, learning_curve.png, checkpoints/ "
+                 "and tb/ (TensorBoard). Settings: built-in defaults < --config file (default: quick) < options given "
                  "here. Progress goes to stderr; the last line compares the best model's held-out mean JCT with "
                  "FIFO's and the best heuristic's. Needs the rl extra: pip install \"sfenv[rl]\".")
     _add_train_run_options(t)
@@ -562,7 +610,11 @@ def _add_train_output_options(t: argparse.ArgumentParser) -> None:
                    help="save a checkpoint every N steps (0: none; default: 0)")
     t.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="continue a run folder from its newest model or checkpoint up to --steps in total "
-                        "(its config.yml gives every other setting)")
+                        "(its config.yml gives every other setting); needs --trust-model-code, since it loads "
+                        "the run's SB3 .zip and VecNormalize .pkl (pickles)")
+    t.add_argument("--trust-model-code", action="store_true",
+                   help="with --resume: allow loading the run's pickled files (they can run any program; only "
+                        "a run folder you trust)")
     t.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR",
                    help="folder for the run folders (relative to the current folder)")
     t.add_argument("--no-tensorboard", action="store_true", help="do not write TensorBoard logs")
@@ -574,12 +626,48 @@ def _add_train_output_options(t: argparse.ArgumentParser) -> None:
     t.add_argument("--address", metavar="ADDR", help="rllib-ppo only: the Ray cluster to join (default: a local Ray)")
 
 
+def _add_trust_option(p: argparse.ArgumentParser) -> None:
+    """The ``--trust-model-code`` option of the commands that play saved policies."""
+    p.add_argument("--trust-model-code", action="store_true",
+                   help="allow saved policies whose files run code when loaded: an SB3 .zip without its "
+                        "weights-only form (PATH.policy.json/.npz), its VecNormalize .pkl, an RLlib checkpoint "
+                        "(pickles: they can run any program; only for files you trust)")
+
+
+def _add_export_model(sub: _Commands) -> None:
+    """``sfenv export-model``: the weights-only form of an SB3 zip (:func:`_cmd_export_model`)."""
+    x = _command(sub, "export-model", "write the weights-only form of an SB3 .zip you trust (loads no code)",
+                 "Load an SB3 .zip (and its sidecar and VecNormalize statistics) and write its weights-only form "
+                 "beside it: for NAME.zip, NAME.policy.json (architecture, spaces, settings) and NAME.policy.npz "
+                 "(weights and normalisation statistics). model:NAME.zip then loads that form, which runs no code "
+                 "and plays the same actions. Loading the .zip runs code from it, hence --trust-model-code. sfenv "
+                 "train writes this form itself.")
+    x.add_argument("path", metavar="[ALGO:]PATH",
+                   help="the SB3 .zip; ALGO:PATH names the algorithm of a zip without a sidecar "
+                        "(e.g. ppo:best_model.zip)")
+    x.add_argument("--trust-model-code", action="store_true",
+                   help="required: you trust the .zip and its pickles (loading them can run any program)")
+    x.set_defaults(fn=_cmd_export_model)
+
+
+def _cmd_export_model(args: argparse.Namespace) -> int:
+    from sfenv.agents.learned import export_policy
+
+    spec = export_policy(args.path, trust_code=args.trust_model_code)
+    weights = spec.with_name(spec.name.removesuffix(".json") + ".npz")
+    print(f"wrote {spec} and {weights} (model:{spec} loads them without running code)")
+    return 0
+
+
 def _add_leaderboard(sub: _Commands) -> None:
     """``sfenv leaderboard``: every agent on the test split of each bundled scenario (:func:`_cmd_leaderboard`)."""
     lb = _command(sub, "leaderboard", "every reference agent on the test split of each bundled scenario, ranked",
                   "Play agents on the first --seeds test seeds (sfenv.runs.protocol) of each bundled scenario "
                   "(spider-64 capped at 12 jobs, as the claims are) and write leaderboard.md, .csv, .html and "
-                  ".json to --out-dir. Episodes are saved as they finish; --resume continues an interrupted run.")
+                  ".json to --out-dir. Episodes are saved with their action logs as they finish; --resume continues "
+                  "an interrupted run. Every episode ranked, those of earlier runs included, is replayed and must "
+                  "reproduce its metrics: an edited episodes file is refused (exit 1, naming the file and row; "
+                  "--overwrite plays its episodes again).")
     lb.add_argument("--agents", default="default", metavar="LIST",
                     help=_agents_help() + "; rllib:PATH adds an RLlib checkpoint")
     lb.add_argument("--scenarios", metavar="LIST", help="comma list of bundled scenarios (default: all bundled)")
@@ -591,19 +679,30 @@ def _add_leaderboard(sub: _Commands) -> None:
                          "match; with --resume, other settings are refused)")
     lb.add_argument("--overwrite", action="store_true", help="replace the episodes already in --out-dir")
     lb.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_trust_option(lb)
     _add_backend_options(lb)
     lb.set_defaults(fn=_cmd_leaderboard)
 
 
 def _add_validate(sub: _Commands) -> None:
     """``sfenv validate``: replay a submitted entry (:func:`_cmd_validate`)."""
-    v = _command(sub, "validate", "replay a submitted entry's action logs and check every metric",
-                 "Replay each episode's recorded actions (sfenv evaluate --record-actions) on its scenario and "
-                 "seed. Exit 0 if every metric is reproduced, 1 (naming the first difference) if not, 2 for "
-                 "unreadable input.")
+    v = _command(sub, "validate", "judge a submitted leaderboard entry and replay every episode",
+                 "Check that the file is a whole leaderboard entry (its settings; one episode per agent and seed; "
+                 f"every agent on the same first N >= {protocol.MIN_ENTRY_SEEDS} seeds of the test split; every "
+                 "episode on the settings' scenario, hash and job count; this env version), then replay each "
+                 "episode's recorded actions (sfenv evaluate --record-actions) to the episode's end and compare "
+                 "every metric. Exit 0 if all holds (the line says what was validated), 1 (naming the first "
+                 "problem) if not, 2 for unreadable input. A replay shows that the metrics follow from the "
+                 "actions, not who chose them (docs/protocol.md).")
     v.add_argument("file", type=Path, help="the entry: a results file written with sfenv evaluate --record-actions")
     v.add_argument("--scenario", metavar="NAME|FILE",
-                   help="the scenario the entry was played on (default: each row's bundled scenario by name)")
+                   help="the scenario file the entry was played on, given by you (default: each row's scenario, "
+                        "as a bundled name only; a path in the file is never read)")
+    v.add_argument("--split", choices=protocol.SPLITS,
+                   help="the split the entry must claim (default: test, the leaderboard's)")
+    v.add_argument("--replay-only", action="store_true",
+                   help="only replay each row (to its episode's end) and compare its metrics; do not judge the "
+                        "file as an entry (any seeds, split or settings, fewer seeds)")
     v.set_defaults(fn=_cmd_validate)
 
 
@@ -613,7 +712,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "Paths are relative to the current folder; results are written there.",
                 formatter_class=_HelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    for add in (_add_benchmark, _add_plot, _add_run, _add_evaluate, _add_train, _add_leaderboard, _add_validate):
+    for add in (_add_benchmark, _add_plot, _add_run, _add_evaluate, _add_train, _add_export_model, _add_leaderboard,
+                _add_validate):
         add(sub)
     scenarios = _command(sub, "scenarios", "list the bundled scenarios (name, topology, description)")
     scenarios.set_defaults(fn=_cmd_scenarios)
@@ -624,15 +724,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for invalid input, with a message and no traceback).
 
-    Only sfenv's own errors (:class:`sfenv.errors.SfenvError`) and argparse's count as invalid
-    input; any other exception propagates with its traceback, since it is a bug.
+    Only sfenv's own errors (:class:`sfenv.errors.SfenvError`: bad input, an output another process is
+    writing, an output that cannot be written such as a full disk) and argparse's count as invalid input;
+    any other exception propagates with its traceback, since it is a bug.  Ctrl-C at any point, from the
+    command's first import on (see ``sfenv/__init__.py``), gives one ``sfenv: interrupted ...`` line and
+    exit code 130.
     """
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:  # argparse: --help (0) or a usage error (2, message already printed)
-        return int(e.code or 0)
-    try:
-        return int(args.fn(args))
+        _ctrl_c_raises()
+        return _run(argv)
     except SfenvError as e:
         print(f"sfenv: {e}", file=sys.stderr)
         return 2
@@ -642,6 +742,26 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1
+
+
+def _run(argv: list[str] | None) -> int:
+    """Parse ``argv`` and run its command; argparse's exits (``--help``, a usage error) return their code."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2, message already printed)
+        return int(e.code or 0)
+    return int(args.fn(args))
+
+
+def _ctrl_c_raises() -> None:
+    """From here on Ctrl-C raises ``KeyboardInterrupt`` (the one-line exit of the start-up ends).
+
+    The sfenv command (console script or ``python -m sfenv``) starts with a SIGINT handler that prints one
+    line and exits 130 while it imports (``sfenv/__init__.py``); the runs need ``KeyboardInterrupt`` back,
+    to save what they finished.  A no-op anywhere else (tests and programs calling :func:`main`).
+    """
+    if signal.getsignal(signal.SIGINT) is sfenv._interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

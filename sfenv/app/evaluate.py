@@ -2,10 +2,11 @@
 
 Each (agent, seed) pair runs ``make_simulator(scenario, seed)`` to the end with the agent's
 ``decide``; the wall time of every ``decide`` call is measured here, outside the simulation, so it
-never enters simulated results.  Results go to a JSON file written atomically after every pair
-(temporary file + ``os.replace``) with the settings that define it (:mod:`sfenv.runs.results`); pairs
-already in an existing file of the same settings are skipped, so an interrupted sweep continues where
-it stopped, and a file of other settings is refused, never mixed into.
+never enters simulated results.  Results go to a JSON file with the settings that define it
+(:mod:`sfenv.runs.results`), rewritten atomically (temporary file + ``os.replace``) every few seconds as
+pairs finish, at the end and on Ctrl-C, under a lock that keeps a second process out; pairs already in
+an existing file of the same settings are skipped, so an interrupted sweep continues where it stopped,
+and a file of other settings is refused, never mixed into.
 
 Backends: ``backend="serial"`` (the default) plays the pairs one after the other in this process;
 ``backend="ray"`` plays each (agent, seed) episode as a Ray task (:mod:`sfenv.runs.distributed`, the
@@ -15,6 +16,10 @@ decision times differ), saved as episodes finish and returned in the serial orde
 dies is retried.  Saved policies (``model:PATH``, ``rllib:PATH``) are loaded on each worker from
 the path, which must exist there (a shared folder on a cluster).
 
+Model files are data: ``model:PATH`` loads the weights-only form (:mod:`sfenv.agents.model_files`);
+an SB3 ``.zip`` without it, and an RLlib checkpoint, run code when loaded and are refused unless
+``trust_model_code=True`` (``--trust-model-code``).
+
 Rows carry the :class:`sfenv.sim.metrics.EpisodeReport` fields, whose JCT statistics count unfinished
 jobs with a censored JCT (episode end minus arrival); :func:`summarise` gives per agent the mean
 over seeds with a 95 % Student-t confidence interval, :func:`format_table` prints it and
@@ -23,6 +28,7 @@ over seeds with a 95 % Student-t confidence interval, :func:`format_table` print
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -39,6 +45,7 @@ import numpy as np
 
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
+from sfenv.agents.model_files import spec_path_for
 from sfenv.agents.registry import make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
@@ -47,8 +54,8 @@ from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario
 from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
 from sfenv.runs.stats import mean_ci  # also imported from here
 from sfenv.scenario import Scenario, load_scenario
-from sfenv.sim import make_simulator
-from sfenv.sim.metrics import EpisodeReport
+from sfenv.sim import Simulator, make_simulator
+from sfenv.sim.metrics import ADDED_REPORT_FIELDS, EpisodeReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from tqdm import tqdm
@@ -122,9 +129,9 @@ RLLIB_PREFIX = "rllib:"
 SavedPolicy: TypeAlias = "LearnedPolicy | RLlibPolicy"
 #: what plays an episode: a scheduler agent through the simulator, or a saved policy
 Player: TypeAlias = "SchedulerAgent | SavedPolicy"
-#: what a Ray worker rebuilds a player from (:func:`_payload`): the agent itself, a saved policy's spec,
-#: or the spec and its play settings
-Payload: TypeAlias = "SchedulerAgent | str | tuple[str, dict[str, Any]]"
+#: what a Ray worker rebuilds a player from (:func:`_payload`): the agent itself, or a saved policy's spec,
+#: its play settings and whether its code is trusted
+Payload: TypeAlias = "SchedulerAgent | tuple[str, dict[str, Any], bool]"
 
 
 def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_kwargs: dict | None = None,
@@ -136,7 +143,9 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     trained with; a model trained before env v1 (its settings name no ``privileged_obs``) whose
     observation space is v0's is played with ``privileged_obs=True`` and its row says so
     (``privileged_obs``).  A policy that never lets time pass (possible without action masks) is stopped
-    after ``max(max_episode_steps, 100 x jobs)`` steps; its unfinished jobs count as such.
+    after ``max(max_episode_steps, 100 x jobs)`` steps, and the rest of its episode is played to the end
+    with waits (logged as such), so its row holds the finished episode's metrics, as every row does,
+    and says ``stopped_early``.
 
     :param record_actions: add the episode's action log (the plan each start action named, None
         for a wait; masked actions change nothing and are left out) and ``scenario_sha``.
@@ -178,6 +187,9 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
             log.append(plan_to_json(None if info["forced_wait"] else plan))
         done = terminated or truncated
         steps += 1
+    for _ in _wait_to_end(sim):  # stopped at the step limit: the episode ends as it would with waits
+        if log is not None:
+            log.append(None)
     records = sim.records()
     report = sim.report()
     row: dict[str, Any] = {"agent": policy.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
@@ -195,6 +207,17 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
         row["actions"] = {"decisions": log, "replans": []}
     env.close()
     return row
+
+
+def _wait_to_end(sim: Simulator) -> Iterator[None]:
+    """Let time pass until ``sim`` is done, one wait at a time (yields after each: one logged decision).
+
+    Each wait is what ``Simulator.run`` does for a ``None`` decision, so a replay of the log, the waits
+    included, plays the same episode to the same end.
+    """
+    while not sim.done:
+        sim.wait()
+        yield None
 
 
 def _fits(policy: SavedPolicy, env: gym.Env) -> bool:
@@ -240,6 +263,7 @@ def evaluate_agents(
     overwrite: bool = False,
     record_actions: bool = False,
     split: str | None = None,
+    trust_model_code: bool = False,
 ) -> list[dict[str, Any]]:
     """Run every agent on every seed of ``scenario``; returns one row per (agent, seed).
 
@@ -248,8 +272,11 @@ def evaluate_agents(
     :func:`run_policy_episode`; their rows are named by that string).
 
     :param num_jobs: override the scenario's workload size.
-    :param out: results file (:mod:`sfenv.runs.results`: the run's settings and its episodes), updated
-        atomically after each pair.  An existing file with the same settings is continued: pairs
+    :param out: results file (:mod:`sfenv.runs.results`: the run's settings and its episodes), rewritten
+        atomically as pairs finish, at most every few seconds (:class:`~sfenv.runs.results.ResultsWriter`:
+        a killed process loses the pairs of the last interval at most), at the end and on Ctrl-C.  This
+        process holds its lock (:func:`~sfenv.runs.results.output_lock`) for the whole run, from the read
+        of the file on.  An existing file with the same settings is continued: pairs
         already in it are skipped, new agents and seeds are added, and the rows returned are all
         the file's.  One with other settings raises :class:`~sfenv.runs.results.SettingsMismatch`
         naming each difference, and is left as it was.
@@ -266,9 +293,16 @@ def evaluate_agents(
     :param split: the protocol split whose first seeds ``seeds`` are (:mod:`sfenv.runs.protocol`;
         checked), or None: explicit seeds.  The settings record the label (``split``: the split or
         ``"explicit seeds"``), the ``protocol`` version and the ``seeds`` (more may be added to a file).
+    :param trust_model_code: allow saved policies whose files run code when loaded: an SB3 ``.zip``
+        without its weights-only form, an RLlib checkpoint (:mod:`sfenv.agents.model_files`).  Not
+        part of the settings: the same files play the same episodes either way.
+    :raises UntrustedCode: for such a policy without ``trust_model_code``.
     :raises InvalidInput: for an unknown backend, or ``address``/``workers`` without ``backend="ray"``,
         or an ``out`` that is not a results file.
     :raises Interrupted: on Ctrl-C, after the episodes finished so far are saved (the count is in the message).
+    :raises OutputInUse: (an ``InvalidInput``) if another process is writing ``out``.
+    :raises OutputError: (an ``OSError``) if ``out`` cannot be written (a full disk, a folder that is a file);
+        the file then holds what its last write saved, and the same call again continues from there.
     """
     from sfenv.runs.distributed import check_backend
 
@@ -278,46 +312,84 @@ def evaluate_agents(
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
     settings = run_settings(agents, sc, agent_kwargs, seeds=seeds, split=split, record_actions=record_actions)
     out_path = Path(out) if out else None
-    settings, rows = _continued(out_path, settings, overwrite)  # before any agent is built or episode run
-    instances = [_instance(a, agent_kwargs) for a in agents]
-    done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
-    todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
-    bar = _progress_bar(len(todo), f"evaluate {sc.name}") if progress and todo else None
-    played = _episodes(todo, sc, record_actions, backend, address, workers)
+    with results.output_lock(out_path) if out_path else contextlib.nullcontext():  # held from the read on
+        settings, rows = _continued(out_path, settings, overwrite)  # before any agent is built or episode run
+        instances = [_instance(a, agent_kwargs, trust_model_code) for a in agents]
+        done = {(r["agent"], r["scenario"], r["seed"]) for r in rows}
+        todo = [(a, s) for a in instances for s in seeds if (a.name, sc.name, s) not in done]
+        writer = results.ResultsWriter(out_path, settings, rows) if out_path else None
+        if writer is not None:  # the settings first: an interrupted run leaves a file that says what it holds
+            writer.save()
+        bar = _progress_bar(len(todo), f"evaluate {sc.name}") if progress and todo else None
+        played = _episodes(todo, sc, record_actions, backend, address, workers)
+        return _collect(played, todo, rows, writer, on_row, bar)
+
+
+def _collect(played: Iterator[tuple[int, dict[str, Any]]], todo: Sequence[tuple[Player, int]],
+             rows: list[dict[str, Any]], writer: results.ResultsWriter | None, on_row: Callable[[dict], None] | None,
+             bar: tqdm | None) -> list[dict[str, Any]]:
+    """Add each episode of ``played`` to ``rows`` (and to the results file through ``writer``) as it finishes.
+
+    The file is rewritten every few seconds (:class:`sfenv.runs.results.ResultsWriter`) and at the end,
+    with the rows in the serial order (``todo``'s) whatever order they finished in.
+
+    :return: ``rows``, the new ones added.
+    :raises Interrupted: on Ctrl-C, after every episode finished is saved (a second Ctrl-C waits for the save).
+    :raises OutputError: if the file cannot be written (a full disk); it then holds the rows of its last write.
+    """
     first_new = len(rows)
     order: dict[int, int] = {}  # todo index -> position in rows (completion order)
-    if out_path:  # the settings first: an interrupted run leaves a file that says what it holds
-        atomic_write_json(out_path, results.results_document(settings, rows))
-    rows_saved = len(rows)  # rows the file holds
     try:
         for i, row in played:
             agent, seed = todo[i]
             row["agent"] = agent.name  # a policy loaded on a worker from its resolved path keeps the name given
             order[i] = len(rows)
-            rows.append(row)
-            if out_path:
-                atomic_write_json(out_path, results.results_document(settings, rows))
-                rows_saved = len(rows)
+            if writer is not None:
+                writer.add(row)
+            else:
+                rows.append(row)
             if on_row:
                 on_row(row)
             if bar is not None:
                 bar.set_postfix_str(f"{agent.name} seed {seed}")
                 bar.update()
+        if bar is not None:
+            bar.close()
+        if order != {i: first_new + i for i in order}:  # finished out of order (ray): save in the serial order
+            positions = list(range(first_new)) + [order[i] for i in sorted(order)]
+            if writer is not None:
+                writer.reorder(positions)
+            else:
+                rows[:] = [rows[k] for k in positions]
+        if writer is not None:
+            writer.flush()
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
-        if out_path and rows_saved < len(rows):  # Ctrl-C came during the last write: save the episode it held
-            atomic_write_json(out_path, results.results_document(settings, rows))
-        where = f" in {out_path}" if out_path else " (no --out file: nothing was saved)"
-        raise Interrupted(f"interrupted: {len(rows) - first_new} episodes run now, {len(rows)} saved{where}; "
-                          "run the same command again to continue") from None
-    if bar is not None:
-        bar.close()
-    if order != {i: first_new + i for i in order}:  # finished out of order (ray): save in the serial order
-        rows = rows[:first_new] + [rows[order[i]] for i in sorted(order)]
-        if out_path:
-            atomic_write_json(out_path, results.results_document(settings, rows))
+        raise _interrupted(writer, len(rows) - first_new) from None
+    except results.OutputError as e:
+        if bar is not None:
+            bar.close()
+        if writer is None:  # not the results file's (a callback's)
+            raise
+        raise results.OutputError(f"{e}; it holds the {writer.saved} episodes of its last write "
+                                  f"({len(rows) - writer.saved} run since are not saved); once it can be written, "
+                                  "run the same command again to continue", e.errno) from None
     return rows
+
+
+def _interrupted(writer: results.ResultsWriter | None, run_now: int) -> Interrupted:
+    """Ctrl-C: save every episode finished (a second Ctrl-C waits for the save) and say what the file holds."""
+    if writer is None:
+        return Interrupted(f"interrupted: {run_now} episodes run now (no --out file: nothing was saved)")
+    note = ""
+    with results.ctrl_c_held():
+        try:
+            writer.flush()
+        except results.OutputError as e:
+            note = f" ({len(writer.rows) - writer.saved} more could not be saved: {e})"
+    return Interrupted(f"interrupted: {run_now} episodes run now, {writer.saved} saved in {writer.path}{note}; "
+                       "run the same command again to continue")
 
 
 def _continued(out_path: Path | None, settings: dict[str, Any],
@@ -370,7 +442,9 @@ def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
 
     See :func:`sfenv.runs.results.make_settings`.  With ``seeds``: also the seeds' label (``split``: a
     protocol split, checked to hold exactly its first seeds, or ``"explicit seeds"``), the
-    ``protocol`` version and the ``seeds``; ``record_actions: true`` when action logs are recorded.
+    ``protocol`` version and the ``seeds``; ``record_actions: true`` and the environment version the
+    episodes are played on (``env_version``, :data:`sfenv.runs.protocol.ENV_VERSION`) when action logs
+    are recorded (an entry, :mod:`sfenv.runs.entry`).
 
     :raises InvalidInput: if seeds that are not the split's first are labelled with it.
     """
@@ -379,6 +453,7 @@ def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
         extra.update(protocol.SeedChoice(tuple(seeds), split or protocol.EXPLICIT, scenario.name).record())
     if record_actions:
         extra["record_actions"] = True
+        extra["env_version"] = protocol.ENV_VERSION
     return results.make_settings(scenario, {(a if isinstance(a, str) else a.name): agent_settings(a, agent_kwargs)
                                             for a in agents}, **extra)
 
@@ -394,17 +469,20 @@ def file_differences(path: str | Path, settings: dict[str, Any]) -> list[str]:
 def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None = None) -> dict[str, Any]:
     """What defines an agent's episodes, for a results file's settings (:mod:`sfenv.runs.results`).
 
-    A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the file's hash (another model saved
-    under the same path is another agent); ``rllib:PATH``: the checkpoint's absolute path; an agent
-    instance: its class and name.  Nothing is loaded or built.
+    A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the hash of the file played
+    (another model saved under the same path is another agent): the weights-only spec when there is
+    one (it records its weights' SHA-256), else the file named; ``rllib:PATH``: the checkpoint's
+    absolute path; an agent instance: its class and name.  Nothing is loaded or built.
+
+    :raises InvalidInput: for a model folder without exactly one weights-only spec.
     """
     if not isinstance(agent, str):
         return {"class": f"{type(agent).__module__}.{type(agent).__qualname__}"}
     if agent.startswith(MODEL_PREFIX):
         algo, name = split_model_spec(agent[len(MODEL_PREFIX):])
-        path = Path(name)
+        played = spec_path_for(Path(name)) or Path(name)
         kwargs = dict((agent_kwargs or {}).get(agent, {}))
-        return {"algo": algo, "model_sha": results.file_hash(path) if path.is_file() else None,
+        return {"algo": algo, "model_sha": results.file_hash(played) if played.is_file() else None,
                 **({"kwargs": kwargs} if kwargs else {})}
     if agent.startswith(RLLIB_PREFIX):
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
@@ -419,15 +497,19 @@ def _play(agent: Player, sc: Scenario, seed: int, record_actions: bool = False) 
 
 
 def _payload(agent: Player) -> Payload:
-    """What a worker needs to rebuild ``agent``: the instance, or a saved policy's spec with an absolute path."""
+    """What a worker needs to rebuild ``agent``: the instance, or a saved policy's (spec, settings, trusted).
+
+    The spec has an absolute path; ``trusted`` makes the worker refuse or allow code as this process did.
+    """
     if isinstance(agent, SchedulerAgent):
         return agent
+    trusted = bool(getattr(agent, "trust_code", False))
     if agent.name.startswith(MODEL_PREFIX):  # model:[ALGO:]PATH, and its play settings if any
         spec = MODEL_PREFIX + absolute_model_spec(agent.name[len(MODEL_PREFIX):])
         play_kwargs = agent.play_kwargs if isinstance(agent, _SavedModel) else {}
-        return (spec, play_kwargs) if play_kwargs else spec
+        return spec, play_kwargs, trusted
     if agent.name.startswith(RLLIB_PREFIX):
-        return RLLIB_PREFIX + str(Path(agent.name[len(RLLIB_PREFIX):]).resolve())
+        return RLLIB_PREFIX + str(Path(agent.name[len(RLLIB_PREFIX):]).resolve()), {}, trusted
     raise InvalidInput(f"{agent.name}: neither a scheduler agent nor a saved policy spec; the ray backend "
                        "cannot rebuild it on a worker")
 
@@ -439,11 +521,11 @@ _LOADED: dict[str, SavedPolicy] = {}
 def _episode_task(sc: Scenario, payload: Payload, seed: int, record_actions: bool = False) -> dict[str, Any]:
     """A Ray task: rebuild the agent from :func:`_payload`'s output and play one episode (:func:`_play`)."""
     quiet_solver_banner()
-    if isinstance(payload, (str, tuple)):  # a saved policy's spec, or (spec, its play settings)
-        spec, kwargs = (payload, {}) if isinstance(payload, str) else payload
-        key = json.dumps([spec, kwargs], sort_keys=True)
+    if isinstance(payload, tuple):  # a saved policy: (spec, its play settings, trusted)
+        spec, kwargs, trusted = payload
+        key = json.dumps([spec, kwargs, trusted], sort_keys=True)
         if key not in _LOADED:
-            _LOADED[key] = _saved_policy(spec, {spec: kwargs})
+            _LOADED[key] = _saved_policy(spec, {spec: kwargs}, trusted)
         agent: Player = _LOADED[key]
     else:
         agent = payload
@@ -456,18 +538,23 @@ class _SavedModel(LearnedPolicy):
     :param spec: ``model:[ALGO:]PATH``; rows are keyed by it as given (resume finds them again).
     :param play_kwargs: keywords of :class:`LearnedPolicy` that change how it is played
         (:data:`MODEL_PLAY_KWARGS`), kept for a Ray worker to rebuild it alike (:func:`_payload`).
+    :param trust_code: allow an SB3 zip without its weights-only form (:class:`LearnedPolicy`).
     """
 
-    def __init__(self, spec: str, play_kwargs: dict[str, Any]) -> None:
-        super().__init__(spec[len(MODEL_PREFIX):], **play_kwargs)
+    def __init__(self, spec: str, play_kwargs: dict[str, Any], trust_code: bool = False) -> None:
+        super().__init__(spec[len(MODEL_PREFIX):], trust_code=trust_code, **play_kwargs)
         self.name = spec
         self.play_kwargs = play_kwargs
+        self.trust_code = trust_code
 
 
-def _saved_policy(spec: str, agent_kwargs: dict[str, dict] | None) -> SavedPolicy:
+def _saved_policy(spec: str, agent_kwargs: dict[str, dict] | None, trust_code: bool = False) -> SavedPolicy:
     """Load the saved policy of ``spec`` (``model:[ALGO:]PATH`` or ``rllib:PATH``), named by ``spec``.
 
+    :param trust_code: allow files that run code when loaded (an SB3 zip without its weights-only
+        form, an RLlib checkpoint).
     :raises InvalidInput: for a play setting a saved model does not take.
+    :raises UntrustedCode: for files that run code, without ``trust_code``.
     """
     if spec.startswith(MODEL_PREFIX):
         kwargs = dict((agent_kwargs or {}).get(spec, {}))
@@ -475,20 +562,23 @@ def _saved_policy(spec: str, agent_kwargs: dict[str, dict] | None) -> SavedPolic
         if unknown:
             raise InvalidInput(f"{spec}: unknown play setting(s) {unknown}; a saved model takes "
                                f"{list(MODEL_PLAY_KWARGS)}")
-        return _SavedModel(spec, kwargs)
+        return _SavedModel(spec, kwargs, trust_code)
     from sfenv.agents.rllib import RLlibPolicy  # imports ray.rllib (the ray extra), so only when asked
 
-    rl_policy = RLlibPolicy(spec[len(RLLIB_PREFIX):])
+    rl_policy = RLlibPolicy(spec[len(RLLIB_PREFIX):], trust_code=trust_code)
     rl_policy.name = spec
     return rl_policy
 
 
-def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None) -> Player:
-    """The player of an ``agents`` entry: the instance given, a saved policy loaded, or a registered agent built."""
+def _instance(a: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None, trust_code: bool = False) -> Player:
+    """The player of an ``agents`` entry: the instance given, a saved policy loaded, or a registered agent built.
+
+    :param trust_code: passed to :func:`_saved_policy`.
+    """
     if isinstance(a, SchedulerAgent):
         return a
     if a.startswith((MODEL_PREFIX, RLLIB_PREFIX)):
-        return _saved_policy(a, agent_kwargs)
+        return _saved_policy(a, agent_kwargs, trust_code)
     return make_agent(a, **(agent_kwargs or {}).get(a, {}))
 
 
@@ -497,6 +587,8 @@ CI_METRICS: tuple[tuple[str, str, float], ...] = (
     ("mean_jct_h", "mean_jct_s", 1 / 3600),
     ("p95_jct_h", "p95_jct_s", 1 / 3600),
     ("cost_usd", "cost_usd", 1.0),
+    ("egress_usd", "egress_usd", 1.0),
+    ("total_cost_usd", "total_cost_usd", 1.0),
     ("throughput_tok_s", "mean_throughput_tokens_s", 1.0),
     ("unfinished", "unfinished", 1.0),
 )
@@ -509,6 +601,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     mean over the agent's episodes of ``field * scale``) and ``column + "_ci"`` (the half-width of
     the Student-t interval, :func:`sfenv.runs.stats.mean_ci`).  The per-episode JCT figures already count
     unfinished jobs (censored); ``p95_jct_h`` is the mean of the episodes' 95th percentiles.
+    ``cost_usd`` is electricity, ``egress_usd`` the bytes sent between regions and ``total_cost_usd``
+    both (rows written before egress was billed have neither: NaN).
     Energy, utilisation and decision times are plain means (decision_ms_max: the maximum).
     """
     order: list[str] = []
@@ -522,7 +616,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         rs = by[name]
         entry: dict[str, Any] = {"agent": name, "seeds": len(rs)}
         for col, fld, scale in CI_METRICS:
-            entry[col], entry[col + "_ci"] = mean_ci([float(r[fld]) * scale for r in rs])
+            values = [float(r[fld] if fld not in ADDED_REPORT_FIELDS else r.get(fld, math.nan)) * scale for r in rs]
+            entry[col], entry[col + "_ci"] = mean_ci(values)
         entry.update({
             "energy_mwh": float(np.mean([r["energy_kwh"] for r in rs])) / 1000,
             "utilisation": float(np.mean([r["utilisation"] for r in rs])),
@@ -536,8 +631,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_table(summary: Sequence[dict[str, Any]]) -> str:
     """A fixed-width text table of :func:`summarise` output; CI metrics print as ``mean ± half-width``."""
     cols = [("agent", ""), ("seeds", "d"), ("mean_jct_h", ".2f"), ("p95_jct_h", ".2f"), ("cost_usd", ".1f"),
-            ("throughput_tok_s", ".0f"), ("unfinished", ".1f"), ("energy_mwh", ".2f"), ("utilisation", ".2f"),
-            ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
+            ("egress_usd", ".1f"), ("total_cost_usd", ".1f"), ("throughput_tok_s", ".0f"), ("unfinished", ".1f"),
+            ("energy_mwh", ".2f"), ("utilisation", ".2f"), ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
 
     def cell(row: dict[str, Any], name: str, fmt: str) -> str:
         text = f"{row[name]:{fmt}}"
@@ -549,7 +644,8 @@ def format_table(summary: Sequence[dict[str, Any]]) -> str:
     body = [[name for name, _ in cols]] + [[cell(row, name, fmt) for name, fmt in cols] for row in summary]
     widths = [max(len(b[i]) for b in body) for i in range(len(cols))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(b, widths))) for b in body]
-    lines.append("mean ± 95 % CI over seeds (Student t); JCT counts unfinished jobs at episode end - arrival")
+    lines.append("mean ± 95 % CI over seeds (Student t); JCT counts unfinished jobs at episode end - arrival; "
+                 "cost_usd: electricity, egress_usd: bytes between regions, total_cost_usd: both")
     return "\n".join(lines)
 
 

@@ -4,15 +4,22 @@
 policy joins as ``model:PATH`` or ``rllib:PATH``) on the first ``seeds`` test seeds of the
 protocol (:mod:`sfenv.runs.protocol`) of each scenario, through the one evaluator
 (:func:`sfenv.app.evaluate.evaluate_agents`; ``backend="ray"`` plays the episodes as Ray
-tasks), saving each scenario's episodes to ``<out>/episodes/<scenario>.json`` after every
-episode, so an interrupted run resumes (``resume=True``) where it stopped.
+tasks), saving each scenario's episodes with their action logs to ``<out>/episodes/<scenario>.json``
+as they finish (:class:`sfenv.runs.results.ResultsWriter`; one process writes a file at a time), so an
+interrupted run resumes (``resume=True``) where it stopped.
+
+Nothing is ranked unchecked: every episode the table uses, those read back from an earlier run's files
+included, is replayed from its action log to the episode's end and must give the metrics its row holds
+(:func:`replay_checked`).  An edited episodes file is refused with one line naming the file and the row
+(``--overwrite`` plays the episodes again); episodes files written before the leaderboard recorded
+action logs differ in their settings (``record_actions``) and are refused likewise.
 
 Per scenario the agents are ranked by mean JCT over seeds (JCT counts unfinished jobs censored
 at the episode's end, :mod:`sfenv.sim.metrics`), and the table gives mean JCT ± the half-width of its
 95 % Student-t interval, the ratio of mean JCT to the best agent's with a paired bootstrap 95 %
-interval over seeds (:func:`sfenv.runs.stats.paired_ratio`), p95 JCT, cost, throughput and unfinished
-jobs.  Written: ``leaderboard.md``, ``leaderboard.csv`` (one row per scenario and agent),
-``leaderboard.html`` (one self-contained page, no scripts or external files) and
+interval over seeds (:func:`sfenv.runs.stats.paired_ratio`), p95 JCT, electricity, egress and total
+cost, throughput and unfinished jobs.  Written: ``leaderboard.md``, ``leaderboard.csv`` (one row per
+scenario and agent), ``leaderboard.html`` (one self-contained page, no scripts or external files) and
 ``leaderboard.json`` (the same data with the settings).
 
 Caps: ``spider-64`` is played with 12 jobs per episode (:data:`JOB_CAPS`), as the claims cap it
@@ -27,25 +34,32 @@ import html
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sfenv import __version__
 from sfenv.errors import InvalidInput
 from sfenv.runs import log_stderr, protocol
-from sfenv.runs.results import atomic_path, atomic_write_text
+from sfenv.runs.results import atomic_paths, output_lock
 
-__all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "rank", "run_leaderboard", "write_outputs"]
+if TYPE_CHECKING:  # pragma: no cover
+    from sfenv.scenario import Scenario
+
+__all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "rank", "replay_checked", "run_leaderboard", "write_outputs"]
 
 #: jobs per episode of scenarios played capped, and why (said in every output)
 JOB_CAPS: dict[str, int] = {"spider-64": 12}
 #: test seeds per scenario by default
 DEFAULT_SEEDS = 10
+#: how long :func:`write_outputs` waits for another process writing the same outputs (seconds)
+OUTPUTS_LOCK_WAIT_S = 30.0
 #: (key, header, format) of the table's columns after rank, scenario and agent
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("mean_jct_h", "mean JCT h", ".3f"),
     ("ratio_to_best", "JCT / best", ".3f"),
     ("p95_jct_h", "p95 JCT h", ".2f"),
-    ("cost_usd", "cost USD", ".1f"),
+    ("cost_usd", "electricity USD", ".1f"),
+    ("egress_usd", "egress USD", ".1f"),
+    ("total_cost_usd", "total cost USD", ".1f"),
     ("throughput_tok_s", "throughput tok/s", ".0f"),
     ("unfinished", "unfinished jobs", ".2f"),
 )
@@ -64,6 +78,7 @@ def run_leaderboard(
     address: str | None = None,
     workers: int | None = None,
     log: Callable[[str], None] = log_stderr,
+    trust_model_code: bool = False,
 ) -> dict[str, Any]:
     """Play the leaderboard, write its files into ``out_dir`` and return its data.
 
@@ -74,11 +89,16 @@ def run_leaderboard(
     :param resume: continue the episodes already in ``out_dir/episodes`` (a file of the same
         settings is continued anyway, :mod:`sfenv.runs.results`; one of other settings is refused).
     :param overwrite: replace them instead.
+    :param trust_model_code: allow saved policies whose files run code when loaded (an SB3 ``.zip``
+        without its weights-only form, an RLlib checkpoint; :func:`sfenv.app.evaluate.evaluate_agents`).
     :return: ``{"settings": ..., "rows": [...], "files": [...]}``.
     :raises InvalidInput: for an unknown scenario, no agents, or bad counts.
+    :raises Rejected: if an episode it would rank does not replay to the metrics its row holds
+        (:func:`replay_checked`: an edited episodes file; nothing is written then).
     """
     from sfenv.agents.registry import resolve_names
     from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
+    from sfenv.runs.replay import scenario_sha
     from sfenv.scenario import bundled_scenarios, load_scenario
 
     bundled = bundled_scenarios()
@@ -104,19 +124,41 @@ def run_leaderboard(
             sc = sc.with_overrides(workload={"num_jobs": cap})
         choice = protocol.resolve_seeds("test", seeds, scenario=name)
         log(f"leaderboard: {name}: {len(names)} agents x {choice.describe()}, {sc.cfg.workload.num_jobs} jobs")
-        episodes = evaluate_agents(names, sc, list(choice.seeds), out=out / "episodes" / f"{name}.json",
-                                   resume=resume, overwrite=overwrite, progress=progress, backend=backend,
-                                   address=address, workers=workers, split="test")
-        wanted = set(choice.seeds)
-        episodes = [r for r in episodes if r["agent"] in names and r["seed"] in wanted]
-        rows.extend(rank(name, names, episodes))
-        from sfenv.runs.replay import scenario_sha
-
+        path = out / "episodes" / f"{name}.json"
+        in_file = evaluate_agents(names, sc, list(choice.seeds), out=path, resume=resume, overwrite=overwrite,
+                                  progress=progress, backend=backend, address=address, workers=workers,
+                                  split="test", record_actions=True,
+                                  trust_model_code=trust_model_code)
+        rows.extend(rank(name, names, replay_checked(path, in_file, names, choice.seeds, sc)))
         plays[name] = {"jobs": sc.cfg.workload.num_jobs, "scenario_sha": scenario_sha(sc), **choice.record()}
     settings = {"protocol": protocol.PROTOCOL_VERSION, "env_version": protocol.ENV_VERSION, "sfenv": __version__,
                 "split": "test", "seeds_per_scenario": seeds, "agents": names, "scenarios": plays, "caps": caps}
     files = write_outputs(rows, settings, out)
     return {"settings": settings, "rows": rows, "files": [str(f) for f in files]}
+
+
+def replay_checked(path: Path, in_file: Sequence[dict[str, Any]], names: Sequence[str], seeds: Sequence[int],
+                   sc: Scenario) -> list[dict[str, Any]]:
+    """The rows of ``in_file`` (the episodes file ``path``) of ``names`` and ``seeds``, each replayed and checked.
+
+    A row read back from the file is data that may have been edited since it was played; each one ranked is
+    replayed from its action log on ``sc`` to the episode's end (:func:`sfenv.runs.replay.validate_rows`), and
+    the file must hold one row per agent and seed (:func:`sfenv.runs.entry.check_one_row_each`).
+
+    :raises Rejected: naming ``path`` and the first row that does not hold, and how to play it again.
+    """
+    from sfenv.runs.entry import check_one_row_each
+    from sfenv.runs.replay import Rejected, validate_rows
+
+    agents, wanted = set(names), set(seeds)
+    numbers = [i for i, r in enumerate(in_file) if r.get("agent") in agents and r.get("seed") in wanted]
+    ranked = [in_file[i] for i in numbers]
+    try:
+        check_one_row_each(ranked, [n for n in names if any(r["agent"] == n for r in ranked)], list(seeds), numbers)
+        validate_rows(ranked, sc, numbers=numbers, own_workload=False)
+    except Rejected as exc:
+        raise Rejected(f"{path}: {exc}; --overwrite plays the scenario's episodes again") from None
+    return ranked
 
 
 def rank(scenario: str, names: Sequence[str], episodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -148,6 +190,8 @@ def rank(scenario: str, names: Sequence[str], episodes: Sequence[dict[str, Any]]
             "mean_jct_h": mean, "mean_jct_h_ci": half, "ratio_to_best": ratio, "ratio_low": lo, "ratio_high": hi,
             "p95_jct_h": float(np.mean([e["p95_jct_s"] for e in eps])) / 3600,
             "cost_usd": float(np.mean([e["cost_usd"] for e in eps])),
+            "egress_usd": float(np.mean([e.get("egress_usd", math.nan) for e in eps])),
+            "total_cost_usd": float(np.mean([e.get("total_cost_usd", math.nan) for e in eps])),
             "throughput_tok_s": float(np.mean([e["mean_throughput_tokens_s"] for e in eps])),
             "unfinished": float(np.mean([e["unfinished"] for e in eps])),
         })
@@ -181,11 +225,18 @@ def _notes(settings: dict[str, Any]) -> list[str]:
 
 
 def write_outputs(rows: Sequence[dict[str, Any]], settings: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """Write ``leaderboard.md``, ``.csv``, ``.html`` and ``.json`` into ``out_dir``; returns their paths."""
+    """Write ``leaderboard.md``, ``.csv``, ``.html`` and ``.json`` into ``out_dir``; returns their paths.
+
+    The four are written as a set (:func:`sfenv.runs.results.atomic_paths`): all replaced, or, when one cannot
+    be written (a full disk), none and no temporary left; one process at a time (the lock of
+    ``leaderboard.json``, waited for a few seconds).
+
+    :raises OutputError: if they cannot be written, naming the file or folder.
+    :raises OutputInUse: if another process holds their lock for longer than :data:`OUTPUTS_LOCK_WAIT_S`.
+    """
     import json
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     header = ["rank", "scenario", "agent", *[h for _, h, _ in COLUMNS]]
     body = [[str(r["rank"]), r["scenario"], r["agent"], *[_cell(r, k, f) for k, _, f in COLUMNS]] for r in rows]
     notes = _notes(settings)
@@ -193,16 +244,19 @@ def write_outputs(rows: Sequence[dict[str, Any]], settings: dict[str, Any], out_
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
           *["| " + " | ".join(b) + " |" for b in body]]
     paths = {k: out / f"leaderboard.{k}" for k in ("md", "csv", "html", "json")}
-    atomic_write_text(paths["md"], "\n".join(md) + "\n")
     fields = ["scenario", "rank", "agent", "seeds", "mean_jct_h", "mean_jct_h_ci", "ratio_to_best", "ratio_low",
-              "ratio_high", "p95_jct_h", "cost_usd", "throughput_tok_s", "unfinished", "jobs"]
-    with atomic_path(paths["csv"]) as tmp, tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({**r, "jobs": settings["scenarios"].get(r["scenario"], {}).get("jobs", "")})
-    atomic_write_text(paths["html"], _html(header, body, notes))
-    atomic_write_text(paths["json"], json.dumps({"settings": settings, "rows": list(rows)}, indent=1, allow_nan=True))
+              "ratio_high", "p95_jct_h", "cost_usd", "egress_usd", "total_cost_usd", "throughput_tok_s", "unfinished",
+              "jobs"]
+    with output_lock(paths["json"], wait_s=OUTPUTS_LOCK_WAIT_S), atomic_paths(list(paths.values())) as tmps:
+        tmp = dict(zip(paths, tmps))
+        tmp["md"].write_text("\n".join(md) + "\n")
+        with tmp["csv"].open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+            w.writeheader()
+            for r in rows:
+                w.writerow({**r, "jobs": settings["scenarios"].get(r["scenario"], {}).get("jobs", "")})
+        tmp["html"].write_text(_html(header, body, notes))
+        tmp["json"].write_text(json.dumps({"settings": settings, "rows": list(rows)}, indent=1, allow_nan=True))
     return list(paths.values())
 
 

@@ -150,12 +150,17 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``platform`` | 18 + H | free GPU fraction of the platform, log total GPUs (1 .. 65,536), log regions (1 .. 256), share of regions down, per-region free fraction (min, quartiles, max), price now (min, mean, max; USD/MWh / 300), link capacity (mean, min; /100 Gbit/s), mean flow share, mean latency (/300 ms), log links (1 .. 4096), GPU-weighted mean peak TFLOP/s (/1000), then the GPU-weighted mean price forecast for each of the next H hours |
 
     ## Rewards
-    ``r = -jct_weight * job_seconds / (3600 * K) - cost_weight * cost_usd
+    ``r = -jct_weight * job_seconds / (3600 * K) - cost_weight * cost_usd - egress_weight * egress_usd
     + throughput_weight * tokens / 1e9``, where ``job_seconds`` is the time every job spent in the
-    system (waiting or running) since the previous step, ``cost_usd`` the electricity cost and
-    ``tokens`` the tokens trained since then. With ``cost_weight = 0`` and ``throughput_weight = 0``
-    the undiscounted return is ``-sum(JCT) / (3600 K)``. Weights default to the scenario's
-    ``reward`` section. ``info`` carries the raw, unweighted metrics.
+    system (waiting or running) since the previous step, ``cost_usd`` the electricity cost,
+    ``egress_usd`` what the clouds billed for bytes sent between regions (pipeline activations and
+    gradients, data-parallel syncs across regions, state moved by re-plans; the scenario's
+    ``egress`` section prices them) and ``tokens`` the tokens trained since then. With
+    ``cost_weight = egress_weight = 0`` and ``throughput_weight = 0`` the undiscounted return is
+    ``-sum(JCT) / (3600 K)``. Weights default to the scenario's ``reward`` section;
+    ``egress_weight`` left out there is ``cost_weight`` (a dollar is a dollar). ``info`` carries the
+    raw, unweighted metrics: ``cost_usd`` (electricity), ``egress_usd`` and ``total_cost_usd`` so
+    far, and their ``step_`` increments.
 
     ## Starting State
     ``reset(seed=s)`` draws an episode (jobs, price noise, outages, link dynamics) from
@@ -171,7 +176,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     ``None`` takes the scenario's value. Numbers go through the scenario's validation
     (:meth:`~sfenv.scenario.Scenario.with_overrides`): a bad one raises
     :class:`~sfenv.scenario.ScenarioError` (a ``ValueError``) naming the argument, the value and
-    what was expected; ``self.scenario`` is the scenario with the overrides applied, and the sizes
+    what was expected (the bounds and their reasons: docs/scenarios.md, Bounds); ``self.scenario`` is
+    the scenario with the overrides applied, and the sizes
     in use are the attributes ``max_candidates``, ``queue_window``, ``forecast_hours``, ``num_regions``
     and ``num_links`` (``N``, ``K``, ``H``, ``C`` and ``E`` are read-only aliases of them).
 
@@ -180,14 +186,15 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name, YAML path, dict or :class:`~sfenv.scenario.Scenario` |
     | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
     | ``proposers`` | list of CandidateProposer, a name of :data:`sfenv.env.proposers.PROPOSER_SETS` or None | None | candidate sources (:func:`sfenv.env.proposers.named_proposers`); None or ``"default"``: :func:`sfenv.env.proposers.default_proposers`; ``"first-fit"``: also the decisions of ``fastest+swf`` (candidate 0) and ``fifo+swf``; ``"best"``: also ``spinsearch+swf``'s and SpinSearch's plans (:func:`sfenv.agents.proposer_sets.best_heuristic_proposers`); ``"best+spantrain"``: also ``spantrain+swf``'s.  Each richer set costs steps/s: docs/env.md gives measured rates |
-    | ``max_candidates`` | int > 0 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
-    | ``queue_window`` | int > 0 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
-    | ``forecast_hours`` | int > 0 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |
-    | ``jct_weight`` | float >= 0 | ``reward.jct_weight`` (1) | weight of the job-time term |
-    | ``cost_weight`` | float >= 0 | ``reward.cost_weight`` (0) | weight per USD of electricity |
-    | ``throughput_weight`` | float >= 0 | ``reward.throughput_weight`` (0) | weight per 1e9 tokens trained |
-    | ``invalid_action_penalty`` | float >= 0 | ``reward.invalid_action_penalty`` (0.1) | penalty of a masked action |
-    | ``num_jobs`` | int > 0 | ``workload.num_jobs`` (40) | jobs per episode |
+    | ``max_candidates`` | int, 1..256 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
+    | ``queue_window`` | int, 1..256 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
+    | ``forecast_hours`` | int, 1..168 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |
+    | ``jct_weight`` | float, 0..1e6 | ``reward.jct_weight`` (1) | weight of the job-time term |
+    | ``cost_weight`` | float, 0..1e6 | ``reward.cost_weight`` (0) | weight per USD of electricity |
+    | ``egress_weight`` | float, 0..1e6 | ``reward.egress_weight`` (None: ``cost_weight``) | weight per USD of egress (bytes sent between regions) |
+    | ``throughput_weight`` | float, 0..1e6 | ``reward.throughput_weight`` (0) | weight per 1e9 tokens trained |
+    | ``invalid_action_penalty`` | float, 0..1e6 | ``reward.invalid_action_penalty`` (0.1) | penalty of a masked action |
+    | ``num_jobs`` | int, 1..100,000 | ``workload.num_jobs`` (40) | jobs per episode |
     | ``obs_mode`` | str | ``"full"`` | ``"full"`` (per-region and per-link features) or ``"compact"`` (topology-independent size, see Observation Space) |
     | ``invalid_action_limit`` | int > 0 or None | None | masked actions in a row after which a masked action acts as wait (None: never) |
     | ``privileged_obs`` | bool | False | add the share of jobs still to arrive to ``time`` (privileged, see Observation Space; True for the ``-v0`` ids) |
@@ -235,6 +242,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         invalid_action_limit: int | None = None,
         privileged_obs: bool = False,
         work_conserving: bool = False,
+        egress_weight: float | None = None,
     ) -> None:
         _check_arguments(render_mode, self.metadata["render_modes"], obs_mode, invalid_action_limit, privileged_obs,
                          work_conserving)
@@ -252,7 +260,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             workload={"num_jobs": num_jobs},
             env={"max_candidates": max_candidates, "queue_window": queue_window, "forecast_hours": forecast_hours},
             reward={"jct_weight": jct_weight, "cost_weight": cost_weight, "throughput_weight": throughput_weight,
-                    "invalid_action_penalty": invalid_action_penalty},
+                    "invalid_action_penalty": invalid_action_penalty, "egress_weight": egress_weight},
         )
         #: the scenario played, with the constructor's arguments applied
         self.scenario = sc
@@ -270,6 +278,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self.num_links: int = sc.topology.num_links
         self.jct_weight = rcfg.jct_weight
         self.cost_weight = rcfg.cost_weight
+        #: weight per USD of egress (the scenario's ``reward.egress_weight``, or ``cost_weight`` when it has none)
+        self.egress_weight = rcfg.cost_weight if rcfg.egress_weight is None else rcfg.egress_weight
         self.throughput_weight = rcfg.throughput_weight
         self.invalid_action_penalty = rcfg.invalid_action_penalty
         #: the proposers' plan memo, shared across episodes
@@ -338,11 +348,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
                 p.reset()
         self._last_in_system = self._job_seconds()
         self._last_totals = self.sim.totals()
+        self._last_egress = self.sim.egress_usd()
         self._last_invalid = False
         self._invalid_run = 0
         self._forced_wait = False
         self._build_candidates()
-        return self._obs(), self._info(0.0, 0.0, 0.0)
+        return self._obs(), self._info(0.0, 0.0, 0.0, 0.0)
 
     def step(self, action: int | np.integer | np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
         """Start candidate ``action`` or wait (``action == N``); see the class docstring (Action Space).
@@ -376,17 +387,20 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         d_job_s = in_sys - self._last_in_system
         d_cost = totals[0] - self._last_totals[0]
         d_tokens = totals[2] - self._last_totals[2]
-        self._last_in_system, self._last_totals = in_sys, totals
+        egress = sim.egress_usd()
+        d_egress = egress - self._last_egress
+        self._last_in_system, self._last_totals, self._last_egress = in_sys, totals, egress
         reward = (
             -self.jct_weight * d_job_s / (3600.0 * self.queue_window)
             - self.cost_weight * d_cost
+            - self.egress_weight * d_egress
             + self.throughput_weight * d_tokens / 1e9
             - (self.invalid_action_penalty if invalid else 0.0)
         )
         terminated = sim.done
         if not invalid or forced:
             self._build_candidates()
-        info = self._info(d_job_s, d_cost, d_tokens)
+        info = self._info(d_job_s, d_cost, d_tokens, d_egress)
         if terminated:
             info["episode_report"] = sim.report().to_dict()
         return self._obs(), float(reward), bool(terminated), False, info
@@ -518,7 +532,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             self._cand_perf[i] = perf
         return perf
 
-    def _info(self, d_job_s: float, d_cost: float, d_tokens: float) -> dict[str, Any]:
+    def _info(self, d_job_s: float, d_cost: float, d_tokens: float, d_egress: float) -> dict[str, Any]:
         sim = self.sim
         assert sim is not None
         cost, energy, tokens = self._last_totals
@@ -528,6 +542,9 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             "step_job_seconds": d_job_s,
             "cost_usd": cost,
             "step_cost_usd": d_cost,
+            "egress_usd": self._last_egress,
+            "step_egress_usd": d_egress,
+            "total_cost_usd": cost + self._last_egress,
             "energy_kwh": energy / 3.6e6,
             "tokens": tokens,
             "step_tokens": d_tokens,

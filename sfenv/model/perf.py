@@ -20,6 +20,8 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   delivers ``2 b s h`` bytes first) and transfer ``x_k = 2 b s h / rate``, where ``rate`` is what the
   hop's transfers get while they send, each direction on its own (full-duplex) link direction,
   shared with other jobs' flows by their duty and bounded by TCP's window over the round trip
+  and, where the links give one, by the measured rate of one VM pair on each hop of its route
+  (:attr:`sfenv.world.topology.Topology.directed_pair_cap_bps`: the Skyplane grid is per VM pair and directed)
   (:mod:`sfenv.model.sharing`; intra-region bandwidth when both stages share a region);
 - pipeline time: per schedule (1F1B, GPipe, ZB-H1, ZB-H2) with each stage's in-flight window
   ``w_k`` (1F1B p-k, plus ``extra_inflight`` per downstream WAN hop), by :mod:`sfenv.model.pipeline`:
@@ -30,9 +32,11 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   not WAN transfer or latency.  BACE-Pipe's stall-free rule (``x_k <= c_k``) is
   :attr:`PlanPerf.stall_free`;
 - data-parallel gradient sync of stage k: a ring all-reduce of ``2 P_k`` bytes (bf16) over d
-  replicas: ``2 (d-1)/d * bytes / bw + 2 (d-1) lat``, on the per-GPU intra-region bandwidth
-  (``2 P_k / t_k`` bytes per ring) or, when replicas span regions, at the narrowest rate of its WAN
-  ring edges (:mod:`sfenv.model.sharing`);
+  replicas: ``2 (d-1)/d * bytes / bw + 2 (d-1) lat``; in one region ``t_k`` rings of ``2 P_k / t_k``
+  bytes, each on the NICs of its members in a server, ``min(GPU link, g / t_k x per-GPU bandwidth)``
+  for ``g`` GPUs per server (the GPU link when the ring fits in one server: :func:`_dp_ring_bps`)
+  or, when replicas span regions, at the narrowest rate of its WAN ring edges
+  (:mod:`sfenv.model.sharing`);
   overlapped with the pipeline by a fraction ``dp_overlap``;
 - memory per GPU: ``16 P_k / t_k`` bytes (bf16 weights and grads, fp32 Adam state and master
   weights) plus activations per layer and micro-batch per Korthikanti et al. 2022 for the plan's
@@ -436,6 +440,38 @@ def bubble_rate(p: int, m: int, schedule: str) -> float:
     return BUBBLE_FACTOR[schedule] * (p - 1) / m
 
 
+def _dp_ring_bps(sc: Scalars, r: int, tp: int, d: int) -> float:
+    """Bandwidth of each of a stage's ``tp`` data-parallel rings of ``d`` replicas in region ``r``, bit/s.
+
+    The input of :func:`allreduce_time` for the ring's ``2 P_k / t`` bytes.  A stage's GPUs are taken
+    as packed into servers in Megatron's rank order (tensor ranks inside a server, as the model
+    already requires, then data-parallel ranks), so a server of ``g`` GPUs holds ``n = g // t``
+    members of each of the stage's ``t`` rings:
+
+    - ``d <= n``: the ring is inside one server and runs at the GPU's server link (NVLink or PCIe,
+      :attr:`GPUSpec.link_bps`);
+    - otherwise it crosses servers.  Each GPU has its own NIC at the region's per-GPU bandwidth
+      (``intra_bw_gbps``; DGX A100: eight single-port 200 Gb/s HDR InfiniBand adapters for eight GPUs,
+      NVIDIA DGX A100 User Guide DU-09821-001, "Component Specifications"), and NCCL splits a
+      collective into channels that enter and leave a server through different NICs, the hops
+      inside the server on the GPU link: "NCCL is able to aggregate the bandwidth of multiple NICs,
+      but that requires GPUs to be connected with NVLink with a bandwidth that matches or exceeds the
+      sum of the bandwidth of all NICs" (S. Jeaugey, NCCL maintainer, github.com/NVIDIA/nccl/issues/412,
+      2020-10-28; nccl-tests' all-reduce bus bandwidth across A100 servers with four HDR NICs each
+      reaches 85-96 GB/s of the NICs' 100, github.com/NVIDIA/nccl-tests/issues/119).  So each ring
+      gets its ``n`` members' NICs, bounded by the GPU link: ``min(link, n x intra_bw)``; a server
+      holding fewer members (the last, with ``d mod n``) sets the pace.
+
+    Before, every ring was charged one GPU's network bandwidth; ``t = g`` (one member per server)
+    still is.
+    """
+    per_server = sc.gpus_per_server[r] // tp
+    if d <= per_server:
+        return sc.tp_bw[r]
+    members = d % per_server or per_server
+    return min(sc.tp_bw[r], members * sc.intra_bw[r])
+
+
 def evaluate_plan(
     plan: Plan,
     job: JobSpec,
@@ -519,7 +555,9 @@ class _Wan:
     def rates(self, own: Sequence[Sequence[tuple[float, float]]] | None) -> tuple[list[float], list[list[float]]]:
         """Rates and per-link levels of the groups (:func:`sfenv.model.sharing.group_rates`)."""
         pr = self.params
-        return group_rates(self.groups, self.cap, self.load, own, pr.wan_streams, pr.tcp_window_bytes)
+        topo = self.topo
+        member_cap = topo.directed_pair_cap_bps if topo.has_pair_caps else None
+        return group_rates(self.groups, self.cap, self.load, own, pr.wan_streams, pr.tcp_window_bytes, member_cap)
 
     def solve(self, assemble: Callable[[list[float]], PlanPerf], gpipe: bool) -> PlanPerf:
         """The plan's evaluation: ``assemble(rates)`` at the groups' rates, with their duties.
@@ -808,12 +846,13 @@ def _allreduce_times(
 ) -> list[float]:
     """Each stage's data-parallel gradient sync: a ring all-reduce of its bf16 gradients over its ``d`` replicas.
 
-    In one region, each of the stage's ``t`` rings carries ``2 P_k / t`` bytes at the per-GPU
-    intra-region bandwidth; replicas across regions sync over the WAN at the narrowest rate of the
-    ring's edges (its bulk flow groups, in stage order) and the largest of their latencies.
+    In one region, each of the stage's ``t`` rings carries ``2 P_k / t`` bytes at :func:`_dp_ring_bps`
+    (its servers' NICs, the GPU link inside a server); replicas across regions sync over the WAN at
+    the narrowest rate of the ring's edges (its bulk flow groups, in stage order) and the largest
+    of their latencies.
     """
     sc = topo.scalars
-    intra_bw, intra_lat = sc.intra_bw, sc.intra_latency
+    intra_lat = sc.intra_latency
     d = stages[0].dp
     allreduce: list[float] = []
     ring = [(g, r) for g, r in zip(groups, rates) if g.kind == BULK]
@@ -823,7 +862,8 @@ def _allreduce_times(
         regs = st.regions
         if len(regs) == 1:
             r = regs[0]
-            allreduce.append(allreduce_time(grad_bytes / st.tp, d, intra_bw[r], intra_lat[r]) if d > 1 else 0.0)
+            allreduce.append(allreduce_time(grad_bytes / st.tp, d, _dp_ring_bps(sc, r, st.tp, d), intra_lat[r])
+                             if d > 1 else 0.0)
             continue
         bw = min(float(topo.intra_bw_bps[r]) * st.tp for r in regs)
         lat = 0.0
@@ -1045,7 +1085,8 @@ def _evaluate_chain(
             return _out_of_memory(k, need, avail, mem, min_headroom)
         if d > 1:  # allreduce_time of each of the t rings' 2 P_k / t bytes, written out
             nbytes = 2.0 * pk_mem / tp
-            allreduce.append(2.0 * (d - 1) / d * nbytes * 8.0 / intra_bw[r] + 2.0 * (d - 1) * intra_lat[r])
+            ring_bps = _dp_ring_bps(sc, r, tp, d)
+            allreduce.append(2.0 * (d - 1) / d * nbytes * 8.0 / ring_bps + 2.0 * (d - 1) * intra_lat[r])
         else:
             allreduce.append(0.0)
         if k:  # the hop from the previous stage (across regions: filled in below, from the rates)

@@ -185,6 +185,7 @@ def _level(
 def group_rates(
     groups: Sequence[FlowGroup], cap_bps: np.ndarray, others: np.ndarray,
     own: Sequence[Sequence[tuple[float, float]]] | None, streams: int, window_bytes: float,
+    member_cap_bps: np.ndarray | None = None,
 ) -> tuple[list[float], list[list[float]]]:
     """Rate per member of each group while it sends, against other jobs' load ``others`` and the plan's own groups.
 
@@ -193,6 +194,8 @@ def group_rates(
     :param own: how the plan's own groups overlap (:func:`own_load`); None: only co-active groups send
         together (a first pass, before the iteration time is known).
     :param streams: TCP connections per transfer; ``window_bytes``: their window.
+    :param member_cap_bps: the most one member carries over each directed link (the measured rate of
+        one VM pair, :attr:`sfenv.world.topology.Topology.directed_pair_cap_bps`), or None: no such cap.
     :return: ``(rates in bit/s, per group the level on each of its links)``.
     """
     rates: list[float] = []
@@ -200,6 +203,9 @@ def group_rates(
     for i, g in enumerate(groups):
         per_link = [_level(i, e, float(cap_bps[e]), others, groups, own) for e in g.links]
         bound = transport_cap_bps(g.rtt_s, streams, window_bytes)
+        if member_cap_bps is not None:  # a relayed route runs at its slowest hop's VM-pair rate
+            for e in g.links:
+                bound = min(bound, float(member_cap_bps[e]))
         rate = min(per_link) if per_link else math.inf
         rates.append(rate if rate < bound else bound)
         levels.append(per_link)

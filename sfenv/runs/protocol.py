@@ -37,7 +37,8 @@ Generalisation splits (a model is reported on platforms it never saw):
 Every result names its seeds with a :class:`SeedChoice`: the split, or ``"explicit seeds"`` when
 seeds were given by number (allowed, but never labelled as a split: :func:`resolve_seeds` refuses
 a split together with explicit seeds, and a :class:`SeedChoice` labelled with a split must hold
-that split's first seeds).
+that split's first seeds).  A leaderboard entry holds, for every agent, the first
+:data:`MIN_ENTRY_SEEDS` seeds of a split or more (:mod:`sfenv.runs.entry`).
 
 Changing any range here changes the protocol: bump :data:`PROTOCOL_VERSION` with the env ids.
 This module imports nothing heavy.
@@ -58,6 +59,7 @@ __all__ = [
     "GENERATED_FAMILY",
     "GENERATOR_SEEDS",
     "HELD_OUT_SCENARIOS",
+    "MIN_ENTRY_SEEDS",
     "PROTOCOL_VERSION",
     "SCENARIO_SPLITS",
     "SEED_RANGES",
@@ -80,6 +82,10 @@ ENV_VERSION = "v1"
 SPLITS = ("train", "validation", "test")
 #: the label of seeds given by number rather than by split
 EXPLICIT = "explicit seeds"
+#: the fewest seeds per agent of a leaderboard entry (``sfenv validate``, :mod:`sfenv.runs.entry`): ratios
+#: and intervals over fewer episodes are too wide to rank on.  Only entries are held to it: evaluations
+#: and files checked with ``sfenv validate --replay-only`` may use fewer.
+MIN_ENTRY_SEEDS = 10
 #: the episode seed ranges of every bundled scenario under this protocol
 SEED_RANGES: dict[str, range] = {
     "train": range(0, 10_000),

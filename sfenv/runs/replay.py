@@ -29,12 +29,14 @@ from sfenv.model.perf import Plan, Stage
 from sfenv.runs.results import scenario_hash
 from sfenv.scenario import Scenario
 from sfenv.sim import make_simulator
-from sfenv.sim.metrics import EpisodeReport, JobRecord
+from sfenv.sim.metrics import ADDED_REPORT_FIELDS, EpisodeReport, JobRecord
 
 __all__ = [
     "COMPARED_FIELDS",
+    "ROW_FIELDS",
     "ActionRecorder",
     "Rejected",
+    "bundled_scenario",
     "check_row",
     "check_split_label",
     "entry_rows",
@@ -144,8 +146,13 @@ class ActionRecorder:
 def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]:
     """Replay an action log on ``make_simulator(scenario, seed)``; returns the report and per-job JCTs.
 
-    :raises InvalidInput: for a malformed log, a log that ends before the episode does while a
-        decision is still asked for, decisions left over, or a decision the simulator refuses.
+    The log must play the episode to the end the simulator defines (:attr:`sfenv.sim.Simulator.done`:
+    every job finished, or the horizon or a dead end reached) and be used up by then: a log cut short
+    would end the episode early, with every unfinished job censored at an early time (a far better
+    JCT), so it is refused; so are decisions or re-planning entries left over.
+
+    :raises InvalidInput: for a malformed log, a log that ends before the episode does, decisions or
+        re-planning entries left over after it ended, or a decision the simulator refuses.
     """
     from sfenv.sim import InvalidDecision
 
@@ -173,6 +180,16 @@ def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]
         report = sim.run(decide, max_decisions=len(decisions), replan=replan if replans else None)
     except InvalidDecision as exc:
         raise InvalidInput(f"action log: decision {pos['d']} is refused by the simulator ({exc})") from None
+    if not sim.done:
+        unfinished = len(sim.jobs) - sim.finished_count
+        held = f"{len(decisions)} decision{'' if len(decisions) == 1 else 's'}"
+        raise InvalidInput(f"action log: it ends after {held}, at simulated time "
+                           f"{sim.time / 3600:.3f} h, before the episode does ({unfinished} of {len(sim.jobs)} "
+                           "jobs unfinished); a log must play the episode to its end (every job finished or "
+                           "the horizon reached)")
+    if pos["d"] != len(decisions):
+        raise InvalidInput(f"action log: {len(decisions) - pos['d']} of its {len(decisions)} decisions left over "
+                           f"after the episode ended (at decision {pos['d']})")
     if pos["r"] != len(replans):
         raise InvalidInput(f"action log: {len(replans) - pos['r']} re-planning entries left after the episode")
     row: dict[str, Any] = report.to_dict()
@@ -194,9 +211,13 @@ def check_row(row: dict[str, Any], replayed: dict[str, Any],
               fields: Sequence[str] = COMPARED_FIELDS) -> str | None:
     """The first metric of ``row`` that ``replayed`` does not reproduce, as a sentence, or None if all match.
 
-    Floats must match exactly (the simulator is deterministic and JSON keeps floats exactly).
+    Floats must match exactly (the simulator is deterministic and JSON keeps floats exactly).  A row
+    written before a field of :data:`sfenv.sim.metrics.ADDED_REPORT_FIELDS` existed (egress) is
+    checked on the fields it has.
     """
     for name in fields:
+        if name not in row and name in ADDED_REPORT_FIELDS:
+            continue
         if name not in row:
             return f"{name} is missing"
         if not _same(row[name], replayed.get(name)):
@@ -206,6 +227,10 @@ def check_row(row: dict[str, Any], replayed: dict[str, Any],
                                 or not all(_same(a, b) for a, b in zip(claimed, got))):
         return "jcts_s (per-job JCTs) differ from the replay"
     return None
+
+
+#: the fields every row of an entry holds (besides its metrics)
+ROW_FIELDS = ("agent", "scenario", "seed", "actions", "scenario_sha")
 
 
 def entry_rows(data: Any, source: str = "entry") -> list[dict[str, Any]]:
@@ -222,35 +247,100 @@ def entry_rows(data: Any, source: str = "entry") -> list[dict[str, Any]]:
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         raise InvalidInput(f"{source}: no episode rows (expected a results file of sfenv evaluate --record-actions)")
     for i, r in enumerate(rows):
-        missing = [k for k in ("agent", "scenario", "seed", "actions", "scenario_sha") if k not in r]
+        missing = [k for k in ROW_FIELDS if k not in r]
         if missing:
             raise InvalidInput(f"{source}: row {i} has no {', '.join(missing)} "
                                "(record the entry with sfenv evaluate --record-actions)")
     return rows
 
 
-def validate_rows(rows: Sequence[dict[str, Any]], scenario: Any = None,
-                  progress: Callable[[str], None] | None = None) -> int:
-    """Replay every row's action log and check its metrics; returns the number of episodes checked.
+def bundled_scenario(name: Any) -> Scenario:
+    """The bundled scenario called ``name``, by name only: never a path, whatever files exist here.
 
-    :param scenario: the scenario the entry was played on (a name, file or Scenario; default: each
-        row's bundled scenario by name), taken with the row's workload size.
-    :raises Rejected: at the first row whose scenario hash or metrics the replay does not reproduce.
-    :raises InvalidInput: for a scenario that cannot be loaded or a malformed action log.
+    An entry's ``scenario`` field is data from whoever made the file: read as a path it could name any
+    file of the validating machine (``/dev/zero`` made validate eat gigabytes).  A scenario file is
+    given by the operator instead (``sfenv validate --scenario FILE``).
+
+    :raises InvalidInput: if ``name`` is not the name of a bundled scenario (nothing is read then).
+    """
+    from importlib import resources
+
+    import yaml
+
+    from sfenv.scenario import bundled_scenarios
+
+    if not isinstance(name, str) or name not in bundled_scenarios():
+        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
+        raise InvalidInput(f"scenario {shown} is not the name of a bundled scenario (bundled: "
+                           f"{', '.join(bundled_scenarios())}); a scenario file is given by the one who "
+                           "validates (--scenario FILE), never read from an entry")
+    text = resources.files("sfenv.scenarios").joinpath(f"{name}.yaml").read_text()
+    return Scenario.from_dict(yaml.safe_load(text), f"scenarios/{name}.yaml")
+
+
+def _where(number: int, row: dict[str, Any]) -> str:
+    """How messages name a row: its number, agent, scenario and seed."""
+    return f"row {number} ({row.get('agent')}, {row.get('scenario')}, seed {row.get('seed')})"
+
+
+def _row_scenarios(rows: Sequence[dict[str, Any]], numbers: Sequence[int], given: Scenario | None,
+                   own_workload: bool) -> list[Scenario]:
+    """The scenario each row is replayed on: ``given`` or the row's bundled one, with the row's ``jobs`` if asked.
+
+    :raises Rejected: for a row lacking a field, or naming no bundled scenario (before anything is replayed).
+    """
+    loaded: dict[tuple[str | None, int | None], Scenario] = {}
+    out = []
+    for number, row in zip(numbers, rows):
+        missing = [k for k in ROW_FIELDS if k not in row]
+        if missing:
+            raise Rejected(f"{_where(number, row)}: no {', '.join(missing)} "
+                           "(an entry is recorded with sfenv evaluate --record-actions)")
+        if isinstance(row["seed"], bool) or not isinstance(row["seed"], int):
+            raise Rejected(f"{_where(number, row)}: seed {row['seed']!r} is not an integer")
+        jobs = row.get("jobs") if own_workload else None
+        key = (None if given is not None else str(row["scenario"]), jobs if isinstance(jobs, int) else None)
+        if key not in loaded:
+            try:
+                sc = given if given is not None else bundled_scenario(row["scenario"])
+            except InvalidInput as exc:
+                raise Rejected(f"{_where(number, row)}: {exc}") from None
+            if key[1] is not None and key[1] != sc.cfg.workload.num_jobs:
+                sc = sc.with_overrides(workload={"num_jobs": key[1]})
+            loaded[key] = sc
+        out.append(loaded[key])
+    return out
+
+
+def validate_rows(rows: Sequence[dict[str, Any]], scenario: Any = None,
+                  progress: Callable[[str], None] | None = None, *, numbers: Sequence[int] | None = None,
+                  own_workload: bool = True) -> int:
+    """Replay every row's action log to the episode's end and check its metrics; returns the number of episodes checked.
+
+    Each row alone: what the file claims as a whole (one row per agent and seed, the seeds of a split,
+    the settings) is :func:`sfenv.runs.entry.check_entry`'s.
+
+    :param scenario: the scenario the rows were played on, given by the one who validates (a name, a
+        file or a Scenario); default: each row's ``scenario`` as a bundled name only
+        (:func:`bundled_scenario`: a path there is refused before anything is read).
+    :param numbers: the rows' numbers in messages (default 0, 1, ...: e.g. their places in a file).
+    :param own_workload: replay each row with its own workload size (its ``jobs``); False: every row
+        must have been played on ``scenario`` exactly as given (its hash).
+    :raises Rejected: at the first row lacking a field, naming no bundled scenario, or whose scenario
+        hash or metrics the replay does not reproduce (a log cut short or with decisions left over included).
+    :raises InvalidInput: for a ``scenario`` that cannot be loaded or a malformed action log.
     """
     from sfenv.scenario import load_scenario
 
-    for i, row in enumerate(rows):
-        sc = load_scenario(scenario if scenario is not None else row["scenario"])
-        jobs = row.get("jobs")
-        if isinstance(jobs, int) and jobs != sc.cfg.workload.num_jobs:
-            sc = sc.with_overrides(workload={"num_jobs": jobs})
-        where = f"row {i} ({row['agent']}, {row['scenario']}, seed {row['seed']})"
+    numbers = list(range(len(rows))) if numbers is None else list(numbers)
+    given = None if scenario is None else load_scenario(scenario)
+    for number, row, sc in zip(numbers, rows, _row_scenarios(rows, numbers, given, own_workload)):
+        where = _where(number, row)
         if scenario_sha(sc) != row["scenario_sha"]:
             raise Rejected(f"{where}: scenario hash {row['scenario_sha']} is not that of {sc.name!r} with "
                            f"{sc.cfg.workload.num_jobs} jobs ({scenario_sha(sc)})")
         try:
-            replayed = replay(sc, int(row["seed"]), row["actions"])
+            replayed = replay(sc, row["seed"], row["actions"])
         except InvalidInput as exc:
             raise Rejected(f"{where}: {exc}") from None
         diff = check_row(row, replayed)

@@ -17,44 +17,85 @@ beside the file under a new name (:func:`pick_output`); nothing is ever replaced
 (``overwrite``).  Files of earlier versions (a bare list of rows) record no settings and are never
 continued.
 
-Every file is written atomically (:func:`atomic_path`: a temporary file beside it, then ``os.replace``),
-so a crash or Ctrl-C mid-write leaves the old file whole and no temporary behind.
+Every file is written atomically (:func:`atomic_path`: a temporary file of this process beside it, then
+``os.replace``), so a crash or Ctrl-C mid-write leaves the old file whole and no temporary behind; a write
+that fails (a full disk, no permission, a folder that is a file) raises :class:`OutputError` naming the
+file.  A results file grows through a :class:`ResultsWriter`: the whole file is rewritten at most every
+:data:`SAVE_INTERVAL_S` seconds, or 4 x the time of its last write if longer (:data:`SAVE_COST_FACTOR`), and
+when asked (the end of a run, Ctrl-C), so writing costs a bounded share of the run at any size and a
+killed process (SIGKILL, power loss) loses at most the episodes of that interval.  One process at a time
+writes a file: :func:`output_lock` holds an advisory lock (``fcntl.flock`` on ``.<name>.lock`` beside it)
+for the whole run, from the read of what the file holds on; a second writer gets :class:`OutputInUse`.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from sfenv.errors import InvalidInput
+from sfenv.errors import InvalidInput, SfenvError
+from sfenv.world.files import read_text
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX (Windows): no advisory locks, see output_lock
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "FORMAT",
+    "MAX_RESULTS_BYTES",
+    "SAVE_COST_FACTOR",
+    "SAVE_INTERVAL_S",
+    "OutputError",
+    "OutputInUse",
+    "ResultsWriter",
     "SettingsMismatch",
     "atomic_path",
+    "atomic_paths",
     "atomic_write_json",
     "atomic_write_text",
+    "cannot_write",
+    "check_writable",
+    "ctrl_c_held",
     "differences",
     "file_hash",
+    "make_folder",
     "make_settings",
     "merge_settings",
+    "output_lock",
     "pick_output",
     "read_results",
     "results_document",
+    "results_text",
     "scenario_hash",
 ]
 
+#: the most bytes a results file (or entry) is read up to: 100,000 seeds with action logs fit
+MAX_RESULTS_BYTES = 1 << 30
 #: the ``format`` tag of a results file
 FORMAT = "sfenv-results/1"
 #: settings that must be equal for two runs to share a file (agents are compared one by one)
 FIXED_KEYS = ("sfenv_version", "scenario", "scenario_sha", "num_jobs")
 #: settings a file may gain more of (agents and seeds); every other key must be equal
 ADDABLE_KEYS = ("agents", "seeds")
+#: a :class:`ResultsWriter` rewrites its file at most every this many seconds ...
+SAVE_INTERVAL_S = 2.0
+#: ... or every this many times the duration of its last write, if longer: writing a file of any size
+#: then takes at most 1 / (1 + 4) = 20 % of the run
+SAVE_COST_FACTOR = 4.0
+#: how often a waiting :func:`output_lock` tries again (seconds)
+LOCK_POLL_S = 0.05
 
 
 class SettingsMismatch(InvalidInput):
@@ -71,23 +112,136 @@ class SettingsMismatch(InvalidInput):
                          "choose another output, or --overwrite to replace it")
 
 
+class OutputError(SfenvError, OSError):
+    """A file or folder could not be written (a full disk, no permission, a folder that is a file): one line naming it.
+
+    An ``OSError`` (its ``errno`` is the cause's), so ``except OSError`` keeps working; the command line
+    reports it on one line with exit code 2.
+
+    :param message: the whole message (see :func:`cannot_write`).
+    :param code: the ``errno`` of the cause, if any.
+    """
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.errno = code
+
+    def __str__(self) -> str:
+        """The message itself (not ``OSError``'s ``[Errno N] ...`` form)."""
+        return str(self.args[0]) if self.args else ""
+
+
+class OutputInUse(InvalidInput):
+    """Another process holds the lock of an output (:func:`output_lock`): it is writing that file now.
+
+    :param path: the output.
+    :param holder: the other process's id, if its lock file says.
+    """
+
+    def __init__(self, path: Path, holder: int | None = None):
+        self.path = Path(path)
+        who = f" (pid {holder})" if holder else ""
+        super().__init__(f"{path} is being written by another sfenv process{who}; wait for it to finish, "
+                         "or choose another output")
+
+
+def cannot_write(path: Path | str, error: OSError) -> OutputError:
+    """The :class:`OutputError` of ``error`` raised while writing ``path``: ``cannot write PATH: why``.
+
+    A path under a file (``results.json/r.json``) names that file; an :class:`OutputError` passes unchanged.
+
+    :param path: the file (or a text naming the files) being written.
+    """
+    if isinstance(error, OutputError):
+        return error
+    reason = error.strerror or str(error)
+    if isinstance(path, Path) and error.errno in (errno.EEXIST, errno.ENOTDIR):
+        in_the_way = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if in_the_way is not None:
+            reason = f"{in_the_way} is a file, not a folder"
+    return OutputError(f"cannot write {path}: {reason}", error.errno)
+
+
+def make_folder(folder: Path, for_path: Path | None = None) -> None:
+    """Create ``folder`` and its parents if missing.
+
+    :param for_path: the file to be written there, named in the error (default: the folder).
+    :raises OutputError: if it cannot be made (a file is in the way, no permission, a full disk).
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise cannot_write(for_path or folder, e) from None
+
+
+def check_writable(path: Path, folder: bool = False) -> None:
+    """Fail now, before any work, if ``path`` can never be written: a file under a file, or of the wrong kind.
+
+    :param folder: ``path`` is a folder to write into (else a file).
+    :raises OutputError: naming ``path`` and what is in the way.
+    """
+    path = Path(path)
+    in_the_way = next((p for p in [*([path] if folder else []), *path.parents] if p.exists() and not p.is_dir()),
+                      None)
+    if in_the_way is not None:
+        raise OutputError(f"cannot write {path}: {in_the_way} is a file, not a folder", errno.ENOTDIR)
+    if not folder and path.is_dir():
+        raise OutputError(f"cannot write {path}: it is a folder", errno.EISDIR)
+
+
+def _temporary(path: Path) -> Path:
+    """The temporary of this process beside ``path``: ``.<name>.<pid>.tmp`` (two processes never share one)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path beside ``path`` to write; it replaces ``path`` when the block ends without an error.
 
-    The temporary is ``.<name>.tmp`` in the same folder (created if missing), so the rename is atomic; on
-    any exception (Ctrl-C or a full disk mid-write included) it is removed and ``path`` is left as it was.
+    The temporary is ``.<name>.<pid>.tmp`` in the same folder (created if missing), so the rename is atomic
+    and two processes never write the same temporary; on any exception (Ctrl-C or a full disk mid-write
+    included) it is removed and ``path`` is left as it was.
 
     :param path: the file to write.
+    :raises OutputError: (an ``OSError``) naming ``path`` for an ``OSError`` in the block or the rename.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with atomic_paths([path]) as (tmp,):
         yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_paths(paths: Sequence[Path]) -> Iterator[list[Path]]:
+    """Temporaries for a set of files, which replace them all when the block ends without an error.
+
+    As :func:`atomic_path` for each file; the renames come only after every file is written, so a failure
+    while writing (a full disk) leaves every file as it was and no temporary behind.
+
+    :param paths: the files to write.
+    :raises OutputError: (an ``OSError``) naming the file for an ``OSError`` in the block or a rename.
+    """
+    paths = [Path(p) for p in paths]
+    for path in paths:
+        make_folder(path.parent, path)
+    tmps = [_temporary(path) for path in paths]
+    try:
+        yield tmps
+        for path, tmp in zip(paths, tmps):
+            os.replace(tmp, path)
+    except BaseException as e:
+        for tmp in tmps:
+            tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise cannot_write(_which(paths, tmps, e), e) from None
         raise
+
+
+def _which(paths: list[Path], tmps: list[Path], error: OSError) -> Path | str:
+    """The file of ``paths`` an ``OSError`` was about (its temporary's or its own name), else all of them."""
+    failed = Path(error.filename) if isinstance(error.filename, str) else None
+    named = [path for path, tmp in zip(paths, tmps) if failed in (path, tmp)]
+    if named or len(paths) == 1:
+        return (named or paths)[0]
+    return ", ".join(str(p) for p in paths)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -107,6 +261,215 @@ def atomic_write_json(path: Path, data: Any) -> None:
     :param data: anything :func:`json.dumps` takes.
     """
     atomic_write_text(path, json.dumps(data, indent=1, allow_nan=True))
+
+
+@contextmanager
+def output_lock(path: Path, wait_s: float = 0.0) -> Iterator[None]:
+    """Hold the advisory lock of the output ``path`` for the block: one sfenv process writes it at a time.
+
+    The lock is ``fcntl.flock`` on ``.<name>.lock`` beside ``path`` (its folder is created if missing),
+    which holds the process id and is removed when the block ends; the kernel drops the lock of a process
+    that dies, so a killed run never leaves ``path`` locked, and the temporary it may have left mid-write is
+    removed here.  Locks are per file: a process takes each
+    output's lock once.  Without ``fcntl`` (not POSIX) there is no lock.
+
+    :param path: the output file.
+    :param wait_s: how long to wait for another process to release it (0: refuse at once).
+    :raises OutputInUse: (an :class:`~sfenv.errors.InvalidInput`) if another process holds it after ``wait_s``.
+    :raises OutputError: if the lock file cannot be made (a file in the way, no permission).
+    """
+    path = Path(path)
+    lock = path.with_name(f".{path.name}.lock")
+    make_folder(path.parent, path)
+    if fcntl is None:  # pragma: no cover - not POSIX
+        yield
+        return
+    deadline = time.monotonic() + wait_s
+    while True:
+        fd = _lock(path, lock)
+        if fd is not None:
+            break
+        if time.monotonic() >= deadline:
+            raise OutputInUse(path, _holder(lock))
+        time.sleep(LOCK_POLL_S)
+    try:
+        _remove_stale_temporaries(path)
+        yield
+    finally:
+        lock.unlink(missing_ok=True)  # still held: a process waiting on this file finds it gone and makes another
+        os.close(fd)
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporaries of ``path`` left by processes killed mid-write (call with its lock held).
+
+    A temporary is ``.<name>.<pid>.tmp`` (:func:`atomic_path`); one whose process no longer runs is
+    stale.  One of a running process is left alone (a writer that takes no lock, or a reused process id).
+    """
+    for tmp in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2:-len(".tmp")]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def _lock(path: Path, lock: Path) -> int | None:
+    """The open lock file ``lock`` of ``path``, locked by this process; None while another process holds it."""
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise cannot_write(path, e) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except OSError as e:  # a file system without locks
+            os.close(fd)
+            raise cannot_write(path, e) from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:  # removed by the process that just released it
+            same = False
+        if same:
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+            except OSError:  # a full disk: the lock holds all the same, without the process id
+                pass
+            return fd
+        os.close(fd)
+
+
+def _holder(lock: Path) -> int | None:
+    """The process id a lock file holds, if it says."""
+    try:
+        return int(lock.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+@contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """Ignore Ctrl-C (SIGINT) inside the block: for the save that must end a run that is being interrupted.
+
+    Only in the main thread of a process whose Ctrl-C raises ``KeyboardInterrupt`` (elsewhere a no-op).
+    """
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class ResultsWriter:
+    """Keeps a results file up to date with a growing list of episode rows, at a bounded cost.
+
+    :meth:`add` appends a row and rewrites the whole file (atomically: :func:`atomic_path`) when the last
+    write is at least :data:`SAVE_INTERVAL_S` seconds old, or ``SAVE_COST_FACTOR`` times its duration if
+    that is longer: writing then costs at most ``1 / (1 + SAVE_COST_FACTOR)`` of the run however large the
+    file grows, and a process killed outright loses at most the episodes of one interval (the file always
+    holds valid JSON with the rows of the last write).  :meth:`flush` writes what is not yet saved (at
+    the end of a run, on Ctrl-C).  Each row is encoded once, as one line of the file (:func:`results_text`).
+
+    The caller holds the file's :func:`output_lock`.
+
+    :param path: the results file.
+    :param settings: the settings it records.
+    :param rows: the rows it holds already; the writer appends to this list.
+    :param interval_s: the shortest time between two writes (seconds; default :data:`SAVE_INTERVAL_S`).
+    :param cost_factor: the time between two writes is at least this many times the last write's duration
+        (default :data:`SAVE_COST_FACTOR`).
+    :param clock: the clock the intervals are measured with (seconds).
+    """
+
+    def __init__(self, path: Path, settings: Mapping[str, Any], rows: list[dict[str, Any]],
+                 interval_s: float | None = None, cost_factor: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = Path(path)
+        self.rows = rows
+        self.interval_s = SAVE_INTERVAL_S if interval_s is None else interval_s
+        self.cost_factor = SAVE_COST_FACTOR if cost_factor is None else cost_factor
+        self.clock = clock
+        #: rows the file holds (those of the last write)
+        self.saved = 0
+        #: when the last write ended, and how long it took (seconds of ``clock``)
+        self.last_write_end, self.last_write_s = -math.inf, 0.0
+        self._settings = json.dumps(dict(settings), allow_nan=True)
+        self._lines = [_row_line(row) for row in rows]
+        self._unsaved = True  # nothing written yet
+
+    @property
+    def next_write_due(self) -> float:
+        """When :meth:`add` writes next (``clock`` seconds): the interval after the last write's end."""
+        return self.last_write_end + max(self.interval_s, self.cost_factor * self.last_write_s)
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Append ``row``, and rewrite the file if the last write is older than the interval.
+
+        :raises OutputError: if the file cannot be written; it then holds the rows of the last write (:attr:`saved`).
+        """
+        self.rows.append(row)
+        self._lines.append(_row_line(row))
+        self._unsaved = True
+        if self.clock() >= self.next_write_due:
+            self.save()
+
+    def reorder(self, positions: Sequence[int]) -> None:
+        """Put the rows in the order ``positions`` gives (row ``positions[k]`` becomes row ``k``).
+
+        The file gets the new order at the next write (:meth:`flush`).
+        """
+        self.rows[:] = [self.rows[i] for i in positions]
+        self._lines = [self._lines[i] for i in positions]
+        self._unsaved = True
+
+    def flush(self) -> None:
+        """Write the file if it lacks rows (or was never written by this writer)."""
+        if self._unsaved:
+            self.save()
+
+    def save(self) -> None:
+        """Rewrite the whole file now (atomically), with the settings and every row.
+
+        :raises OutputError: if it cannot be written; the file is then left as it was.
+        """
+        start = self.clock()
+        count = len(self._lines)
+        with atomic_path(self.path) as tmp, open(tmp, "w") as f:
+            f.write(results_text(self._settings, self._lines))
+        self.saved, self._unsaved = count, False
+        self.last_write_end = self.clock()
+        self.last_write_s = self.last_write_end - start
+
+
+def _row_line(row: Mapping[str, Any]) -> str:
+    """One episode row as one line of JSON (NaN allowed, as in every results file)."""
+    return json.dumps(row, allow_nan=True)
+
+
+def results_text(settings_json: str, row_lines: Sequence[str]) -> str:
+    """The text of a results file: the settings (given as JSON) and one line per episode row.
+
+    Equal, once parsed, to :func:`results_document` of the same settings and rows.
+    """
+    episodes = "[\n" + ",\n".join(row_lines) + "\n]" if row_lines else "[]"
+    return f'{{"format": {json.dumps(FORMAT)},\n "settings": {settings_json},\n "episodes": {episodes}}}\n'
 
 
 def scenario_hash(scenario: Any) -> str:
@@ -146,11 +509,16 @@ def read_results(path: str | Path) -> tuple[dict[str, Any] | None, list[dict[str
     :raises InvalidInput: (a ``ValueError``) naming the file if it is not JSON, or not a results file.
     """
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(path))
     try:
-        data = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = json.loads(read_text(path, "results file", MAX_RESULTS_BYTES))
+    except json.JSONDecodeError as e:
         raise InvalidInput(f"{path}: not a JSON results file ({e}); "
                            "pass --overwrite to replace it, or choose another output") from None
+    except OSError as e:  # a folder, no permission
+        raise InvalidInput(f"{path}: cannot read it as a results file ({e.strerror or e}); "
+                           "choose another output") from None
     if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("settings"), dict) \
             and _rows_ok(data.get("episodes")):
         return data["settings"], data["episodes"]

@@ -21,7 +21,9 @@ changes, the running jobs that share links with the change get new rates
 power are recomputed.
 
 **Costs.**  A running job draws constant power per region between changes; its cost is the exact
-integral of each zone's hourly price over that time (:class:`sfenv.world.prices.PriceSeries`).
+integral of each zone's hourly price over that time (:class:`sfenv.world.prices.PriceSeries`).  The
+bytes it sends between regions are billed as egress, per byte at the price of each direction
+(:mod:`sfenv.sim.billing`).
 
 **Outages.**  An outage preempts every job with GPUs in the region: the job loses the iterations
 done since its last checkpoint, frees its GPUs and returns to the queue; the region offers no
@@ -91,6 +93,8 @@ class Simulator:
     :param rng: generator for stochastic dynamics (seeded by the caller).
     :param evaluation_cache: plan evaluations to share with other simulators of the same
         topology and performance parameters (e.g. the episodes of one environment).
+    :param egress_usd_per_byte: USD per byte sent from region i to region j (regions x regions,
+        :attr:`sfenv.scenario.Scenario.egress_usd_per_byte`); None: egress is not billed.
     """
 
     @classmethod
@@ -117,6 +121,7 @@ class Simulator:
         dynamics: LinkDynamics | None = None,
         rng: np.random.Generator | None = None,
         evaluation_cache: EvaluationCache | None = None,
+        egress_usd_per_byte: np.ndarray | None = None,
     ):
         self.topo = topo
         self.prices = prices
@@ -138,7 +143,7 @@ class Simulator:
         #: the waiting jobs
         self.queue = WaitingQueue()
         #: the bills: per job and platform-wide
-        self.billing = Billing(prices, self.region_zone)
+        self.billing = Billing(prices, self.region_zone, topo, egress_usd_per_byte)
         self.running: set[int] = set()
         self.finished_count = 0
         self.job_seconds = 0.0  # integral over time of the number of jobs in the system
@@ -417,6 +422,13 @@ class Simulator:
         rounding.
         """
         return self.billing.totals(self.time)
+
+    def egress_usd(self) -> float:
+        """Egress (USD) billed so far to all jobs, up to now (no state change): their ``egress_usd`` summed.
+
+        Computed from platform-wide rates, as :meth:`totals`; equal to the sum of the job records up to rounding.
+        """
+        return self.billing.egress_total(self.time)
 
     def records(self) -> list[JobRecord]:
         """One record per job (unfinished jobs have NaN finish)."""

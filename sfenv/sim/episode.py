@@ -44,6 +44,7 @@ def make_simulator(
         dynamics=link_dynamics_for(scenario),
         rng=dyn_rng,
         evaluation_cache=evaluation_cache,
+        egress_usd_per_byte=scenario.egress_usd_per_byte,
     )
 
 

@@ -16,7 +16,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["EpisodeReport", "JobRecord", "Segment"]
+__all__ = ["ADDED_REPORT_FIELDS", "EpisodeReport", "JobRecord", "Segment"]
+
+#: :class:`EpisodeReport` fields added after results files were first written (egress billing): a row
+#: without them comes from an older sfenv, and readers take them as unknown (NaN), not as an error
+ADDED_REPORT_FIELDS: tuple[str, ...] = ("egress_usd", "total_cost_usd")
 
 #: one run of a job: (start s, end s, ((region, GPUs), ...)); a job has one per start (preemptions add runs)
 Segment = tuple[float, float, tuple[tuple[int, int], ...]]
@@ -27,7 +31,11 @@ class JobRecord:
     """What happened to one job.  Times in simulated seconds; ``finish`` is NaN if unfinished.
 
     ``segments`` holds the job's runs, each ``(start, end, ((region, gpus), ...))``; a run still
-    going when the record was taken ends at that time.
+    going when the record was taken ends at that time.  ``cost_usd`` is the job's electricity
+    cost, ``egress_usd`` what its bytes between regions were billed (pipeline activations and
+    gradients, data-parallel syncs across regions, state moved by re-plans; :mod:`sfenv.sim.billing`),
+    ``total_cost_usd`` their sum.  ``wan_bytes`` counts the training traffic between regions
+    (each byte once, whatever its route; state moves not included).
     """
 
     job_id: int
@@ -44,6 +52,12 @@ class JobRecord:
     preemptions: int
     tokens: float
     segments: tuple[Segment, ...] = ()
+    egress_usd: float = 0.0
+
+    @property
+    def total_cost_usd(self) -> float:
+        """The job's whole bill: electricity (``cost_usd``) plus egress (``egress_usd``), USD."""
+        return self.cost_usd + self.egress_usd
 
     @property
     def finished(self) -> bool:
@@ -98,6 +112,11 @@ class EpisodeReport:
     ``mean_throughput_tokens_s`` is the mean per-job throughput of the arrived jobs (partial
     work of unfinished jobs, 0 for jobs never started); cost, energy, tokens and WAN bytes sum
     every job's work, finished or not.
+
+    **Costs.**  ``cost_usd`` is the electricity cost (the name it had before egress was billed, kept
+    so that older readers and results files keep their meaning); ``egress_usd`` what the clouds bill
+    for bytes sent between regions; ``total_cost_usd`` the whole bill, their sum.  Reports written
+    before egress was billed have neither (NaN when such a row is read back).
     """
 
     jobs: int
@@ -116,6 +135,8 @@ class EpisodeReport:
     preemptions: int
     censored: int = 0
     mean_jct_finished_s: float = math.nan
+    egress_usd: float = math.nan
+    total_cost_usd: float = math.nan
 
     @classmethod
     def from_records(
@@ -132,6 +153,8 @@ class EpisodeReport:
         waits = np.array([r.censored_wait(end) for r in arrived])
         tput = np.array([r.throughput(end) for r in arrived])
         tput = tput[~np.isnan(tput)]
+        cost = float(sum(r.cost_usd for r in records))
+        egress = float(sum(r.egress_usd for r in records))
         return cls(
             jobs=len(records),
             finished=len(done),
@@ -143,12 +166,14 @@ class EpisodeReport:
             mean_throughput_tokens_s=float(np.mean(tput)) if tput.size else 0.0,
             total_tokens=float(sum(r.tokens for r in records)),
             energy_kwh=float(sum(r.energy_j for r in records) / 3.6e6),
-            cost_usd=float(sum(r.cost_usd for r in records)),
+            cost_usd=cost,
             wan_tb=float(sum(r.wan_bytes for r in records) / 1e12),
             utilisation=float(busy_gpu_s / (total_gpus * makespan)) if makespan > 0 and total_gpus else 0.0,
             preemptions=int(sum(r.preemptions for r in records)),
             censored=len(arrived) - len(done),
             mean_jct_finished_s=float(np.mean([r.jct for r in done])) if done else math.nan,
+            egress_usd=egress,
+            total_cost_usd=cost + egress,
         )
 
     def to_dict(self) -> dict[str, float]:

@@ -16,7 +16,9 @@ only that constant.  During the pause the job holds, in every region, the larger
 GPU counts (old GPUs send, new ones receive), draws idle power on all of them (billed at the zones'
 prices) and makes no progress; it puts the new plan's flows on the WAN from the switch, at the
 rates predicted for the new plan (standing for the state transfer), and resumes with the new plan at
-the end of the pause, when the GPUs only the old plan used are freed.
+the end of the pause, when the GPUs only the old plan used are freed.  The moved bytes are billed as
+egress when the switch starts, each hop of each pair's route at its direction's price
+(:func:`moved_egress_usd`).
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ import numpy as np
 
 from sfenv.model.perf import Plan, PlanPerf, plan_flows
 from sfenv.model.sharing import BUSY
+from sfenv.model.traffic import route_hops
 from sfenv.sim.events import EventKind, Resume
 from sfenv.sim.state import InvalidDecision, JobState
 
 if TYPE_CHECKING:  # pragma: no cover
     from sfenv.sim.engine import Simulator
 
-__all__ = ["check_replan", "replan", "resume", "transfer_s"]
+__all__ = ["check_replan", "moved_egress_usd", "replan", "resume", "transfer_s"]
 
 
 def _holders(p: Plan) -> tuple[list[frozenset[int]], frozenset[int]]:
@@ -46,8 +49,12 @@ def _holders(p: Plan) -> tuple[list[frozenset[int]], frozenset[int]]:
     return per_layer, emb
 
 
-def transfer_s(sim: Simulator, js: JobState, plan: Plan) -> float:
-    """Time to move the training state the switch from ``js.plan`` to ``plan`` moves (module docstring)."""
+def _state_moves(sim: Simulator, js: JobState, plan: Plan) -> tuple[dict[tuple[int, int], float], np.ndarray] | None:
+    """The bytes the switch from ``js.plan`` to ``plan`` moves per (source, destination) region, and the shares.
+
+    :return: ``({(src, dst): bytes}, each link's share now)``, or None when the plans' layers do not
+        match or a new region has no route (the module docstring's model).
+    """
     old = js.plan
     assert old is not None
     model = js.spec.model
@@ -55,7 +62,7 @@ def transfer_s(sim: Simulator, js: JobState, plan: Plan) -> float:
     old_l, old_e = _holders(old)
     new_l, new_e = _holders(plan)
     if len(old_l) != len(new_l):
-        return math.inf
+        return None
     bpp = sim.config.replan_state_bytes_per_param
     items = [(a, b, model.layer_params * bpp) for a, b in zip(old_l, new_l)]
     items.append((old_e, new_e, model.embedding_params * bpp))
@@ -72,8 +79,38 @@ def transfer_s(sim: Simulator, js: JobState, plan: Plan) -> float:
         for d in sorted(dst_set - src_set):
             src = max(sorted(src_set), key=lambda a: route_bw(a, d))
             if route_bw(src, d) <= 0.0:
-                return math.inf  # no route to the new region
+                return None  # no route to the new region
             pair_bytes[(src, d)] = pair_bytes.get((src, d), 0.0) + nbytes
+    return pair_bytes, share
+
+
+def moved_egress_usd(sim: Simulator, js: JobState, plan: Plan) -> float:
+    """Egress billed for the state the switch from ``js.plan`` to ``plan`` moves (0 if nothing moves).
+
+    Each (source, destination) pair's bytes cross the hops of its route (the widest, as
+    :func:`transfer_s` sends them), each hop billed at its direction's price.
+    """
+    price = sim.billing.egress_usd_per_byte
+    if price is None:
+        return 0.0
+    moves = _state_moves(sim, js, plan)
+    if moves is None:
+        return 0.0
+    topo = sim.topo
+    usd = 0.0
+    for (a, b), nbytes in moves[0].items():
+        for u, v in route_hops(topo, a, topo.route_links[a][b]):
+            usd += nbytes * float(price[u, v])
+    return usd
+
+
+def transfer_s(sim: Simulator, js: JobState, plan: Plan) -> float:
+    """Time to move the training state the switch from ``js.plan`` to ``plan`` moves (module docstring)."""
+    moves = _state_moves(sim, js, plan)
+    if moves is None:
+        return math.inf
+    pair_bytes, share = moves
+    topo = sim.topo
     link_bytes = np.zeros(topo.num_directed)
     for (a, b), nbytes in pair_bytes.items():
         for e in topo.directed_route(a, b, topo.route_links[a][b]):
@@ -126,6 +163,9 @@ def replan(sim: Simulator, plan: Plan) -> float:
     perf, pause = check_replan(sim, plan)
     js = sim.jobs[plan.job_id]
     sim.billing.accrue(js, sim.time)
+    moved_usd = moved_egress_usd(sim, js, plan)
+    if moved_usd:
+        sim.billing.charge(js, moved_usd)
     sim.gpus.accrue_busy(sim.time)
     assert js.plan is not None  # the run so far ends here; the pause and the new plan are runs too
     js.segments.append(js.open_segment(sim.time))

@@ -61,8 +61,10 @@ class JobState:
     finish: float = math.nan
     last_update: float = 0.0
     energy_j: float = 0.0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # electricity
     wan_bytes: float = 0.0
+    egress_usd: float = 0.0  # bytes sent between regions, billed (sfenv.sim.billing)
+    egress_usd_per_iter: float = 0.0  # of the current plan (0 while no plan runs)
     preemptions: int = 0
     version: int = 0
     max_gpus_used: int = 0
@@ -105,6 +107,7 @@ class JobState:
             preemptions=self.preemptions,
             tokens=self.progress * self.spec.tokens_per_iteration,
             segments=segments,
+            egress_usd=self.egress_usd,
         )
 
 

@@ -179,6 +179,21 @@ class SimView:
         forecast: np.ndarray = self._sim.prices.forecast(self._sim.time, hours)[self._sim.region_zone]
         return forecast
 
+    @property
+    def egress_usd_per_byte(self) -> np.ndarray | None:
+        """USD per byte sent from region i to region j (regions x regions, read-only), or None when egress is free."""
+        price = self._sim.billing.egress_usd_per_byte
+        return None if price is None else read_only(price)
+
+    def plan_egress_usd_per_iter(self, plan: Plan, job: JobSpec | None = None) -> float:
+        """Egress the simulator bills per iteration of ``plan`` (0 inside one region; :mod:`sfenv.model.traffic`).
+
+        Multiply by the iterations left for a job's egress bill on the plan; it does not depend on the
+        link state (bytes and prices are fixed by the plan, the job and the routes).
+        """
+        sim = self._sim
+        return sim.billing.plan_egress_usd_per_iter(plan, job or sim.jobs[plan.job_id].spec)
+
     def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
         """Predict a plan under the current link state (its own flows added)."""
         sim = self._sim  # straight to the memo (:meth:`Simulator.evaluate`): proposers ask often

@@ -12,13 +12,16 @@ over days, optionally with noise).  :func:`read_price_csv` loads an hourly CSV.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from sfenv.errors import InvalidInput
 from sfenv.world.csvread import csv_number, csv_rows
+from sfenv.world.limits import MAX_ABS_PRICE, MAX_PRICE_DAYS
 
 __all__ = ["JOULES_PER_MWH", "PriceSeries", "from_daily_profiles", "read_price_csv", "time_of_use"]
 
@@ -161,22 +164,29 @@ def from_daily_profiles(
 def read_price_csv(path: str | Path, zones: Sequence[str] | None = None, time_col: str = "datetime_utc") -> PriceSeries:
     """Load an hourly price CSV (one column per zone, USD/MWh) into a :class:`PriceSeries`.
 
-    :param path: the file: a header line, then one row per hour.
+    :param path: the file: a header line, then one row per hour, at most ten years of them
+        (:data:`~sfenv.world.limits.MAX_PRICE_DAYS` days).
     :param zones: the zone columns to read (default: every column but ``time_col``).
     :param time_col: the timestamp column, not read.
     :return: the series, one row per zone.
     :raises sfenv.errors.InvalidInput: (a ``ValueError``) naming the file, and the line and column
-        where there is one: a missing or empty file, a missing zone column, no data rows, a cell
-        that is empty or not a finite number.
+        where there is one: a missing or empty file, a missing zone column, no data rows, too many
+        rows, a cell that is empty, not a finite number or beyond
+        :data:`~sfenv.world.limits.MAX_ABS_PRICE` either way.
     """
-    cols: list[list[float]] | None = None
+    cols: list[array[float]] | None = None  # 8 bytes a price (a list of floats takes 32)
     use: list[str] = list(zones) if zones is not None else []
+    hours = 0
     for line, rec in csv_rows(path, use, "price CSV"):
         if cols is None:
             if zones is None:
                 use = [f for f in rec if f is not None and f != time_col]
-            cols = [[] for _ in use]
+            cols = [array("d") for _ in use]
+        hours += 1
+        if hours > 24 * MAX_PRICE_DAYS:
+            raise InvalidInput(f"{path}, line {line}: more than {24 * MAX_PRICE_DAYS:,} hourly rows "
+                               f"({MAX_PRICE_DAYS} days), the most a price CSV may hold")
         for i, z in enumerate(use):
-            cols[i].append(csv_number(path, line, z, rec.get(z)))
+            cols[i].append(csv_number(path, line, z, rec.get(z), -MAX_ABS_PRICE, MAX_ABS_PRICE))
     assert cols is not None  # csv_rows raises when there is no data row
     return PriceSeries(use, np.array(cols))

@@ -56,9 +56,13 @@ class Region:
     :param num_gpus: GPUs in the cluster.
     :param zone: electricity price zone.
     :param pue: power usage effectiveness (facility power / IT power), >= 1.
-    :param intra_bw_gbps: per-GPU network bandwidth inside the region, Gbit/s (used by all-reduce).
+    :param intra_bw_gbps: per-GPU network bandwidth inside the region, Gbit/s: each GPU's own NIC (as on
+        DGX-class servers).  A pipeline hop inside the region uses one; a data-parallel ring across
+        servers uses the NICs of its members in a server, and inside one server the GPU link instead
+        (docs/model.md, "Data-parallel rings across servers").
     :param intra_latency_ms: latency inside the region, ms.
-    :param gpus_per_server: GPUs per server; tensor parallelism stays inside one server.
+    :param gpus_per_server: GPUs per server; tensor parallelism stays inside one server, and a stage's
+        GPUs are taken as packed into servers (tensor ranks first, then data-parallel ranks).
     :param utc_offset_h: the region's UTC offset in hours (time of day in observations).
     :param tier: free-form label (e.g. ``"cloud"``, ``"edge"``, ``"end"``).
     """
@@ -79,14 +83,20 @@ class Region:
 class Link:
     """An undirected, full-duplex WAN link between regions ``a`` and ``b`` (indices).
 
-    :param bandwidth_gbps: capacity per direction, Gbit/s.
+    :param bandwidth_gbps: capacity per direction, Gbit/s, shared by the flows on the link.
     :param latency_ms: one-way latency, ms.
+    :param pair_gbps_ab: the rate of one flow from ``a`` to ``b``, Gbit/s, when it is measured per VM
+        pair (the Skyplane grid's iperf3 goodput between one VM in each region): every flow in that
+        direction runs at most at this rate, whatever its share of ``bandwidth_gbps``.  None: no cap.
+    :param pair_gbps_ba: the same from ``b`` to ``a``.
     """
 
     a: int
     b: int
     bandwidth_gbps: float
     latency_ms: float
+    pair_gbps_ab: float | None = None
+    pair_gbps_ba: float | None = None
 
 
 class Topology:
@@ -131,6 +141,22 @@ class Topology:
         self.gpu_memory = np.array([r.gpu.memory_bytes for r in self.regions], dtype=float)
         self.intra_bw_bps = np.array([r.intra_bw_gbps * 1e9 for r in self.regions], dtype=float)
         self.intra_latency_s = np.array([r.intra_latency_ms * 1e-3 for r in self.regions], dtype=float)
+        #: the most one flow can carry from region i to adjacent region j, bit/s (per VM pair where a link
+        #: gives it, :attr:`Link.pair_gbps_ab`; inf elsewhere)
+        self.pair_cap_bps = np.full((c, c), np.inf)
+        for ln in self.links:
+            if ln.pair_gbps_ab is not None:
+                self.pair_cap_bps[ln.a, ln.b] = ln.pair_gbps_ab * 1e9
+            if ln.pair_gbps_ba is not None:
+                self.pair_cap_bps[ln.b, ln.a] = ln.pair_gbps_ba * 1e9
+        #: True when some link caps its flows per VM pair (:meth:`flow_cap_bps`)
+        self.has_pair_caps = bool(np.isfinite(self.pair_cap_bps).any())
+        #: the same per directed link (``2 k``: link k from ``a`` to ``b``, ``2 k + 1``: back): the most one
+        #: transfer's member (a VM pair) carries over that direction, bit/s
+        self.directed_pair_cap_bps = np.array(
+            [cap for ln in self.links for cap in (self.pair_cap_bps[ln.a, ln.b], self.pair_cap_bps[ln.b, ln.a])],
+            dtype=float)
+        self._cap_memo: dict[tuple[int, tuple[int, ...], bool], float] = {}
         self._compute_routes()
         self._fast_links = self._fastest_routes()
         self._route_memo: dict[tuple[int, int, float], tuple[tuple[int, ...], float, float]] = {}
@@ -246,7 +272,8 @@ class Topology:
         """The route a transfer of ``nbytes`` from ``a`` to ``b`` takes, with its latency and bandwidth.
 
         Of the widest and the fastest (lowest-latency) route, the one with the smaller
-        ``latency + 8 nbytes / bottleneck bandwidth`` at nominal capacities; memoised per payload.
+        ``latency + 8 nbytes / bottleneck bandwidth`` at nominal capacities (at most one flow's
+        per-VM-pair rate each way, :meth:`flow_cap_bps`, where links give it); memoised per payload.
 
         :return: ``(link indices, latency in s, bottleneck bandwidth in bit/s)``; no links when a == b.
         """
@@ -262,6 +289,8 @@ class Topology:
             for links in (self.route_links[a][b], self._fast_links[a][b]):
                 lat = float(sum(self.link_latency_s[k] for k in links))
                 bw = float(min(self.link_bw_bps[k] for k in links))
+                if self.has_pair_caps:
+                    bw = min(bw, self.flow_cap_bps(a, links, both_ways=True))
                 t = lat + 8.0 * nbytes / bw
                 if best is None or t < best[0] - 1e-12:
                     best = (t, (links, lat, bw))
@@ -299,6 +328,31 @@ class Topology:
         if len(self._directed_memo) < 1 << 16:
             self._directed_memo[key] = res
         return res
+
+    def flow_cap_bps(self, src: int, links: tuple[int, ...], both_ways: bool = False) -> float:
+        """The most one flow from region ``src`` along ``links`` can carry, bit/s: its hops' smallest VM-pair rate.
+
+        A route through other regions is relayed hop by hop, one VM pair per hop, so its rate is its
+        slowest hop's.  inf when no hop has a per-pair rate (:attr:`Link.pair_gbps_ab`).
+
+        :param both_ways: also the way back (the same links from the other end): a pipeline hop sends
+            activations one way and their gradients the other, at one modelled transfer time.
+        """
+        key = (src, links, both_ways)
+        hit = self._cap_memo.get(key)
+        if hit is not None:
+            return hit
+        cap = self.pair_cap_bps
+        out = np.inf
+        cur = src
+        for k in links:
+            ln = self.links[k]
+            nxt = ln.b if ln.a == cur else ln.a
+            out = min(out, float(cap[cur, nxt]), float(cap[nxt, cur]) if both_ways else np.inf)
+            cur = nxt
+        if len(self._cap_memo) < 1 << 16:
+            self._cap_memo[key] = float(out)
+        return float(out)
 
     def links_among(self, regions: Iterable[int]) -> np.ndarray:
         """Every link a transfer between two of ``regions`` can take (either route of :meth:`route_for`, either way).

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from sfenv.hashing import HashedKey, cached_hash, cached_value, state_without_hash
-from sfenv.world.csvread import csv_number, csv_rows
+from sfenv.world.csvread import csv_count, csv_number, csv_rows
+from sfenv.world.limits import MAX_GPUS, MAX_TRACE_SECONDS
 
 __all__ = [
     "MODEL_ZOO",
@@ -247,20 +248,21 @@ def read_trace_csv(
     """Read (submit time, GPUs, duration) rows from a CSV with a header.
 
     :param path: the file.
-    :param submit_col: column of the submit time, s from the trace start (>= 0).
-    :param gpus_col: column of the GPU count (>= 1).
-    :param duration_col: column of the run time, s (>= 0).
+    :param submit_col: column of the submit time, s from the trace start (0 to
+        :data:`~sfenv.world.limits.MAX_TRACE_SECONDS`).
+    :param gpus_col: column of the GPU count (a whole number, 1 to :data:`~sfenv.world.limits.MAX_GPUS`).
+    :param duration_col: column of the run time, s (0 to :data:`~sfenv.world.limits.MAX_TRACE_SECONDS`).
     :param limit: read at most this many rows (None: all).
     :return: the rows, in file order.
     :raises sfenv.errors.InvalidInput: (a ``ValueError``) naming the file, and the line and column
         where there is one: a missing or empty file, a missing column, no data rows, a cell that is
-        empty, not a finite number or out of range.
+        empty, not a finite number, out of range, or (GPUs) not a whole number.
     """
     rows: list[TraceRow] = []
     for line, rec in csv_rows(path, [submit_col, gpus_col, duration_col], "trace CSV"):
-        rows.append(TraceRow(csv_number(path, line, submit_col, rec.get(submit_col), low=0.0),
-                             int(csv_number(path, line, gpus_col, rec.get(gpus_col), low=1.0)),
-                             csv_number(path, line, duration_col, rec.get(duration_col), low=0.0)))
+        rows.append(TraceRow(csv_number(path, line, submit_col, rec.get(submit_col), 0.0, MAX_TRACE_SECONDS),
+                             csv_count(path, line, gpus_col, rec.get(gpus_col), 1, MAX_GPUS),
+                             csv_number(path, line, duration_col, rec.get(duration_col), 0.0, MAX_TRACE_SECONDS)))
         if limit is not None and len(rows) >= limit:
             break
     return rows

@@ -1,0 +1,126 @@
+"""Measured per-VM-pair rates (issue 31 §4): a flow runs at most at its direction's measured rate; the WAN-share report.
+
+The Skyplane grid gives one VM pair's iperf3 goodput per direction; geo-8's links keep the scaled
+capacity their flows share, and each flow (one replica pair) is capped at the measured rate.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+from sfenv.experiments.validate_model import _free_wan, wan_share
+
+from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, Stage, _evaluate_general, evaluate_plan
+from sfenv.scenario import load_scenario
+from sfenv.world.hardware import get_gpu
+from sfenv.world.topology import Link, Region, Topology
+from sfenv.world.workload import MODEL_ZOO, JobSpec
+
+DATA = Path(os.environ.get("SFENV_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+GRID = DATA / "network" / "skyplane_grid_jan2022_8regions.csv"
+JOB = JobSpec(0, MODEL_ZOO["gpt-1.3b"], 256, 10, 0.0, 1, 256)
+PARAMS = PerfParams(memory_headroom=1.0)
+
+
+def _topo(ab: float | None, ba: float | None, gbps: float = 40.0) -> Topology:
+    regions = [Region("a", get_gpu("A100-80GB"), 64, "z"), Region("b", get_gpu("A100-80GB"), 64, "z")]
+    return Topology(regions, [Link(0, 1, gbps, 20.0, ab, ba)])
+
+
+def _act_bits(micro_batch: int = 1) -> float:
+    return ACT_BYTES * micro_batch * JOB.model.seq_len * JOB.model.hidden * 8.0
+
+
+@pytest.mark.parametrize(("dp", "rate_gbps"), [(1, 4.0), (8, 4.0), (16, 40.0 / 16)])
+def test_a_hop_runs_at_the_slower_directions_pair_rate_or_its_share(dp, rate_gbps):
+    plan = Plan(0, (Stage.at(0, 12, dp=dp), Stage.at(1, 12, dp=dp)))
+    capped = evaluate_plan(plan, JOB, _topo(8.0, 4.0), PARAMS)
+    assert capped.transfer_times[0] == pytest.approx(_act_bits() / (rate_gbps * 1e9), rel=1e-12)
+    nominal = evaluate_plan(plan, JOB, _topo(None, None), PARAMS)  # the scaled capacity alone
+    assert nominal.transfer_times[0] == pytest.approx(_act_bits() / (40e9 / dp), rel=1e-12)
+    assert capped.iter_time >= nominal.iter_time
+
+
+def test_rings_and_spanning_stages_are_capped_on_the_general_path_too():
+    # a stage spanning both regions: its two-region ring runs both ways, at most the slower pair rate
+    plan = Plan(0, (Stage(24, ((0, 1), (1, 1))),))
+    capped = evaluate_plan(plan, JOB, _topo(8.0, 4.0), PARAMS)
+    wide = evaluate_plan(plan, JOB, _topo(None, None), PARAMS)
+    assert capped.bottleneck_bw_bps == 4e9 and wide.bottleneck_bw_bps == 40e9
+    assert capped.allreduce_times[0] > wide.allreduce_times[0]
+    # chain plans: the fast path and the general path agree on a capped hop
+    chain = Plan(0, (Stage.at(0, 12, dp=2), Stage.at(1, 12, dp=2)))
+    topo = _topo(8.0, 4.0)
+    a = evaluate_plan(chain, JOB, topo, PARAMS)
+    b = _evaluate_general(chain, JOB, topo, PARAMS, None, None, True)
+    assert a.transfer_times == b.transfer_times == [_act_bits() / 4e9] and a.iter_time == b.iter_time
+
+
+def test_a_relayed_route_runs_at_its_slowest_hop():
+    regions = [Region(n, get_gpu("A100-80GB"), 64, "z") for n in "abc"]
+    topo = Topology(regions, [Link(0, 1, 100.0, 5.0, 9.0, 9.0), Link(1, 2, 100.0, 5.0, 3.0, 7.0),
+                              Link(0, 2, 1.0, 5.0)])
+    assert topo.flow_cap_bps(0, topo.route_links[0][2]) == 3e9  # a -> b -> c: the b -> c VM pair
+    assert topo.flow_cap_bps(2, topo.route_links[2][0]) == 7e9  # c -> b -> a
+    assert topo.flow_cap_bps(0, topo.route_links[0][2], both_ways=True) == 3e9
+
+
+def test_geo8_links_follow_the_measured_directed_pair_rates():
+    topo = load_scenario("geo-8").topology
+    assert topo.has_pair_caps
+    names = topo.region_names
+    east, au = names.index("aws-us-east-1"), names.index("azure-australiaeast")
+    # the grid's one-VM-pair goodputs: 3.10 Gbit/s east -> Sydney, 1.51 back; the link shares 4 x 1.51
+    assert topo.pair_cap_bps[east, au] == 3.1e9 and topo.pair_cap_bps[au, east] == 1.51e9
+    link = topo.links[topo.link_between(east, au)]
+    assert link.bandwidth_gbps == 6.06
+    # one replica pair from us-east-1 to Sydney: the route relays through canadacentral (wider than the
+    # direct link), so the flow runs at the slowest of its four directed VM-pair rates, 4.69 Gbit/s
+    # (us-east-1 -> canadacentral), not at a share of the links' scaled capacity (18.78 and 38.04)
+    job = JobSpec(0, MODEL_ZOO["gpt-1.3b"], 64, 10, 0.0, 1, 64)
+    canada = names.index("azure-canadacentral")
+    act = ACT_BYTES * job.model.seq_len * job.model.hidden
+    assert topo.route_for(east, au, act)[0] == (topo.link_between(east, canada), topo.link_between(canada, au))
+    perf = evaluate_plan(Plan(0, (Stage.at(east, 12, tp=8), Stage.at(au, 12, tp=8))), job, topo, PARAMS)
+    assert perf.transfer_times[0] == pytest.approx(_act_bits() / 4.69e9, rel=1e-12)
+    assert perf.bottleneck_bw_bps == 4.69e9
+
+
+@pytest.mark.skipif(not GRID.exists(), reason=f"the shared data are not at {DATA}")
+def test_every_geo8_pair_rate_is_the_grids_goodput():
+    topo = load_scenario("geo-8").topology
+    index = {n: i for i, n in enumerate(topo.region_names)}
+    with open(GRID, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 56
+    for row in rows:
+        a, b = (index[row[k].replace(":", "-")] for k in ("src_region", "dst_region"))
+        assert topo.pair_cap_bps[a, b] == pytest.approx(round(float(row["throughput_gbps"]), 2) * 1e9, abs=1.0)
+
+
+def test_the_wan_share_report_is_computed():
+    sc = load_scenario("spider-8")
+    r = wan_share(sc, max_pairs=3)
+    assert r["scenario"] == "spider-8" and r["model"] == "gpt-2.7b" and r["pairs"] == len(r["shares"]) > 0
+    assert all(0.0 <= x < 1.0 for x in r["shares"]) and r["low"] <= r["median"] <= r["high"]
+    # by hand on a two-region world: 1 - T(free WAN) / T, and a crawling link is mostly WAN time
+    slow = load_scenario({
+        "name": "crawl", "topology": {
+            "regions": [{"name": "a", "gpu": "A100-80GB", "gpus": 16, "zone": "z"},
+                        {"name": "b", "gpu": "A100-80GB", "gpus": 16, "zone": "z"}],
+            "links": [{"a": "a", "b": "b", "bandwidth_gbps": 0.05, "latency_ms": 150}]},
+        "prices": {"kind": "time_of_use", "zones": {"z": {"base": 40, "peak": 80}}},
+        "workload": {"models": [{"name": "gpt-1.3b"}], "global_batch": [64], "min_gpus": 8, "max_gpus": 32}})
+    r = wan_share(slow)
+    assert r["pairs"] == 1 and r["median"] > 0.5
+    from sfenv.model.planning import fit_plan
+
+    topo = slow.topology
+    job = JobSpec(0, MODEL_ZOO["gpt-1.3b"], 64, 1, 0.0, 8, 32)
+    params = PerfParams()
+    plan, perf = fit_plan(job, topo, [0, 1], [16, 16], lambda p, j: evaluate_plan(p, j, topo, params))
+    free = evaluate_plan(plan, job, _free_wan(topo), params)
+    assert r["median"] == pytest.approx(1.0 - free.iter_time / perf.iter_time, rel=1e-12)
