@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from sfenv.experiments.validate_model import _free_wan, wan_share
 
-from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, Stage, _evaluate_general, evaluate_plan
+from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, Stage, _evaluate_general, _Wan, evaluate_plan
+from sfenv.model.sharing import transport_cap_bps
 from sfenv.scenario import load_scenario
 from sfenv.world.hardware import get_gpu
 from sfenv.world.topology import Link, Region, Topology
@@ -30,6 +31,11 @@ def _topo(ab: float | None, ba: float | None, gbps: float = 40.0) -> Topology:
     return Topology(regions, [Link(0, 1, gbps, 20.0, ab, ba)])
 
 
+def _window_bps(one_way_ms: float) -> float:
+    """TCP's window bound of one transfer over a hop of ``one_way_ms`` (the defaults: 16 streams of 3 MiB)."""
+    return transport_cap_bps(2 * one_way_ms / 1e3, PARAMS.wan_streams, PARAMS.tcp_window_bytes)
+
+
 def _act_bits(micro_batch: int = 1) -> float:
     return ACT_BYTES * micro_batch * JOB.model.seq_len * JOB.model.hidden * 8.0
 
@@ -39,8 +45,8 @@ def test_a_hop_runs_at_the_slower_directions_pair_rate_or_its_share(dp, rate_gbp
     plan = Plan(0, (Stage.at(0, 12, dp=dp), Stage.at(1, 12, dp=dp)))
     capped = evaluate_plan(plan, JOB, _topo(8.0, 4.0), PARAMS)
     assert capped.transfer_times[0] == pytest.approx(_act_bits() / (rate_gbps * 1e9), rel=1e-12)
-    nominal = evaluate_plan(plan, JOB, _topo(None, None), PARAMS)  # the scaled capacity alone
-    assert nominal.transfer_times[0] == pytest.approx(_act_bits() / (40e9 / dp), rel=1e-12)
+    nominal = evaluate_plan(plan, JOB, _topo(None, None), PARAMS)  # the scaled capacity (and TCP's window) alone
+    assert nominal.transfer_times[0] == pytest.approx(_act_bits() / min(40e9 / dp, _window_bps(20.0)), rel=1e-12)
     assert capped.iter_time >= nominal.iter_time
 
 
@@ -49,13 +55,13 @@ def test_rings_and_spanning_stages_are_capped_on_the_general_path_too():
     plan = Plan(0, (Stage(24, ((0, 1), (1, 1))),))
     capped = evaluate_plan(plan, JOB, _topo(8.0, 4.0), PARAMS)
     wide = evaluate_plan(plan, JOB, _topo(None, None), PARAMS)
-    assert capped.bottleneck_bw_bps == 4e9 and wide.bottleneck_bw_bps == 40e9
+    assert capped.bottleneck_bw_bps == 4e9 and wide.bottleneck_bw_bps == pytest.approx(_window_bps(20.0), rel=1e-12)
     assert capped.allreduce_times[0] > wide.allreduce_times[0]
     # chain plans: the fast path and the general path agree on a capped hop
     chain = Plan(0, (Stage.at(0, 12, dp=2), Stage.at(1, 12, dp=2)))
     topo = _topo(8.0, 4.0)
     a = evaluate_plan(chain, JOB, topo, PARAMS)
-    b = _evaluate_general(chain, JOB, topo, PARAMS, None, None, True)
+    b = _evaluate_general(chain, JOB, topo, PARAMS, _Wan(chain, JOB, topo, PARAMS, None, None, None))
     assert a.transfer_times == b.transfer_times == [_act_bits() / 4e9] and a.iter_time == b.iter_time
 
 
@@ -85,8 +91,11 @@ def test_geo8_links_follow_the_measured_directed_pair_rates():
     act = ACT_BYTES * job.model.seq_len * job.model.hidden
     assert topo.route_for(east, au, act)[0] == (topo.link_between(east, canada), topo.link_between(canada, au))
     perf = evaluate_plan(Plan(0, (Stage.at(east, 12, tp=8), Stage.at(au, 12, tp=8))), job, topo, PARAMS)
-    assert perf.transfer_times[0] == pytest.approx(_act_bits() / 4.69e9, rel=1e-12)
-    assert perf.bottleneck_bw_bps == 4.69e9
+    # ... or below it, TCP's window over the relay's longest hop (each relay terminates the connections)
+    longest_ms = max(topo.links[k].latency_ms for k in topo.route_for(east, au, act)[0])
+    rate = min(4.69e9, _window_bps(longest_ms))
+    assert perf.transfer_times[0] == pytest.approx(_act_bits() / rate, rel=1e-12)
+    assert perf.bottleneck_bw_bps == pytest.approx(rate, rel=1e-12)
 
 
 @pytest.mark.skipif(not GRID.exists(), reason=f"the shared data are not at {DATA}")

@@ -68,7 +68,7 @@ def test_data_parallel_ring_uses_its_servers_nics(params, tp, dp, ring_gbps):
     ring_bytes = 2 * LAYER_P * 4 / tp
     ar = 2 * (dp - 1) / dp * ring_bytes * 8 / (ring_gbps * 1e9) + 2 * (dp - 1) * 1e-5
     assert perf.feasible and perf.allreduce_times == pytest.approx([ar], rel=1e-12)
-    assert perf == _evaluate_general(plan, job, topo, params, None, None, True)  # the chain path agrees
+    assert perf == _evaluate_general(plan, job, topo, params, None)  # the chain path agrees (one region: no WAN)
 
 
 def test_data_parallel_ring_is_bounded_by_the_gpu_link(params):

@@ -368,6 +368,17 @@ _GROUP_MEMOS: weakref.WeakKeyDictionary[Topology, dict[tuple[object, object], tu
     weakref.WeakKeyDictionary()
 
 
+def _hop_rtt_s(topo: Topology, links: Sequence[int]) -> float:
+    """The round trip that bounds a transfer's TCP window: its route's longest hop's, seconds.
+
+    A route through other regions is relayed hop by hop (each relay terminates the connections, as
+    Skyplane's overlay does), so each hop's window bound applies on its own and the longest round
+    trip sets the pace.
+    """
+    lat = topo.link_latency_s
+    return 2.0 * max([float(lat[k]) for k in links]) if links else 0.0
+
+
 def plan_flow_groups(plan: Plan, topo: Topology, job: JobSpec) -> tuple[FlowGroup, ...]:
     """The WAN traffic of a plan, as :class:`~sfenv.model.sharing.FlowGroup` s (empty inside one region).
 
@@ -396,15 +407,15 @@ def plan_flow_groups(plan: Plan, topo: Topology, job: JobSpec) -> tuple[FlowGrou
     for a, b, n, tag in _wan_pairs(plan):
         if tag < 0:  # a hop's direction: 2 k + direction = -1 - tag
             links, lat, _ = topo.route_for(a, b, act)
-            groups.append(FlowGroup(BURST, -1 - tag, topo.directed_route(a, b, links), n, 8.0 * act, m, 2.0 * lat,
-                                    lat, gpipe))
+            groups.append(FlowGroup(BURST, -1 - tag, topo.directed_route(a, b, links), n, 8.0 * act, m,
+                                    _hop_rtt_s(topo, links), lat, gpipe))
         else:
             stage = plan.stages[tag]
             grad = 2.0 * (model.layer_params * stage.layers + _embedding_copies(tag, len(plan.stages)) *
                           model.embedding_params)
             links, lat, _ = topo.route_for(a, b, grad)
             groups.append(FlowGroup(BULK, -1, topo.directed_route(a, b, links), 1, 8.0 * grad / d, 2 * (d - 1),
-                                    2.0 * lat, lat))
+                                    _hop_rtt_s(topo, links), lat))
     res = tuple(groups)
     if len(memo) >= 1 << 14:
         memo.clear()

@@ -108,7 +108,8 @@ class FlowGroup(NamedTuple):
     :param members: identical transfers sent at once (replica pairs of a hop; 1 for a ring edge).
     :param bits: bits per member per transfer.
     :param transfers: transfers per iteration (``m`` for a hop, ``2 (d - 1)`` ring steps).
-    :param rtt_s: round trip of the route, seconds (twice its one-way latency).
+    :param rtt_s: round trip that bounds the transfer's TCP window, seconds: twice the one-way latency of
+        the route's longest hop (relays terminate connections).
     :param latency_s: one-way latency of the route, seconds.
     :param phased: a GPipe hop: it sends only in its pass (forward or backward) of the pipeline.
     """
