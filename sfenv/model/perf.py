@@ -25,8 +25,8 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   schedule's steady period, tested against a full event-driven replay.  Under 1F1B every WAN
   round trip is exposed once a window is full (the period is at least ``R_k / w_k``, R_k the round
   trip from stage k to the last stage and back); zero-bubble schedules remove compute bubbles,
-  not WAN transfer or latency.  BACE-Pipe's stall-free rule (``x_k <= c_k``) is
-  :attr:`PlanPerf.stall_free`;
+  not WAN transfer or latency, and run 1F1B's order (ZB-H2 also ZB-H1's) when that is faster.
+  BACE-Pipe's stall-free rule (``x_k <= c_k``) is :attr:`PlanPerf.stall_free`;
 - data-parallel gradient sync of stage k: a ring all-reduce of ``2 P_k`` bytes (bf16) over d
   replicas: ``2 (d-1)/d * bytes / bw + 2 (d-1) lat``, on the per-GPU intra-region bandwidth
   (``2 P_k / t_k`` bytes per ring) or, when replicas span regions, on the WAN share;
@@ -35,8 +35,9 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   weights) plus activations per layer and micro-batch per Korthikanti et al. 2022 for the plan's
   recomputation mode and sequence parallelism (:func:`sfenv.model.compute.activation_bytes`; e.g.
   ``s b h (10 + 24/t + 5 a s / (h t))`` without recomputation or SP), times the micro-batches in
-  flight ``w_k`` (1F1B/ZB-H1: p-k, GPipe: m, ZB-H2: 2(p-k)-1, each plus the plan's extra window;
-  the zero-bubble replay holds no more than that).  A plan that does not fit is infeasible;
+  flight ``w_k`` (1F1B: p-k, GPipe: m, ZB-H1: p, ZB-H2: 2p-1 on every stage, as Qi et al.'s
+  hand-crafted schedules hold them until their weight gradients are done; each plus the plan's extra
+  window; the replays hold no more than that).  A plan that does not fit is infeasible;
 - power per GPU: ``idle + (TDP - idle) * util`` with ``util = m c_k / T``, times PUE;
 - throughput ``B s / T`` tokens/s; energy per iteration = power x T.
 """
@@ -73,6 +74,9 @@ __all__ = [
     "stage_layer_split",
 ]
 
+#: bubble rate per schedule in units of 1F1B's ``(p - 1)/m``, equal stages and no communication (the
+#: zero-bubble figures are Qi et al.'s, ICLR 2024, with T_F = T_B = T_W; ZB-H1's holds for m >= p,
+#: ZB-H2's for m >= 2p - 1: :func:`bubble_rate` is exact for every m)
 BUBBLE_FACTOR = {"1f1b": 1.0, "gpipe": 1.0, "zb-h1": 1.0 / 3.0, "zb-h2": 0.0}
 ACT_BYTES = 2.0  # bf16 activations
 _MODES = frozenset(RECOMPUTE_MODES)
@@ -360,7 +364,20 @@ def allreduce_time(nbytes: float, d: int, bw_bps: float, latency_s: float) -> fl
 
 
 def bubble_rate(p: int, m: int, schedule: str) -> float:
-    """Closed-form bubble rate for p equal stages, m micro-batches, no communication."""
+    """Closed-form bubble rate for p equal stages, m micro-batches, no communication.
+
+    Idle time over busy time, as :attr:`PlanPerf.bubble_rate`.  1F1B and GPipe: ``(p-1)/m``.  The
+    zero-bubble schedules (Qi et al., ICLR 2024; :mod:`sfenv.model.pipeline`), with their forward,
+    input and weight gradients each a third of a micro-batch's compute ``c``: ZB-H1 idles
+    ``(p-1)(T_F + T_B - T_W) = (p-1) c/3``, a rate of ``(p-1)/(3m)``, when ``m >= p``; ZB-H2's longest
+    stage idles nothing once ``m >= 2p - 1``.  With fewer micro-batches the first stage has run all
+    its forwards before the first input gradient comes back after ``2p - 1`` thirds of ``c``, so
+    both idle ``(2p - 1 - m) c/3`` (ZB-H1 at least its ``(p-1) c/3``).
+    """
+    if schedule == "zb-h1":
+        return max(p - 1, 2 * p - 1 - m) / (3.0 * m)
+    if schedule == "zb-h2":
+        return max(0, 2 * p - 1 - m) / (3.0 * m)
     return BUBBLE_FACTOR[schedule] * (p - 1) / m
 
 
@@ -432,6 +449,7 @@ def _evaluate_general(
     flows = _wan_flows(plan, topo, job, link_flows, include_own_flows) if multi else None
     cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
     windows = _stage_windows(plan, m, multi)
+    fallbacks = _fallback_windows(plan, m, multi)
     costs = _stage_costs(plan, job, sc, params, windows)
     if isinstance(costs, PlanPerf):
         return costs  # a stage does not fit
@@ -440,8 +458,8 @@ def _evaluate_general(
     act_bytes = ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden  # one micro-batch's boundary activation
     hops, lats, xfers, bottleneck, wan_bytes = _hop_times(stages, topo, cap, flows, act_bytes, m)
     allreduce, bottleneck, wan_bytes = _allreduce_times(stages, topo, cap, flows, stage_params, bottleneck, wan_bytes)
-    return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, hops,
-                          lats, xfers, bottleneck, wan_bytes)
+    return _feasible_perf(plan, job, sc, params, m, windows, fallbacks, compute, tp_comm, mem, min_headroom,
+                          allreduce, hops, lats, xfers, bottleneck, wan_bytes)
 
 
 def _stage_problem(plan: Plan, job: JobSpec, topo: Topology) -> PlanPerf | None:
@@ -486,24 +504,45 @@ def _wan_flows(
     return flows
 
 
-def _stage_windows(plan: Plan, m: int, multi: bool, chain: Sequence[int] | None = None) -> Sequence[int]:
+def _stage_windows(
+    plan: Plan, m: int, multi: bool, chain: Sequence[int] | None = None, schedule: str | None = None,
+) -> tuple[int, ...]:
     """Micro-batches each stage holds in flight: the schedule's window, widened per WAN hop downstream.
 
     :param multi: the plan spans regions (only then can a hop cross regions).
     :param chain: each stage's region when each stage sits in one (a hop then crosses regions when
         they differ, as :func:`_crosses` finds, without a call per hop).
+    :param schedule: the schedule whose windows to give (default the plan's).
     """
+    schedule = plan.schedule if schedule is None else schedule
     stages = plan.stages
     p = len(stages)
     if p == 1:
-        return (m if plan.schedule == "gpipe" else 1,)
+        return (m if schedule == "gpipe" else 1,)
     if not multi or not plan.extra_inflight:  # no hop crosses regions, or no extra window
-        return default_windows(p, m, plan.schedule)
+        return default_windows(p, m, schedule)
     if chain is None:
         cross = tuple([_crosses(stages[k], stages[k + 1]) for k in range(p - 1)])
     else:
         cross = tuple([chain[k] != chain[k + 1] for k in range(p - 1)])
-    return default_windows(p, m, plan.schedule, cross, plan.extra_inflight)
+    return default_windows(p, m, schedule, cross, plan.extra_inflight)
+
+
+#: orders a zero-bubble runtime may also run, within its own memory, when they are faster than its
+#: own: each weight gradient right after its input gradient is 1F1B's order (with 1F1B's windows,
+#: which lie within both zero-bubble schedules'), and ZB-H1's windows lie within ZB-H2's (Qi et al.,
+#: ICLR 2024: ZB-H1 holds 1F1B's peak, ZB-H2 about twice that)
+_ZERO_BUBBLE_FALLBACKS: dict[str, tuple[str, ...]] = {"zb-h1": ("1f1b",), "zb-h2": ("zb-h1", "1f1b")}
+
+
+def _fallback_windows(
+    plan: Plan, m: int, multi: bool, chain: Sequence[int] | None = None,
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The plan's :data:`_ZERO_BUBBLE_FALLBACKS` with their windows (none for other schedules)."""
+    fallbacks = _ZERO_BUBBLE_FALLBACKS.get(plan.schedule)
+    if not fallbacks or len(plan.stages) == 1:
+        return ()
+    return tuple([(s, _stage_windows(plan, m, multi, chain, s)) for s in fallbacks])
 
 
 def _stage_costs(
@@ -651,16 +690,18 @@ def _allreduce_times(
 
 
 def _feasible_perf(
-    plan: Plan, job: JobSpec, sc: Scalars, params: PerfParams, m: int, windows: Sequence[int], compute: list[float],
-    tp_comm: list[float], mem: list[float], min_headroom: float, allreduce: list[float], hops: list[float],
-    lats: list[float], xfers: list[float], bottleneck: float, wan_bytes: float,
+    plan: Plan, job: JobSpec, sc: Scalars, params: PerfParams, m: int, windows: Sequence[int],
+    fallbacks: tuple[tuple[str, tuple[int, ...]], ...], compute: list[float], tp_comm: list[float], mem: list[float],
+    min_headroom: float, allreduce: list[float], hops: list[float], lats: list[float], xfers: list[float],
+    bottleneck: float, wan_bytes: float,
 ) -> PlanPerf:
     """The :class:`PlanPerf` of a plan that fits, from its per-stage and per-hop figures (both paths' last step).
 
-    Adds the pipeline and iteration time (:func:`_iteration_time`), the throughput and the power
-    (:func:`_power_by_region`).
+    Adds the pipeline and iteration time (:func:`_iteration_time`; ``fallbacks`` as
+    :func:`_fallback_windows` gives them), the throughput and the power (:func:`_power_by_region`).
     """
-    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, allreduce, m, plan.schedule, windows, params)
+    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, allreduce, m, plan.schedule, windows, params,
+                                           fallbacks)
     return PlanPerf(
         feasible=True,
         iter_time=t_iter,
@@ -685,13 +726,20 @@ def _feasible_perf(
 
 def _iteration_time(
     compute: list[float], lats: list[float], xfers: list[float], allreduce: list[float], m: int, schedule: str,
-    windows: Sequence[int], params: PerfParams,
+    windows: Sequence[int], params: PerfParams, fallbacks: tuple[tuple[str, tuple[int, ...]], ...] = (),
 ) -> tuple[float, float, float]:
-    """Pipeline time, bubble and iteration time (the all-reduce overlapped by ``dp_overlap``)."""
+    """Pipeline time, bubble and iteration time (the all-reduce overlapped by ``dp_overlap``).
+
+    :param fallbacks: other schedules the plan's runtime may run instead, with their windows (a
+        zero-bubble schedule's :data:`_ZERO_BUBBLE_FALLBACKS`): the pipeline time is the fastest.
+    """
     if len(compute) == 1:
         t_pp = m * compute[0]
     else:
-        t_pp = _pipeline_time_cached(tuple(compute), tuple(lats), tuple(xfers), m, schedule, windows)
+        c, lat, x = tuple(compute), tuple(lats), tuple(xfers)
+        t_pp = _pipeline_time_cached(c, lat, x, m, schedule, tuple(windows))
+        for other, other_windows in fallbacks:
+            t_pp = min(t_pp, _pipeline_time_cached(c, lat, x, m, other, other_windows))
     bubble = max(0.0, t_pp - m * max(compute))
     ar = max(allreduce)
     w = params.dp_overlap
@@ -788,6 +836,7 @@ def _evaluate_chain(
     flows = _wan_flows(plan, topo, job, link_flows, include_own_flows) if multi else None
     cap = topo.link_bw_bps if link_capacity_bps is None else link_capacity_bps
     windows = _stage_windows(plan, m, multi, chain)
+    fallbacks = _fallback_windows(plan, m, multi, chain)
     b, s, h = plan.micro_batch, model.seq_len, model.hidden
     mfu, sp = params.mfu, plan.sequence_parallel
     act_bytes = ACT_BYTES * b * s * h
@@ -849,8 +898,8 @@ def _evaluate_chain(
             lats.append(lat)
             xfers.append(x)
         prev = r
-    return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, hops,
-                          lats, xfers, bottleneck, wan_bytes)
+    return _feasible_perf(plan, job, sc, params, m, windows, fallbacks, compute, tp_comm, mem, min_headroom,
+                          allreduce, hops, lats, xfers, bottleneck, wan_bytes)
 
 
 def same_region_figures(topo: Topology, a: int, b: int) -> bool:
