@@ -1006,9 +1006,9 @@ def pipeline_time(
     micro-batches are replayed exactly (``m0 = 2 w_0 + 2`` for 1F1B and the hand-crafted
     zero-bubble order, ``4 w_0 + 4`` for the greedy one, which settles more slowly) and the
     remaining ones are added at the order's steady period (:func:`steady_period`).  Tested against
-    the full replay (``tests/test_pipeline_replay.py``): within 5 % on the grid p 2-16,
-    0.5-100 Gbit/s, 1-200 ms, m 1-512; on random chains 1F1B is within 5 % and the zero-bubble
-    schedules within 8 % (their transient can outlast ``m0``).  Results are memoised on the exact inputs.
+    the full replay (``tests/test_pipeline_replay.py``) on the grid p 2-16, 0.5-100 Gbit/s,
+    1-200 ms, m 1-512 and on random chains: 1F1B within 5 %, the zero-bubble schedules within 8 %
+    (the greedy order's transient can outlast ``m0``).  Results are memoised on the exact inputs.
     """
     p = len(compute)
     w = tuple(windows) if windows is not None else default_windows(p, m, schedule)
