@@ -777,24 +777,39 @@ def _zero_bubble_period(
 
 def _window_period(
     compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], windows: Sequence[int],
-    greedy_zero_bubble: bool,
 ) -> float:
-    """The largest cycle mean of 1F1B (or of the greedy zero-bubble order) with ``windows``: :func:`steady_period`."""
+    """The largest cycle mean of 1F1B with ``windows`` (see :func:`steady_period`)."""
     p = len(compute)
     hop = [latency[k] + transfer[k] for k in range(p - 1)]
     period = max(max(compute), max(transfer) if transfer else 0.0)
-    zb = greedy_zero_bubble
-    frac = 2.0 / 3.0 if zb else 1.0
     for k in range(p - 1):
-        # zero-bubble: stage k admits a new forward only once a held micro-batch's weight gradient is done
-        rt = compute[k] / 3.0 if zb else 0.0
+        rt = 0.0
         for j in range(k, p):
-            rt += frac * compute[j] + (2.0 * hop[j - 1] if j > k else 0.0)
-            if zb and j < p - 1:
-                continue
+            rt += compute[j] + (2.0 * hop[j - 1] if j > k else 0.0)
             tokens = windows[k] - (windows[j] if j < p - 1 else 1) + 1
             if tokens >= 1 and rt / tokens > period:
                 period = rt / tokens
+    return period
+
+
+def _greedy_period(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], windows: Sequence[int],
+) -> float:
+    """The greedy zero-bubble order's steady period, estimated from its window cycles (see :func:`steady_period`).
+
+    Stage k admits a new forward only once a held micro-batch's weight gradient is done, and input
+    gradients go first, so the cycle of ``w_k`` micro-batches from stage k to the last stage and
+    back binds: forwards and input gradients on the way, both ways over every hop, and stage k's
+    weight gradient.  Summed from the last stage up, one pass.
+    """
+    p = len(compute)
+    period = max(max(compute), max(transfer) if transfer else 0.0)
+    down_and_up = 2.0 / 3.0 * compute[p - 1]  # forwards and input gradients from stage k to the last
+    for k in range(p - 2, -1, -1):
+        down_and_up += 2.0 / 3.0 * compute[k] + 2.0 * (latency[k] + transfer[k])
+        rt = compute[k] / 3.0 + down_and_up
+        if rt / windows[k] > period:
+            period = rt / windows[k]
     return period
 
 
@@ -814,8 +829,8 @@ def steady_period(
     if schedule.startswith("zb"):
         u, _ = _zero_bubble_split(schedule, tuple(windows))
         return min(_zero_bubble_period(compute, latency, transfer, u),
-                   _window_period(compute, latency, transfer, windows, True))
-    return _window_period(compute, latency, transfer, windows, False)
+                   _greedy_period(compute, latency, transfer, windows))
+    return _window_period(compute, latency, transfer, windows)
 
 
 @lru_cache(maxsize=1 << 15)
@@ -985,10 +1000,10 @@ def _steady_period_cached(
 ) -> float:
     """An order's steady period (as :func:`_replayed_head`'s ``order``), memoised: it does not depend on ``m``."""
     if order == _GREEDY:
-        return _window_period(compute, latency, transfer, windows, True)
+        return _greedy_period(compute, latency, transfer, windows)
     if order != "1f1b":
         return _zero_bubble_period(compute, latency, transfer, _zero_bubble_split(order, windows)[0])
-    return _window_period(compute, latency, transfer, windows, False)
+    return _window_period(compute, latency, transfer, windows)
 
 
 def pipeline_time(
