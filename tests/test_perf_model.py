@@ -185,19 +185,17 @@ def test_price_change_mid_job_costs_exact_integral():
     assert rec.finish == pytest.approx(run)
 
 
-@pytest.mark.parametrize("schedule,factor", [("1f1b", 1.0), ("gpipe", 1.0), ("zb-h1", 2 / 3), ("zb-h2", 2 / 3)])
+@pytest.mark.parametrize("schedule,factor", [("1f1b", 1.0), ("gpipe", 1.0), ("zb-h1", 1 / 3), ("zb-h2", 0.0)])
 def test_bubble_rates(schedule, factor):
-    # equal stages, negligible communication: 1F1B and GPipe (p-1)/m.  Our zero-bubble replay (greedy,
-    # weight gradients deferred only within the window, so memory is what is charged) idles the fill's
-    # p-1 forwards and the drain's p-1 input gradients: 2(p-1)/(3m) for ZB-H1 and ZB-H2 alike (changed
-    # on purpose from the unbounded deferral, which reached (p-1)/(3m) by holding GPipe's memory).  The
-    # paper's figures are (p-1)/(3m) (ZB-H1) and ~0 (ZB-H2, optimizer step off the critical path).
+    # equal stages, negligible communication: 1F1B and GPipe (p-1)/m; the zero-bubble schedules as Qi et
+    # al. (ICLR 2024) build them: ZB-H1 (p-1)/(3m) at 1F1B's peak memory, ZB-H2 none (m >= 2p - 1, its
+    # optimizer step off the critical path) at 2p - 1 micro-batches per stage
     p, m = 4, 16
     topo = Topology([make_region("A", 8, intra_bw_gbps=1e9)], [])
     job = make_job(batch=m)
     plan = Plan(0, tuple(Stage.at(0, 1) for _ in range(p)), schedule=schedule)
     perf = evaluate_plan(plan, job, topo, PerfParams(mfu=0.5, memory_headroom=1.0))
-    assert perf.bubble_rate == pytest.approx(factor * (p - 1) / m, rel=1e-6)
+    assert perf.bubble_rate == pytest.approx(factor * (p - 1) / m, rel=1e-6, abs=1e-6)
 
 
 def test_zero_bubble_schedules_cut_the_bubble():

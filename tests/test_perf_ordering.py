@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from conftest import make_job, make_region, two_region_topo
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -75,11 +74,19 @@ def _schedule_times(stages: list[tuple[int, int]], batch: int, bw: float) -> dic
     return times
 
 
-@pytest.mark.xfail(strict=True, reason="known limit (docs/model.md): the greedy ZB-H2 replay can trail ZB-H1's "
-                                       "by up to 5 % when micro-batches do not outnumber stages; the fix (run "
-                                       "ZB-H1's order inside ZB-H2's memory) changes episodes and waits for a "
-                                       "round that re-measures the claims and learned results")
 def test_zb_h2_never_slower_than_zb_h1():
-    # found by hypothesis (HYPOTHESIS_PROFILE=explore): 7 layers as 3+2+2 in one region, 3 micro-batches
+    # found by hypothesis (HYPOTHESIS_PROFILE=explore) when ZB-H2 was a greedy replay alone (it trailed
+    # ZB-H1 by 5 %): 7 layers as 3+2+2 in one region, 3 micro-batches; ZB-H2 may run ZB-H1's order
     times = _schedule_times([(0, 3), (0, 2), (0, 2)], batch=3, bw=1.0)
     assert times["zb-h2"] <= times["zb-h1"] * (1.0 + 1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    stages=st.lists(st.tuples(st.integers(0, 1), st.integers(1, 4)), min_size=1, max_size=6),
+    batch=st.integers(1, 64),
+    bw=st.floats(0.05, 100.0),
+)
+def test_zb_h2_never_slower_than_zb_h1_on_random_plans(stages, batch, bw):
+    times = _schedule_times(stages, batch, bw)
+    assert times["zb-h2"] <= times["zb-h1"] + 1e-12  # by construction: ZB-H1's order fits in ZB-H2's memory

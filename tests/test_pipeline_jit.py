@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 
 from sfenv.model import pipeline
-from sfenv.model.pipeline import _replay, _replay_zero_bubble, _sweep_fixed_order, _sweep_plan, default_windows
+from sfenv.model.pipeline import (
+    _replay,
+    _replay_zero_bubble,
+    _sweep_fixed_order,
+    _sweep_plan,
+    _sweep_zero_bubble,
+    _zero_bubble_rows,
+    _zero_bubble_split,
+    default_windows,
+)
 
 jit = pytest.importorskip("sfenv.model._pipeline_jit")
 if not jit.AVAILABLE:  # pragma: no cover - numba missing or SFENV_NO_JIT set
@@ -37,18 +46,33 @@ def _arrays(c: tuple, lat: tuple, x: tuple) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def test_zero_bubble_replay_equals_the_python_loop() -> None:
-    """Duration and per-stage peaks equal, on 800 chains (ties common), and equal the reference event replay."""
+    """Duration, span and per-stage peaks equal, on 800 chains (ties common), and equal the reference event replay."""
     equal_reference = 0
     for c, lat, x, m, _, _, shift in _cases(800, seed=3):
         w = tuple(max(1, len(c) - k + shift) for k in range(len(c)))
         want = _replay_zero_bubble(c, lat, x, m, w)
-        duration, peaks, completed = jit.replay_zero_bubble(*_arrays(c, lat, x), m, np.array(w, dtype=np.int64))
+        duration, span, peaks, completed = jit.replay_zero_bubble(*_arrays(c, lat, x), m,
+                                                                   np.array(w, dtype=np.int64))
         assert completed
-        assert duration == want[0]
+        assert duration == want[0] and span == want[2]
         assert peaks.tolist() == list(want[1])
         ref = _replay(c, lat, x, m, "zb-h1", list(w))
-        equal_reference += ref[0] == duration and list(ref[1]) == peaks.tolist()
+        equal_reference += ref[0] == duration and list(ref[1]) == peaks.tolist() and ref[2] == span
     assert equal_reference == 800
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-h2"])
+def test_hand_crafted_zero_bubble_sweep_equals_the_python_loop(schedule: str) -> None:
+    """Its table of operations (the same rows) and its makespan and span (the same floats), on 400 chains."""
+    for c, lat, x, m, cross, extra, shift in _cases(400, seed=9 + (schedule == "zb-h2")):
+        w = default_windows(len(c), m, schedule, cross, extra)
+        if shift < 0:  # windows as a caller may give them: any non-increasing values in 1..m
+            w = tuple(sorted((random.Random(m).randint(1, m) for _ in c), reverse=True))
+        u, d = _zero_bubble_split(schedule, w)
+        rows = np.array(_zero_bubble_rows(m, u, d), dtype=np.int64).reshape(-1, 4)
+        got = jit.zero_bubble_rows(m, np.array(u, dtype=np.int64), np.array(d, dtype=np.int64))
+        assert np.array_equal(got, rows)
+        assert jit.sweep_zero_bubble(*_arrays(c, lat, x), m, got) == _sweep_zero_bubble(c, lat, x, m, rows.tolist())
 
 
 @pytest.mark.parametrize("gpipe", [False, True])
@@ -95,12 +119,13 @@ def test_building_an_env_loads_the_compiled_replays_so_no_step_pays_for_it() -> 
     """``gym.make`` imports numba and loads every kernel for the types the replays pass (not the first step)."""
     code = ("import sys, gymnasium as gym, sfenv; from sfenv.model import pipeline; "
             "assert 'numba' not in sys.modules; gym.make('sfenv/GeoSched-v1'); j = pipeline._jit; "
-            "print(len(j.replay_zero_bubble.signatures), len(j.sweep_fixed_order.signatures), "
-            "len(j.sweep_plan.signatures)); "
+            "kernels = (j.replay_zero_bubble, j.sweep_fixed_order, j.sweep_plan, j.sweep_zero_bubble, "
+            "j.zero_bubble_rows); "
+            "print(*[len(k.signatures) for k in kernels]); "
             "pipeline.pipeline_time((1.0, 2.0, 1.5), (0.1, 0.2), (0.2, 0.1), 32, 'zb-h1'); "
+            "pipeline.pipeline_time((1.0, 2.0, 1.5), (0.1, 0.2), (0.2, 0.1), 32, 'zb-h2'); "
             "pipeline.pipeline_time((1.0, 2.0, 1.5), (0.1, 0.2), (0.2, 0.1), 32, '1f1b'); "
-            "print(len(j.replay_zero_bubble.signatures), len(j.sweep_fixed_order.signatures), "
-            "len(j.sweep_plan.signatures))")
+            "print(*[len(k.signatures) for k in kernels])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded, after_replays = out.stdout.strip().splitlines()
-    assert loaded == after_replays == "1 1 1"  # replays after gym.make need no new compiled version
+    assert loaded == after_replays == "1 1 1 1 1"  # replays after gym.make need no new compiled version

@@ -1,6 +1,8 @@
-"""Compiled twins of the two pipeline replays that dominate plan evaluation (optional, needs numba).
+"""Compiled twins of the pipeline replays that dominate plan evaluation (optional, needs numba).
 
-:func:`sfenv.model.pipeline._replay_zero_bubble` and :func:`sfenv.model.pipeline._sweep_fixed_order` are
+:func:`sfenv.model.pipeline._replay_zero_bubble`, :func:`sfenv.model.pipeline._sweep_fixed_order` and
+:func:`sfenv.model.pipeline._sweep_zero_bubble` (with the tables they walk, built by
+:func:`sfenv.model.pipeline._sweep_plan` and :func:`sfenv.model.pipeline._zero_bubble_rows`) are
 pure-Python loops over every operation of a pipeline iteration's first micro-batches; they are
 most of the cost of evaluating a new multi-stage plan (72 % of a ``proposers="best+spantrain"``
 step on spider-64 under cProfile).  The functions here are the same algorithms, written over
@@ -20,7 +22,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["AVAILABLE", "replay_zero_bubble", "sweep_fixed_order", "sweep_plan", "warm_up"]
+__all__ = [
+    "AVAILABLE", "replay_zero_bubble", "sweep_fixed_order", "sweep_plan", "sweep_zero_bubble", "warm_up",
+    "zero_bubble_rows",
+]
 
 try:  # numba is optional: ``pip install sfenv[fast]``
     if os.environ.get("SFENV_NO_JIT", "0") not in ("", "0"):
@@ -91,10 +96,33 @@ def _next_op(
     return -1
 
 
+def _channels(
+    latency: np.ndarray, transfer: np.ndarray, p: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The greedy replay's channel tables: forward on hop k is channel k, backward on hop k is p + k.
+
+    :return: ``(channel of each operation kind and stage or -1, transfer, latency, destination stage,
+        arrival tag)``, the last four per channel.
+    """
+    channel = np.full((3, p), -1, np.int64)
+    chan_x, chan_l = np.zeros(2 * p), np.zeros(2 * p)
+    chan_dest, chan_tag = np.zeros(2 * p, np.int64), np.zeros(2 * p, np.int64)
+    for k in range(p):
+        chan_dest[k], chan_tag[k] = k + 1, 8 * (k + 1) + _ARRIVE_ACT
+        chan_dest[p + k], chan_tag[p + k] = k, 8 * k + _ARRIVE_GRAD
+        if k < p - 1:
+            channel[_DONE_F, k] = k
+            chan_x[k] = chan_x[p + k] = transfer[k]
+            chan_l[k] = chan_l[p + k] = latency[k]
+        if k > 0:
+            channel[_DONE_B, k] = p + k - 1
+    return channel, chan_x, chan_l, chan_dest, chan_tag
+
+
 def _replay_zero_bubble(
     compute: np.ndarray, latency: np.ndarray, transfer: np.ndarray, m: int, w: np.ndarray
-) -> tuple[float, np.ndarray, bool]:
-    """:func:`sfenv.model.pipeline._replay_zero_bubble` over arrays: ``(duration, peaks, completed)``."""
+) -> tuple[float, float, np.ndarray, bool]:
+    """:func:`sfenv.model.pipeline._replay_zero_bubble` over arrays: ``(duration, span, peaks, completed)``."""
     p = compute.shape[0]
     last = p - 1
     dur = compute / 3.0
@@ -104,20 +132,10 @@ def _replay_zero_bubble(
     done = np.zeros((3, p), np.int64)
     busy = np.zeros(p, np.bool_)
     peak = np.zeros(p, np.int64)
-    # channels: forward on hop k is k, backward on hop k is p + k; an operation's channel or -1
-    channel = np.full((3, p), -1, np.int64)
-    chan_free, chan_x, chan_l = np.zeros(2 * p), np.zeros(2 * p), np.zeros(2 * p)
-    chan_dest, chan_tag = np.zeros(2 * p, np.int64), np.zeros(2 * p, np.int64)
-    for k in range(p):
-        chan_dest[k], chan_tag[k] = k + 1, 8 * (k + 1) + _ARRIVE_ACT
-        chan_dest[p + k], chan_tag[p + k] = k, 8 * k + _ARRIVE_GRAD
-        if k < last:
-            channel[_DONE_F, k] = k
-            chan_x[k] = chan_x[p + k] = transfer[k]
-            chan_l[k] = chan_l[p + k] = latency[k]
-        if k > 0:
-            channel[_DONE_B, k] = p + k - 1
-    done_at = np.zeros(p)
+    channel, chan_x, chan_l, chan_dest, chan_tag = _channels(latency, transfer, p)
+    chan_free = np.zeros(2 * p)
+    done_at = np.zeros(p)  # when a busy stage's operation ends (at the end: its last operation's end)
+    first = np.zeros(p)  # when each stage starts its first forward (stage 0: at 0)
     times, tags = np.empty(3 * m * p + 4 * p + 8), np.empty(3 * m * p + 4 * p + 8, np.int64)
     n = seq = 0
     for k in range(p):  # every stage's first operation at time 0 (a forward on stage 0 only)
@@ -164,6 +182,8 @@ def _replay_zero_bubble(
             if f <= m and f <= arrived[0, k] and f - done[_DONE_W, k] <= w[k]:
                 nf[k] = f
                 peak[k] = max(peak[k], f - done[_DONE_W, k])
+                if f == 1:  # a stage's first operation is its first forward
+                    first[k] = t
                 op = _DONE_F
             elif nw[k] < b:
                 nw[k] += 1
@@ -174,7 +194,7 @@ def _replay_zero_bubble(
         done_at[k] = t + dur[k]
         n = _heap_push(times, tags, n, done_at[k], seq + 8 * k + op)
         seq += _SEQ
-    return end_time, peak, bool(np.all(nf + nb + nw == 3 * m))
+    return end_time, np.max(done_at - first), peak, bool(np.all(nf + nb + nw == 3 * m))
 
 
 def _sweep_fixed_order(
@@ -269,6 +289,130 @@ def _sweep_plan(gpipe: bool, m: int, windows: np.ndarray) -> np.ndarray:
     return rows[:r]
 
 
+def _zero_bubble_orders(m: int, u: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each stage's :func:`sfenv.model.pipeline._zero_bubble_order`: ``(kinds, micro-batches)``, ``(p, 3 m)`` each."""
+    p = u.shape[0]
+    size = 3 * m
+    kinds = np.empty((p, size), np.int64)
+    index = np.empty((p, size), np.int64)
+    for k in range(p):
+        n = 0
+        for i in range(min(u[k], m)):
+            kinds[k, n], index[k, n] = 0, i
+            n += 1
+        weights = 0
+        for i in range(m):
+            kinds[k, n], index[k, n] = 1, i
+            n += 1
+            if i >= d[k]:
+                kinds[k, n], index[k, n] = 2, i - d[k]
+                n += 1
+                weights += 1
+            if i + u[k] < m:
+                kinds[k, n], index[k, n] = 0, i + u[k]
+                n += 1
+        for i in range(weights, m):
+            kinds[k, n], index[k, n] = 2, i
+            n += 1
+    return kinds, index
+
+
+def _zero_bubble_rows(m: int, u: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """:func:`sfenv.model.pipeline._zero_bubble_rows` as an ``(operations, 4)`` array (the same rows, same order)."""
+    p = u.shape[0]
+    last = p - 1
+    size = 3 * m
+    kinds, index = _zero_bubble_orders(m, u, d)
+    rows = np.zeros((size * p, 4), np.int64)
+    r = 0
+    pos = np.zeros(p, np.int64)
+    placed = np.zeros((2, p), np.int64)  # forwards and input gradients placed per stage
+    todo = np.empty(size * p + p, np.int64)  # a stack of stages to advance, the first stage on top
+    top = 0
+    for k in range(last, -1, -1):
+        todo[top] = k
+        top += 1
+    while top > 0:
+        top -= 1
+        k = todo[top]
+        n = pos[k]
+        while n < size:
+            kind, i = kinds[k, n], index[k, n]
+            if kind == 0:
+                if k > 0 and placed[0, k - 1] <= i:
+                    break
+                j = k * m + i
+                if k < last:
+                    rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = 0, k, j, j + m
+                    todo[top] = k + 1
+                    top += 1
+                else:
+                    rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = 2, k, j, 0
+                placed[0, k] += 1
+            elif kind == 1:
+                if k < last and placed[1, k + 1] <= i:
+                    break
+                if k > 0:
+                    rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = 1, k, k * m + i, k - 1
+                    todo[top] = k - 1
+                    top += 1
+                else:
+                    rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = 3, k, i, 0
+                placed[1, k] += 1
+            else:
+                rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = 4, k, 0, 0
+            r += 1
+            n += 1
+        pos[k] = n
+    return rows[:r]
+
+
+def _sweep_zero_bubble(
+    compute: np.ndarray, latency: np.ndarray, transfer: np.ndarray, m: int, rows: np.ndarray
+) -> tuple[float, float]:
+    """:func:`sfenv.model.pipeline._sweep_zero_bubble` over arrays: ``(makespan, longest stage span)``."""
+    p = compute.shape[0]
+    third = compute / 3.0
+    f_arr = np.zeros(p * m)
+    for j in range(m):
+        f_arr[j] = -np.inf
+    g_arr = np.zeros(p * m)
+    free = np.zeros(p)
+    down = np.zeros(p)
+    up = np.zeros(p)
+    for r in range(rows.shape[0]):
+        kind, k, j, to = rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3]
+        t = free[k]
+        if kind == 4:  # a weight gradient: its input gradient ran before it on this stage
+            free[k] = t + third[k]
+            continue
+        ready = f_arr[j] if kind == 0 or kind == 2 else g_arr[j]  # the input's arrival
+        if ready > t:
+            t = ready
+        t += third[k]
+        free[k] = t
+        if kind == 0:  # the activation goes to stage k + 1 (index ``to``)
+            dn = down[k]
+            dn = (t if t > dn else dn) + transfer[k]
+            down[k] = dn
+            f_arr[to] = dn + latency[k]
+        elif kind == 1:  # the gradient goes to stage k - 1 over hop ``to``
+            st = up[to]
+            st = (t if t > st else st) + transfer[to]
+            up[to] = st
+            g_arr[j - m] = st + latency[to]
+        elif kind == 2:  # the last stage's input gradient waits on its forward
+            g_arr[j] = t
+    makespan: float = free[0]
+    span: float = free[0]
+    for k in range(1, p):
+        if free[k] > makespan:
+            makespan = free[k]
+        if free[k] - f_arr[k * m] > span:
+            span = free[k] - f_arr[k * m]
+    return makespan, span
+
+
 def warm_up() -> None:
     """Load (or compile) every kernel for the argument types :mod:`sfenv.model.pipeline` passes, on tiny inputs."""
     c, hops, w = np.array([1.0, 2.0]), np.array([0.1]), np.array([2, 1], dtype=np.int64)
@@ -276,20 +420,32 @@ def warm_up() -> None:
     rows = sweep_plan(False, 4, w)
     rows.setflags(write=False)  # pipeline._sweep_plan_rows hands out read-only tables
     sweep_fixed_order(c, hops, hops, 4, rows)
+    rows = zero_bubble_rows(4, w, w - 1)
+    rows.setflags(write=False)  # as pipeline._zero_bubble_row_array hands them out
+    sweep_zero_bubble(c, hops, hops, 4, rows)
 
 
 #: the kernels :mod:`sfenv.model.pipeline` calls: numba's compiled dispatchers, or the Python functions above
-replay_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], tuple[float, np.ndarray, bool]]
+replay_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray],
+                             tuple[float, float, np.ndarray, bool]]
 sweep_fixed_order: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], float]
 sweep_plan: Callable[[bool, int, np.ndarray], np.ndarray]
+sweep_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], tuple[float, float]]
+zero_bubble_rows: Callable[[int, np.ndarray, np.ndarray], np.ndarray]
 if AVAILABLE:
     _heap_push = njit(cache=True, nogil=True)(_heap_push)
     _heap_pop = njit(cache=True, nogil=True)(_heap_pop)
     _next_op = njit(cache=True, nogil=True)(_next_op)
+    _channels = njit(cache=True, nogil=True)(_channels)
+    _zero_bubble_orders = njit(cache=True, nogil=True)(_zero_bubble_orders)
     replay_zero_bubble = njit(cache=True, nogil=True)(_replay_zero_bubble)
     sweep_fixed_order = njit(cache=True, nogil=True)(_sweep_fixed_order)
     sweep_plan = njit(cache=True, nogil=True)(_sweep_plan)
+    sweep_zero_bubble = njit(cache=True, nogil=True)(_sweep_zero_bubble)
+    zero_bubble_rows = njit(cache=True, nogil=True)(_zero_bubble_rows)
 else:  # pragma: no cover - the Python loops of sfenv.model.pipeline run instead
     replay_zero_bubble = _replay_zero_bubble
     sweep_fixed_order = _sweep_fixed_order
     sweep_plan = _sweep_plan
+    sweep_zero_bubble = _sweep_zero_bubble
+    zero_bubble_rows = _zero_bubble_rows

@@ -29,8 +29,8 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   schedule's steady period, tested against a full event-driven replay.  Under 1F1B every WAN
   round trip is exposed once a window is full (the period is at least ``R_k / w_k``, R_k the round
   trip from stage k to the last stage and back); zero-bubble schedules remove compute bubbles,
-  not WAN transfer or latency.  BACE-Pipe's stall-free rule (``x_k <= c_k``) is
-  :attr:`PlanPerf.stall_free`;
+  not WAN transfer or latency, and run 1F1B's order (ZB-H2 also ZB-H1's) when that is faster.
+  BACE-Pipe's stall-free rule (``x_k <= c_k``) is :attr:`PlanPerf.stall_free`;
 - data-parallel gradient sync of stage k: a ring all-reduce of ``2 P_k`` bytes (bf16) over d
   replicas: ``2 (d-1)/d * bytes / bw + 2 (d-1) lat``; in one region ``t_k`` rings of ``2 P_k / t_k``
   bytes, each on the NICs of its members in a server, ``min(GPU link, g / t_k x per-GPU bandwidth)``
@@ -42,8 +42,9 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   weights) plus activations per layer and micro-batch per Korthikanti et al. 2022 for the plan's
   recomputation mode and sequence parallelism (:func:`sfenv.model.compute.activation_bytes`; e.g.
   ``s b h (10 + 24/t + 5 a s / (h t))`` without recomputation or SP), times the micro-batches in
-  flight ``w_k`` (1F1B/ZB-H1: p-k, GPipe: m, ZB-H2: 2(p-k)-1, each plus the plan's extra window;
-  the zero-bubble replay holds no more than that).  A plan that does not fit is infeasible;
+  flight ``w_k`` (1F1B: p-k, GPipe: m, ZB-H1: p, ZB-H2: 2p-1 on every stage, as Qi et al.'s
+  hand-crafted schedules hold them until their weight gradients are done; each plus the plan's extra
+  window; the replays hold no more than that).  A plan that does not fit is infeasible;
 - power per GPU: ``idle + (TDP - idle) * util`` with ``util = m c_k / T``, times PUE;
 - throughput ``B s / T`` tokens/s; energy per iteration = power x T.
 """
@@ -83,6 +84,9 @@ __all__ = [
     "stage_layer_split",
 ]
 
+#: bubble rate per schedule in units of 1F1B's ``(p - 1)/m``, equal stages and no communication (the
+#: zero-bubble figures are Qi et al.'s, ICLR 2024, with T_F = T_B = T_W; ZB-H1's holds for m >= p,
+#: ZB-H2's for m >= 2p - 1: :func:`bubble_rate` is exact for every m)
 BUBBLE_FACTOR = {"1f1b": 1.0, "gpipe": 1.0, "zb-h1": 1.0 / 3.0, "zb-h2": 0.0}
 ACT_BYTES = 2.0  # bf16 activations
 _MODES = frozenset(RECOMPUTE_MODES)
@@ -447,7 +451,20 @@ def allreduce_time(nbytes: float, d: int, bw_bps: float, latency_s: float) -> fl
 
 
 def bubble_rate(p: int, m: int, schedule: str) -> float:
-    """Closed-form bubble rate for p equal stages, m micro-batches, no communication."""
+    """Closed-form bubble rate for p equal stages, m micro-batches, no communication.
+
+    Idle time over busy time, as :attr:`PlanPerf.bubble_rate`.  1F1B and GPipe: ``(p-1)/m``.  The
+    zero-bubble schedules (Qi et al., ICLR 2024; :mod:`sfenv.model.pipeline`), with their forward,
+    input and weight gradients each a third of a micro-batch's compute ``c``: ZB-H1 idles
+    ``(p-1)(T_F + T_B - T_W) = (p-1) c/3``, a rate of ``(p-1)/(3m)``, when ``m >= p``; ZB-H2's longest
+    stage idles nothing once ``m >= 2p - 1``.  With fewer micro-batches the first stage has run all
+    its forwards before the first input gradient comes back after ``2p - 1`` thirds of ``c``, so
+    both idle ``(2p - 1 - m) c/3`` (ZB-H1 at least its ``(p-1) c/3``).
+    """
+    if schedule == "zb-h1":
+        return max(p - 1, 2 * p - 1 - m) / (3.0 * m)
+    if schedule == "zb-h2":
+        return max(0, 2 * p - 1 - m) / (3.0 * m)
     return BUBBLE_FACTOR[schedule] * (p - 1) / m
 
 
@@ -673,6 +690,7 @@ def _evaluate_general(
     sc = topo.scalars
     m = plan.num_microbatches(job)
     windows = _stage_windows(plan, m, wan is not None)
+    fallbacks = _fallback_windows(plan, m, wan is not None)
     costs = _stage_costs(plan, job, sc, params, windows)
     if isinstance(costs, PlanPerf):
         return costs  # a stage does not fit
@@ -685,8 +703,8 @@ def _evaluate_general(
         hops, lats, xfers, xback = _hop_times(stages, topo, act_bytes, _wan_hops(groups, rates, len(stages) - 1))
         allreduce = _allreduce_times(stages, topo, stage_params, groups, rates)
         bottleneck, wan_bytes = _wan_totals(groups, rates)
-        return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, hops,
-                              lats, xfers, xback, bottleneck, wan_bytes)
+        return _feasible_perf(plan, job, sc, params, m, windows, fallbacks, compute, tp_comm, mem, min_headroom,
+                              allreduce, hops, lats, xfers, xback, bottleneck, wan_bytes)
 
     if wan is None:
         return assemble([])
@@ -724,24 +742,45 @@ def _stage_problem(plan: Plan, job: JobSpec, topo: Topology) -> PlanPerf | None:
     return None
 
 
-def _stage_windows(plan: Plan, m: int, multi: bool, chain: Sequence[int] | None = None) -> Sequence[int]:
+def _stage_windows(
+    plan: Plan, m: int, multi: bool, chain: Sequence[int] | None = None, schedule: str | None = None,
+) -> tuple[int, ...]:
     """Micro-batches each stage holds in flight: the schedule's window, widened per WAN hop downstream.
 
     :param multi: the plan spans regions (only then can a hop cross regions).
     :param chain: each stage's region when each stage sits in one (a hop then crosses regions when
         they differ, as :func:`_crosses` finds, without a call per hop).
+    :param schedule: the schedule whose windows to give (default the plan's).
     """
+    schedule = plan.schedule if schedule is None else schedule
     stages = plan.stages
     p = len(stages)
     if p == 1:
-        return (m if plan.schedule == "gpipe" else 1,)
+        return (m if schedule == "gpipe" else 1,)
     if not multi or not plan.extra_inflight:  # no hop crosses regions, or no extra window
-        return default_windows(p, m, plan.schedule)
+        return default_windows(p, m, schedule)
     if chain is None:
         cross = tuple([_crosses(stages[k], stages[k + 1]) for k in range(p - 1)])
     else:
         cross = tuple([chain[k] != chain[k + 1] for k in range(p - 1)])
-    return default_windows(p, m, plan.schedule, cross, plan.extra_inflight)
+    return default_windows(p, m, schedule, cross, plan.extra_inflight)
+
+
+#: orders a zero-bubble runtime may also run, within its own memory, when they are faster than its
+#: own: each weight gradient right after its input gradient is 1F1B's order (with 1F1B's windows,
+#: which lie within both zero-bubble schedules'), and ZB-H1's windows lie within ZB-H2's (Qi et al.,
+#: ICLR 2024: ZB-H1 holds 1F1B's peak, ZB-H2 about twice that)
+_ZERO_BUBBLE_FALLBACKS: dict[str, tuple[str, ...]] = {"zb-h1": ("1f1b",), "zb-h2": ("zb-h1", "1f1b")}
+
+
+def _fallback_windows(
+    plan: Plan, m: int, multi: bool, chain: Sequence[int] | None = None,
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The plan's :data:`_ZERO_BUBBLE_FALLBACKS` with their windows (none for other schedules)."""
+    fallbacks = _ZERO_BUBBLE_FALLBACKS.get(plan.schedule)
+    if not fallbacks or len(plan.stages) == 1:
+        return ()
+    return tuple([(s, _stage_windows(plan, m, multi, chain, s)) for s in fallbacks])
 
 
 def _stage_costs(
@@ -887,17 +926,20 @@ def _allreduce_times(
 
 
 def _feasible_perf(
-    plan: Plan, job: JobSpec, sc: Scalars, params: PerfParams, m: int, windows: Sequence[int], compute: list[float],
-    tp_comm: list[float], mem: list[float], min_headroom: float, allreduce: list[float], hops: list[float],
-    lats: list[float], xfers: list[float], xback: list[float], bottleneck: float, wan_bytes: float,
+    plan: Plan, job: JobSpec, sc: Scalars, params: PerfParams, m: int, windows: Sequence[int],
+    fallbacks: tuple[tuple[str, tuple[int, ...]], ...], compute: list[float], tp_comm: list[float], mem: list[float],
+    min_headroom: float, allreduce: list[float], hops: list[float], lats: list[float], xfers: list[float],
+    xback: list[float], bottleneck: float, wan_bytes: float,
 ) -> PlanPerf:
     """The :class:`PlanPerf` of a plan that fits, from its per-stage and per-hop figures (both paths' last step).
 
-    Adds the pipeline and iteration time (:func:`_iteration_time`), the throughput and the power
-    (:func:`_power_by_region`).  ``xfers`` and ``xback`` are each hop's forward and backward
-    transfer times; :attr:`PlanPerf.transfer_times` holds the slower of the two.
+    Adds the pipeline and iteration time (:func:`_iteration_time`; ``fallbacks`` as
+    :func:`_fallback_windows` gives them), the throughput and the power (:func:`_power_by_region`).
+    ``xfers`` and ``xback`` are each hop's forward and backward transfer times;
+    :attr:`PlanPerf.transfer_times` holds the slower of the two.
     """
-    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, xback, allreduce, m, plan.schedule, windows, params)
+    t_pp, bubble, t_iter = _iteration_time(compute, lats, xfers, xback, allreduce, m, plan.schedule, windows, params,
+                                           fallbacks)
     if xfers != xback:
         xfers = [f if f > b else b for f, b in zip(xfers, xback)]
     return PlanPerf(
@@ -924,15 +966,24 @@ def _feasible_perf(
 
 def _iteration_time(
     compute: list[float], lats: list[float], xfers: list[float], xback: list[float], allreduce: list[float], m: int,
-    schedule: str, windows: Sequence[int], params: PerfParams,
+    schedule: str, windows: Sequence[int], params: PerfParams, fallbacks: tuple[tuple[str, tuple[int, ...]], ...] = (),
 ) -> tuple[float, float, float]:
-    """Pipeline time, bubble and iteration time (the all-reduce overlapped by ``dp_overlap``)."""
+    """Pipeline time, bubble and iteration time (the all-reduce overlapped by ``dp_overlap``).
+
+    :param fallbacks: other schedules the plan's runtime may run instead, with their windows (a
+        zero-bubble schedule's :data:`_ZERO_BUBBLE_FALLBACKS`): the pipeline time is the fastest.
+    """
     if len(compute) == 1:
         t_pp = m * compute[0]
     elif xfers == xback:
-        t_pp = _pipeline_time_cached(tuple(compute), tuple(lats), tuple(xfers), m, schedule, windows)
+        c, lat, x = tuple(compute), tuple(lats), tuple(xfers)
+        t_pp = _pipeline_time_cached(c, lat, x, m, schedule, tuple(windows))
+        for other, other_windows in fallbacks:
+            t_pp = min(t_pp, _pipeline_time_cached(c, lat, x, m, other, other_windows))
     else:
         t_pp = _pipeline_time_two_ways(compute, lats, xfers, xback, m, schedule, windows)
+        for other, other_windows in fallbacks:
+            t_pp = min(t_pp, _pipeline_time_two_ways(compute, lats, xfers, xback, m, other, other_windows))
     bubble = max(0.0, t_pp - m * max(compute))
     ar = max(allreduce)
     w = params.dp_overlap
@@ -1054,6 +1105,7 @@ def _evaluate_chain(
     last = p - 1
     m = plan.num_microbatches(job)
     windows = _stage_windows(plan, m, wan is not None, chain)
+    fallbacks = _fallback_windows(plan, m, wan is not None, chain)
     b, s, h = plan.micro_batch, model.seq_len, model.hidden
     mfu, sp = params.mfu, plan.sequence_parallel
     act_bytes = ACT_BYTES * b * s * h
@@ -1107,8 +1159,8 @@ def _evaluate_chain(
             xfers.append(x)
         prev = r
     if wan is None:
-        return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, hops,
-                              lats, xfers, xfers, math.inf, 0.0)
+        return _feasible_perf(plan, job, sc, params, m, windows, fallbacks, compute, tp_comm, mem, min_headroom,
+                              allreduce, hops, lats, xfers, xfers, math.inf, 0.0)
     groups = wan.groups
 
     def assemble(rates: list[float]) -> PlanPerf:
@@ -1118,8 +1170,8 @@ def _evaluate_chain(
                 lt[k], xf[k], xb[k] = cross
                 h[k] = cross[0] + (cross[1] if cross[1] > cross[2] else cross[2])
         bottleneck, wan_bytes = _wan_totals(groups, rates)
-        return _feasible_perf(plan, job, sc, params, m, windows, compute, tp_comm, mem, min_headroom, allreduce, h,
-                              lt, xf, xb, bottleneck, wan_bytes)
+        return _feasible_perf(plan, job, sc, params, m, windows, fallbacks, compute, tp_comm, mem, min_headroom,
+                              allreduce, h, lt, xf, xb, bottleneck, wan_bytes)
 
     return wan.solve(assemble, plan.schedule == "gpipe")
 

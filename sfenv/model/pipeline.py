@@ -19,17 +19,28 @@ and weight gradient ``W = c/3``, Qi et al., ICLR 2024):
 - ``1f1b``: ``w_k`` warm-up forwards, then one backward and one forward alternately, then the
   remaining backwards (Narayanan et al. 2021).  Stage k holds at most ``w_k`` micro-batches in
   flight; the standard schedule has ``w_k = p - k``.
-- ``zb-h1``: 1F1B's window, weight gradients deferred to fill idle time: each stage runs a ready
-  input-gradient first, then a forward if its window allows, then a pending weight gradient.
-  A micro-batch's activations are held until its weight gradient is done, and the window counts
-  exactly those (forwards started minus weight gradients done), so the deferral is bounded as in
-  the paper's schedules and the memory is 1F1B's.
-- ``zb-h2``: the same with a window of ``2(p - k) - 1`` (p - k - 1 more warm-up forwards: about
-  twice 1F1B's activation memory).  Without communication this greedy, bounded replay idles the
-  fill's forwards and the drain's input gradients, ``2 (p-1)/3`` of a stage's per-micro-batch time
-  for both zero-bubble schedules (the paper: ``(p-1)/3`` for ZB-H1, about 0 for ZB-H2, with
-  hand-built orders and the optimizer step off the critical path); ZB-H2's larger window pays off
-  where WAN round trips bind.
+- ``zb-h1`` and ``zb-h2``, the hand-crafted zero-bubble schedules of Qi et al., "Zero Bubble
+  Pipeline Parallelism", ICLR 2024 (arXiv 2401.10241; their bubble rates ``(p-1)/(3m)`` and 0 at
+  1F1B's and twice 1F1B's activation memory, with ``T_F = T_B = T_W``).  A micro-batch's activations are held
+  from its forward until its weight gradient is done, and the window ``w_k`` counts exactly those
+  (forwards started minus weight gradients done).  Stage k runs ``u_k`` warm-up forwards, then for
+  each micro-batch i its input gradient, the weight gradient of micro-batch ``i - d_k`` (deferred
+  by ``d_k = w_k - u_k``) and the forward of micro-batch ``i + u_k``, and the deferred weight
+  gradients last (:func:`_zero_bubble_order`).  ZB-H1: ``u_k = p - k`` (1F1B's warm-up) and
+  ``d_k = k``, so every stage holds ``w_k = p`` micro-batches, 1F1B's peak (its first stage's);
+  without communication its bubble is ``(p-1)(T_F + T_B - T_W)``, ``(p-1)/3`` of a micro-batch's
+  ``c`` (1F1B: ``p - 1``).  ZB-H2: ``u_k = 2(p-k) - 1`` and ``d_k = 2k``, ``w_k = 2p - 1`` (the
+  paper's memory); the pipeline becomes a parallelogram, every stage busy from its first forward
+  to its last weight gradient, and with the optimizer step's synchronisation off the critical path
+  (the paper's optimizer post-validation) the next iteration starts on each stage as soon as that
+  stage is done, so an iteration takes the longest stage span (first operation's start to last
+  operation's end) rather than the makespan: no bubble once ``m >= 2p - 1`` (otherwise
+  ``(2p - 1 - m)/3`` of ``c``).  Widened windows (below) add warm-up forwards.  The replay also
+  runs a greedy order within the same windows (each stage runs a ready input gradient, else a
+  forward its window allows, else a pending weight gradient), which adapts to WAN latencies and
+  unequal stages where the hand-built order does not, and takes the faster of the two;
+  :func:`sfenv.model.perf.evaluate_plan` also takes 1F1B's time (and for ZB-H2, ZB-H1's) when
+  faster, as those orders fit in the zero-bubble schedule's memory.
 
 With numba installed (the ``fast`` extra), the replays inside :func:`pipeline_time` run as compiled
 twins of the Python loops (:mod:`sfenv.model._pipeline_jit`, the same floats bit for bit);
@@ -96,8 +107,10 @@ def _windows(p: int, m: int, schedule: str, cross: tuple[bool, ...] | None, extr
         for k in range(p - 2, -1, -1):
             acc += 1 if cross[k] else 0
             hops_after[k] = acc
-    if schedule == "zb-h2":
-        base = [2 * (p - k) - 1 for k in range(p)]
+    if schedule == "zb-h2":  # the hand-crafted schedules hold as much on every stage (see the module docstring)
+        base = [2 * p - 1] * p
+    elif schedule == "zb-h1":
+        base = [p] * p
     else:
         base = [p - k for k in range(p)]
     return tuple([max(1, min(m, base[k] + extra * hops_after[k])) for k in range(p)])
@@ -120,6 +133,50 @@ def _fixed_order(schedule: str, m: int, w: int) -> tuple[tuple[int, int], ...]:
         order.append((_B, i))
         if i + w < m:
             order.append((_F, i + w))
+    return tuple(order)
+
+
+@lru_cache(maxsize=1 << 12)
+def _zero_bubble_split(schedule: str, windows: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The hand-crafted zero-bubble order within ``windows``: warm-up forwards ``u_k`` and deferral ``d_k``.
+
+    Qi et al.'s ZB-H1 runs ``p - k`` warm-up forwards at stage k and ZB-H2 ``2(p - k) - 1``; the
+    rest of the window, ``d_k = w_k - u_k``, defers weight gradients (``k`` and ``2k``: both hold
+    their full window, ``p`` and ``2p - 1``, on every stage).  A window widened past the schedule's
+    own adds warm-up forwards (as 1F1B's ``extra_inflight`` does); one cut short (fewer
+    micro-batches than the window) keeps as many warm-up forwards as fit.  ``u_k`` never increases
+    with k, which keeps the order free of deadlocks (stage k + 1's input gradient of micro-batch i
+    waits for its forward of ``i + u_{k+1} - 1``, which stage k runs before its own input gradient
+    of i only if ``u_{k+1} <= u_k``).
+    """
+    p = len(windows)
+    if schedule == "zb-h2":
+        full, warm = 2 * p - 1, [2 * (p - k) - 1 for k in range(p)]
+    else:
+        full, warm = p, [p - k for k in range(p)]
+    u = tuple([max(1, min(w, a + max(0, w - full))) for w, a in zip(windows, warm)])
+    return u, tuple([max(0, w - uk) for w, uk in zip(windows, u)])
+
+
+@lru_cache(maxsize=1 << 12)
+def _zero_bubble_order(m: int, u: int, d: int) -> tuple[tuple[int, int], ...]:
+    """One stage's hand-crafted zero-bubble order: ``[(kind, micro-batch), ...]``.
+
+    ``u`` forwards, then for each micro-batch i its input gradient, the weight gradient of ``i - d``
+    and the forward of ``i + u``, then the weight gradients still deferred (Qi et al. 2024, ZB-H1
+    and ZB-H2; :func:`_zero_bubble_split` gives ``u`` and ``d``).  At most ``u + d`` micro-batches are
+    held (forwards started minus weight gradients done).
+    """
+    order = [(_F, i) for i in range(min(u, m))]
+    weights = 0
+    for i in range(m):
+        order.append((_B, i))
+        if i >= d:
+            order.append((_W, i - d))
+            weights += 1
+        if i + u < m:
+            order.append((_F, i + u))
+    order.extend([(_W, i) for i in range(weights, m)])
     return tuple(order)
 
 
@@ -149,10 +206,10 @@ def replay_held(
     """Replay one iteration event by event: its duration and, per stage, the most micro-batches held.
 
     A micro-batch's activations are held from the start of its forward until its backward is done
-    (1F1B, GPipe) or its weight gradient is done (zero-bubble schedules).  A zero-bubble runtime can
-    always run each weight gradient right after its input gradient, which is 1F1B's order with the
-    same windows and memory, so a zero-bubble replay returns the faster of its greedy order and
-    that one.
+    (1F1B, GPipe) or its weight gradient is done (zero-bubble schedules).  A zero-bubble schedule is
+    replayed twice within the same windows, in its hand-crafted order (:func:`_zero_bubble_order`)
+    and in the greedy order, and the faster is returned: by its makespan for ZB-H1, by its longest
+    stage span for ZB-H2 (whose optimizer step is off the critical path; module docstring).
 
     :param compute: ``c_k``, seconds of forward + backward compute per micro-batch on stage k.
     :param latency: ``l_k``, one-way latency of hop k (stage k -> k+1), seconds.
@@ -161,8 +218,8 @@ def replay_held(
     :param m: micro-batches.
     :param schedule: one of :data:`SCHEDULES`.
     :param windows: in-flight limit per stage (default :func:`default_windows`).
-    :return: ``(time from the first forward to the last backward (weight gradient included),
-        [max micro-batches held at once, per stage])``.
+    :return: ``(time from the first forward to the last backward (weight gradient included; for
+        ZB-H2 the longest such time of one stage), [max micro-batches held at once, per stage])``.
     """
     p = len(compute)
     if len(latency) != p - 1 or len(transfer) != p - 1:
@@ -170,19 +227,25 @@ def replay_held(
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; expected one of {SCHEDULES}")
     w = list(windows) if windows is not None else list(default_windows(p, m, schedule))
-    zb = schedule.startswith("zb")
-    if zb:
-        greedy = _replay_zero_bubble(compute, latency, transfer, m, w)
-        in_order = _replay(compute, latency, transfer, m, "1f1b", w)
-        return greedy if greedy[0] <= in_order[0] else in_order
-    return _replay(compute, latency, transfer, m, schedule, w)
+    if schedule.startswith("zb"):
+        u, d = _zero_bubble_split(schedule, tuple(w))
+        orders = [_zero_bubble_order(m, u[k], d[k]) for k in range(p)]
+        hand_end, hand_held, hand_span = _EventReplay(compute, latency, transfer, m, schedule, w, orders).run()
+        greedy_end, greedy_held, greedy_span = _replay_zero_bubble(compute, latency, transfer, m, w)
+        hand, greedy = (hand_span, greedy_span) if schedule == "zb-h2" else (hand_end, greedy_end)
+        return (hand, hand_held) if hand <= greedy else (greedy, greedy_held)
+    duration, held, _ = _replay(compute, latency, transfer, m, schedule, w)
+    return duration, held
 
 
 def _replay(
     compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
     w: list[int],
-) -> tuple[float, list[int]]:
-    """The event-driven replay of one schedule's own order (see :func:`replay_held`)."""
+) -> tuple[float, list[int], float]:
+    """The event-driven replay of one schedule's own order (the greedy one for zero-bubble schedules).
+
+    :return: ``(makespan, per-stage peak of micro-batches held, longest stage span)``.
+    """
     return _EventReplay(compute, latency, transfer, m, schedule, w).run()
 
 
@@ -196,14 +259,23 @@ class _EventReplay:
     an operation's done event carries ``kind * m + micro-batch``.
     """
 
-    __slots__ = ("bdone", "busy", "chan_free", "dur", "events", "fdone", "fwd_in", "grad_in", "latency", "m",
-                 "nb", "nf", "nw", "orders", "p", "peak", "pos", "schedule", "seq", "transfer", "w", "wdone", "zb")
+    __slots__ = ("bdone", "busy", "chan_free", "dur", "events", "fdone", "first", "fwd_in", "grad_in", "last_end",
+                 "latency", "m", "nb", "nf", "nw", "orders", "p", "peak", "pos", "schedule", "seq", "trace",
+                 "transfer", "w", "wdone", "zb")
 
     def __init__(
         self, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
-        w: list[int],
+        w: list[int], orders: list[tuple[tuple[int, int], ...]] | None = None,
+        trace: list[tuple[int, int, int, float, float]] | None = None,
     ) -> None:
-        """Set up the replay of ``schedule`` (arguments as :func:`_replay`)."""
+        """Set up the replay of ``schedule`` (arguments as :func:`_replay`).
+
+        :param orders: each stage's fixed order of operations; default 1F1B's or GPipe's, and for
+            zero-bubble schedules none (the greedy order).
+        :param trace: if given, every operation is appended to it as it starts: ``(stage, kind,
+            micro-batch, start, end)`` (tests check the schedule with it).
+        """
+        self.trace = trace
         p = len(compute)
         zb = schedule.startswith("zb")
         self.p, self.m, self.w, self.zb, self.schedule = p, m, w, zb, schedule
@@ -212,7 +284,11 @@ class _EventReplay:
             (c / 3.0, c / 3.0, c / 3.0) if zb else (c / 3.0, 2.0 * c / 3.0, 0.0)
             for c in compute
         ]
-        self.orders = None if zb else [_fixed_order(schedule, m, w[k]) for k in range(p)]
+        if orders is None and not zb:
+            orders = [_fixed_order(schedule, m, w[k]) for k in range(p)]
+        self.orders = orders
+        self.first = [-1.0] * p  # when each stage starts its first operation
+        self.last_end = [0.0] * p  # when each stage's latest operation ended
         self.pos = [0] * p  # next index into a fixed order
         self.fwd_in = [m if k == 0 else 0 for k in range(p)]  # activations arrived (in order)
         self.grad_in = [0] * p  # gradients arrived (in order); the last stage uses its own forwards
@@ -228,8 +304,11 @@ class _EventReplay:
         self.events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, stage, data)
         self.seq = 0
 
-    def run(self) -> tuple[float, list[int]]:
-        """Replay every event: ``(time of the last operation's end, per-stage peak of micro-batches held)``."""
+    def run(self) -> tuple[float, list[int], float]:
+        """Replay every event: ``(time of the last operation's end, per-stage peak of micro-batches held, span)``.
+
+        The span is the longest time from a stage's first operation's start to its last one's end.
+        """
         try_start, finish, pop = self.try_start, self.finish, heapq.heappop
         for k in range(self.p):
             try_start(0.0, k)
@@ -250,7 +329,7 @@ class _EventReplay:
         if any(d != expected for d in done):  # pragma: no cover - a schedule bug, not an input error
             raise RuntimeError(f"replay of {self.schedule} deadlocked: operations run per stage {done}, "
                                f"expected {expected}")
-        return end_time, self.peak
+        return end_time, self.peak, max([self.last_end[k] - self.first[k] for k in range(self.p)])
 
     def push(self, t: float, kind: int, k: int, data: int) -> None:
         """Queue an event at time ``t``."""
@@ -268,6 +347,7 @@ class _EventReplay:
         """Stage ``k``'s operation ends at ``t``: count it and send its activation or gradient on."""
         op, i = divmod(data, self.m)
         self.busy[k] = False
+        self.last_end[k] = t
         if op == _F:
             self.fdone[k] += 1
             if k < self.p - 1:
@@ -300,15 +380,21 @@ class _EventReplay:
         else:
             self.nw[k] += 1
         self.busy[k] = True
+        if self.first[k] < 0.0:
+            self.first[k] = t
+        if self.trace is not None:
+            self.trace.append((k, kind, i, t, t + self.dur[k][kind]))
         self.push(t + self.dur[k][kind], _EV_DONE, k, kind * self.m + i)
 
     def next_in_order(self, order: tuple[tuple[int, int], ...], k: int) -> tuple[int, int] | None:
-        """Stage ``k``'s next operation of its fixed ``order`` (GPipe, 1F1B), if its input is there."""
+        """Stage ``k``'s next operation of its fixed ``order`` (GPipe, 1F1B, zero-bubble), if its input is there."""
         if self.pos[k] >= len(order):
             return None
         kind, i = order[self.pos[k]]
         if kind == _F:
             return (kind, i) if i < self.fwd_in[k] else None
+        if kind == _W:
+            return (kind, i) if i < self.bdone[k] else None
         have = self.fdone[k] if k == self.p - 1 else self.grad_in[k]
         return (kind, i) if i < have and i < self.fdone[k] else None
 
@@ -332,11 +418,11 @@ _SEQ = 1024  # an event's tag is ``_SEQ * push sequence + 8 * stage + code`` (st
 
 def _replay_zero_bubble(
     compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, w: Sequence[int],
-) -> tuple[float, list[int]]:
+) -> tuple[float, list[int], float]:
     """:func:`_replay` of a zero-bubble schedule's greedy order: the same events in the same order, faster.
 
-    The same event-driven replay, equal to :func:`_replay` bit for bit (durations and per-stage
-    peaks; ``tests/test_pipeline_replay.py`` compares them on a seeded grid where equal event times
+    The same event-driven replay, equal to :func:`_replay` bit for bit (durations, per-stage peaks
+    and spans; ``tests/test_pipeline_replay.py`` compares them on a seeded grid where equal event times
     are common): the heap pops events by time, then push sequence, as there; the float arithmetic
     is the same, in the same order.  What differs is how it is written: the operation choice, the
     channels and the events inline, an event a ``(time, tag)`` pair and the messages' hops looked
@@ -350,7 +436,7 @@ def _replay_zero_bubble(
     :param transfer: ``x_k`` per hop (s).
     :param m: micro-batches.
     :param w: in-flight limit per stage (activations held until the weight gradient is done).
-    :return: ``(duration, [max micro-batches held at once, per stage])``.
+    :return: ``(duration, [max micro-batches held at once, per stage], longest stage span)``.
     """
     p = len(compute)
     if p >= _SEQ // 8:
@@ -371,7 +457,8 @@ def _replay_zero_bubble(
     chan_tag = [8 * (k + 1) + _ARRIVE_ACT for k in range(p)] + [8 * k + _ARRIVE_GRAD for k in range(p)]
     chan_dest = [k + 1 for k in range(p)] + list(range(p))  # the stage a channel's messages go to
     chan_count = [arrived[0]] * p + [arrived[1]] * p  # and the counter they add to
-    done_at = [0.0] * p  # when a busy stage's operation ends
+    done_at = [0.0] * p  # when a busy stage's operation ends (at the end: its last operation's end)
+    first = [0.0] * p  # when each stage starts its first forward (stage 0: at 0)
     events: list[tuple[float, int]] = []
     push, pop = heapq.heappush, heapq.heappop
     seq = 0
@@ -419,6 +506,8 @@ def _replay_zero_bubble(
             if f <= m and f <= arrived[0][k] and f - wdone[k] <= w[k]:
                 nf[k] = f
                 peak[k] = max(peak[k], f - wdone[k])
+                if f == 1:  # a stage's first operation is its first forward
+                    first[k] = t
                 op = _DONE_F
             elif nw[k] < b:  # (b <= m)
                 nw[k] += 1
@@ -431,7 +520,7 @@ def _replay_zero_bubble(
         seq += _SEQ
     if any(nf[k] + nb[k] + nw[k] != 3 * m for k in range(p)):  # pragma: no cover - a schedule bug
         raise RuntimeError(f"replay of a zero-bubble schedule deadlocked: {nf}, {nb}, {nw} of {m}")
-    return end_time, peak
+    return end_time, peak, max([done_at[k] - first[k] for k in range(p)])
 
 
 def _zb_next_op(
@@ -561,6 +650,169 @@ def _sweep_plan(gpipe: bool, m: int, windows: tuple[int, ...]) -> tuple[_Op, ...
     return tuple(plan)
 
 
+#: a weight gradient in :func:`_zero_bubble_rows` (the other kinds as in :func:`_sweep_plan`)
+_WEIGHT = 4
+
+
+@lru_cache(maxsize=512)
+def _zero_bubble_rows(m: int, u: tuple[int, ...], d: tuple[int, ...]) -> tuple[_Op, ...]:
+    """The stages' hand-crafted zero-bubble orders (:func:`_zero_bubble_order`) merged for :func:`_sweep_zero_bubble`.
+
+    One list in which every operation comes after those it waits for: its stage's previous one,
+    the forward of the same micro-batch on the stage before (a forward) or the input gradient on
+    the stage after (an input gradient).  Built by advancing each stage while its next operation's
+    input is placed, revisiting a neighbour whenever an operation may have unblocked it.  Rows as
+    :func:`_sweep_plan`'s, plus :data:`_WEIGHT` (target unused).
+    """
+    p = len(u)
+    last = p - 1
+    orders = [_zero_bubble_order(m, u[k], d[k]) for k in range(p)]
+    pos = [0] * p
+    placed = [[0] * p, [0] * p]  # forwards and input gradients placed per stage (in micro-batch order)
+    rows: list[_Op] = []
+    todo = list(range(last, -1, -1))  # stages to advance, the first stage on top
+    while todo:
+        k = todo.pop()
+        order, n = orders[k], pos[k]
+        while n < len(order):
+            kind, i = order[n]
+            if kind == _F:
+                if k and placed[_F][k - 1] <= i:
+                    break
+                j = k * m + i
+                rows.append((_SEND_DOWN, k, j, j + m) if k < last else (_LAST_F, k, j, 0))
+                if k < last:
+                    todo.append(k + 1)
+            elif kind == _B:
+                if k < last and placed[_B][k + 1] <= i:
+                    break
+                rows.append((_SEND_UP, k, k * m + i, k - 1) if k else (_FIRST_B, k, i, 0))
+                if k:
+                    todo.append(k - 1)
+            else:
+                rows.append((_WEIGHT, k, 0, 0))
+            if kind != _W:
+                placed[kind][k] += 1
+            n += 1
+        pos[k] = n
+    if len(rows) != 3 * m * p:  # pragma: no cover - _zero_bubble_split keeps u non-increasing
+        raise RuntimeError(f"hand-crafted zero-bubble order deadlocks: warm-up {u}, deferral {d}, m {m}")
+    return tuple(rows)
+
+
+def _sweep_zero_bubble(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, rows: Sequence[_Op],
+) -> tuple[float, float]:
+    """Exact ``(makespan, longest stage span)`` of the hand-crafted zero-bubble order, operation by operation.
+
+    :func:`_sweep_fixed_order` for :func:`_zero_bubble_rows`: each operation starts when its stage
+    is free and its input has arrived and lasts ``c_k / 3``; a weight gradient's input gradient ran
+    before it on the same stage.  Equal to the event replay of the same order bit for bit (tested):
+    the same float operations on the same values, in an order that respects every dependency.  A
+    stage's first operation is its first forward, which starts when that forward's input arrives
+    (at 0 on the first stage), so the spans need no bookkeeping in the loop.
+    """
+    p = len(compute)
+    third = [c / 3.0 for c in compute]
+    f_arr = [-math.inf] * m + [0.0] * ((p - 1) * m)  # activation arrival, by stage * m + micro-batch
+    g_arr = [0.0] * (p * m)  # gradient arrival; the last stage's forward end
+    free = [0.0] * p
+    down = [0.0] * p  # time each hop's forward channel is free
+    up = [0.0] * p  # time each hop's backward channel is free
+    for kind, k, j, to in rows:
+        t = free[k]
+        if kind == _WEIGHT:
+            free[k] = t + third[k]
+            continue
+        if kind == _SEND_DOWN or kind == _LAST_F:
+            a = f_arr[j]
+        else:
+            a = g_arr[j]
+        if a > t:
+            t = a
+        t += third[k]
+        free[k] = t
+        if kind == _SEND_DOWN:  # the activation goes to stage k + 1
+            dn = down[k]
+            dn = (t if t > dn else dn) + transfer[k]
+            down[k] = dn
+            f_arr[to] = dn + latency[k]
+        elif kind == _SEND_UP:  # the gradient goes to stage k - 1 over hop ``to``
+            st = up[to]
+            st = (t if t > st else st) + transfer[to]
+            up[to] = st
+            g_arr[j - m] = st + latency[to]
+        elif kind == _LAST_F:  # the last stage's input gradient waits on its forward
+            g_arr[j] = t
+    span = free[0]
+    for k in range(1, p):
+        if free[k] - f_arr[k * m] > span:
+            span = free[k] - f_arr[k * m]
+    return max(free), span
+
+
+def _zero_bubble_period(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], u: Sequence[int],
+) -> float:
+    """Asymptotic time per micro-batch of the hand-crafted zero-bubble order with warm-up ``u``.
+
+    The largest cycle mean of its dependencies: each stage's own work (``c_k``), each hop's channel
+    (``x_k``), and for stages k < j the cycle of stage k's forward of micro-batch ``i + u_k``: it
+    follows that stage's input gradient of i and one weight gradient, and stage j's input gradient
+    of ``i + u_k - u_j + 1`` follows its forward of ``i + u_k``, so ``u_k - u_j + 1`` micro-batches
+    share the time of forwards down to j, input gradients back up to k, both ways over every hop,
+    and stage k's weight gradient.
+    """
+    p = len(compute)
+    period = max(max(compute), max(transfer) if transfer else 0.0)
+    for k in range(p - 1):
+        rt = compute[k]  # its forward, input gradient and weight gradient
+        for j in range(k + 1, p):
+            rt += 2.0 * compute[j] / 3.0 + 2.0 * (latency[j - 1] + transfer[j - 1])
+            tokens = u[k] - u[j] + 1
+            if rt / tokens > period:
+                period = rt / tokens
+    return period
+
+
+def _window_period(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], windows: Sequence[int],
+) -> float:
+    """The largest cycle mean of 1F1B with ``windows`` (see :func:`steady_period`)."""
+    p = len(compute)
+    hop = [latency[k] + transfer[k] for k in range(p - 1)]
+    period = max(max(compute), max(transfer) if transfer else 0.0)
+    for k in range(p - 1):
+        rt = 0.0
+        for j in range(k, p):
+            rt += compute[j] + (2.0 * hop[j - 1] if j > k else 0.0)
+            tokens = windows[k] - (windows[j] if j < p - 1 else 1) + 1
+            if tokens >= 1 and rt / tokens > period:
+                period = rt / tokens
+    return period
+
+
+def _greedy_period(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], windows: Sequence[int],
+) -> float:
+    """The greedy zero-bubble order's steady period, estimated from its window cycles (see :func:`steady_period`).
+
+    Stage k admits a new forward only once a held micro-batch's weight gradient is done, and input
+    gradients go first, so the cycle of ``w_k`` micro-batches from stage k to the last stage and
+    back binds: forwards and input gradients on the way, both ways over every hop, and stage k's
+    weight gradient.  Summed from the last stage up, one pass.
+    """
+    p = len(compute)
+    period = max(max(compute), max(transfer) if transfer else 0.0)
+    down_and_up = 2.0 / 3.0 * compute[p - 1]  # forwards and input gradients from stage k to the last
+    for k in range(p - 2, -1, -1):
+        down_and_up += 2.0 / 3.0 * compute[k] + 2.0 * (latency[k] + transfer[k])
+        rt = compute[k] / 3.0 + down_and_up
+        if rt / windows[k] > period:
+            period = rt / windows[k]
+    return period
+
+
 def steady_period(
     compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], schedule: str,
     windows: Sequence[int],
@@ -569,25 +821,16 @@ def steady_period(
 
     Cycles: each stage's own work (``c_k``), each hop's channel (``x_k``) and the window cycles:
     stage k may start micro-batch i + (w_k - w_j + 1) only after micro-batch i has gone to stage j
-    and back (1F1B; zero-bubble schedules prioritise input gradients, so only the cycle to the last
-    stage binds, and it adds stage k's own weight gradient, which frees the activations the window counts).
+    and back (1F1B).  Zero-bubble schedules: the smaller of their hand-crafted order's period
+    (:func:`_zero_bubble_period`) and their greedy order's (which prioritises input gradients, so
+    only the cycle to the last stage binds, and it adds stage k's own weight gradient, which frees
+    the activations the window counts), as the replay keeps the faster order.
     """
-    p = len(compute)
-    hop = [latency[k] + transfer[k] for k in range(p - 1)]
-    period = max(max(compute), max(transfer) if transfer else 0.0)
-    zb = schedule.startswith("zb")
-    frac = 2.0 / 3.0 if zb else 1.0
-    for k in range(p - 1):
-        # zero-bubble: stage k admits a new forward only once a held micro-batch's weight gradient is done
-        rt = compute[k] / 3.0 if zb else 0.0
-        for j in range(k, p):
-            rt += frac * compute[j] + (2.0 * hop[j - 1] if j > k else 0.0)
-            if zb and j < p - 1:
-                continue
-            tokens = windows[k] - (windows[j] if j < p - 1 else 1) + 1
-            if tokens >= 1 and rt / tokens > period:
-                period = rt / tokens
-    return period
+    if schedule.startswith("zb"):
+        u, _ = _zero_bubble_split(schedule, tuple(windows))
+        return min(_zero_bubble_period(compute, latency, transfer, u),
+                   _greedy_period(compute, latency, transfer, windows))
+    return _window_period(compute, latency, transfer, windows)
 
 
 @lru_cache(maxsize=1 << 15)
@@ -604,26 +847,34 @@ def _pipeline_time_cached(
         fwd = sum(compute) / 3.0 + hops + (m - 1) * max(max(compute) / 3.0, xmax)
         bwd = 2.0 * sum(compute) / 3.0 + hops + (m - 1) * max(2.0 * max(compute) / 3.0, xmax)
         return fwd + bwd
-    in_order = _one_f_one_b(compute, latency, transfer, m, windows)
     if not schedule.startswith("zb"):
-        return in_order
-    # zero-bubble: the faster of the greedy order and 1F1B's order (see replay_held)
-    m0 = min(m, 4 * windows[0] + 4)
-    t0 = _replayed_head(compute, latency, transfer, m0, windows, True)
-    greedy = t0 if m0 == m else t0 + (m - m0) * _steady_period_cached(compute, latency, transfer, schedule, windows)
-    return min(greedy, in_order)
+        return _extended(compute, latency, transfer, m, windows, "1f1b", 2 * windows[0] + 2, False)
+    # zero-bubble: the faster of the hand-crafted and the greedy order (see replay_held); their
+    # makespans for ZB-H1, their longest stage spans for ZB-H2
+    span = schedule == "zb-h2"
+    hand = _extended(compute, latency, transfer, m, windows, schedule, 2 * max(windows) + 2, span)
+    greedy = _extended(compute, latency, transfer, m, windows, _GREEDY, 4 * windows[0] + 4, span)
+    return min(hand, greedy)
 
 
-def _one_f_one_b(
+#: the order key of the zero-bubble schedules' greedy replay (:func:`_replayed_head`, :func:`_steady_period_cached`)
+_GREEDY = "greedy"
+
+
+def _extended(
     compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...], m: int,
-    windows: tuple[int, ...],
+    windows: tuple[int, ...], order: str, head: int, span: bool,
 ) -> float:
-    """1F1B's time: the first ``2 w_0 + 2`` micro-batches exactly, the rest at the steady period."""
-    m0 = min(m, 2 * windows[0] + 2)
-    t0 = _replayed_head(compute, latency, transfer, m0, windows, False)
+    """An order's time: its first ``head`` micro-batches replayed exactly, the rest at its steady period.
+
+    :param order: ``"1f1b"``, a zero-bubble schedule (its hand-crafted order) or :data:`_GREEDY`.
+    :param span: extend the longest stage span instead of the makespan.
+    """
+    m0 = min(m, head)
+    t0 = _replayed_head(compute, latency, transfer, m0, windows, order)[1 if span else 0]
     if m0 == m:
         return t0
-    return t0 + (m - m0) * _steady_period_cached(compute, latency, transfer, "1f1b", windows)
+    return t0 + (m - m0) * _steady_period_cached(compute, latency, transfer, order, windows)
 
 
 #: bound on :func:`_replayed_head` and :func:`_steady_period_cached` entries (a few kB each)
@@ -633,29 +884,61 @@ _HEAD_ENTRIES = 1 << 12
 @lru_cache(maxsize=_HEAD_ENTRIES)
 def _replayed_head(
     compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...], m0: int,
-    windows: tuple[int, ...], zero_bubble: bool,
-) -> float:
-    """The exactly replayed first ``m0`` micro-batches of 1F1B (or of the zero-bubble greedy order), memoised.
+    windows: tuple[int, ...], order: str,
+) -> tuple[float, float]:
+    """The exactly replayed first ``m0`` micro-batches of an order, memoised: ``(makespan, longest stage span)``.
 
-    Keyed without the iteration's ``m``: plans that differ only in their data-parallel degree (so
-    in ``m``, not in their stages) share the replayed head whenever ``m`` exceeds ``m0`` (about
-    half the replays of plan search on spider-64 were such repeats).  A pure function of its
-    arguments: the same value as calling :func:`_sweep_fixed_order` / :func:`_replay_zero_bubble`.
+    ``order`` is ``"1f1b"`` (its span is not computed: the makespan twice), a zero-bubble schedule
+    (its hand-crafted order, :func:`_sweep_zero_bubble`) or :data:`_GREEDY` (the greedy zero-bubble
+    order, :func:`_replay_zero_bubble`).  Keyed without the iteration's ``m``: plans that differ only
+    in their data-parallel degree (so in ``m``, not in their stages) share the replayed head whenever
+    ``m`` exceeds ``m0`` (about half the replays of plan search on spider-64 were such repeats).  A
+    pure function of its arguments: the same values as calling those functions.
     """
     jit = _jit_kernels()
-    if jit is None:
-        if zero_bubble:
-            return _replay_zero_bubble(compute, latency, transfer, m0, windows)[0]
-        return _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
-    c = np.array(compute, dtype=np.float64)
-    lat = np.array(latency, dtype=np.float64)
-    x = np.array(transfer, dtype=np.float64)
-    if zero_bubble:
-        duration, _, completed = jit.replay_zero_bubble(c, lat, x, m0, np.array(windows, dtype=np.int64))
+    if order == _GREEDY:
+        if jit is None:
+            duration, _, span = _replay_zero_bubble(compute, latency, transfer, m0, windows)
+            return duration, span
+        c, lat, x = _arrays(compute, latency, transfer)
+        duration, span, _, completed = jit.replay_zero_bubble(c, lat, x, m0, np.array(windows, dtype=np.int64))
         if not completed:  # pragma: no cover - a schedule bug, not an input error
             raise RuntimeError(f"replay of a zero-bubble schedule deadlocked: windows {windows}, m {m0}")
-        return float(duration)
-    return float(jit.sweep_fixed_order(c, lat, x, m0, _sweep_plan_rows(False, m0, windows)))
+        return float(duration), float(span)
+    if order != "1f1b":  # the hand-crafted zero-bubble order
+        u, d = _zero_bubble_split(order, windows)
+        if jit is None:
+            return _sweep_zero_bubble(compute, latency, transfer, m0, _zero_bubble_rows(m0, u, d))
+        rows = _zero_bubble_row_array(m0, u, d)
+        makespan, span = jit.sweep_zero_bubble(*_arrays(compute, latency, transfer), m0, rows)
+        return float(makespan), float(span)
+    if jit is None:
+        t = _sweep_fixed_order(compute, latency, transfer, m0, windows, gpipe=False)
+    else:
+        t = float(jit.sweep_fixed_order(*_arrays(compute, latency, transfer), m0, _sweep_plan_rows(False, m0, windows)))
+    return t, t
+
+
+_Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]
+#: the last :func:`_arrays` call: its three tuples (held, so their ids are not reused) and its arrays
+_last_arrays: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], _Arrays] | None = None
+
+
+def _arrays(compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...]) -> _Arrays:
+    """The replays' inputs as the float arrays the compiled code takes (which only reads them).
+
+    One evaluation replays up to three orders of the same stages and hops (a zero-bubble schedule's
+    two, and :func:`sfenv.model.perf.evaluate_plan`'s fallbacks), each with the same tuples: the
+    arrays of the last call are handed out again when the tuples are the same objects.
+    """
+    global _last_arrays
+    last = _last_arrays
+    if last is not None and last[0] is compute and last[1] is latency and last[2] is transfer:
+        return last[3]
+    arrays = (np.array(compute, dtype=np.float64), np.array(latency, dtype=np.float64),
+              np.array(transfer, dtype=np.float64))
+    _last_arrays = (compute, latency, transfer, arrays)
+    return arrays
 
 
 #: :mod:`sfenv.model._pipeline_jit` when numba is usable, None when not, False before the first look
@@ -700,13 +983,27 @@ def _sweep_plan_rows(gpipe: bool, m: int, windows: tuple[int, ...]) -> np.ndarra
     return rows
 
 
+@lru_cache(maxsize=512)
+def _zero_bubble_row_array(m: int, u: tuple[int, ...], d: tuple[int, ...]) -> np.ndarray:
+    """:func:`_zero_bubble_rows` as an ``(operations, 4)`` integer array, built by the compiled code (read-only)."""
+    jit = _jit_kernels()
+    assert jit is not None  # called only when the compiled replays are in use
+    rows: np.ndarray = jit.zero_bubble_rows(m, np.array(u, dtype=np.int64), np.array(d, dtype=np.int64))
+    rows.setflags(write=False)
+    return rows
+
+
 @lru_cache(maxsize=_HEAD_ENTRIES)
 def _steady_period_cached(
-    compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...], schedule: str,
+    compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...], order: str,
     windows: tuple[int, ...],
 ) -> float:
-    """:func:`steady_period` memoised (it does not depend on ``m``, so it recurs like :func:`_replayed_head`)."""
-    return steady_period(compute, latency, transfer, schedule, windows)
+    """An order's steady period (as :func:`_replayed_head`'s ``order``), memoised: it does not depend on ``m``."""
+    if order == _GREEDY:
+        return _greedy_period(compute, latency, transfer, windows)
+    if order != "1f1b":
+        return _zero_bubble_period(compute, latency, transfer, _zero_bubble_split(order, windows)[0])
+    return _window_period(compute, latency, transfer, windows)
 
 
 def pipeline_time(
@@ -720,13 +1017,13 @@ def pipeline_time(
     """Pipeline time of one iteration; arguments as :func:`replay_pipeline`.
 
     GPipe has an exact closed form (each direction is a flow shop of identical micro-batches).
-    For 1F1B and the zero-bubble schedules the first ``m0`` micro-batches are replayed exactly
-    (``m0 = 2 w_0 + 2`` for 1F1B; ``4 w_0 + 4`` for the zero-bubble schedules, whose greedy
-    replay settles more slowly) and the remaining ones are added at the schedule's steady period
-    (:func:`steady_period`).  Tested against the full replay (``tests/test_pipeline_replay.py``):
-    within 5 % on the grid p 2-16, 0.5-100 Gbit/s, 1-200 ms, m 1-512; on random chains 1F1B is
-    within 5 % and the zero-bubble schedules within 8 % (their transient can outlast ``m0``).
-    Results are memoised on the exact inputs.
+    For 1F1B and the zero-bubble schedules' two orders (see :func:`replay_held`) the first ``m0``
+    micro-batches are replayed exactly (``m0 = 2 w_0 + 2`` for 1F1B and the hand-crafted
+    zero-bubble order, ``4 w_0 + 4`` for the greedy one, which settles more slowly) and the
+    remaining ones are added at the order's steady period (:func:`steady_period`).  Tested against
+    the full replay (``tests/test_pipeline_replay.py``) on the grid p 2-16, 0.5-100 Gbit/s,
+    1-200 ms, m 1-512 and on random chains: 1F1B within 5 %, the zero-bubble schedules within 8 %
+    (the greedy order's transient can outlast ``m0``).  Results are memoised on the exact inputs.
     """
     p = len(compute)
     w = tuple(windows) if windows is not None else default_windows(p, m, schedule)
