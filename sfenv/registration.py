@@ -1,10 +1,11 @@
 """Gymnasium registration of the sfenv environment ids (idempotent).
 
-The ids carry the environment's version (``-v1``, the benchmark protocol's version,
-:data:`sfenv.runs.protocol.ENV_VERSION`).  The previous version's ids (``-v0``, whose observation
-held the privileged share of jobs still to arrive) stay registered with that behaviour
-(``privileged_obs=True``) so that old results and models can be reproduced, as Gymnasium keeps
-old environment versions; they are deprecated: new results use the ``-v1`` ids.
+The ids carry the environment's version (``-v2``, :data:`sfenv.runs.protocol.ENV_VERSION`).  The
+``-v0`` ids (whose observation held the privileged share of jobs still to arrive) stay registered
+with that observation (``privileged_obs=True``) on the current model, so that models trained on it
+can be played; they are deprecated.  The ``-v1`` ids are gone with v1's WAN model (Gymnasium's
+``DeprecatedEnv`` names ``-v2`` when one is asked for): episodes changed, so results of v1 are not
+comparable with v2's (results files record the version).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import yaml
 __all__ = ["DEPRECATED_ENV_IDS", "ENV_IDS", "ENV_KWARGS", "ENV_VERSION", "register_envs"]
 
 #: the version suffix of the current ids
-ENV_VERSION = "v1"
+ENV_VERSION = "v2"
 _NAMES: dict[str, str] = {
     "GeoSched": "spider-8",
     "Spider8": "spider-8",

@@ -28,10 +28,10 @@ MAX_STEPS = 120
 SEEDS = (0, 1)
 #: (label, gym id, keyword arguments): every registered id with its defaults, plus the env's other modes
 EXTRA_CASES: list[tuple[str, str, dict[str, Any]]] = [
-    ("compact", "sfenv/Spider16-v1", {"obs_mode": "compact"}),
-    ("best+spantrain", "sfenv/Spider8Contended-v1", {"proposers": "best+spantrain", "num_jobs": 12}),
-    ("first-fit", "sfenv/Geo8Contended-v1", {"proposers": "first-fit", "num_jobs": 12}),
-    ("work-conserving", "sfenv/Spider8-v1", {"work_conserving": True}),
+    ("compact", "sfenv/Spider16-v2", {"obs_mode": "compact"}),
+    ("best+spantrain", "sfenv/Spider8Contended-v2", {"proposers": "best+spantrain", "num_jobs": 12}),
+    ("first-fit", "sfenv/Geo8Contended-v2", {"proposers": "first-fit", "num_jobs": 12}),
+    ("work-conserving", "sfenv/Spider8-v2", {"work_conserving": True}),
 ]
 
 

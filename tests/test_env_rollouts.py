@@ -34,7 +34,7 @@ def test_random_rollout_20k(env_id, masked):
 
 
 def test_info_throughput_is_the_sum_over_running_jobs():
-    env = make("sfenv/Spider8-v1", num_jobs=30)
+    env = make("sfenv/Spider8-v2", num_jobs=30)
     rng = np.random.default_rng(1)
     _, info = env.reset(seed=1)
     seen = 0

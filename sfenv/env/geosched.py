@@ -201,11 +201,20 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``work_conserving`` | bool | False | wait is masked while a candidate can start (a work-conserving scheduler: it never waits while it could start a job); waiting then is an invalid action |
 
     >>> import gymnasium as gym, sfenv
-    >>> env = gym.make("sfenv/GeoSched-v1", num_jobs=8, max_candidates=4)
+    >>> env = gym.make("sfenv/GeoSched-v2", num_jobs=8, max_candidates=4)
     >>> env.action_space
     Discrete(5)
 
     ## Version History
+    * v2 (sfenv 0.2, benchmark protocol 1): the WAN model of issue 31: links are full duplex and
+      flows share them by their demand (duty-weighted max-min, :mod:`sfenv.model.sharing`), a
+      transfer is bounded by TCP's window over its round trip (``sim.wan_streams``,
+      ``sim.tcp_window_mib``), bytes between regions are billed as egress (``info["egress_usd"]``,
+      ``reward.egress_weight``), geo-8's flows are capped at the measured VM-pair rates, a
+      data-parallel ring across servers uses its members' NICs, and the zero-bubble schedules follow
+      Qi et al.'s orders.  Observation and action spaces are v1's (models trained on v1 load), but
+      episodes differ.  The ``-v1`` ids are no longer registered (the v1 model is gone): Gymnasium
+      names ``-v2`` when they are asked for.
     * v1 (benchmark protocol 1, :mod:`sfenv.runs.protocol`): the default observation holds nothing a real
       scheduler could not know: the ``time`` block lost the share of jobs still to arrive (5
       entries, was 6), which is now the opt-in ``privileged_obs=True``.  Dynamics, actions and
@@ -213,8 +222,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
       performance model of :mod:`sfenv.model.compute`, so 0.1.0's v0 episodes differ).  Models trained on v0 do not load on v1 (the observation space
       differs); play them on the ``-v0`` ids or with ``privileged_obs=True``.
     * v0: initial version (``time`` held the share of jobs still to arrive).  Deprecated; the
-      ``-v0`` ids stay registered (as ``privileged_obs=True``) so that old results can be
-      reproduced, as Gymnasium keeps old environment versions.
+      ``-v0`` ids stay registered (as ``privileged_obs=True``, on the current model) so that models
+      trained on v0's observation can still be played; their episodes follow v2's model.
     """
 
     # gym.Env declares it an instance variable: mypy refuses a ClassVar override
