@@ -20,7 +20,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from sfenv.errors import InvalidInput, SfenvError
 from sfenv.model.perf import SCHEDULES, PerfParams
@@ -398,6 +408,19 @@ class OutageCfg(_Strict):
     mean_duration_h: MeanHours = 2.0
 
 
+class StragglerCfg(_Strict):
+    """Slow GPUs: per region a Poisson process of straggler episodes, each slowing one GPU for a while.
+
+    Each GPU starts an episode at ``rate_per_gpu_per_day``; an episode lasts an exponential time of
+    mean ``mean_duration_h`` and multiplies the compute time of the pipeline stage its GPU serves by
+    ``slowdown`` (a stage runs at its slowest GPU).  Off (rate 0) by default: docs/model.md, "Stragglers".
+    """
+
+    rate_per_gpu_per_day: Annotated[float, _NUM, Field(ge=0, le=lim.MAX_STRAGGLER_RATE_PER_GPU_PER_DAY)] = 0.0
+    slowdown: Annotated[float, _NUM, Field(ge=1, le=lim.MAX_STRAGGLER_SLOWDOWN)] = 1.5
+    mean_duration_h: MeanHours = 1.0
+
+
 class SimCfg(_Strict):
     """Simulator and performance-model settings.
 
@@ -476,10 +499,20 @@ class ScenarioCfg(_Strict):
     workload: WorkloadCfg = Field(default_factory=WorkloadCfg)
     dynamics: DynamicsCfg = Field(default_factory=lambda: DynamicsCfg(links="none"))
     outages: OutageCfg = Field(default_factory=OutageCfg)
+    #: None (the default) is off and leaves the scenario's hash as it was (:meth:`_drop_unset`)
+    stragglers: StragglerCfg | None = None
     sim: SimCfg = Field(default_factory=SimCfg)
     reward: RewardCfg = Field(default_factory=RewardCfg)
     env: EnvCfg = Field(default_factory=EnvCfg)
     egress: EgressCfg = Field(default_factory=EgressCfg)
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dump without ``stragglers`` when it is off (None): scenarios written before it keep their hash."""
+        data: dict[str, Any] = handler(self)
+        if data.get("stragglers", 0) is None:
+            del data["stragglers"]
+        return data
 
     @field_validator("name")
     @classmethod
@@ -541,21 +574,25 @@ class Scenario:
         return ScenarioError(f"{self.source}: {field}: got {value!r}; expected {expected}")
 
     def _check_event_budget(self) -> None:
-        """Refuse outages and link dynamics that would draw more than :data:`~sfenv.world.limits.MAX_EVENTS` events.
+        """Refuse outages, link dynamics and stragglers drawing more than :data:`~sfenv.world.limits.MAX_EVENTS` events.
 
         Over the horizon, a region has about ``rate_per_region_per_day x horizon_h / 24`` outages (a
-        start and an end each), and a dynamic link changes state twice per ``mean_good_h + mean_bad_h``.
+        start and an end each), a dynamic link changes state twice per ``mean_good_h + mean_bad_h``,
+        and a GPU has ``rate_per_gpu_per_day x horizon_h / 24`` straggler episodes (a start and an end each).
         """
         c = self.cfg
         horizon = c.sim.horizon_h
         outages = 2.0 * self.topology.num_regions * c.outages.rate_per_region_per_day * horizon / 24.0
         changes = 2.0 * len(self.dynamic_links) * horizon / (c.dynamics.mean_good_h + c.dynamics.mean_bad_h)
-        if outages + changes > lim.MAX_EVENTS:
+        slow = 0.0 if c.stragglers is None else (
+            2.0 * self.topology.total_gpus * c.stragglers.rate_per_gpu_per_day * horizon / 24.0)
+        if outages + changes + slow > lim.MAX_EVENTS:
             raise ScenarioError(
-                f"{self.source}: outages, dynamics: about {outages:,.0f} outage starts and ends and {changes:,.0f} "
-                f"link changes expected over sim.horizon_h = {horizon:g}; expected at most {lim.MAX_EVENTS:,} in "
-                "all: lower outages.rate_per_region_per_day, lengthen dynamics.mean_good_h and mean_bad_h, "
-                "or shorten the horizon")
+                f"{self.source}: outages, dynamics, stragglers: about {outages:,.0f} outage starts and ends, "
+                f"{changes:,.0f} link changes and {slow:,.0f} straggler starts and ends expected over "
+                f"sim.horizon_h = {horizon:g}; expected at most {lim.MAX_EVENTS:,} in all: lower "
+                "outages.rate_per_region_per_day or stragglers.rate_per_gpu_per_day, lengthen "
+                "dynamics.mean_good_h and mean_bad_h, or shorten the horizon")
 
     def _resolve(self, path: str) -> Path:
         p = Path(path)

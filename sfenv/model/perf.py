@@ -508,6 +508,7 @@ def evaluate_plan(
     link_capacity_bps: np.ndarray | None = None,
     link_load: np.ndarray | None = None,
     own_duty: Sequence[float] | None = None,
+    stage_slowdown: Sequence[float] | None = None,
 ) -> PlanPerf:
     """Predict iteration time, throughput, memory and power of ``plan`` for ``job``.
 
@@ -519,6 +520,9 @@ def evaluate_plan(
     :param own_duty: the share of the iteration each of the plan's groups spends sending, when known
         (a running job's, from :class:`sfenv.sim.links.LinkState`); by default it follows from this
         evaluation's own iteration time (it matters only where the plan's own groups cross a common link).
+    :param stage_slowdown: a factor per stage (at least 1) on its compute time per micro-batch, its
+        tensor-parallel part included: a straggling GPU slows the stage it serves, which runs at its
+        slowest GPU (synchronous training; Lin et al., OSDI 2025; Wu et al., FALCON, 2024).  None: none slowed.
     """
     # Hot path (plan search evaluates thousands of plans): plain-Python per-region figures from
     # ``topo.scalars``, fast paths for stages in one region, and no WAN bookkeeping for plans in
@@ -537,10 +541,20 @@ def evaluate_plan(
     if sum([s.layers for s in stages]) != model.layers:
         return _infeasible(f"stages hold {sum(s.layers for s in stages)} layers, model has {model.layers}")
     wan = _Wan(plan, job, topo, params, link_capacity_bps, link_load, own_duty) if len(plan.regions) > 1 else None
-    fast = _evaluate_chain(plan, job, topo, params, wan)
+    if stage_slowdown is not None and len(stage_slowdown) != p:
+        return _infeasible(f"stage_slowdown has {len(stage_slowdown)} factors, plan has {p} stages")
+    slow = None if stage_slowdown is None or all(f == 1.0 for f in stage_slowdown) else tuple(stage_slowdown)
+    fast = _evaluate_chain(plan, job, topo, params, wan, slow)
     if fast is not None:
         return fast
-    return _evaluate_general(plan, job, topo, params, wan)
+    return _evaluate_general(plan, job, topo, params, wan, slow)
+
+
+def _slowed(times: list[float], slow: Sequence[float] | None) -> list[float]:
+    """Per-stage ``times`` times each stage's straggler factor (``times`` itself when none is slowed)."""
+    if slow is None:
+        return times
+    return [t * f for t, f in zip(times, slow)]
 
 
 class _Wan:
@@ -672,6 +686,7 @@ def _evaluate_general(
     topo: Topology,
     params: PerfParams,
     wan: _Wan | None,
+    slow: Sequence[float] | None = None,
 ) -> PlanPerf:
     """:func:`evaluate_plan` for any placement (replicas of a stage may span regions).
 
@@ -695,6 +710,7 @@ def _evaluate_general(
     if isinstance(costs, PlanPerf):
         return costs  # a stage does not fit
     compute, tp_comm, mem, min_headroom, stage_params = costs
+    compute, tp_comm = _slowed(compute, slow), _slowed(tp_comm, slow)
     model = job.model
     act_bytes = ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden  # one micro-batch's boundary activation
 
@@ -1081,6 +1097,7 @@ def _evaluate_chain(
     topo: Topology,
     params: PerfParams,
     wan: _Wan | None,
+    slow: Sequence[float] | None = None,
 ) -> PlanPerf | None:
     """:func:`evaluate_plan` for plans whose every stage sits in one region (None for others).
 
@@ -1158,6 +1175,7 @@ def _evaluate_chain(
             lats.append(lat)
             xfers.append(x)
         prev = r
+    compute, tp_comm = _slowed(compute, slow), _slowed(tp_comm, slow)
     if wan is None:
         return _feasible_perf(plan, job, sc, params, m, windows, fallbacks, compute, tp_comm, mem, min_headroom,
                               allreduce, hops, lats, xfers, xfers, math.inf, 0.0)

@@ -52,13 +52,14 @@ import sfenv.sim.lookahead as _lookahead
 import sfenv.sim.replan as _replan
 from sfenv.model.perf import PerfParams, Plan, PlanPerf, plan_flows
 from sfenv.sim.billing import Billing
-from sfenv.sim.events import Arrival, BandwidthChange, Completion, Event, EventKind, LinkDynamics, Outage
+from sfenv.sim.events import Arrival, BandwidthChange, Completion, Event, EventKind, LinkDynamics, Outage, Straggler
 from sfenv.sim.gpus import GpuPool
 from sfenv.sim.handlers import HANDLERS
 from sfenv.sim.links import LinkState
 from sfenv.sim.metrics import EpisodeReport, JobRecord
 from sfenv.sim.queue import WaitingQueue
 from sfenv.sim.state import EvaluationCache, InvalidDecision, JobState, SimConfig
+from sfenv.sim.stragglers import Stragglers
 from sfenv.sim.view import SimView
 from sfenv.world.prices import PriceSeries
 from sfenv.world.topology import Topology
@@ -95,6 +96,7 @@ class Simulator:
         topology and performance parameters (e.g. the episodes of one environment).
     :param egress_usd_per_byte: USD per byte sent from region i to region j (regions x regions,
         :attr:`sfenv.scenario.Scenario.egress_usd_per_byte`); None: egress is not billed.
+    :param stragglers: straggler episodes (:mod:`sfenv.sim.stragglers`); None: no GPU is ever slow.
     """
 
     @classmethod
@@ -122,6 +124,7 @@ class Simulator:
         rng: np.random.Generator | None = None,
         evaluation_cache: EvaluationCache | None = None,
         egress_usd_per_byte: np.ndarray | None = None,
+        stragglers: list[Straggler] | None = None,
     ):
         self.topo = topo
         self.prices = prices
@@ -158,11 +161,15 @@ class Simulator:
         self.rng = rng
         self.replanner: Replanner | None = None
         self.replans = 0
-        self.links_changed = False  # a link capacity changed at this event time (re-plan after it)
+        self.links_changed = False  # a link capacity or a straggler changed rates at this event time (re-plan after it)
+        #: the stragglers on running jobs (:mod:`sfenv.sim.stragglers`)
+        self.stragglers = Stragglers()
         for j in jobs:
             self.push(j.arrival, EventKind.ARRIVAL, Arrival(j.job_id))
         for o in outages or []:
             self.push(o.start, EventKind.OUTAGE, o)
+        for st in stragglers or []:
+            self.push(st.start, EventKind.STRAGGLER, st)
         if dynamics is not None:
             if rng is None:
                 raise ValueError("link dynamics need an rng")

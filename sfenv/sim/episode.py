@@ -10,10 +10,17 @@ import numpy as np
 
 from sfenv.scenario import Scenario
 from sfenv.sim.engine import Simulator
-from sfenv.sim.events import LinkDynamics, Outage
+from sfenv.sim.events import LinkDynamics, Outage, Straggler
 from sfenv.sim.state import EvaluationCache, SimConfig
 
-__all__ = ["draw_outages", "evaluation_cache_for", "link_dynamics_for", "make_simulator", "sim_config_for"]
+__all__ = [
+    "draw_outages",
+    "draw_stragglers",
+    "evaluation_cache_for",
+    "link_dynamics_for",
+    "make_simulator",
+    "sim_config_for",
+]
 
 
 def make_simulator(
@@ -24,7 +31,8 @@ def make_simulator(
     """One episode of ``scenario``; all randomness comes from ``rng`` (or a generator seeded by it).
 
     The generator is split with ``rng.spawn(4)`` into independent streams for the jobs, the
-    price noise, the outages and the link dynamics.
+    price noise, the outages and the link dynamics; with stragglers on (the ``stragglers``
+    section), a fifth spawned stream draws them (off, nothing more is spawned: episodes stay as they were).
 
     :param scenario: the world description (:class:`sfenv.scenario.Scenario`).
     :param rng: a generator, or a seed for one.
@@ -35,6 +43,9 @@ def make_simulator(
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
     job_rng, price_rng, outage_rng, dyn_rng = rng.spawn(4)
+    stragglers = None
+    if scenario.cfg.stragglers is not None and scenario.cfg.stragglers.rate_per_gpu_per_day > 0:
+        stragglers = draw_stragglers(scenario, rng.spawn(1)[0])
     return Simulator(
         scenario.topology,
         scenario.make_prices(price_rng),
@@ -45,6 +56,7 @@ def make_simulator(
         rng=dyn_rng,
         evaluation_cache=evaluation_cache,
         egress_usd_per_byte=scenario.egress_usd_per_byte,
+        stragglers=stragglers,
     )
 
 
@@ -83,6 +95,30 @@ def draw_outages(scenario: Scenario, rng: np.random.Generator) -> list[Outage]:
             dur = rng.exponential(o.mean_duration_h * 3600.0)
             out.append(Outage(r, t, dur))
             t += dur
+    return sorted(out, key=lambda x: (x.start, x.region))
+
+
+def draw_stragglers(scenario: Scenario, rng: np.random.Generator) -> list[Straggler]:
+    """Straggler episodes over the horizon: Poisson per region (``rate_per_gpu_per_day x GPUs``), exponential lengths.
+
+    Each draws its start gap, its duration and which GPU it falls on (``where``, uniform in [0, 1)),
+    region by region (``stragglers`` section; none when it is off).
+    """
+    s = scenario.cfg.stragglers
+    out: list[Straggler] = []
+    if s is None or s.rate_per_gpu_per_day <= 0:
+        return out
+    horizon = scenario.cfg.sim.horizon_h * 3600.0
+    for r, gpus in enumerate(scenario.topology.gpu_counts.tolist()):
+        if gpus <= 0:
+            continue
+        gap = 86400.0 / (s.rate_per_gpu_per_day * gpus)
+        t = 0.0
+        while True:
+            t += rng.exponential(gap)
+            if t >= horizon:
+                break
+            out.append(Straggler(r, t, rng.exponential(s.mean_duration_h * 3600.0), float(rng.random()), s.slowdown))
     return sorted(out, key=lambda x: (x.start, x.region))
 
 

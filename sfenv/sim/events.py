@@ -21,6 +21,8 @@ __all__ = [
     "Outage",
     "Recovery",
     "Resume",
+    "Straggler",
+    "StragglerEnd",
 ]
 
 
@@ -33,6 +35,8 @@ class EventKind(IntEnum):
     BANDWIDTH = 3
     ARRIVAL = 4
     RESUME = 5
+    STRAGGLER = 6
+    STRAGGLER_END = 7
 
 
 class Arrival(NamedTuple):
@@ -68,6 +72,28 @@ class Resume(NamedTuple):
     version: int
 
 
+class StragglerEnd(NamedTuple):
+    """Straggler ``token`` on job ``job_id`` clears (if the job still has it: a re-plan or a stop clears it first)."""
+
+    job_id: int
+    token: int
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """One GPU of region ``region`` is slow by ``slowdown`` during [start, start + duration) (seconds).
+
+    ``where`` in [0, 1) picks the GPU: number ``floor(where x region's GPUs)`` in the order of the
+    running jobs (by id), each job's GPUs there in its stages' order; past the busy ones it is idle.
+    """
+
+    region: int
+    start: float
+    duration: float
+    where: float
+    slowdown: float
+
+
 @dataclass(frozen=True)
 class Outage:
     """Region ``region`` is down during [start, start + duration) (seconds)."""
@@ -78,7 +104,7 @@ class Outage:
 
 
 #: any event payload
-Event = Arrival | Completion | BandwidthChange | Outage | Recovery | Resume
+Event = Arrival | Completion | BandwidthChange | Outage | Recovery | Resume | Straggler | StragglerEnd
 
 
 @dataclass(frozen=True)

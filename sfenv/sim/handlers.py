@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sfenv.sim.replan as _replan
+import sfenv.sim.stragglers as _stragglers
 from sfenv.sim.events import Arrival, BandwidthChange, Completion, EventKind, Outage, Recovery, Resume
 from sfenv.sim.state import JobState
 
@@ -87,6 +88,7 @@ def release(sim: Simulator, js: JobState) -> None:
     js.held = {}
     js.resume_at = math.nan
     js.resume_perf = None
+    _stragglers.forget(sim, js.spec.job_id)
     freed = sim.links.stop(js.spec.job_id)
     sim.running.discard(js.spec.job_id)
     js.flows = {}
@@ -118,4 +120,6 @@ HANDLERS: dict[EventKind, Callable[[Simulator, Any], None]] = {
     EventKind.OUTAGE: on_outage,
     EventKind.RECOVER: on_recovery,
     EventKind.RESUME: on_resume,
+    EventKind.STRAGGLER: _stragglers.on_straggler,
+    EventKind.STRAGGLER_END: _stragglers.on_straggler_end,
 }

@@ -91,6 +91,8 @@ class LinkState:
         self.memo_local = evaluation_cache.local
         self.memo_wan: dict[tuple[object, object], PlanPerf] = {}
         self.memo_wan_state = b""
+        #: per running job slowed by stragglers, each stage's slowdown (:mod:`sfenv.sim.stragglers`)
+        self.slowdown: dict[int, tuple[float, ...]] = {}
 
     @property
     def capacity_bps(self) -> np.ndarray:
@@ -196,7 +198,8 @@ class LinkState:
             for jid in ids:
                 entry = self.jobs[jid]
                 others = self.without(jid)
-                perf = evaluate_plan(entry.plan, entry.job, self.topo, self.params, cap, others, entry.duty)
+                perf = evaluate_plan(entry.plan, entry.job, self.topo, self.params, cap, others, entry.duty,
+                                     self.slowdown.get(jid))
                 if not perf.feasible:  # pragma: no cover - shares never change memory feasibility
                     raise RuntimeError(f"running job {jid} became infeasible: {perf.reason}")
                 groups = plan_flow_groups(entry.plan, self.topo, entry.job)
@@ -257,6 +260,11 @@ class LinkState:
                 memo.clear()
             perf = memo[key] = moved_perf(source_perf, plan, self.topo)
         return perf
+
+    def evaluate_running(self, plan: Plan, job: JobSpec, job_id: int) -> PlanPerf:
+        """:meth:`evaluate_without` with running job ``job_id``'s straggler slowdowns (not memoised)."""
+        return evaluate_plan(plan, job, self.topo, self.params, self.capacity_bps, self.without(job_id), None,
+                             self.slowdown.get(job_id))
 
     def evaluate_without(self, plan: Plan, job: JobSpec, job_id: int) -> PlanPerf:
         """Predict ``plan`` for ``job`` against the load of every running job but ``job_id`` (not memoised)."""

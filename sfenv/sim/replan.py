@@ -33,6 +33,7 @@ from sfenv.model.sharing import BUSY
 from sfenv.model.traffic import route_hops
 from sfenv.sim.events import EventKind, Resume
 from sfenv.sim.state import InvalidDecision, JobState
+from sfenv.sim.stragglers import forget
 
 if TYPE_CHECKING:  # pragma: no cover
     from sfenv.sim.engine import Simulator
@@ -174,6 +175,7 @@ def replan(sim: Simulator, plan: Plan) -> float:
     held = {r: max(js.held.get(r, 0), new.get(r, 0)) for r in sorted(set(js.held) | set(new))}
     sim.gpus.take({r: n - js.held.get(r, 0) for r, n in held.items()})
     js.held = held
+    forget(sim, plan.job_id)  # the re-partition leaves the slow GPUs out (sfenv.sim.stragglers)
     changed = sim.links.stop(plan.job_id)
     js.flows = plan_flows(plan, sim.topo, js.spec)
     changed |= sim.links.start(plan.job_id, plan, js.spec, perf, fixed=True)

@@ -90,6 +90,16 @@ MAX_MMPP_SWITCHES = 1_000_000
 #: minutes at worst (1e6 outages per region per day hung ``sfenv run``).
 MAX_EVENTS = 100_000
 
+#: Straggler episodes (``stragglers.rate_per_gpu_per_day``): at most 24 per GPU per day, one per
+#: GPU-hour.  FALCON's fail-slows (Wu et al., arXiv 2410.12588, 2024) last tens of seconds to about
+#: ten hours; a GPU slowed every hour is a broken GPU, which is an outage's business.  Their number
+#: per episode is also held to :data:`MAX_EVENTS` (``2 x GPUs x rate x horizon_h / 24``).
+MAX_STRAGGLER_RATE_PER_GPU_PER_DAY = 24.0
+#: A straggler's slowdown of the stage it serves (``stragglers.slowdown``): at most 10x.  Beyond it
+#: a GPU is as good as failed (the job would fall back to a checkpoint: outages model that); FALCON
+#: injects and mitigates slowdowns well inside it.
+MAX_STRAGGLER_SLOWDOWN = 10.0
+
 #: Job shapes (custom models): layers at most 1,024 (the deepest published LLMs have about 130) ...
 MAX_LAYERS = 1024
 #: ... hidden size at most 65,536 (the largest published: 18,432 for PaLM 540B) ...
