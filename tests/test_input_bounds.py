@@ -345,7 +345,7 @@ def test_outages_and_link_dynamics_beyond_the_event_budget_are_refused():
     storm = _set(_set(TWO_REGIONS, "outages", {"rate_per_region_per_day": 1440, "mean_duration_h": 0.5}),
                  "sim.horizon_h", 1000)  # 2 x 2 regions x 1440 x 1000/24 = 240,000 events
     with pytest.raises(ScenarioError, match=r"b\.yaml: outages, dynamics, stragglers: about 240,000 outage starts "
-                                            r"and ends .* at most 100,000"):
+                                            r"and ends, .* at most 100,000"):
         Scenario.from_dict(storm, source="b.yaml")
     flapping = _set(_set(TWO_REGIONS, "dynamics", {"links": "all", "mean_good_h": 0.01, "mean_bad_h": 0.01}),
                     "sim.horizon_h", 2000)  # 2 x 1 link x 2000 / 0.02 = 200,000 changes
