@@ -49,6 +49,7 @@ from sfenv.agents.model_files import spec_path_for
 from sfenv.agents.registry import make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
+from sfenv.model.pipeline import prepare_compiled
 from sfenv.runs import protocol, results
 from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha
 from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
@@ -73,6 +74,7 @@ __all__ = [
     "file_differences",
     "format_table",
     "mean_ci",
+    "prepare_decisions",
     "quiet_solver_banner",
     "run_episode",
     "run_policy_episode",
@@ -91,6 +93,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
     :param record_actions: add the episode's action log (``actions``, :mod:`sfenv.runs.replay`) and
         the scenario's hash (``scenario_sha``), so that ``sfenv validate`` can replay it.
     """
+    prepare_decisions(agent)  # before the clock runs: one-off loading is no decision's time
     agent.reset(seed)
     sim = make_simulator(scenario, seed)
     times: list[float] = []
@@ -115,6 +118,25 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = recorder.log()
     return row
+
+
+def prepare_decisions(agent: SchedulerAgent | None = None) -> None:
+    """Load, before any decision is timed, what would otherwise load inside the first one (cheap when done).
+
+    Decision times are the wall time of ``decide``/``predict`` calls; a one-off cost of the process
+    would otherwise be charged to whichever agent happens to decide first (and, in a resumed results
+    file, to the first agent of each process).  Once per process this loads the compiled pipeline
+    replays (:func:`sfenv.model.pipeline.prepare_compiled`: every kernel for the argument types the
+    replays pass; importing numba and reading its on-disk cache takes about 0.5-2.5 s, compiling
+    without the cache 5-25 s) and creates HiGHS's first solver instance (:func:`quiet_solver_banner`);
+    then it calls ``agent.prepare()`` (:meth:`SchedulerAgent.prepare`: the agent's own one-off imports).
+    :func:`run_episode` and :func:`run_policy_episode` call it first, so every process that times
+    decisions does (the serial evaluator, each Ray worker, ``sfenv run``, the experiments).
+    """
+    prepare_compiled()
+    quiet_solver_banner()
+    if agent is not None:
+        agent.prepare()
 
 
 #: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`sfenv.agents.learned`)
@@ -171,6 +193,9 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     assert isinstance(base, GeoSchedEnv)  # make_env_fn of one scenario: a GeoSchedEnv, flattened or not
     sim = base.sim
     assert sim is not None  # made by env.reset
+    prepare_decisions()
+    # an untimed first call (deterministic: no random draw, no state): the network's one-off set-up is no decision's
+    policy.predict(obs, deterministic=True, action_masks=base.action_masks())
     limit = max(scenario.cfg.env.max_episode_steps, 100 * sim.view().num_jobs)
     times: list[float] = []
     log: list[dict | None] | None = [] if record_actions else None
