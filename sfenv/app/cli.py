@@ -192,7 +192,7 @@ def _add_split_option(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
-    from sfenv.app.leaderboard import run_leaderboard
+    from sfenv.app.leaderboard import format_ranking, run_leaderboard
     from sfenv.runs.replay import Rejected
     from sfenv.runs.results import check_writable
 
@@ -210,6 +210,8 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
           f"the first {settings['seeds_per_scenario']} test seeds of each (protocol {settings['protocol']})")
     for name, cap in sorted(settings["caps"].items()):
         print(f"  {name}: capped at {cap} jobs per episode")
+    print(format_ranking(res["rows"]))
+    print("files:")
     for f in res["files"]:
         print(f"  {f}")
     return 0

@@ -51,6 +51,7 @@ from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
 from sfenv.model.pipeline import prepare_compiled
 from sfenv.runs import protocol, results
+from sfenv.runs.progress import progress_bar
 from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha
 from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
 from sfenv.runs.stats import mean_ci  # also imported from here
@@ -308,7 +309,10 @@ def evaluate_agents(
     :param resume: kept for callers of earlier versions: a file with the same settings is always
         continued (the CLI's ``--resume`` only decides whether another file is refused or written beside it).
     :param overwrite: replace an existing ``out`` instead of continuing it.
+    :param progress: a progress bar on stderr (episodes, rate, ETA, the agent and seed just played),
+        drawn only when stderr is a terminal (:mod:`sfenv.runs.progress`); nothing of it enters ``out``.
     :param agent_kwargs: constructor keyword arguments per agent name.
+    :param on_row: called with each episode's row as it finishes (not with rows already in ``out``).
     :param backend: ``"serial"`` (this process) or ``"ray"`` (one Ray task per episode).
     :param address: with ``backend="ray"``: the Ray cluster to join (default: a local Ray, or the
         one already initialised in this process).
@@ -451,13 +455,9 @@ def _episodes(todo: Sequence[tuple[Player, int]], sc: Scenario, record_actions: 
                               (sc,), address=address, workers=workers)
 
 
-def _progress_bar(total: int, desc: str) -> tqdm | None:
-    """A tqdm progress bar over ``total`` episodes, or None without tqdm."""
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, unit="episode")
+def _progress_bar(total: int, desc: str) -> tqdm:
+    """A progress bar over ``total`` episodes on stderr, drawn only on a terminal (:mod:`sfenv.runs.progress`)."""
+    return progress_bar(total, desc, unit="episode")
 
 
 def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
