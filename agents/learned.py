@@ -644,7 +644,9 @@ def train(
     :param algo_kwargs: SB3 keyword arguments, merged over :data:`DEFAULT_HP` (nested dicts merged).
     :param tensorboard: write TensorBoard logs to ``<run>/tb``.
     :param checkpoint_every: save a checkpoint every this many steps (0 = none; the final model is always saved).
-    :param progress_bar: show SB3's progress bar (needs ``tqdm`` and ``rich``).
+    :param progress_bar: progress bars on stderr, drawn only when it is a terminal: the training steps
+        with rate, elapsed time, ETA and the last evaluation (:class:`sfenv.agents.callbacks.StepsProgress`),
+        and each behaviour-cloning collection.
     :param normalize: ``"all"`` (VecNormalize on observations and rewards), ``"reward"`` or ``"none"``.
     :param eval_every: steps between evaluations on ``eval_seeds`` (None: a tenth of the run, at least
         :data:`MIN_EVAL_EVERY`; 0: only at the end).
@@ -700,7 +702,7 @@ def train(
     make_vec_env = _rl_module("stable_baselines3.common.env_util").make_vec_env
     vec_normalize = _rl_module("stable_baselines3.common.vec_env").VecNormalize
     sb3_callbacks = _rl_module("stable_baselines3.common.callbacks")
-    from sfenv.agents.callbacks import make_eval_callback, plot_learning_curve
+    from sfenv.agents.callbacks import make_eval_callback, make_progress_callback, plot_learning_curve
 
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     sc_name = "mix" if isinstance(train_sc, list) else first.name
@@ -739,7 +741,7 @@ def train(
     if pre_cfg is not None:
         from sfenv.agents.imitation import pretrain as behaviour_clone
 
-        records = behaviour_clone(model, vec, seed=seed, **pre_cfg, log=log)
+        records = behaviour_clone(model, vec, seed=seed, **pre_cfg, log=log, progress=progress_bar)
         atomic_write_text(run / "pretrain.json", json.dumps(records, indent=1))
         meta["pretrain"] = records
     evaluator = make_eval_callback(eval_fn, seeds, every or 10**12, run, spec.masked,
@@ -751,8 +753,9 @@ def train(
                                                           "model", save_vecnormalize=True))
     remaining = total_timesteps - done
     if remaining > 0:
+        callbacks.append(make_progress_callback(remaining, evaluator.history, progress_bar))  # after the evaluator
         model.learn(total_timesteps=remaining, callback=callbacks, tb_log_name="train",
-                    reset_num_timesteps=resume is None, progress_bar=progress_bar)
+                    reset_num_timesteps=resume is None)
     path = _save(model, run, "model", meta)
     if plot:
         levels = _reference_levels(run, baselines, eval_run_sc, seeds, log)
