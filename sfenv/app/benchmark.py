@@ -28,7 +28,6 @@ when it draws.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -148,7 +147,7 @@ def run_benchmark(
         Either way a folder of the same settings is continued: its episodes are kept and only the
         missing ones run.
     :param overwrite: replace the folder's results files instead (other files in it are left).
-    :param progress: show a progress bar on stderr.
+    :param progress: a progress bar on stderr (episodes, rate, ETA), drawn only when stderr is a terminal.
     :param plots: draw the PNGs.
     :param timeline_agent: whose first-seed episode the timeline shows (default: the first of
         :data:`TIMELINE_AGENTS` run, else the first agent).
@@ -197,13 +196,8 @@ def run_benchmark(
         log(f"benchmark: {len(names)} agents x {seeds} seeds of {sc.name} ({meta['num_jobs']} jobs each) -> {out}")
         quiet_solver_banner()
         ran: list[dict] = []
-        on_row = ran.append
-        if progress and importlib.util.find_spec("tqdm") is None:  # no progress bar: one line per episode
-            def on_row(row: dict) -> None:
-                ran.append(row)
-                log(f"benchmark: episode {len(ran)}: {row['agent']} seed {row['seed']}")
         every = evaluate_agents(names, sc, seed_list, out=paths["episodes_json"], progress=progress,
-                                on_row=on_row, backend=backend, address=address, workers=workers, split=split,
+                                on_row=ran.append, backend=backend, address=address, workers=workers, split=split,
                                 trust_model_code=trust_model_code)
         write_csv(every, paths["episodes_csv"])  # every episode of the folder, as episodes.json
         wanted = {(a, s) for a in names for s in seed_list}
