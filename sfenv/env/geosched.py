@@ -183,7 +183,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
 
     | Parameter | Type | Default | Description |
     |---|---|---|---|
-    | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name, YAML path, dict or :class:`~sfenv.scenario.Scenario` |
+    | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name; a YAML file if it has a path separator or a ``.yaml`` suffix (see :func:`~sfenv.scenario.load_scenario`); dict or :class:`~sfenv.scenario.Scenario` |
     | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
     | ``proposers`` | list of CandidateProposer, a name of :data:`sfenv.env.proposers.PROPOSER_SETS` or None | None | candidate sources (:func:`sfenv.env.proposers.named_proposers`); None or ``"default"``: :func:`sfenv.env.proposers.default_proposers`; ``"first-fit"``: also the decisions of ``fastest+swf`` (candidate 0) and ``fifo+swf``; ``"best"``: also ``spinsearch+swf``'s and SpinSearch's plans (:func:`sfenv.agents.proposer_sets.best_heuristic_proposers`); ``"best+spantrain"``: also ``spantrain+swf``'s.  Each richer set costs steps/s: docs/env.md gives measured rates |
     | ``max_candidates`` | int, 1..256 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
