@@ -59,11 +59,11 @@ import numpy as np
 from sfenv.agents import model_files
 
 from sfenv.env import GeoSchedEnv
-from sfenv.errors import InvalidInput, MissingFile, UntrustedCode
+from sfenv.errors import InvalidInput, MissingFile, UntrustedCode, did_you_mean
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_text
 from sfenv.scenario import Scenario, load_scenario
-from sfenv.world.files import dump_yaml, load_yaml, read_yaml
+from sfenv.world.files import dump_yaml, load_yaml, names_a_file, read_yaml
 
 __all__ = [
     "ALGOS",
@@ -167,6 +167,9 @@ def bundled_configs() -> list[str]:
 def load_config(spec: str | Path) -> dict[str, Any]:
     """Read a ``sfenv train`` YAML config: a bundled name (``sfenv/hyperparams/train-NAME.yml``) or a path.
 
+    As for scenarios (:func:`sfenv.world.files.names_a_file`), a string with a path separator or a
+    ``.yml``/``.yaml`` suffix is a file and any other is a bundled name; a :class:`~pathlib.Path` is a file.
+
     Keys: those of :data:`RECIPE_DEFAULTS` (``steps``, ``n_envs``, ``normalize``, ``env_kwargs``,
     ``eval_seeds`` ...) and ``hp``, a mapping of SB3 keyword arguments; ``scenario`` may be a list, or
     ``{generate: {...}}`` (the arguments of :func:`generated_scenarios`).
@@ -176,19 +179,24 @@ def load_config(spec: str | Path) -> dict[str, Any]:
     """
     from importlib import resources
 
-    path = Path(spec)
-    if not path.exists():
+    if isinstance(spec, str) and not names_a_file(spec):  # a bare name is bundled, whatever the folder holds
+        names = bundled_configs()
+        if spec not in names:
+            raise MissingFile(f"no bundled config named {spec!r}{did_you_mean(spec, names)} (bundled: "
+                              f"{', '.join(names)}; a file needs a path separator or a .yml/.yaml suffix)")
         bundled = resources.files("sfenv").joinpath("hyperparams").joinpath(f"train-{spec}.yml")
-        if not bundled.is_file():
-            raise MissingFile(f"no config file {spec} (bundled configs: {', '.join(bundled_configs())})")
         data = load_yaml(bundled.read_text(), f"config {spec}") or {}
     else:  # a regular file within the bounds of sfenv.world.files (no aliases, at most 1 MiB)
+        path = Path(spec)
+        if not path.exists():
+            raise MissingFile(f"no config file {spec}")
         data = read_yaml(path, "training config (YAML)") or {}
     if not isinstance(data, dict):
         raise InvalidInput(f"config {spec}: expected a mapping, got {type(data).__name__}")
     unknown = sorted(set(data) - set(RECIPE_DEFAULTS))
     if unknown:
-        raise InvalidInput(f"config {spec}: unknown keys {unknown}; expected some of {sorted(RECIPE_DEFAULTS)}")
+        hint = did_you_mean(unknown[0], RECIPE_DEFAULTS) if len(unknown) == 1 else ""
+        raise InvalidInput(f"config {spec}: unknown keys {unknown}{hint}; expected some of {sorted(RECIPE_DEFAULTS)}")
     return data
 
 
@@ -909,7 +917,7 @@ def run_summary(run: str | Path) -> str:
 
 def _describe_scenario(given: Any, loaded: Scenario | list[Scenario]) -> Any:
     """What ``config.yml`` records for the training scenario: a name, or the full data of each scenario."""
-    if isinstance(given, str) and not isinstance(loaded, list) and Path(given).suffix not in (".yaml", ".yml"):
+    if isinstance(given, str) and not isinstance(loaded, list) and not names_a_file(given):
         return given
     if isinstance(loaded, list):
         return [s.cfg.model_dump() for s in loaded]

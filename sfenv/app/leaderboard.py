@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sfenv import __version__
-from sfenv.errors import InvalidInput
+from sfenv.errors import InvalidInput, did_you_mean
 from sfenv.runs import log_stderr, protocol
 from sfenv.runs.progress import EpisodesBar
 from sfenv.runs.results import atomic_paths, output_lock
@@ -107,7 +107,8 @@ def run_leaderboard(
     chosen = list(scenarios) if scenarios else bundled
     unknown = [s for s in chosen if s not in bundled]
     if unknown:
-        raise InvalidInput(f"leaderboard: unknown scenario(s) {', '.join(unknown)}; bundled: {', '.join(bundled)}")
+        raise InvalidInput(f"leaderboard: unknown scenario(s) {', '.join(unknown)}{did_you_mean(unknown[0], bundled)}; "
+                           f"bundled: {', '.join(bundled)}")
     names = resolve_names(agents)
     if not names:
         raise InvalidInput(f"leaderboard: no agents in {agents!r}")

@@ -1,5 +1,8 @@
 """Figures of benchmark results: JCT and cost per agent, the JCT-cost trade-off, a schedule timeline, prices.
 
+Cost axes show the whole bill, electricity plus egress (``total_cost_usd``, :func:`cost_column`); axis
+labels and titles name a summary column through :data:`METRIC_NAMES`.
+
 Every function takes plain data (the summary rows of :func:`sfenv.app.evaluate.summarise`, or
 the ``timeline`` dict the benchmark saves, see :func:`sfenv.app.benchmark.episode_timeline`), returns
 the :class:`matplotlib.figure.Figure` it drew, and writes it as a PNG if given a path (atomically:
@@ -23,7 +26,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "BAR_SIZE",
+    "COST_COLUMNS",
     "DPI",
+    "METRIC_NAMES",
+    "axis_label",
+    "cost_column",
+    "metric_name",
     "pareto_front",
     "plot_metric",
     "plot_prices",
@@ -38,6 +46,39 @@ DPI = 100
 BAR_SIZE = (8.0, 4.5)
 #: width of the timeline and price figures, inches (their height grows with the number of regions)
 WIDE = 11.0
+#: summary column -> (what it measures, its unit) for axis labels and titles; a column not listed is
+#: named by itself (:func:`axis_label`)
+METRIC_NAMES: dict[str, tuple[str, str]] = {
+    "mean_jct_h": ("mean JCT", "h (unfinished jobs censored at episode end)"),
+    "p95_jct_h": ("p95 JCT", "h (unfinished jobs censored at episode end)"),
+    "cost_usd": ("electricity cost", "USD per episode"),
+    "egress_usd": ("egress cost", "USD per episode"),
+    "total_cost_usd": ("total cost (electricity + egress)", "USD per episode"),
+    "throughput_tok_s": ("throughput", "tokens/s"),
+    "unfinished": ("unfinished jobs", "per episode"),
+}
+#: the cost columns a cost axis shows, first choice first: the whole bill, else electricity alone (results
+#: written before egress was billed have no total)
+COST_COLUMNS = ("total_cost_usd", "cost_usd")
+
+
+def metric_name(column: str) -> str:
+    """What summary column ``column`` measures (:data:`METRIC_NAMES`; the column itself if not listed)."""
+    return METRIC_NAMES.get(column, (column, ""))[0]
+
+
+def axis_label(column: str) -> str:
+    """An axis label for summary column ``column``: what it measures and its unit (:data:`METRIC_NAMES`)."""
+    name, unit = METRIC_NAMES.get(column, (column, ""))
+    return f"{name}, {unit}" if unit else name
+
+
+def cost_column(summary: Sequence[dict[str, Any]]) -> str:
+    """The cost column to plot for ``summary``: the first of :data:`COST_COLUMNS` with a finite mean in some row."""
+    for col in COST_COLUMNS:
+        if any(math.isfinite(float(r.get(col, math.nan))) for r in summary):
+            return col
+    return COST_COLUMNS[-1]
 
 
 def _figure(size: tuple[float, float]) -> Figure:
@@ -190,15 +231,20 @@ def _label_points(fig: Figure, ax: Axes, pts: Sequence[tuple[float, float]], nam
 
 
 def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = None,
-                  x: str = "mean_jct_h", y: str = "cost_usd", scenario: str | None = None) -> Figure:
+                  x: str = "mean_jct_h", y: str | None = None, scenario: str | None = None) -> Figure:
     """Mean JCT against mean cost per agent (95 % CI bars on both axes), the Pareto front marked.
 
     The front joins the agents no other agent beats on both (lower is better on both axes).  Points
-    are named beside them without overlaps (:func:`_label_points`) and in the legend.
+    are named beside them without overlaps (:func:`_label_points`) and in the legend.  The axes are
+    labelled by :func:`axis_label` of their columns.
 
     :param path: PNG to write, if given.
+    :param x: the summary column on the x axis (with a ``_ci`` partner).
+    :param y: the summary column on the y axis; None: the whole bill, ``total_cost_usd`` (electricity plus
+        egress), or ``cost_usd`` for results without it (:func:`cost_column`).
     :param scenario: named in the title.
     """
+    y = cost_column(summary) if y is None else y
     fig = _figure(BAR_SIZE)
     ax = fig.subplots()
     colours = _colours(len(summary))
@@ -217,10 +263,11 @@ def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = N
     ends_y = [p[1] + _ci(r, y) for p, r in zip(pts, summary) if math.isfinite(p[1])]
     ax.set_xlim(0, 1.12 * max(ends_x, default=0.0) or None)
     ax.set_ylim(0, 1.12 * max(ends_y, default=0.0) or None)
-    ax.set_xlabel("mean JCT, h (unfinished jobs censored at episode end)")
-    ax.set_ylabel("electricity cost, USD per episode")
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
     where = f" on {scenario}" if scenario else ""
-    ax.set_title(f"JCT vs cost{where} (lower left is better; circled: Pareto front)", fontsize=10)
+    ax.set_title(f"{metric_name(x)} vs {metric_name(y)}{where} (lower left is better; circled: Pareto front)",
+                 fontsize=10)
     ax.legend(fontsize=7, ncols=2, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="agent")
     ax.grid(alpha=0.3)
     _label_points(fig, ax, pts, [r["agent"] for r in summary], colours)  # last: the layout is final
