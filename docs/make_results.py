@@ -7,8 +7,10 @@ Every table of results in the documentation is made here from a result file, nev
 ``docs/results/<name>.md`` and all of them, in ``SOURCES.yml``'s order, into
 ``docs/results/all.md``, which the benchmarks page includes. For a ``benchmark.json`` it also redraws the
 JCT, cost and trade-off figures into ``docs/results/figures/<name>/`` (``--no-figures`` skips
-them). ``data/SOURCES.yml`` records, per file, the command that made it and when; a file without
-an entry is refused. ``--check`` writes nothing and exits 1 if a table is out of date.
+them). Cost shows as electricity, and, for files whose episodes carry them (env v2 bills egress),
+egress and the total bill beside it. ``data/SOURCES.yml`` records, per file, the command that made
+it, when, and optionally the commit and env version; a file without an entry is refused.
+``--check`` writes nothing and exits 1 if a table is out of date.
 """
 
 from __future__ import annotations
@@ -27,17 +29,33 @@ RESULTS = HERE / "results"
 DATA = RESULTS / "data"
 FIGURES = ("jct", "cost", "tradeoff")
 
-#: (summary column, heading, format); columns with a ``_ci`` twin print as ``mean ± half-width``
+#: (summary column, heading, format); columns with a ``_ci`` twin print as ``mean ± half-width``;
+#: those in :data:`OPTIONAL_COLUMNS` only when the file's episode rows carry them
 COLUMNS = [
     ("agent", "agent", ""),
     ("seeds", "seeds", "d"),
     ("mean_jct_h", "mean JCT, h", ".2f"),
     ("p95_jct_h", "p95 JCT, h", ".2f"),
-    ("cost_usd", "cost, USD", ".1f"),
+    ("cost_usd", "electricity, USD", ".1f"),
+    ("egress_usd", "egress, USD", ".1f"),
+    ("total_cost_usd", "total cost, USD", ".1f"),
     ("throughput_tok_s", "throughput, k tokens/s", ".0f"),
     ("unfinished", "unfinished jobs", ".1f"),
     ("utilisation", "GPU utilisation", ".2f"),
 ]
+
+#: columns shown only for files whose episode rows hold the field (egress is billed since env v2;
+#: files written before have neither, and :func:`sfenv.app.evaluate.summarise` gives NaN for them)
+OPTIONAL_COLUMNS = ("egress_usd", "total_cost_usd")
+
+
+def columns_for(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The table's columns for these episode rows: :data:`COLUMNS` without the optional ones no row holds.
+
+    :param rows: the episode rows of one result file.
+    :return: the ``(summary column, heading, format)`` triples to print, in :data:`COLUMNS`' order.
+    """
+    return [c for c in COLUMNS if c[0] not in OPTIONAL_COLUMNS or any(c[0] in r for r in rows)]
 
 
 def load_rows(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -60,8 +78,10 @@ def load_rows(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 
 def _cell(row: dict[str, Any], column: str, fmt: str) -> str:
-    """One table cell: the value, with ``± half-width`` when the summary has an interval."""
+    """One table cell: the value, with ``± half-width`` when the summary has an interval; ``-`` for no value."""
     value = row[column]
+    if column != "agent" and not math.isfinite(value):
+        return "-"  # an optional column an agent's rows do not hold (summarise gives NaN)
     if column == "throughput_tok_s":
         value, ci = value / 1000, row.get(column + "_ci", math.nan) / 1000
     else:
@@ -78,7 +98,8 @@ def render_table(name: str, rows: list[dict[str, Any]], meta: dict[str, Any], so
     :param name: the file's stem (used in the heading's anchor and the figure folder).
     :param rows: the episode rows.
     :param meta: the settings recorded in the file (may be empty).
-    :param source: its ``SOURCES.yml`` entry: ``command``, ``date``, ``machine`` (and optional ``title``).
+    :param source: its ``SOURCES.yml`` entry: ``command``, ``date``, ``machine`` (and optional ``title``,
+        ``commit``: the sfenv commit that ran it, ``env``: the env version it played).
     :return: Markdown: a heading, the command, the table and a note on the interval.
     """
     from sfenv.app.evaluate import summarise
@@ -88,18 +109,24 @@ def render_table(name: str, rows: list[dict[str, Any]], meta: dict[str, Any], so
     seeds = sorted({r["seed"] for r in rows})
     jobs = sorted({r["jobs"] for r in rows})
     title = source.get("title") or f"{', '.join(scenarios)}"
+    made = [str(source["date"])]
+    made += [f"commit {source['commit']}"] if source.get("commit") else []
+    made += [f"env {source['env']}"] if source.get("env") else []
+    columns = columns_for(rows)
     lines = [
         f"### {title}",
         "",
-        f"`{source['command']}` ({source['date']}, {source['machine']}): scenario {', '.join(scenarios)}, "
+        f"`{source['command']}` ({', '.join(made)}; {source['machine']}): scenario {', '.join(scenarios)}, "
         f"{'/'.join(map(str, jobs))} jobs per episode, seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}).",
         "",
-        "| " + " | ".join(head for _, head, _ in COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
+        "| " + " | ".join(head for _, head, _ in columns) + " |",
+        "|" + "---|" * len(columns),
     ]
-    lines += ["| " + " | ".join(_cell(row, col, fmt) for col, _, fmt in COLUMNS) + " |" for row in summary]
+    lines += ["| " + " | ".join(_cell(row, col, fmt) for col, _, fmt in columns) + " |" for row in summary]
+    billed = "; electricity is the energy bill, egress the bytes sent between regions, total cost both" if any(
+        col == "egress_usd" for col, _, _ in columns) else ""
     lines += ["", "Mean ± 95 % confidence half-width over seeds (Student t); JCT counts unfinished jobs at "
-              "episode end - arrival. Generated by `docs/make_results.py` from "
+              f"episode end - arrival{billed}. Generated by `docs/make_results.py` from "
               f"`docs/results/data/{name}.json`; do not edit."]
     if meta.get("scenario_sha"):
         lines[-1] += f" Scenario hash `{meta['scenario_sha']}`."
@@ -131,7 +158,7 @@ def draw_figures(name: str, rows: list[dict[str, Any]], meta: dict[str, Any]) ->
 
 
 def sources() -> dict[str, dict[str, Any]]:
-    """The ``SOURCES.yml`` entries: file stem -> command, date, machine."""
+    """The ``SOURCES.yml`` entries: file stem -> command, date, machine (and title, commit, env)."""
     return yaml.safe_load((DATA / "SOURCES.yml").read_text()) or {}
 
 

@@ -67,6 +67,45 @@ def test_a_result_table_cell_is_the_mean_of_its_file():
     assert row.split("|")[2].strip() == str(len(jcts))
 
 
+def _table_cells(table: str, agent: str) -> list[str]:
+    """The cells of ``agent``'s row of a rendered Markdown table (first column: the agent)."""
+    row = next(line for line in table.splitlines() if line.startswith(f"| `{agent}`"))
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def _table_headings(table: str) -> list[str]:
+    row = next(line for line in table.splitlines() if line.startswith("| agent"))
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def test_egress_and_total_cost_columns_show_only_for_rows_that_carry_them():
+    mr = _make_results()
+    rows, meta = mr.load_rows(mr.DATA / "evaluate-bace-6.json")
+    assert all("egress_usd" in r and "total_cost_usd" in r for r in rows), "the file was written on env v2"
+    source = {"command": "sfenv evaluate", "date": "2026-11-26", "machine": "test"}
+    table = mr.render_table("t", rows, meta, source)
+    headings = _table_headings(table)
+    at = headings.index("electricity, USD")
+    assert headings[at:at + 3] == ["electricity, USD", "egress, USD", "total cost, USD"]
+    for agent in ("bace-pipe", "cr-lcf"):  # recomputed from the file, without summarise
+        mine = [r for r in rows if r["agent"] == agent]
+        cells = _table_cells(table, agent)
+        for offset, field in enumerate(("cost_usd", "egress_usd", "total_cost_usd")):
+            assert cells[at + offset].startswith(f"{sum(r[field] for r in mine) / len(mine):.1f} ± "), field
+    assert float(_table_cells(table, "cr-lcf")[at + 1].split(" ")[0]) > 0  # some egress is billed here
+    # rows written before egress was billed: neither column
+    old = [{k: v for k, v in r.items() if k not in ("egress_usd", "total_cost_usd")} for r in rows]
+    old_headings = _table_headings(mr.render_table("t", old, meta, source))
+    assert "egress, USD" not in old_headings and "total cost, USD" not in old_headings
+    assert len(old_headings) == len(headings) - 2
+    # a file mixing both: the columns show, with "-" for the agent whose rows lack them
+    mixed = [r if r["agent"] != "lcf" else old[i] for i, r in enumerate(rows)]
+    mixed_table = mr.render_table("t", mixed, meta, source)
+    assert _table_headings(mixed_table) == headings
+    assert _table_cells(mixed_table, "lcf")[at + 1:at + 3] == ["-", "-"]
+    assert _table_cells(mixed_table, "bace-pipe") == _table_cells(table, "bace-pipe")
+
+
 def test_every_result_file_names_the_command_that_made_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     mr = _make_results()
     sources = mr.sources()
@@ -74,6 +113,10 @@ def test_every_result_file_names_the_command_that_made_it(tmp_path: Path, monkey
     assert files and set(files) <= set(sources)
     for name in files:
         assert sources[name]["command"].startswith("sfenv ") and sources[name]["date"]
+        # which code and env made it, shown in its table's heading
+        assert sources[name].get("commit") and sources[name].get("env")
+        heading = (mr.RESULTS / f"{name}.md").read_text().split("\n\n")[1]
+        assert f"commit {sources[name]['commit']}, env {sources[name]['env']}" in heading
     # a file without an entry is refused
     monkeypatch.setattr(mr, "DATA", tmp_path)
     (tmp_path / "SOURCES.yml").write_text("{}\n")
