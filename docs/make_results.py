@@ -7,8 +7,8 @@ Every table of results in the documentation is made here from a result file, nev
 ``docs/results/<name>.md`` and all of them, in ``SOURCES.yml``'s order, into
 ``docs/results/all.md``, which the benchmarks page includes. For a ``benchmark.json`` it also redraws the
 JCT, cost and trade-off figures into ``docs/results/figures/<name>/`` (``--no-figures`` skips
-them). Cost shows as electricity, and, for files whose episodes carry them (env v2 bills egress),
-egress and the total bill beside it. ``data/SOURCES.yml`` records, per file, the command that made
+them). Cost shows as electricity, and, for files whose episodes carry them (written since egress is
+billed), egress and the total bill beside it. ``data/SOURCES.yml`` records, per file, the command that made
 it, when, and optionally the commit and env version; a file without an entry is refused.
 ``--check`` writes nothing and exits 1 if a table is out of date.
 """
@@ -44,8 +44,8 @@ COLUMNS = [
     ("utilisation", "GPU utilisation", ".2f"),
 ]
 
-#: columns shown only for files whose episode rows hold the field (egress is billed since env v2;
-#: files written before have neither, and :func:`sfenv.app.evaluate.summarise` gives NaN for them)
+#: columns shown only for files whose episode rows hold the field (files written before egress was
+#: billed have neither, and :func:`sfenv.app.evaluate.summarise` gives NaN for them)
 OPTIONAL_COLUMNS = ("egress_usd", "total_cost_usd")
 
 

@@ -81,7 +81,7 @@ def _table_headings(table: str) -> list[str]:
 def test_egress_and_total_cost_columns_show_only_for_rows_that_carry_them():
     mr = _make_results()
     rows, meta = mr.load_rows(mr.DATA / "evaluate-bace-6.json")
-    assert all("egress_usd" in r and "total_cost_usd" in r for r in rows), "the file was written on env v2"
+    assert all("egress_usd" in r and "total_cost_usd" in r for r in rows), "the file was written with egress billed"
     source = {"command": "sfenv evaluate", "date": "2026-11-26", "machine": "test"}
     table = mr.render_table("t", rows, meta, source)
     headings = _table_headings(table)
