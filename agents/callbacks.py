@@ -42,8 +42,12 @@ def play_episode(
     :param seed: the episode seed (the episode of ``make_simulator(scenario, seed)``).
     :param masked: pass the env's action masks to ``predict``.
     :param normalize: applied to every observation before ``predict`` (VecNormalize's ``normalize_obs``).
-    :return: the episode report (a dict) and the raw undiscounted return.  An episode that does not
-        end within ``max(max_episode_steps, 100 x jobs)`` steps is stopped; its unfinished jobs count.
+    :return: the report of the finished episode (a dict, with ``stopped_early``) and the raw
+        undiscounted return.  A policy whose episode does not end within ``max(max_episode_steps,
+        100 x jobs)`` steps is stopped there and the episode is played on to its end with waits
+        (:meth:`sfenv.env.GeoSchedEnv.wait_to_end`, as the evaluator's
+        :func:`~sfenv.app.evaluate.run_policy_episode` does), so every job counts (those never
+        started censored at the end) and the return includes the rewards of those waits.
     """
     base = env.unwrapped
     obs, _ = env.reset(seed=seed)
@@ -59,7 +63,9 @@ def play_episode(
         ret += float(reward)
         done = terminated or truncated
         steps += 1
-    return base.sim.report().to_dict(), ret
+    for reward in base.wait_to_end():  # stopped at the step limit: the episode ends as it would with waits
+        ret += float(reward)
+    return {**base.sim.report().to_dict(), "stopped_early": not done}, ret
 
 
 def make_eval_callback(
@@ -131,6 +137,7 @@ def make_eval_callback(
                 "cost_usd": float(np.mean([r["cost_usd"] for r in reports])),
                 "unfinished": float(np.mean([r["unfinished"] for r in reports])),
                 "mean_return": float(np.mean(returns)),
+                "stopped_early": int(sum(r["stopped_early"] for r in reports)),  # played on with waits
             }
             for key in ("mean_jct_h", "cost_usd", "unfinished", "mean_return"):
                 self.logger.record(f"eval/{key}", point[key])

@@ -54,7 +54,7 @@ from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario
 from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
 from sfenv.runs.stats import mean_ci  # also imported from here
 from sfenv.scenario import Scenario, load_scenario
-from sfenv.sim import Simulator, make_simulator
+from sfenv.sim import make_simulator
 from sfenv.sim.metrics import ADDED_REPORT_FIELDS, EpisodeReport
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -187,7 +187,7 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
             log.append(plan_to_json(None if info["forced_wait"] else plan))
         done = terminated or truncated
         steps += 1
-    for _ in _wait_to_end(sim):  # stopped at the step limit: the episode ends as it would with waits
+    for _ in base.wait_to_end():  # stopped at the step limit: the episode ends as it would with waits
         if log is not None:
             log.append(None)
     records = sim.records()
@@ -207,17 +207,6 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
         row["actions"] = {"decisions": log, "replans": []}
     env.close()
     return row
-
-
-def _wait_to_end(sim: Simulator) -> Iterator[None]:
-    """Let time pass until ``sim`` is done, one wait at a time (yields after each: one logged decision).
-
-    Each wait is what ``Simulator.run`` does for a ``None`` decision, so a replay of the log, the waits
-    included, plays the same episode to the same end.
-    """
-    while not sim.done:
-        sim.wait()
-        yield None
 
 
 def _fits(policy: SavedPolicy, env: gym.Env) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -391,6 +391,21 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._invalid_run = self._invalid_run + 1 if invalid else 0
         self._last_invalid = invalid
         self._forced_wait = forced
+        reward, (d_job_s, d_cost, d_tokens, d_egress) = self._reward_since_last_step(sim)
+        reward -= self.invalid_action_penalty if invalid else 0.0
+        terminated = sim.done
+        if not invalid or forced:
+            self._build_candidates()
+        info = self._info(d_job_s, d_cost, d_tokens, d_egress)
+        if terminated:
+            info["episode_report"] = sim.report().to_dict()
+        return self._obs(), float(reward), bool(terminated), False, info
+
+    def _reward_since_last_step(self, sim: Simulator) -> tuple[float, tuple[float, float, float, float]]:
+        """The reward of what happened since the last step, penalties aside, and its parts; moves the marks on.
+
+        :return: the reward and (job-seconds, electricity USD, tokens, egress USD) since the last step.
+        """
         in_sys = self._job_seconds()
         totals = sim.totals()
         d_job_s = in_sys - self._last_in_system
@@ -404,15 +419,32 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             - self.cost_weight * d_cost
             - self.egress_weight * d_egress
             + self.throughput_weight * d_tokens / 1e9
-            - (self.invalid_action_penalty if invalid else 0.0)
         )
-        terminated = sim.done
-        if not invalid or forced:
-            self._build_candidates()
-        info = self._info(d_job_s, d_cost, d_tokens, d_egress)
-        if terminated:
-            info["episode_report"] = sim.report().to_dict()
-        return self._obs(), float(reward), bool(terminated), False, info
+        return reward, (d_job_s, d_cost, d_tokens, d_egress)
+
+    def wait_to_end(self) -> Iterator[float]:
+        """Play the episode on to its end with waits, whatever the mask says; yield each wait's reward.
+
+        What an evaluator does with a policy it stopped (at its step limit, e.g. one that keeps
+        choosing masked actions): time moves on as if the policy had waited at every decision, so
+        running jobs finish, jobs never started stay in the system to the end (and count, censored),
+        and the episode's report is the finished episode's.  Each wait is what
+        ``Simulator.run`` does for a ``None`` decision (a replay of a log that records one wait per
+        yield plays the same episode) and yields the reward :meth:`step` would give a valid wait, so
+        a return summed over the steps and these yields is the finished episode's return.
+        Nothing is yielded if the episode has ended.
+
+        :raises RuntimeError: before the first :meth:`reset`.
+        """
+        sim = self.sim
+        if sim is None:
+            raise RuntimeError("call reset() before wait_to_end()")
+        while not sim.done:
+            sim.wait()
+            reward = self._reward_since_last_step(sim)[0]
+            if sim.done:  # as step leaves an ended episode: no candidates, only wait valid
+                self._build_candidates()
+            yield reward
 
     def action_masks(self) -> np.ndarray:
         """Valid actions (True = valid): candidate slots that can start now, and wait.
