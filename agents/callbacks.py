@@ -225,7 +225,8 @@ def plot_learning_curve(history: Sequence[dict], levels: dict[str, dict[str, flo
     return path
 
 
-def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]], seeds: Sequence[int]) -> str:
+def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]], seeds: Sequence[int],
+                     play: str = "as-trained") -> str:
     """One line: the best model's held-out mean JCT against FIFO's and the best reference agent's.
 
     E.g. ``best model (step 8,192): mean JCT 2.01 h on seeds 10000..10015; fifo 2.64 h (0.76x),
@@ -236,6 +237,7 @@ def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]
     :param history: the evaluation points (``eval.json``).
     :param levels: :func:`heuristic_levels` on the same seeds (may be empty: no comparison).
     :param seeds: the evaluation seeds.
+    :param play: the recipe's play mode (the evaluations played it so); ``work-conserving`` is said in the line.
     :return: the line ("no evaluation" when ``history`` is empty).
     """
     best = [h for h in history if h.get("best")]
@@ -244,7 +246,8 @@ def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]
     point = best[-1]
     jct = point["mean_jct_h"]
     span = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
-    line = f"best model (step {point['timesteps']:,}): mean JCT {jct:.2f} h on {span}"
+    played = ", played work-conserving" if play == "work-conserving" else ""
+    line = f"best model (step {point['timesteps']:,}{played}): mean JCT {jct:.2f} h on {span}"
     if point.get("unfinished"):
         line += f" ({point['unfinished']:.1f} jobs unfinished per episode)"
     parts = []

@@ -143,9 +143,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     choice = _seed_choice(args, sc.name)
     seeds = list(choice.seeds)
     backend = _backend(args)
-    play = {n: {"work_conserving": True} for n in names if n.startswith("model:")} if args.work_conserving else None
-    if args.work_conserving and not play:
-        raise InvalidInput("--work-conserving plays saved models (model:PATH) work-conserving; --agents names none")
+    mode = "work-conserving" if args.work_conserving else args.play
+    if args.work_conserving and args.play not in (None, "work-conserving"):
+        raise InvalidInput(f"--work-conserving and --play {args.play}: give one of them")
+    play = ({n: {"work_conserving": mode == "work-conserving"} for n in names if n.startswith("model:")}
+            if mode is not None else None)
+    if mode is not None and not play:
+        option = "--work-conserving" if args.work_conserving else f"--play {mode}"
+        raise InvalidInput(f"{option} plays saved models (model:PATH) {mode}; --agents names none")
     for path in (args.out, args.csv):  # a folder, or a path under a file: said now, not after the run
         if path is not None:
             check_writable(path)
@@ -406,7 +411,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                  checkpoint_every=cfg["checkpoint_every"], progress_bar=not args.quiet, normalize=cfg["normalize"],
                  eval_every=cfg["eval_every"], eval_seeds=cfg["eval_seeds"], eval_scenario=cfg["eval_scenario"],
                  baselines=cfg["baselines"], plot=not args.no_plot, pretrain=pretrain, log=log,
-                 policy=cfg["policy"])
+                 policy=cfg["policy"], play=cfg["play"])
     print(f"saved {path} (best: {path.with_name('best_model.zip')})")
     print(run_summary(path.parent))
     return 0
@@ -517,9 +522,12 @@ def _add_evaluate(sub: _Commands) -> None:
                         f"{protocol.MIN_ENTRY_SEEDS} or more seeds of the test split)")
     e.add_argument("--num-jobs", type=job_count, metavar="N",
                    help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
-    e.add_argument("--work-conserving", action="store_true",
-                   help="play every model:PATH agent with wait masked while a candidate can start (the env's "
-                        "work_conserving), whatever it was trained with; recorded in --out's settings")
+    e.add_argument("--play", choices=("as-trained", "work-conserving"), default=None, metavar="MODE",
+                   help="how to play every model:PATH agent: as-trained (the env it was trained in) or "
+                        "work-conserving (wait masked while a candidate can start, the env's work_conserving); "
+                        "recorded in --out's settings (default: the play mode its recipe recorded, play: in "
+                        "the training config; as trained if none)")
+    e.add_argument("--work-conserving", action="store_true", help="the same as --play work-conserving")
     e.add_argument("--out", type=Path, metavar="FILE",
                    help="JSON results file, rewritten atomically every few seconds as episodes finish, at the end "
                         "and on Ctrl-C; one sfenv process writes it at a time (default: none)")
