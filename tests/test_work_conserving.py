@@ -192,3 +192,17 @@ def test_learned_vs_heuristics_plays_the_recipe_mode_unless_told(wc_run, tmp_pat
 def test_a_bad_play_mode_is_refused_naming_it(tmp_path) -> None:
     with pytest.raises(ValueError, match="play = 'eager'"):
         train("maskable-ppo", "spider-8", total_timesteps=64, out_dir=tmp_path, play="eager")
+
+
+def test_sfenv_evaluate_plays_the_recorded_mode_and_play_overrides_it(wc_run, tmp_path, capsys) -> None:
+    from sfenv.app.cli import main
+
+    spec = f"model:{wc_run / 'best_model.zip'}"
+    args = ["evaluate", "--agents", spec, "--num-jobs", "6", "--seeds", "1", "--split", "validation", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "a.json")]) == 0
+    assert json.loads((tmp_path / "a.json").read_text())["episodes"][0]["work_conserving"] is True
+    assert main([*args, "--play", "as-trained", "--out", str(tmp_path / "b.json")]) == 0
+    assert "work_conserving" not in json.loads((tmp_path / "b.json").read_text())["episodes"][0]
+    capsys.readouterr()
+    assert main([*args, "--play", "as-trained", "--work-conserving"]) == 2
+    assert capsys.readouterr().err.strip() == "sfenv: --work-conserving and --play as-trained: give one of them"
