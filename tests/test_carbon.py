@@ -196,3 +196,111 @@ def test_carbon_off_leaves_the_scenario_hash():
     sc = load_scenario("spider-8")
     assert "carbon" not in sc.cfg.model_dump() and "carbon_weight" not in sc.cfg.model_dump()["reward"]
     assert scenario_hash(sc) == scenario_hash(sc.with_overrides(reward={"carbon_weight": 0.0}))
+
+
+# ---------------------------------------------------------------- forecasts and the observation
+def _series(hours: int = 96) -> CarbonSeries:
+    t = np.arange(hours, dtype=float)
+    return CarbonSeries(["a", "b"], np.vstack([300 + 100 * np.sin(t / 5), 80 + 10 * np.cos(t / 3)]), "lca")
+
+
+def test_persistence_forecast_as_of_t_never_reads_after_t():
+    """Change every intensity after hour h: the persistence forecast issued at h is unchanged; the oracle's is not."""
+    from sfenv.world.carbon import CarbonForecaster
+
+    base = _series()
+    for h in (0, 5, 30, 70):
+        altered = base.hourly.copy()
+        altered[:, h + 1:] *= 3.0
+        other = CarbonSeries(base.zones, altered, "lca")
+        t = h * 3600.0 + 1234.0
+        fc = CarbonForecaster(base, "persistence").issued(t, 48)
+        assert np.array_equal(fc, CarbonForecaster(other, "persistence").issued(t, 48))
+        assert np.array_equal(fc[:, 0], base.hourly[:, h])  # the current hour is measured
+        truth = CarbonForecaster(base, "oracle").issued(t, 48)
+        assert np.array_equal(truth, base.hour_values(np.arange(h, h + 49)))
+        if h + 1 < base.hours:
+            assert not np.array_equal(truth, CarbonForecaster(other, "oracle").issued(t, 48))
+
+
+def test_noisy_forecast_is_issued_once_per_hour_seeded_and_of_the_published_size():
+    from sfenv.world.carbon import PUBLISHED_DAY_AHEAD_MAPE, CarbonForecaster
+
+    series = CarbonSeries(["z"], np.full((1, 24 * 400), 400.0), "lca")
+    fc = CarbonForecaster(series, "noisy", seed=7)
+    a = fc.issued(5 * 3600.0 + 10.0, 24)
+    later = CarbonForecaster(series, "noisy", seed=7).issued(5 * 3600.0 + 3000.0, 24)
+    assert np.array_equal(a, later)  # issued as of the hour
+    assert not np.array_equal(a, CarbonForecaster(series, "noisy", seed=8).issued(5 * 3600.0, 24))
+    assert a[0, 0] == 400.0  # now: measured
+    errors = np.array([abs(fc.issued(h * 3600.0, 24)[0, 24] / 400.0 - 1.0) for h in range(24 * 300)])
+    assert np.mean(errors) == pytest.approx(PUBLISHED_DAY_AHEAD_MAPE, rel=0.1)  # the 24-hour lead's MAPE
+    early = np.array([abs(fc.issued(h * 3600.0, 24)[0, 1] / 400.0 - 1.0) for h in range(24 * 300)])
+    assert np.mean(early) < np.mean(errors) / 3  # errors grow with the lead
+
+
+@pytest.mark.parametrize("obs_mode", ["full", "compact"])
+def test_carbon_key_is_the_forecast_issued_now_and_passes_the_checkers(obs_mode):
+    import warnings
+
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make("sfenv/Geo8-v2", num_jobs=6, obs_mode=obs_mode, carbon_obs=True).unwrapped
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env)
+    obs, info = env.reset(seed=3)
+    sim = env.sim
+    rows = sim.carbon_forecaster.issued(sim.time, 24)
+    zone_of = [sim.carbon.zone_index[r.zone] for r in sim.topo.regions]
+    if obs_mode == "full":
+        assert obs["carbon"].shape == (8 * 25,)
+        assert np.allclose(obs["carbon"].reshape(8, 25), np.clip(rows[zone_of] / 1000, 0, 1), atol=1e-6)
+    else:
+        assert obs["carbon"].shape == (3 + 24,)
+        assert obs["carbon"][0] == pytest.approx(rows[zone_of, 0].min() / 1000, abs=1e-6)
+    assert info["carbon_signal"] == "lca" and info["carbon_kg"] == 0.0
+    assert not env.privileged_carbon
+    assert "carbon" not in gym.make("sfenv/Geo8-v2", num_jobs=6).observation_space.spaces  # off by default
+
+
+def test_oracle_is_labelled_privileged():
+    from sfenv.env import GeoSchedEnv
+
+    sc = load_scenario("geo-8").with_overrides(carbon={"forecast": {"kind": "oracle"}}, workload={"num_jobs": 4})
+    assert GeoSchedEnv(sc, carbon_obs=True).privileged_carbon
+    assert not GeoSchedEnv(sc).privileged_carbon  # no carbon key, nothing privileged
+
+
+def test_carbon_weight_enters_the_reward_and_info_counts_the_kg():
+    from sfenv.env import GeoSchedEnv
+
+    sums = {}
+    for weight in (0.0, 2.0):
+        env = GeoSchedEnv("geo-8", num_jobs=5, carbon_weight=weight)
+        env.reset(seed=1)
+        total, kg, done = 0.0, 0.0, False
+        while not done:
+            mask = env.action_masks()
+            _, r, done, _, info = env.step(int(np.flatnonzero(mask)[0]))
+            total += r
+            kg += info["step_carbon_kg"]
+        sums[weight] = (total, kg, info["carbon_kg"], info["episode_report"]["carbon_kg"])
+    (r0, kg0, c0, rep0), (r2, kg2, _, _) = sums[0.0], sums[2.0]
+    assert kg0 == pytest.approx(c0) and c0 == pytest.approx(rep0, rel=1e-9) and kg0 > 0
+    assert kg2 == pytest.approx(kg0)  # the same episode: the weight changes the reward only
+    assert r2 == pytest.approx(r0 - 2.0 * kg0, rel=1e-9)
+
+
+def test_three_objective_front_and_plot(tmp_path):
+    from sfenv.app.plots import pareto_front_nd, plot_tradeoff_pairs
+
+    pts = [(1.0, 5.0, 9.0), (2.0, 4.0, 1.0), (2.0, 6.0, 2.0), (3.0, 5.0, 9.5), (float("nan"), 0.0, 0.0)]
+    # (2, 6, 2) is dominated by (2, 4, 1); (3, 5, 9.5) by (1, 5, 9); the NaN point is never on the front
+    assert pareto_front_nd(pts) == [0, 1]
+    rows = [{"agent": f"a{i}", "mean_jct_h": p[0], "cost_usd": p[1], "carbon_kg": p[2], "carbon_signal": "lca"}
+            for i, p in enumerate(pts[:4])]
+    fig = plot_tradeoff_pairs(rows, tmp_path / "t.png", scenario="geo-8")
+    assert (tmp_path / "t.png").stat().st_size > 0
+    assert len(fig.axes) == 3 and "(lca)" in fig.axes[1].get_ylabel()

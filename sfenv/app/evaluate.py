@@ -108,6 +108,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
     records = sim.records()
     row: dict[str, Any] = {"agent": agent.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
     row.update(_jct_fields(records, report.makespan_s))
+    row.update(_carbon_fields(sim))
     row["decisions"] = len(times)
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
@@ -115,6 +116,14 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = recorder.log()
     return row
+
+
+def _carbon_fields(sim: Any) -> dict[str, Any]:
+    """What a result row says of its carbon: the signal (``lca``/``direct``) and the zones on the fallback."""
+    carbon = sim.carbon
+    if carbon is None:
+        return {}
+    return {"carbon_signal": carbon.signal, "carbon_fallback_zones": ",".join(carbon.fallback_zones)}
 
 
 #: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`sfenv.agents.learned`)
@@ -194,6 +203,9 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     report = sim.report()
     row: dict[str, Any] = {"agent": policy.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
     row.update(_jct_fields(records, report.makespan_s))
+    row.update(_carbon_fields(sim))
+    if base.privileged_carbon:
+        row["privileged_carbon"] = True  # the carbon key held the true future (carbon.forecast.kind: oracle)
     row["decisions"] = len(times)
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
@@ -589,6 +601,7 @@ CI_METRICS: tuple[tuple[str, str, float], ...] = (
     ("cost_usd", "cost_usd", 1.0),
     ("egress_usd", "egress_usd", 1.0),
     ("total_cost_usd", "total_cost_usd", 1.0),
+    ("carbon_kg", "carbon_kg", 1.0),
     ("throughput_tok_s", "mean_throughput_tokens_s", 1.0),
     ("unfinished", "unfinished", 1.0),
 )
@@ -602,7 +615,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     the Student-t interval, :func:`sfenv.runs.stats.mean_ci`).  The per-episode JCT figures already count
     unfinished jobs (censored); ``p95_jct_h`` is the mean of the episodes' 95th percentiles.
     ``cost_usd`` is electricity, ``egress_usd`` the bytes sent between regions and ``total_cost_usd``
-    both (rows written before egress was billed have neither: NaN).
+    both (rows written before egress was billed have neither: NaN).  ``carbon_kg`` is operational
+    kgCO2e; ``carbon_signal`` names its signal (the rows' signals, joined by ``/`` if they differ).
     Energy, utilisation and decision times are plain means (decision_ms_max: the maximum).
     """
     order: list[str] = []
@@ -619,6 +633,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             values = [float(r[fld] if fld not in ADDED_REPORT_FIELDS else r.get(fld, math.nan)) * scale for r in rs]
             entry[col], entry[col + "_ci"] = mean_ci(values)
         entry.update({
+            "carbon_signal": "/".join(sorted({str(r.get("carbon_signal", "")) for r in rs} - {""})) or "-",
             "energy_mwh": float(np.mean([r["energy_kwh"] for r in rs])) / 1000,
             "utilisation": float(np.mean([r["utilisation"] for r in rs])),
             "decision_ms_mean": 1000 * float(np.mean([r["decision_time_mean_s"] for r in rs])),
@@ -631,8 +646,9 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_table(summary: Sequence[dict[str, Any]]) -> str:
     """A fixed-width text table of :func:`summarise` output; CI metrics print as ``mean ± half-width``."""
     cols = [("agent", ""), ("seeds", "d"), ("mean_jct_h", ".2f"), ("p95_jct_h", ".2f"), ("cost_usd", ".1f"),
-            ("egress_usd", ".1f"), ("total_cost_usd", ".1f"), ("throughput_tok_s", ".0f"), ("unfinished", ".1f"),
-            ("energy_mwh", ".2f"), ("utilisation", ".2f"), ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
+            ("egress_usd", ".1f"), ("total_cost_usd", ".1f"), ("carbon_kg", ".1f"), ("carbon_signal", ""),
+            ("throughput_tok_s", ".0f"), ("unfinished", ".1f"), ("energy_mwh", ".2f"), ("utilisation", ".2f"),
+            ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
 
     def cell(row: dict[str, Any], name: str, fmt: str) -> str:
         text = f"{row[name]:{fmt}}"
@@ -645,7 +661,8 @@ def format_table(summary: Sequence[dict[str, Any]]) -> str:
     widths = [max(len(b[i]) for b in body) for i in range(len(cols))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(b, widths))) for b in body]
     lines.append("mean ± 95 % CI over seeds (Student t); JCT counts unfinished jobs at episode end - arrival; "
-                 "cost_usd: electricity, egress_usd: bytes between regions, total_cost_usd: both")
+                 "cost_usd: electricity, egress_usd: bytes between regions, total_cost_usd: both; "
+                 "carbon_kg: operational kgCO2e of the carbon_signal (lca: life-cycle, direct: combustion)")
     return "\n".join(lines)
 
 

@@ -25,10 +25,12 @@ __all__ = [
     "BAR_SIZE",
     "DPI",
     "pareto_front",
+    "pareto_front_nd",
     "plot_metric",
     "plot_prices",
     "plot_timeline",
     "plot_tradeoff",
+    "plot_tradeoff_pairs",
     "save_png",
 ]
 
@@ -330,6 +332,71 @@ def plot_prices(timeline: dict[str, Any], path: str | Path | None = None) -> Fig
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="zone (regions)")
     ax.set_xlim(0, len(timeline["prices_usd_mwh"][0]))
     ax.grid(alpha=0.3)
+    if path is not None:
+        save_png(fig, path)
+    return fig
+
+
+def pareto_front_nd(points: Sequence[Sequence[float]]) -> list[int]:
+    """Indices of the points no other point dominates in any number of objectives (lower is better).
+
+    A point dominates another when it is lower or equal in every objective and lower in one; a point
+    with a NaN is never on the front.  Sorted by the first objective.
+    """
+    ok = [i for i, p in enumerate(points) if all(math.isfinite(v) for v in p)]
+
+    def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+        return all(u <= v for u, v in zip(a, b)) and any(u < v for u, v in zip(a, b))
+
+    front = [i for i in ok if not any(dominates(points[j], points[i]) for j in ok if j != i)]
+    return sorted(front, key=lambda i: tuple(points[i]))
+
+
+#: the default objectives of :func:`plot_tradeoff_pairs`: (summary column, axis label)
+TRADEOFF_OBJECTIVES: tuple[tuple[str, str], ...] = (
+    ("mean_jct_h", "mean JCT, h"),
+    ("cost_usd", "electricity cost, USD"),
+    ("carbon_kg", "carbon, kgCO2e"),
+)
+
+
+def plot_tradeoff_pairs(summary: Sequence[dict[str, Any]], path: str | Path | None = None,
+                        objectives: Sequence[tuple[str, str]] = TRADEOFF_OBJECTIVES,
+                        scenario: str | None = None) -> Figure:
+    """The trade-off of several objectives (default JCT, cost and carbon): one panel per pair, the joint front circled.
+
+    Each panel plots two objectives' means per agent with their 95 % CI bars; the agents on the Pareto
+    front of *all* the objectives (:func:`pareto_front_nd`, lower is better) are circled in every panel.
+    The carbon axis names the rows' ``carbon_signal`` (``lca`` or ``direct``) when they give one.
+
+    :param objectives: ``(summary column, axis label)`` per objective, at least two.
+    :param path: PNG to write, if given.
+    :param scenario: named in the title.
+    :raises ValueError: with fewer than two objectives.
+    """
+    if len(objectives) < 2:
+        raise ValueError(f"objectives: expected at least two (column, label) pairs, got {len(objectives)}")
+    pairs = [(a, b) for i, a in enumerate(objectives) for b in objectives[i + 1:]]
+    fig = _figure((4.0 * len(pairs), 4.0))
+    axes = fig.subplots(1, len(pairs), squeeze=False)[0]
+    colours = _colours(len(summary))
+    values = [[float(r.get(col, math.nan)) for col, _ in objectives] for r in summary]
+    front = set(pareto_front_nd(values))
+    signals = sorted({str(r.get("carbon_signal", "")) for r in summary} - {"", "-"})
+    for ax, ((cx, lx), (cy, ly)) in zip(axes, pairs):
+        for i, row in enumerate(summary):
+            px, py = float(row.get(cx, math.nan)), float(row.get(cy, math.nan))
+            ax.errorbar(px, py, xerr=_ci(row, cx), yerr=_ci(row, cy), fmt="o", color=colours[i], capsize=3,
+                        markersize=6, label=row["agent"])
+            if i in front:
+                ax.scatter([px], [py], s=160, facecolors="none", edgecolors="black", zorder=3)
+        for col, label, setter in ((cx, lx, ax.set_xlabel), (cy, ly, ax.set_ylabel)):
+            setter(f"{label} ({'/'.join(signals)})" if col == "carbon_kg" and signals else label, fontsize=8)
+        ax.grid(alpha=0.3)
+    where = f" on {scenario}" if scenario else ""
+    fig.suptitle(f"Trade-offs{where}: lower is better; circled: Pareto front of all {len(objectives)} objectives",
+                 fontsize=10)
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="agent")
     if path is not None:
         save_png(fig, path)
     return fig
