@@ -32,6 +32,10 @@ AGENTS: dict[str, str] = {
     "random": "sfenv.agents.simple:RandomAgent",
     "cheapest": "sfenv.agents.simple:CheapestRegionAgent",
     "fastest": "sfenv.agents.simple:FastestRegionAgent",
+    "lowest-carbon": "sfenv.agents.carbon:LowestCarbonAgent",
+    "forecast-carbon": "sfenv.agents.carbon:ForecastCarbonAgent",
+    "carbon-defer": "sfenv.agents.carbon:CarbonDeferralAgent",
+    "carbon-st": "sfenv.agents.carbon:SpatioTemporalCarbonAgent",
 }
 
 #: name -> one line for ``sfenv agents`` (an agent without one shows its class docstring's first line)
@@ -53,6 +57,10 @@ DESCRIPTIONS: dict[str, str] = {
     "random": "Random: a uniform choice among the startable candidate plans",
     "cheapest": "Cheapest: the cheapest region that fits now, arrival order with backfilling",
     "fastest": "Fastest: the region where the job runs fastest now, arrival order with backfilling",
+    "lowest-carbon": "Lowest carbon: the region of lowest grid carbon intensity now (spatial shifting)",
+    "forecast-carbon": "Forecast carbon: the region of least forecast carbon over the job's run (spatial)",
+    "carbon-defer": "Carbon deferral: Wait-AWhile-style start in the cleanest forecast hour within a slack (temporal)",
+    "carbon-st": "Carbon spatio-temporal: the cleanest region and start hour within a slack",
 }
 
 #: named groups accepted wherever a list of agents is
@@ -60,6 +68,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "default": ("fifo", "cheapest", "random", "bace-pipe", "lcf", "ldf", "cr-lcf", "cr-ldf", "spantrain",
                 "spiderflow", "spinsearch"),
     "bace": ("bace-pipe", "lcf", "ldf", "cr-lcf", "cr-ldf"),
+    "carbon": ("lowest-carbon", "forecast-carbon", "carbon-defer", "carbon-st"),
     # any PLACEMENT+ORDER is accepted (sfenv.agents.ordering); these are the ones compared by default
     "ordering": ("fifo+swf", "fifo+fgf", "fifo+bace", "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace",
                  "spantrain+swf", "fastest+swf"),
