@@ -97,7 +97,9 @@ def _agents_help() -> str:
     return (f"comma list of agents ({', '.join(AGENTS)}), a group ({', '.join(GROUPS)}) or 'all'; "
             "model:PATH adds a model saved by sfenv train (its weights-only form, which loads no code), "
             "model:ALGO:PATH one from another SB3 trainer (e.g. model:ppo:logs/ppo/<run>/best_model.zip from the "
-            "RL Zoo, with --trust-model-code); `sfenv agents` describes them")
+            "RL Zoo, with --trust-model-code); your own scheduler as module:Class[:kw=v,...] or "
+            "path/to/file.py:Class[:kw=v,...] (values are JSON: 3, 0.5, true, \"text\"), or a NAME an installed "
+            "package registers (entry points sfenv.agents); `sfenv agents` describes them")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -442,7 +444,23 @@ def _cmd_agents(args: argparse.Namespace) -> int:
           "code, so it needs --trust-model-code (or `sfenv export-model PATH --trust-model-code` once)")
     print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra and "
           "--trust-model-code: a checkpoint is code)")
+    _print_plugins()
     return 0
+
+
+def _print_plugins() -> None:
+    """The plug-in forms of ``--agents`` and the agents installed packages register (``sfenv agents``)."""
+    from sfenv.agents.plugins import ENTRY_POINT_GROUP, entry_point_agents
+
+    print("module:Class[:kw=v,...]  your scheduler class from an importable module (or the current folder), "
+          "built with keywords whose values are JSON (3, 0.5, true, \"text\"); rows are named by the spec")
+    print("path/to/file.py:Class[:kw=v,...]  the same from a Python file (its __main__ block does not run)")
+    installed = entry_point_agents()
+    if not installed:
+        print(f"(no installed package registers agents in the entry-point group {ENTRY_POINT_GROUP})")
+    for name, ep in installed.items():
+        note = " (shadowed by the built-in of that name)" if name in AGENTS or name in GROUPS else ""
+        print(f"{name:<11} plug-in {ep.value} from entry point group {ENTRY_POINT_GROUP}{note}")
 
 
 #: the sub-commands' parsers are added to this (``build_parser``'s ``add_subparsers``)

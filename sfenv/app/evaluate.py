@@ -46,7 +46,8 @@ import numpy as np
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
 from sfenv.agents.model_files import spec_path_for
-from sfenv.agents.registry import make_agent
+from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spec, plugin_settings
+from sfenv.agents.registry import AGENTS, make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
 from sfenv.runs import protocol, results
@@ -307,6 +308,9 @@ def evaluate_agents(
     from sfenv.runs.distributed import check_backend
 
     check_backend(backend, address, workers)
+    if backend == "ray" and file_plugins(agents):  # a worker unpickles classes by module name
+        raise InvalidInput(f"agents {', '.join(file_plugins(agents))}: a file.py:Class plug-in cannot be sent to "
+                           "Ray workers; make it an importable module (module:Class) or use --backend serial")
     sc = load_scenario(scenario)
     if num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
@@ -472,7 +476,9 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
     A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the hash of the file played
     (another model saved under the same path is another agent): the weights-only spec when there is
     one (it records its weights' SHA-256), else the file named; ``rllib:PATH``: the checkpoint's
-    absolute path; an agent instance: its class and name.  Nothing is loaded or built.
+    absolute path; a plug-in (``module:Class``, ``file.py:Class``, an entry point): its spec, keywords and a
+    hash of its source (:func:`sfenv.agents.plugins.plugin_settings`); an agent instance: its class and
+    name.  Nothing is loaded or built.
 
     :raises InvalidInput: for a model folder without exactly one weights-only spec.
     """
@@ -486,6 +492,8 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
                 **({"kwargs": kwargs} if kwargs else {})}
     if agent.startswith(RLLIB_PREFIX):
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
+    if agent not in AGENTS and (is_plugin_spec(agent) or agent in entry_point_agents()):
+        return plugin_settings(agent)  # the spec, its keywords and a hash of its source (sfenv.agents.plugins)
     return {"kwargs": dict((agent_kwargs or {}).get(agent, {}))}
 
 
