@@ -437,6 +437,9 @@ def _cmd_agents(args: argparse.Namespace) -> int:
         print(f"{name:<11} {describe(name) if name in avail else '(not installed)'}")
     for g, names in GROUPS.items():
         print(f"group {g}: {', '.join(names)}")
+    from sfenv.agents.bace_baselines import WHEN_IDENTICAL
+
+    print(f"note: {WHEN_IDENTICAL} (docs/agents.md)")
     print("model:PATH  a policy saved by `sfenv train`, loaded from its weights-only form (PATH.policy.json and "
           ".policy.npz beside the .zip), which runs no code (evaluate, benchmark and leaderboard)")
     print(f"model:ALGO:PATH  an SB3 model saved elsewhere, e.g. by the RL Zoo, with its algorithm ALGO "
