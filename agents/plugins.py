@@ -136,7 +136,9 @@ def split_agent_list(text: str) -> list[str]:
 
 def _split_unquoted_commas(text: str) -> list[str]:
     """``text`` split at commas outside double quotes, each part stripped."""
-    items, current, quoted = [], [], False
+    items: list[str] = []
+    current: list[str] = []
+    quoted = False
     for ch in text:
         if ch == '"':
             quoted = not quoted
@@ -472,6 +474,6 @@ def make_plugin(name: str, **kwargs: Any) -> SchedulerAgent | None:
     return None
 
 
-def file_plugins(names: Sequence[str]) -> list[str]:
+def file_plugins(names: Sequence[object]) -> list[str]:
     """The names of ``names`` that are ``file.py:Class`` plug-ins (a Ray worker cannot import them by name)."""
     return [n for n in names if isinstance(n, str) and is_plugin_spec(n) and parse_spec(n).is_file]

@@ -266,3 +266,14 @@ def test_the_leaderboard_cache_never_imports_an_agent_named_in_it(tmp_path, monk
     ranked = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
     assert ranked["settings"]["agents"] == ["fifo"]
     assert not marker.exists()
+
+
+def test_a_file_plugin_is_refused_for_ray_workers_before_anything_runs(tmp_path, monkeypatch):
+    from sfenv.app.evaluate import evaluate_agents
+    from sfenv.errors import InvalidInput
+
+    monkeypatch.chdir(tmp_path)
+    Path("sched.py").write_text(AGENT_SOURCE)
+    with pytest.raises(InvalidInput, match=r"sched.py:Careful: a file.py:Class plug-in cannot be sent to Ray"):
+        evaluate_agents(["sched.py:Careful"], "spider-8", [0], num_jobs=2, out="r.json", progress=False, backend="ray")
+    assert not Path("r.json").exists()
