@@ -9,7 +9,7 @@ from typing import Any
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.plugins import make_plugin, resolve_plugin, split_agent_list
 
-from sfenv.errors import InvalidInput, UnknownName
+from sfenv.errors import InvalidInput, UnknownName, did_you_mean
 
 __all__ = ["AGENTS", "DESCRIPTIONS", "GROUPS", "available_agents", "describe", "make_agent", "resolve_names"]
 
@@ -74,7 +74,8 @@ def _load(name: str) -> type[SchedulerAgent]:
         placement, _, order = name.rpartition("+")
         return ordered_class(_load(placement), placement, order)
     if name not in AGENTS:
-        raise UnknownName(f"unknown agent {name!r}; known: {', '.join(sorted(AGENTS))}, "
+        hint = did_you_mean(name, [*AGENTS, *GROUPS, "all"])
+        raise UnknownName(f"unknown agent {name!r}{hint}; known: {', '.join(sorted(AGENTS))}, "
                           f"groups: {', '.join(sorted(GROUPS))}, or 'all'")
     module, cls = AGENTS[name].split(":")
     return getattr(importlib.import_module(module), cls)

@@ -50,7 +50,9 @@ from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spe
 from sfenv.agents.registry import AGENTS, make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
+from sfenv.model.pipeline import prepare_compiled
 from sfenv.runs import protocol, results
+from sfenv.runs.progress import progress_bar
 from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha
 from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
 from sfenv.runs.stats import mean_ci  # also imported from here
@@ -74,6 +76,7 @@ __all__ = [
     "file_differences",
     "format_table",
     "mean_ci",
+    "prepare_decisions",
     "quiet_solver_banner",
     "run_episode",
     "run_policy_episode",
@@ -92,6 +95,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
     :param record_actions: add the episode's action log (``actions``, :mod:`sfenv.runs.replay`) and
         the scenario's hash (``scenario_sha``), so that ``sfenv validate`` can replay it.
     """
+    prepare_decisions(agent)  # before the clock runs: one-off loading is no decision's time
     agent.reset(seed)
     sim = make_simulator(scenario, seed)
     times: list[float] = []
@@ -116,6 +120,25 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = recorder.log()
     return row
+
+
+def prepare_decisions(agent: SchedulerAgent | None = None) -> None:
+    """Load, before any decision is timed, what would otherwise load inside the first one (cheap when done).
+
+    Decision times are the wall time of ``decide``/``predict`` calls; a one-off cost of the process
+    would otherwise be charged to whichever agent happens to decide first (and, in a resumed results
+    file, to the first agent of each process).  Once per process this loads the compiled pipeline
+    replays (:func:`sfenv.model.pipeline.prepare_compiled`: every kernel for the argument types the
+    replays pass; importing numba and reading its on-disk cache takes about 0.5-2.5 s, compiling
+    without the cache 5-25 s) and creates HiGHS's first solver instance (:func:`quiet_solver_banner`);
+    then it calls ``agent.prepare()`` (:meth:`SchedulerAgent.prepare`: the agent's own one-off imports).
+    :func:`run_episode` and :func:`run_policy_episode` call it first, so every process that times
+    decisions does (the serial evaluator, each Ray worker, ``sfenv run``, the experiments).
+    """
+    prepare_compiled()
+    quiet_solver_banner()
+    if agent is not None:
+        agent.prepare()
 
 
 #: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`sfenv.agents.learned`)
@@ -172,6 +195,9 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     assert isinstance(base, GeoSchedEnv)  # make_env_fn of one scenario: a GeoSchedEnv, flattened or not
     sim = base.sim
     assert sim is not None  # made by env.reset
+    prepare_decisions()
+    # an untimed first call (deterministic: no random draw, no state): the network's one-off set-up is no decision's
+    policy.predict(obs, deterministic=True, action_masks=base.action_masks())
     limit = max(scenario.cfg.env.max_episode_steps, 100 * sim.view().num_jobs)
     times: list[float] = []
     log: list[dict | None] | None = [] if record_actions else None
@@ -284,7 +310,10 @@ def evaluate_agents(
     :param resume: kept for callers of earlier versions: a file with the same settings is always
         continued (the CLI's ``--resume`` only decides whether another file is refused or written beside it).
     :param overwrite: replace an existing ``out`` instead of continuing it.
+    :param progress: a progress bar on stderr (episodes, rate, ETA, the agent and seed just played),
+        drawn only when stderr is a terminal (:mod:`sfenv.runs.progress`); nothing of it enters ``out``.
     :param agent_kwargs: constructor keyword arguments per agent name.
+    :param on_row: called with each episode's row as it finishes (not with rows already in ``out``).
     :param backend: ``"serial"`` (this process) or ``"ray"`` (one Ray task per episode).
     :param address: with ``backend="ray"``: the Ray cluster to join (default: a local Ray, or the
         one already initialised in this process).
@@ -430,13 +459,9 @@ def _episodes(todo: Sequence[tuple[Player, int]], sc: Scenario, record_actions: 
                               (sc,), address=address, workers=workers)
 
 
-def _progress_bar(total: int, desc: str) -> tqdm | None:
-    """A tqdm progress bar over ``total`` episodes, or None without tqdm."""
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, unit="episode")
+def _progress_bar(total: int, desc: str) -> tqdm:
+    """A progress bar over ``total`` episodes on stderr, drawn only on a terminal (:mod:`sfenv.runs.progress`)."""
+    return progress_bar(total, desc, unit="episode")
 
 
 def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,

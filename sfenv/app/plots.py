@@ -1,5 +1,8 @@
 """Figures of benchmark results: JCT and cost per agent, the JCT-cost trade-off, a schedule timeline, prices.
 
+Cost axes show the whole bill, electricity plus egress (``total_cost_usd``, :func:`cost_column`); axis
+labels and titles name a summary column through :data:`METRIC_NAMES`.
+
 Every function takes plain data (the summary rows of :func:`sfenv.app.evaluate.summarise`, or
 the ``timeline`` dict the benchmark saves, see :func:`sfenv.app.benchmark.episode_timeline`), returns
 the :class:`matplotlib.figure.Figure` it drew, and writes it as a PNG if given a path (atomically:
@@ -22,10 +25,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = [
-    "AXIS_LABELS",
     "BAR_SIZE",
+    "COST_COLUMNS",
     "DPI",
+    "METRIC_NAMES",
     "NAMED_LABELS_UP_TO",
+    "axis_label",
+    "cost_column",
+    "metric_name",
     "pareto_front",
     "plot_metric",
     "plot_prices",
@@ -40,6 +47,39 @@ DPI = 100
 BAR_SIZE = (8.0, 4.5)
 #: width of the timeline and price figures, inches (their height grows with the number of regions)
 WIDE = 11.0
+#: summary column -> (what it measures, its unit) for axis labels and titles; a column not listed is
+#: named by itself (:func:`axis_label`)
+METRIC_NAMES: dict[str, tuple[str, str]] = {
+    "mean_jct_h": ("mean JCT", "h (unfinished jobs censored at episode end)"),
+    "p95_jct_h": ("p95 JCT", "h (unfinished jobs censored at episode end)"),
+    "cost_usd": ("electricity cost", "USD per episode"),
+    "egress_usd": ("egress cost", "USD per episode"),
+    "total_cost_usd": ("total cost (electricity + egress)", "USD per episode"),
+    "throughput_tok_s": ("throughput", "tokens/s"),
+    "unfinished": ("unfinished jobs", "per episode"),
+}
+#: the cost columns a cost axis shows, first choice first: the whole bill, else electricity alone (results
+#: written before egress was billed have no total)
+COST_COLUMNS = ("total_cost_usd", "cost_usd")
+
+
+def metric_name(column: str) -> str:
+    """What summary column ``column`` measures (:data:`METRIC_NAMES`; the column itself if not listed)."""
+    return METRIC_NAMES.get(column, (column, ""))[0]
+
+
+def axis_label(column: str) -> str:
+    """An axis label for summary column ``column``: what it measures and its unit (:data:`METRIC_NAMES`)."""
+    name, unit = METRIC_NAMES.get(column, (column, ""))
+    return f"{name}, {unit}" if unit else name
+
+
+def cost_column(summary: Sequence[dict[str, Any]]) -> str:
+    """The cost column to plot for ``summary``: the first of :data:`COST_COLUMNS` with a finite mean in some row."""
+    for col in COST_COLUMNS:
+        if any(math.isfinite(float(r.get(col, math.nan))) for r in summary):
+            return col
+    return COST_COLUMNS[-1]
 
 
 def _figure(size: tuple[float, float]) -> Figure:
@@ -191,16 +231,6 @@ def _label_points(fig: Figure, ax: Axes, pts: Sequence[tuple[float, float]], nam
     return artists
 
 
-#: axis titles of the summary columns a trade-off plot may take (another column is shown by its name)
-AXIS_LABELS: dict[str, str] = {
-    "mean_jct_h": "mean JCT, h (unfinished jobs censored at episode end)",
-    "p95_jct_h": "p95 JCT, h",
-    "cost_usd": "electricity cost, USD per episode",
-    "egress_usd": "egress cost, USD per episode",
-    "total_cost_usd": "total cost (electricity + egress), USD per episode",
-    "throughput_tok_s": "mean throughput, tokens/s per job",
-    "energy_mwh": "energy, MWh per episode",
-}
 #: up to this many agents the trade-off labels its points by name; past it by number, the legend giving names
 NAMED_LABELS_UP_TO = 8
 #: a zoom panel is added when the agents nearest the median point fill less than this share of both axes
@@ -247,13 +277,13 @@ def _draw_tradeoff(ax: Axes, summary: Sequence[dict[str, Any]], pts: Sequence[tu
                 label="Pareto front")
         ax.scatter([pts[i][0] for i in front], [pts[i][1] for i in front], s=180, facecolors="none",
                    edgecolors="black", zorder=3)
-    ax.set_xlabel(AXIS_LABELS.get(x, x))
-    ax.set_ylabel(AXIS_LABELS.get(y, y))
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
     ax.grid(alpha=0.3)
 
 
 def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = None,
-                  x: str = "mean_jct_h", y: str = "cost_usd", scenario: str | None = None) -> Figure:
+                  x: str = "mean_jct_h", y: str | None = None, scenario: str | None = None) -> Figure:
     """Mean of ``x`` against mean of ``y`` per agent (95 % CI bars on both axes), the Pareto front marked.
 
     The front joins the agents no other agent beats on both (lower is better on both axes).  Points
@@ -266,11 +296,13 @@ def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = N
     The legend sits beside a lone panel of a few agents, else below the panels in as many columns as
     the names allow; the figure grows with its rows, so any number of agents stays readable.
 
-    :param x: a summary column with a ``_ci`` partner (:data:`AXIS_LABELS` titles the known ones).
-    :param y: likewise.
+    :param x: a summary column with a ``_ci`` partner (:data:`METRIC_NAMES` names the known ones).
+    :param y: likewise; None: the whole bill, ``total_cost_usd`` (electricity plus egress), or
+        ``cost_usd`` for results without it (:func:`cost_column`).
     :param path: PNG to write, if given.
     :param scenario: named in the title.
     """
+    y = cost_column(summary) if y is None else y
     pts = [(float(r[x]), float(r[y])) for r in summary]
     names = [str(r["agent"]) for r in summary]
     numbered = len(summary) > NAMED_LABELS_UP_TO
@@ -295,7 +327,7 @@ def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = N
     axes[0].set_xlim(0, full_x or None)
     axes[0].set_ylim(0, full_y or None)
     where = f" on {scenario}" if scenario else ""
-    title = f"{AXIS_LABELS.get(x, x).split(',')[0]} vs {AXIS_LABELS.get(y, y).split(',')[0]}{where}"
+    title = f"{metric_name(x)} vs {metric_name(y)}{where}"
     if zoom is not None:
         axes[1].set_xlim(*zoom[0])
         axes[1].set_ylim(*zoom[1])
