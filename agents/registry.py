@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from sfenv.agents.base import SchedulerAgent
+from sfenv.agents.plugins import make_plugin, resolve_plugin, split_agent_list
 
-from sfenv.errors import InvalidInput, UnknownName
+from sfenv.errors import InvalidInput, UnknownName, did_you_mean
 
 __all__ = ["AGENTS", "DESCRIPTIONS", "GROUPS", "available_agents", "describe", "make_agent", "resolve_names"]
 
@@ -82,7 +83,8 @@ def _load(name: str) -> type[SchedulerAgent]:
         placement, _, order = name.rpartition("+")
         return ordered_class(_load(placement), placement, order)
     if name not in AGENTS:
-        raise UnknownName(f"unknown agent {name!r}; known: {', '.join(sorted(AGENTS))}, "
+        hint = did_you_mean(name, [*AGENTS, *GROUPS, "all"])
+        raise UnknownName(f"unknown agent {name!r}{hint}; known: {', '.join(sorted(AGENTS))}, "
                           f"groups: {', '.join(sorted(GROUPS))}, or 'all'")
     module, cls = AGENTS[name].split(":")
     return getattr(importlib.import_module(module), cls)
@@ -104,11 +106,14 @@ def resolve_names(spec: str | Sequence[str]) -> list[str]:
     """Expand ``"all"``, group names and comma lists into agent names (``model:PATH``/``rllib:PATH`` kept as is).
 
     Unavailable agents are dropped from ``all`` and groups; naming one explicitly is an error.
+    A plug-in (``module:Class[:kw=v,...]``, ``file.py:Class[:kw=v,...]``, or a name an installed package
+    registers, :mod:`sfenv.agents.plugins`) is imported and checked now, and named by its canonical spec;
+    a built-in name or group wins over an entry point of the same name.
 
     :raises InvalidInput: if ``spec`` names no agent at all (``""``, ``","``).
     :raises UnknownName: for a name that is not registered.
     """
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    items = split_agent_list(spec) if isinstance(spec, str) else list(spec)
     if not any(str(i).strip() for i in items):
         raise InvalidInput(f"agents {spec!r}: no agent named; give a comma list such as fifo,spiderflow, "
                            f"a group ({', '.join(GROUPS)}) or all")
@@ -121,6 +126,8 @@ def resolve_names(spec: str | Sequence[str]) -> list[str]:
             names = [item]
         elif item in GROUPS:
             names = [n for n in GROUPS[item] if n in avail or "+" in n]
+        elif item not in AGENTS and (plugin := resolve_plugin(item)) is not None:
+            names = [plugin]
         else:
             _load(item)  # raises with the list of known names
             names = [item]
@@ -140,7 +147,12 @@ def describe(name: str) -> str:
 
 
 def make_agent(name: str, **kwargs: Any) -> SchedulerAgent:
-    """Instantiate the agent registered as ``name`` with keyword arguments."""
+    """Instantiate the agent registered as ``name`` with keyword arguments.
+
+    ``name`` may also be a plug-in spec or an installed entry-point agent (:mod:`sfenv.agents.plugins`).
+    """
+    if name not in AGENTS and (plugin := make_plugin(name, **kwargs)) is not None:
+        return plugin
     agent = _load(name)(**kwargs)
     agent.name = name
     return agent

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 from pydantic import (
@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from sfenv.errors import InvalidInput, SfenvError
+from sfenv.errors import InvalidInput, SfenvError, did_you_mean
 from sfenv.model.perf import SCHEDULES, PerfParams
 from sfenv.world import limits as lim
 from sfenv.world.carbon import (
@@ -46,7 +46,7 @@ from sfenv.world.carbon import (
     read_carbon_csv,
 )
 from sfenv.world.egress import DEFAULT_USD_PER_GB, CloudSite, EgressTable, egress_price_matrix, load_egress_table
-from sfenv.world.files import MAX_YAML_BYTES, load_yaml, read_text
+from sfenv.world.files import MAX_YAML_BYTES, load_yaml, names_a_file, read_text
 from sfenv.world.generators import GeneratedTopology, spider_topology, waxman_topology
 from sfenv.world.hardware import GPU_CATALOGUE, get_gpu
 from sfenv.world.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
@@ -77,10 +77,12 @@ __all__ = [
     "MAX_PRICE_DAYS",
     "MAX_QUEUE_WINDOW",
     "MAX_REGIONS",
+    "NAME_RULE",
     "SAFE_NAME",
     "Scenario",
     "ScenarioError",
     "bundled_scenarios",
+    "known_fields",
     "load_scenario",
 ]
 
@@ -625,6 +627,40 @@ def _fmt_loc(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's annotation holds (``RegionCfg`` in ``list[RegionCfg] | None``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def known_fields(loc: tuple[Any, ...] = ()) -> list[str]:
+    """The fields a scenario may give at ``loc`` (``("topology", "regions", 0)``), read from the schema.
+
+    A part of ``loc`` that is no field (a list index, a mapping key such as a zone name) stays at the
+    same model.  A section added to :class:`ScenarioCfg` (or to any model under it) is known here
+    without further change.
+
+    :param loc: a path as pydantic gives it (``()``: the top level).
+    :return: the field names, sorted (empty when ``loc`` leads to no model).
+    """
+    models: list[type[BaseModel]] = [ScenarioCfg]
+    for part in loc:
+        inner = [m for model in models if isinstance(part, str) and part in model.model_fields
+                 for m in _models_in(model.model_fields[part].annotation)]
+        if inner:
+            models = inner
+        elif isinstance(part, str) and any(part in model.model_fields for model in models):
+            return []  # a field of a plain value (a number, a string): nothing below it
+    return sorted({name for model in models for name in model.model_fields})
+
+
+def _unknown_field(loc: tuple[Any, ...]) -> str:
+    """Pydantic's "extra inputs are not permitted" in sfenv's words: the closest known field and the list."""
+    known = known_fields(tuple(loc[:-1]))
+    return f"unknown field{did_you_mean(str(loc[-1]), known)}; known here: {', '.join(known)}"
+
+
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """``base`` updated by ``over``, recursing where both hold a mapping (neither is modified)."""
     out = dict(base)
@@ -1090,8 +1126,13 @@ class Scenario:
                 shown = "(missing)" if err["type"] == "missing" else repr(val)
                 if len(shown) > 80:
                     shown = shown[:77] + "..."
-                lines.append(f"{source}: {_fmt_loc(err['loc'])}: got {shown}; {err['msg']}")
-                fields.append((_fmt_loc(err["loc"]), val, err["msg"]))
+                if err["type"] == "extra_forbidden":  # its value says nothing; the known names do
+                    msg = _unknown_field(err["loc"])
+                    lines.append(f"{source}: {_fmt_loc(err['loc'])}: {msg}")
+                else:
+                    msg = err["msg"]
+                    lines.append(f"{source}: {_fmt_loc(err['loc'])}: got {shown}; {msg}")
+                fields.append((_fmt_loc(err["loc"]), val, msg))
             head = "invalid scenario: " if len(lines) == 1 else "invalid scenario:\n  "  # one error, one line
             raise ScenarioError(head + "\n  ".join(lines), fields) from None
         return cls(cfg, source, base_dir)
@@ -1100,34 +1141,70 @@ class Scenario:
         return f"Scenario({self.name!r}, {self.topology!r})"
 
 
+#: How a scenario argument is read, in the words of the messages and of ``--scenario``'s help.
+NAME_RULE = ("an argument with a path separator or a .yaml/.yml suffix is a file (./NAME for a file without the "
+             "suffix), any other is a bundled name; a folder is never a scenario")
+
+
 def load_scenario(spec: str | Path | dict | Scenario) -> Scenario:
     """Load a scenario from a bundled name, a YAML path, a dict or a :class:`Scenario`.
+
+    A string is a file when it holds a path separator or ends in ``.yaml``/``.yml``
+    (:func:`sfenv.world.files.names_a_file`), else the name of a bundled scenario: a file or a folder
+    in the current folder that shares a bundled name never shadows it (``"./spider-16"`` reads the
+    file).  A :class:`~pathlib.Path` is always a file, and a folder is never a scenario.
 
     A file is read within the bounds of :mod:`sfenv.world.files`: a regular file (not a device, a
     FIFO or a directory) of at most :data:`~sfenv.world.files.MAX_YAML_BYTES` bytes of UTF-8 YAML,
     without aliases and nested at most :data:`~sfenv.world.files.MAX_YAML_DEPTH` levels.
 
-    :raises ScenarioError: naming the file (and the field, the value and what was expected).
+    :raises ScenarioError: naming the file (and the field, the value and what was expected), or, for
+        an unknown bundled name, the bundled ones and the closest of them.
     """
     if isinstance(spec, Scenario):
         return spec
     if isinstance(spec, dict):
         return Scenario.from_dict(spec)
-    path = Path(spec)
+    if isinstance(spec, str) and not names_a_file(spec):
+        return _load_bundled(spec)
+    if not isinstance(spec, (str, Path)):
+        raise ScenarioError(f"scenario: got {type(spec).__name__}; expected a bundled name, a YAML path, a dict "
+                            "or a Scenario")
+    return _load_file(Path(spec))
+
+
+def _load_bundled(name: str) -> Scenario:
+    """The bundled scenario ``name``; an unknown name is an error listing the bundled ones."""
+    bundled = bundled_scenarios()
+    if name not in bundled:
+        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
+        here = ""
+        if SAFE_NAME.fullmatch(name) and Path(name).is_file():
+            here = f"; to read the file {name} in this folder, write ./{name}"
+        raise ScenarioError(f"no bundled scenario named {shown}{did_you_mean(name, bundled)}; bundled: "
+                            f"{', '.join(bundled)} ({NAME_RULE}){here}")
+    source = f"scenarios/{name}.yaml"
     try:
-        if not path.exists() and not str(spec).endswith((".yaml", ".yml")):
-            res = resources.files("sfenv.scenarios").joinpath(f"{spec}.yaml")
-            if not SAFE_NAME.fullmatch(str(spec)) or not res.is_file():
-                raise ScenarioError(f"no scenario named {spec!r}; bundled: {bundled_scenarios()}, or give a YAML path")
-            source = f"scenarios/{spec}.yaml"
-            data = load_yaml(res.read_text(), source)
-            base = None
-        else:
-            if not path.exists():
-                raise ScenarioError(f"{path}: file not found")
-            source = str(path)
-            data = load_yaml(read_text(path, "scenario file", MAX_YAML_BYTES), source)
-            base = path.parent
+        data = load_yaml(resources.files("sfenv.scenarios").joinpath(f"{name}.yaml").read_text(), source)
+    except InvalidInput as e:  # pragma: no cover - a bundled file is valid YAML (tests/test_bundled_scenarios.py)
+        raise ScenarioError(str(e)) from None
+    return Scenario.from_dict(data, source)
+
+
+def _load_file(path: Path) -> Scenario:
+    """The scenario in file ``path`` (see :func:`load_scenario` for the bounds)."""
+    try:
+        if path.is_dir():
+            raise ScenarioError(f"{path}: a folder, not a scenario file; a folder is never a scenario (give a YAML "
+                                f"file, or a bundled name: {', '.join(bundled_scenarios())})")
+        if not path.exists():
+            bundled = bundled_scenarios()
+            hint = (f"; the bundled scenario {path.stem} is named without a suffix"
+                    if path.stem in bundled and str(path.parent) == "." else "")
+            raise ScenarioError(f"{path}: file not found{hint}")
+        data = load_yaml(read_text(path, "scenario file", MAX_YAML_BYTES), str(path))
     except InvalidInput as e:  # not a regular file, too large, not UTF-8, not valid YAML: one line, with the file
         raise ScenarioError(str(e)) from None
-    return Scenario.from_dict(data, source, base)
+    except OSError as e:  # e.g. a name too long for the file system
+        raise ScenarioError(f"{path}: cannot read the scenario file ({e.strerror or e})") from None
+    return Scenario.from_dict(data, str(path), path.parent)

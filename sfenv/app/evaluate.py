@@ -46,10 +46,13 @@ import numpy as np
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
 from sfenv.agents.model_files import spec_path_for
-from sfenv.agents.registry import make_agent
+from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spec, plugin_settings
+from sfenv.agents.registry import AGENTS, make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
+from sfenv.model.pipeline import prepare_compiled
 from sfenv.runs import protocol, results
+from sfenv.runs.progress import progress_bar
 from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha
 from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
 from sfenv.runs.stats import mean_ci  # also imported from here
@@ -73,6 +76,7 @@ __all__ = [
     "file_differences",
     "format_table",
     "mean_ci",
+    "prepare_decisions",
     "quiet_solver_banner",
     "run_episode",
     "run_policy_episode",
@@ -91,6 +95,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
     :param record_actions: add the episode's action log (``actions``, :mod:`sfenv.runs.replay`) and
         the scenario's hash (``scenario_sha``), so that ``sfenv validate`` can replay it.
     """
+    prepare_decisions(agent)  # before the clock runs: one-off loading is no decision's time
     agent.reset(seed)
     sim = make_simulator(scenario, seed)
     times: list[float] = []
@@ -124,6 +129,25 @@ def _carbon_fields(sim: Any) -> dict[str, Any]:
     if carbon is None:
         return {}
     return {"carbon_signal": carbon.signal, "carbon_fallback_zones": ",".join(carbon.fallback_zones)}
+
+
+def prepare_decisions(agent: SchedulerAgent | None = None) -> None:
+    """Load, before any decision is timed, what would otherwise load inside the first one (cheap when done).
+
+    Decision times are the wall time of ``decide``/``predict`` calls; a one-off cost of the process
+    would otherwise be charged to whichever agent happens to decide first (and, in a resumed results
+    file, to the first agent of each process).  Once per process this loads the compiled pipeline
+    replays (:func:`sfenv.model.pipeline.prepare_compiled`: every kernel for the argument types the
+    replays pass; importing numba and reading its on-disk cache takes about 0.5-2.5 s, compiling
+    without the cache 5-25 s) and creates HiGHS's first solver instance (:func:`quiet_solver_banner`);
+    then it calls ``agent.prepare()`` (:meth:`SchedulerAgent.prepare`: the agent's own one-off imports).
+    :func:`run_episode` and :func:`run_policy_episode` call it first, so every process that times
+    decisions does (the serial evaluator, each Ray worker, ``sfenv run``, the experiments).
+    """
+    prepare_compiled()
+    quiet_solver_banner()
+    if agent is not None:
+        agent.prepare()
 
 
 #: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`sfenv.agents.learned`)
@@ -180,6 +204,9 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     assert isinstance(base, GeoSchedEnv)  # make_env_fn of one scenario: a GeoSchedEnv, flattened or not
     sim = base.sim
     assert sim is not None  # made by env.reset
+    prepare_decisions()
+    # an untimed first call (deterministic: no random draw, no state): the network's one-off set-up is no decision's
+    policy.predict(obs, deterministic=True, action_masks=base.action_masks())
     limit = max(scenario.cfg.env.max_episode_steps, 100 * sim.view().num_jobs)
     times: list[float] = []
     log: list[dict | None] | None = [] if record_actions else None
@@ -295,7 +322,10 @@ def evaluate_agents(
     :param resume: kept for callers of earlier versions: a file with the same settings is always
         continued (the CLI's ``--resume`` only decides whether another file is refused or written beside it).
     :param overwrite: replace an existing ``out`` instead of continuing it.
+    :param progress: a progress bar on stderr (episodes, rate, ETA, the agent and seed just played),
+        drawn only when stderr is a terminal (:mod:`sfenv.runs.progress`); nothing of it enters ``out``.
     :param agent_kwargs: constructor keyword arguments per agent name.
+    :param on_row: called with each episode's row as it finishes (not with rows already in ``out``).
     :param backend: ``"serial"`` (this process) or ``"ray"`` (one Ray task per episode).
     :param address: with ``backend="ray"``: the Ray cluster to join (default: a local Ray, or the
         one already initialised in this process).
@@ -319,6 +349,9 @@ def evaluate_agents(
     from sfenv.runs.distributed import check_backend
 
     check_backend(backend, address, workers)
+    if backend == "ray" and file_plugins(agents):  # a worker unpickles classes by module name
+        raise InvalidInput(f"agents {', '.join(file_plugins(agents))}: a file.py:Class plug-in cannot be sent to "
+                           "Ray workers; make it an importable module (module:Class) or use --backend serial")
     sc = load_scenario(scenario)
     if num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
@@ -438,13 +471,9 @@ def _episodes(todo: Sequence[tuple[Player, int]], sc: Scenario, record_actions: 
                               (sc,), address=address, workers=workers)
 
 
-def _progress_bar(total: int, desc: str) -> tqdm | None:
-    """A tqdm progress bar over ``total`` episodes, or None without tqdm."""
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, unit="episode")
+def _progress_bar(total: int, desc: str) -> tqdm:
+    """A progress bar over ``total`` episodes on stderr, drawn only on a terminal (:mod:`sfenv.runs.progress`)."""
+    return progress_bar(total, desc, unit="episode")
 
 
 def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
@@ -484,7 +513,9 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
     A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the hash of the file played
     (another model saved under the same path is another agent): the weights-only spec when there is
     one (it records its weights' SHA-256), else the file named; ``rllib:PATH``: the checkpoint's
-    absolute path; an agent instance: its class and name.  Nothing is loaded or built.
+    absolute path; a plug-in (``module:Class``, ``file.py:Class``, an entry point): its spec, keywords and a
+    hash of its source (:func:`sfenv.agents.plugins.plugin_settings`); an agent instance: its class and
+    name.  Nothing is loaded or built.
 
     :raises InvalidInput: for a model folder without exactly one weights-only spec.
     """
@@ -498,6 +529,8 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
                 **({"kwargs": kwargs} if kwargs else {})}
     if agent.startswith(RLLIB_PREFIX):
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
+    if agent not in AGENTS and (is_plugin_spec(agent) or agent in entry_point_agents()):
+        return plugin_settings(agent)  # the spec, its keywords and a hash of its source (sfenv.agents.plugins)
     return {"kwargs": dict((agent_kwargs or {}).get(agent, {}))}
 
 

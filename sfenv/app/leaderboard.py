@@ -37,14 +37,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sfenv import __version__
-from sfenv.errors import InvalidInput
+from sfenv.errors import InvalidInput, did_you_mean
 from sfenv.runs import log_stderr, protocol
+from sfenv.runs.progress import EpisodesBar
 from sfenv.runs.results import atomic_paths, output_lock
 
 if TYPE_CHECKING:  # pragma: no cover
     from sfenv.scenario import Scenario
 
-__all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "rank", "replay_checked", "run_leaderboard", "write_outputs"]
+__all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "PRINTED_COLUMNS", "format_ranking", "rank", "replay_checked",
+           "run_leaderboard", "write_outputs"]
 
 #: jobs per episode of scenarios played capped, and why (said in every output)
 JOB_CAPS: dict[str, int] = {"spider-64": 12}
@@ -99,15 +101,16 @@ def run_leaderboard(
         (:func:`replay_checked`: an edited episodes file; nothing is written then).
     """
     from sfenv.agents.registry import resolve_names
-    from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
+    from sfenv.app.evaluate import quiet_solver_banner
     from sfenv.runs.replay import scenario_sha
-    from sfenv.scenario import bundled_scenarios, load_scenario
+    from sfenv.scenario import bundled_scenarios
 
     bundled = bundled_scenarios()
     chosen = list(scenarios) if scenarios else bundled
     unknown = [s for s in chosen if s not in bundled]
     if unknown:
-        raise InvalidInput(f"leaderboard: unknown scenario(s) {', '.join(unknown)}; bundled: {', '.join(bundled)}")
+        raise InvalidInput(f"leaderboard: unknown scenario(s) {', '.join(unknown)}{did_you_mean(unknown[0], bundled)}; "
+                           f"bundled: {', '.join(bundled)}")
     names = resolve_names(agents)
     if not names:
         raise InvalidInput(f"leaderboard: no agents in {agents!r}")
@@ -118,25 +121,45 @@ def run_leaderboard(
     rows: list[dict[str, Any]] = []
     caps: dict[str, int] = {}
     plays: dict[str, dict[str, Any]] = {}
-    for name in chosen:
-        sc = load_scenario(name)
-        cap = min(c for c in (JOB_CAPS.get(name), num_jobs, sc.cfg.workload.num_jobs) if c is not None)
-        if cap < sc.cfg.workload.num_jobs:
-            caps[name] = cap
-            sc = sc.with_overrides(workload={"num_jobs": cap})
-        choice = protocol.resolve_seeds("test", seeds, scenario=name)
-        log(f"leaderboard: {name}: {len(names)} agents x {choice.describe()}, {sc.cfg.workload.num_jobs} jobs")
-        path = out / "episodes" / f"{name}.json"
-        in_file = evaluate_agents(names, sc, list(choice.seeds), out=path, resume=resume, overwrite=overwrite,
-                                  progress=progress, backend=backend, address=address, workers=workers,
-                                  split="test", record_actions=True,
-                                  trust_model_code=trust_model_code)
-        rows.extend(rank(name, names, replay_checked(path, in_file, names, choice.seeds, sc)))
-        plays[name] = {"jobs": sc.cfg.workload.num_jobs, "scenario_sha": scenario_sha(sc), **choice.record()}
+    bar = EpisodesBar(len(chosen) * len(names) * seeds, "leaderboard", enabled=progress)
+    try:
+        for name in chosen:
+            sc, choice, path, in_file = _play_scenario(name, names, seeds, num_jobs, out, bar, caps, log, resume=resume,
+                                                       overwrite=overwrite, backend=backend, address=address,
+                                                       workers=workers, trust_model_code=trust_model_code)
+            rows.extend(rank(name, names, replay_checked(path, in_file, names, choice.seeds, sc)))
+            plays[name] = {"jobs": sc.cfg.workload.num_jobs, "scenario_sha": scenario_sha(sc), **choice.record()}
+    finally:
+        bar.close()
     settings = {"protocol": protocol.PROTOCOL_VERSION, "env_version": protocol.ENV_VERSION, "sfenv": __version__,
                 "split": "test", "seeds_per_scenario": seeds, "agents": names, "scenarios": plays, "caps": caps}
     files = write_outputs(rows, settings, out)
     return {"settings": settings, "rows": rows, "files": [str(f) for f in files]}
+
+
+def _play_scenario(name: str, names: Sequence[str], seeds: int, num_jobs: int | None, out: Path, bar: EpisodesBar,
+                   caps: dict[str, int], log: Callable[[str], None], **evaluate_kwargs: Any
+                   ) -> tuple[Scenario, protocol.SeedChoice, Path, list[dict[str, Any]]]:
+    """Play (or continue) one scenario's episodes of :func:`run_leaderboard`; its cap goes into ``caps``.
+
+    :return: the scenario as played (capped), its seeds, its episodes file and the file's rows.
+    """
+    from sfenv.app.evaluate import evaluate_agents
+    from sfenv.scenario import load_scenario
+
+    sc = load_scenario(name)
+    cap = min(c for c in (JOB_CAPS.get(name), num_jobs, sc.cfg.workload.num_jobs) if c is not None)
+    if cap < sc.cfg.workload.num_jobs:
+        caps[name] = cap
+        sc = sc.with_overrides(workload={"num_jobs": cap})
+    choice = protocol.resolve_seeds("test", seeds, scenario=name)
+    log(f"leaderboard: {name}: {len(names)} agents x {choice.describe()}, {sc.cfg.workload.num_jobs} jobs")
+    path = out / "episodes" / f"{name}.json"
+    on_row = bar.part(name, len(names) * len(choice.seeds))
+    in_file = evaluate_agents(list(names), sc, list(choice.seeds), out=path, progress=False, on_row=on_row,
+                              split="test", record_actions=True, **evaluate_kwargs)
+    bar.end_part()
+    return sc, choice, path, in_file
 
 
 def replay_checked(path: Path, in_file: Sequence[dict[str, Any]], names: Sequence[str], seeds: Sequence[int],
@@ -200,6 +223,34 @@ def rank(scenario: str, names: Sequence[str], episodes: Sequence[dict[str, Any]]
             "unfinished": float(np.mean([e["unfinished"] for e in eps])),
         })
     return out
+
+
+#: the keys of :data:`COLUMNS` that :func:`format_ranking` prints (the files hold them all)
+PRINTED_COLUMNS: tuple[str, ...] = ("mean_jct_h", "ratio_to_best", "p95_jct_h", "total_cost_usd", "unfinished")
+
+
+def format_ranking(rows: Sequence[dict[str, Any]]) -> str:
+    """The ranked rows of :func:`rank` (every scenario's, in order) as a fixed-width text table for the terminal.
+
+    Columns: rank, scenario, agent and :data:`PRINTED_COLUMNS`, formatted as in ``leaderboard.md``; a
+    blank line separates scenarios.  An empty ``rows`` gives a line saying nothing was ranked.
+    """
+    if not rows:
+        return "(no episodes ranked)"
+    cols = [c for c in COLUMNS if c[0] in PRINTED_COLUMNS]
+    header = ["rank", "scenario", "agent", *[h for _, h, _ in cols]]
+    body = [[str(r["rank"]), r["scenario"], r["agent"], *[_cell(r, k, f) for k, _, f in cols]] for r in rows]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if 0 < i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    out = [line(header)]
+    for i, cells in enumerate(body):
+        if i > 0 and rows[i]["scenario"] != rows[i - 1]["scenario"]:
+            out.append("")
+        out.append(line(cells))
+    return "\n".join(out)
 
 
 def _cell(row: dict[str, Any], key: str, fmt: str) -> str:

@@ -121,7 +121,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``regions`` | C x (7 + H) | free GPU fraction, GPUs (/1024), peak TFLOP/s (/1000), GPU memory (/141 GB), PUE - 1, outage flag, price now, price forecast for the next H hours (USD/MWh / 300) |
     | ``links`` | E x 3 | capacity (/100 Gbit/s), flows / (flows + 1) (flows: transfers sending at once, expected, busier way), latency (/300 ms) |
     | ``queue`` | K x 8 | valid, log params, min GPUs, max GPUs (/1024), log iterations, global batch (/1024), waited (/24 h), progress done |
-    | ``candidates`` | N x 10 | valid, queue slot (/K), log iteration time, log throughput, cost rate (USD/h /100), regions used (/C), GPUs (/1024), log bottleneck bandwidth, memory headroom, stall-free |
+    | ``candidates`` | N x 10 | valid, queue slot (/K), log iteration time, log throughput, log cost rate (electricity at this hour's prices plus the egress its cross-region bytes are billed, log(1 + USD/h) / log(1 + 10^5)), regions used (/C), GPUs (/1024), log bottleneck bandwidth, memory headroom, stall-free |
     | ``time`` | 5 | hour of day (sin, cos mapped to [0,1]), running jobs (/K), waiting jobs (/K), invalid-action flag |
 
     Everything above is known to a real scheduler at decision time: the platform's state, the jobs
@@ -194,7 +194,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
 
     | Parameter | Type | Default | Description |
     |---|---|---|---|
-    | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name, YAML path, dict or :class:`~sfenv.scenario.Scenario` |
+    | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name; a YAML file if it has a path separator or a ``.yaml`` suffix (see :func:`~sfenv.scenario.load_scenario`); dict or :class:`~sfenv.scenario.Scenario` |
     | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
     | ``proposers`` | list of CandidateProposer, a name of :data:`sfenv.env.proposers.PROPOSER_SETS` or None | None | candidate sources (:func:`sfenv.env.proposers.named_proposers`); None or ``"default"``: :func:`sfenv.env.proposers.default_proposers`; ``"first-fit"``: also the decisions of ``fastest+swf`` (candidate 0) and ``fifo+swf``; ``"best"``: also ``spinsearch+swf``'s and SpinSearch's plans (:func:`sfenv.agents.proposer_sets.best_heuristic_proposers`); ``"best+spantrain"``: also ``spantrain+swf``'s.  Each richer set costs steps/s: docs/env.md gives measured rates |
     | ``max_candidates`` | int, 1..256 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |

@@ -65,6 +65,11 @@ _ITER_SCALE = 10_000.0
 CARBON_SCALE = 1000.0
 #: compact ``carbon`` key: intensity now (min, GPU-weighted mean, max over regions), then the forecast
 COMPACT_CARBON_FEATURES = 3
+#: a candidate's cost rate (electricity plus egress, USD/h) mapped to 1.0, on ``log(1 + USD/h)``: electricity
+#: of a plan is cents to a few hundred USD/h, its egress up to thousands (a 10 Gbit/s hop sending all the
+#: time is 4,500 GB/h, 90 USD/h at 0.02 USD/GB, 855 at 0.19): a linear scale would clip every WAN plan
+_COST_H_SCALE = 1e5
+_LOG_COST_DIV = math.log1p(_COST_H_SCALE)
 #: bound on the entries of :attr:`FullObservation._perf_features` (cleared when reached)
 _PERF_FEATURE_ENTRIES = 4096
 
@@ -113,7 +118,7 @@ class _EvaluationFigures:
         self.features = _perf_features(perf)
         #: the prices :attr:`cost` is for (None: not computed yet)
         self.prices: list[float] | None = None
-        #: the cost per hour at :attr:`prices` (USD/h / 100, unclipped)
+        #: the electricity cost per hour at :attr:`prices` (USD/h)
         self.cost = 0.0
 
 
@@ -318,9 +323,12 @@ class FullObservation:
                 known = features.get(id(perf))
                 if known is None or known.perf is not perf:
                     known = features[id(perf)] = _EvaluationFigures(perf)
-                if known.prices is not prices:  # the cost per hour: for this hour's prices
+                if known.prices is not prices:  # the electricity cost per hour: for this hour's prices
                     cost_h = sum(w * prices[r] for r, w in perf.power_by_region.items()) / 3.6e9 * 3600.0
-                    known.prices, known.cost = prices, cost_h / 100.0
+                    known.prices, known.cost = prices, cost_h
+                cost_h = known.cost
+                if len(plan.regions) > 1:  # plus the egress the simulator bills per hour on this plan
+                    cost_h += view.plan_egress_usd_per_iter(plan) / perf.iter_time * 3600.0
                 f = known.features
                 idx.append(i)
                 cand_rows += (
@@ -328,7 +336,7 @@ class FullObservation:
                     slot.get(plan.job_id, K) / K,
                     f[0],
                     f[1],
-                    known.cost,
+                    math.log1p(cost_h) / _LOG_COST_DIV,
                     len(plan.regions) / C,
                     plan.gpus / 1024,
                     f[2],
