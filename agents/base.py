@@ -70,6 +70,14 @@ class SchedulerAgent(Proposer):
     def reset(self, seed: int | None = None) -> None:
         """Forget per-episode state (called at the start of every episode)."""
 
+    def prepare(self) -> None:
+        """Load now, once per process, whatever the first decision would otherwise load (default: nothing).
+
+        The evaluator calls it before it starts timing decisions (:func:`sfenv.app.evaluate.prepare_decisions`),
+        so a one-off cost such as importing a solver library is not counted as decision time.  It must not
+        change what the agent decides: no random draws, no per-episode state.
+        """
+
     def order(self, view: SimView) -> list[JobSpec]:
         """Waiting jobs in the order the agent wants to serve them (default: arrival)."""
         return view.waiting

@@ -21,15 +21,17 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
+from sfenv.runs.progress import progress_bar
 from sfenv.runs.results import atomic_write_text
 from sfenv.scenario import Scenario
 from sfenv.sim import make_simulator
 
-__all__ = ["heuristic_levels", "make_eval_callback", "play_episode", "plot_learning_curve", "training_summary"]
+__all__ = ["StepsProgress", "eval_postfix", "heuristic_levels", "make_eval_callback", "make_progress_callback",
+           "play_episode", "plot_learning_curve", "training_summary"]
 
 
 def play_episode(
@@ -157,6 +159,82 @@ def make_eval_callback(
             return point
 
     return EvalJCTCallback()
+
+
+def eval_postfix(point: dict[str, Any]) -> str:
+    """The training bar's note of an evaluation point (:class:`EvalJCTCallback`'s ``history`` entry)."""
+    best = ", best" if point.get("best") else ""
+    return (f"eval @{point['timesteps']:,}: JCT {point['mean_jct_h']:.2f} h, unfinished {point['unfinished']:.1f}, "
+            f"return {point['mean_return']:.1f}{best}")
+
+
+class StepsProgress:
+    """A bar over a training run's environment steps: count, rate, elapsed, ETA and the last evaluation.
+
+    Drawn on stderr only when ``enabled`` and stderr (``file``) is a terminal (:mod:`sfenv.runs.progress`).
+
+    :param total: steps of this run (after a resume: the steps still to go).
+    :param start: the step count the run starts from (a resumed run's saved count).
+    :param history: the evaluation points, read at each update (:class:`EvalJCTCallback`'s ``history``,
+        which grows as it evaluates); the last one is shown.
+    :param enabled: False draws nothing (``--quiet``).
+    :param file: where the bar goes (default: stderr).
+    """
+
+    def __init__(self, total: int, start: int = 0, history: list[dict] | None = None, enabled: bool = True,
+                 file: IO[str] | None = None) -> None:
+        self.start = start
+        self.history = history if history is not None else []
+        self._shown = len(self.history)
+        self.bar = progress_bar(total, "train", "step", enabled, file)
+        if self.history:
+            self.bar.set_postfix_str(eval_postfix(self.history[-1]), refresh=False)
+
+    def update(self, num_timesteps: int) -> None:
+        """Move the bar to ``num_timesteps`` (the model's count) and show a new evaluation if there is one."""
+        if len(self.history) != self._shown:
+            self._shown = len(self.history)
+            self.bar.set_postfix_str(eval_postfix(self.history[-1]), refresh=False)
+        done = min(num_timesteps - self.start, self.bar.total or 0)
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        """Close the bar (it stays on the terminal with its last figures)."""
+        self.bar.close()
+
+
+def make_progress_callback(total: int, history: list[dict], enabled: bool = True) -> Any:
+    """An SB3 callback drawing :class:`StepsProgress` over ``model.learn`` (SB3 imported here, lazily).
+
+    :param total: steps ``learn`` runs.
+    :param history: the evaluation callback's ``history`` (put this callback after it, so a new point
+        shows at the step it is made).
+    :param enabled: False draws nothing.
+    """
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class TrainingProgress(BaseCallback):
+        """:class:`StepsProgress` from training start to end."""
+
+        def __init__(self) -> None:
+            super().__init__(verbose=0)
+            self.progress: StepsProgress | None = None
+
+        def _on_training_start(self) -> None:
+            self.progress = StepsProgress(total, self.num_timesteps, history, enabled)
+
+        def _on_step(self) -> bool:
+            if self.progress is not None:
+                self.progress.update(self.num_timesteps)
+            return True
+
+        def _on_training_end(self) -> None:
+            if self.progress is not None:
+                self.progress.update(self.num_timesteps)  # the evaluation made at the end, if any
+                self.progress.close()
+
+    return TrainingProgress()
 
 
 def _atomic_json(path: Path, data: Any) -> None:

@@ -50,6 +50,7 @@ Parameters
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 
@@ -147,6 +148,12 @@ def random_search(fitness: Callable[[np.ndarray], float], n: int, evaluations: i
     return min(fitness(rng.permutation(n)) for _ in range(evaluations))
 
 
+#: the pymoo modules :meth:`GeneticAgent.optimise` imports (lazily: importing sfenv does not import pymoo)
+_PYMOO_MODULES = ("pymoo.algorithms.soo.nonconvex.ga", "pymoo.core.duplicate", "pymoo.core.problem",
+                  "pymoo.operators.crossover.ox", "pymoo.operators.mutation.inversion",
+                  "pymoo.operators.sampling.rnd", "pymoo.optimize")
+
+
 class GeneticAgent(SchedulerAgent):
     """DT-FM-style genetic placement (see the module docstring)."""
 
@@ -171,6 +178,11 @@ class GeneticAgent(SchedulerAgent):
     def trials(self) -> int:
         """Fitness evaluations per decision at this budget (pymoo's GA: population x generations)."""
         return self.population * self.generations + (self.local_search_evals if self.local_search else 0)
+
+    def prepare(self) -> None:
+        """Import pymoo's GA machinery now (about 0.1-0.2 s once per process), not inside the first timed decision."""
+        for module in _PYMOO_MODULES:
+            importlib.import_module(module)
 
     def reset(self, seed: int | None = None) -> None:
         """Re-seed the generator and reset the counter."""

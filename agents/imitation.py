@@ -48,6 +48,7 @@ from typing import Any, Literal
 import numpy as np
 
 from sfenv.env.proposers import DecisionRecorder
+from sfenv.runs.progress import progress_bar
 
 __all__ = [
     "PRETRAIN_DEFAULTS",
@@ -313,14 +314,17 @@ def _base_envs(vec: Any) -> list[Any]:
 
 
 def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str | None = None,
-            log: Callable[[str], None] | None = None) -> Demonstrations:
+            log: Callable[[str], None] | None = None, progress: bool = False) -> Demonstrations:
     """Step ``vec`` (a DummyVecEnv, possibly in VecNormalize) ``steps`` times in all, labelling with the expert.
 
     :param policy: if given, the acting policy (an SB3 policy with ``predict(obs, action_masks=...)``,
         fed the normalised observation); None: the expert acts.
     :param gamma: discount of the value targets.
     :param expert: the agent whose decisions label the steps (see :func:`expert_action`).
-    :param log: called with a progress line about every quarter of the steps (None: silent).
+    :param log: called with a progress line about every quarter of the steps, with the time left at
+        the rate so far (None: silent); not while a progress bar is drawn.
+    :param progress: a progress bar of the steps on stderr (rate, ETA), drawn only on a terminal
+        (:mod:`sfenv.runs.progress`).
     """
     started = time.perf_counter()
     bases = _base_envs(vec)
@@ -333,9 +337,13 @@ def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str 
     masks, actions, rewards, dones, agree = [], [], [], [], 0
     total = max(1, steps // n)
     report_every = max(1, total // 4)
+    bar = progress_bar(total * n, "pretrain: collecting", "step", enabled=progress)
     for t in range(total):
-        if log is not None and t > 0 and t % report_every == 0:
-            log(f"  collected {t * n:,}/{total * n:,} steps ({time.perf_counter() - started:.0f} s)")
+        if log is not None and bar.disable and t > 0 and t % report_every == 0:
+            spent = time.perf_counter() - started
+            log(f"  collected {t * n:,}/{total * n:,} steps ({spent:.0f} s, about {spent * (total - t) / t:.0f} s "
+                "left for this collection)")
+        bar.update(n)
         m = np.stack([b.action_masks() for b in bases])
         labels = np.array([expert_action(b, expert) for b in bases])
         if policy is None:
@@ -354,6 +362,7 @@ def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str 
             reward = vn.normalize_reward(vn.get_original_reward())
         rewards.append(np.asarray(reward, dtype=np.float64))
         dones.append(np.asarray(done, dtype=bool))
+    bar.close()
     T = len(actions)
     rew, dn = np.array(rewards), np.array(dones)
     ret = np.full((T, n), np.nan)
@@ -430,7 +439,8 @@ def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs:
 
 def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs: int = 8, batch_size: int = 256,
              learning_rate: float = 1e-3, vf_coef: float = 0.5, seed: int = 0, expert: str | None = "fastest+swf",
-             label_smoothing: float = 0.1, log: Callable[[str], None] | None = None) -> list[dict[str, float]]:
+             label_smoothing: float = 0.1, log: Callable[[str], None] | None = None,
+             progress: bool = False) -> list[dict[str, float]]:
     """Behaviour cloning with DAgger rounds (see the module docstring); returns one record per round.
 
     Round 1 collects ``steps`` steps with the expert acting; every later round collects ``steps``
@@ -439,6 +449,7 @@ def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs:
 
     :param log: called with progress lines (collection, and each round's agreement, loss and
         accuracy); None: silent.
+    :param progress: a progress bar of each collection on stderr, drawn only on a terminal (:func:`collect`).
     """
     gamma = float(getattr(model, "gamma", 0.99))
     vn = vec if hasattr(vec, "normalize_obs") else None
@@ -450,7 +461,8 @@ def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs:
         if log is not None:
             acting = "the expert acting" if r == 0 else "the policy acting (DAgger)"
             log(f"pretrain round {r + 1}/{rounds}: collecting {steps:,} steps labelled by {expert}, {acting}")
-        new = collect(vec, steps, gamma, policy=None if r == 0 else model.policy, expert=expert, log=log)
+        new = collect(vec, steps, gamma, policy=None if r == 0 else model.policy, expert=expert, log=log,
+                      progress=progress)
         data = new if data is None else data.extended(new)
         norm = None
         if vn is not None and vn.norm_obs:

@@ -59,11 +59,11 @@ import numpy as np
 from sfenv.agents import model_files
 
 from sfenv.env import GeoSchedEnv
-from sfenv.errors import InvalidInput, MissingFile, UntrustedCode
+from sfenv.errors import InvalidInput, MissingFile, UntrustedCode, did_you_mean
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_text
 from sfenv.scenario import Scenario, load_scenario
-from sfenv.world.files import dump_yaml, load_yaml, read_yaml
+from sfenv.world.files import dump_yaml, load_yaml, names_a_file, read_yaml
 
 __all__ = [
     "ALGOS",
@@ -174,6 +174,9 @@ def bundled_configs() -> list[str]:
 def load_config(spec: str | Path) -> dict[str, Any]:
     """Read a ``sfenv train`` YAML config: a bundled name (``sfenv/hyperparams/train-NAME.yml``) or a path.
 
+    As for scenarios (:func:`sfenv.world.files.names_a_file`), a string with a path separator or a
+    ``.yml``/``.yaml`` suffix is a file and any other is a bundled name; a :class:`~pathlib.Path` is a file.
+
     Keys: those of :data:`RECIPE_DEFAULTS` (``steps``, ``n_envs``, ``normalize``, ``env_kwargs``,
     ``eval_seeds``, ``play``: one of :data:`PLAY_MODES` ...) and ``hp``, a mapping of SB3 keyword
     arguments; ``scenario`` may be a list, or
@@ -184,19 +187,24 @@ def load_config(spec: str | Path) -> dict[str, Any]:
     """
     from importlib import resources
 
-    path = Path(spec)
-    if not path.exists():
+    if isinstance(spec, str) and not names_a_file(spec):  # a bare name is bundled, whatever the folder holds
+        names = bundled_configs()
+        if spec not in names:
+            raise MissingFile(f"no bundled config named {spec!r}{did_you_mean(spec, names)} (bundled: "
+                              f"{', '.join(names)}; a file needs a path separator or a .yml/.yaml suffix)")
         bundled = resources.files("sfenv").joinpath("hyperparams").joinpath(f"train-{spec}.yml")
-        if not bundled.is_file():
-            raise MissingFile(f"no config file {spec} (bundled configs: {', '.join(bundled_configs())})")
         data = load_yaml(bundled.read_text(), f"config {spec}") or {}
     else:  # a regular file within the bounds of sfenv.world.files (no aliases, at most 1 MiB)
+        path = Path(spec)
+        if not path.exists():
+            raise MissingFile(f"no config file {spec}")
         data = read_yaml(path, "training config (YAML)") or {}
     if not isinstance(data, dict):
         raise InvalidInput(f"config {spec}: expected a mapping, got {type(data).__name__}")
     unknown = sorted(set(data) - set(RECIPE_DEFAULTS))
     if unknown:
-        raise InvalidInput(f"config {spec}: unknown keys {unknown}; expected some of {sorted(RECIPE_DEFAULTS)}")
+        hint = did_you_mean(unknown[0], RECIPE_DEFAULTS) if len(unknown) == 1 else ""
+        raise InvalidInput(f"config {spec}: unknown keys {unknown}{hint}; expected some of {sorted(RECIPE_DEFAULTS)}")
     if "play" in data and data["play"] not in PLAY_MODES:
         raise InvalidInput(f"config {spec}: play = {data['play']!r}; expected one of {list(PLAY_MODES)}")
     return data
@@ -655,7 +663,9 @@ def train(
     :param algo_kwargs: SB3 keyword arguments, merged over :data:`DEFAULT_HP` (nested dicts merged).
     :param tensorboard: write TensorBoard logs to ``<run>/tb``.
     :param checkpoint_every: save a checkpoint every this many steps (0 = none; the final model is always saved).
-    :param progress_bar: show SB3's progress bar (needs ``tqdm`` and ``rich``).
+    :param progress_bar: progress bars on stderr, drawn only when it is a terminal: the training steps
+        with rate, elapsed time, ETA and the last evaluation (:class:`sfenv.agents.callbacks.StepsProgress`),
+        and each behaviour-cloning collection.
     :param normalize: ``"all"`` (VecNormalize on observations and rewards), ``"reward"`` or ``"none"``.
     :param eval_every: steps between evaluations on ``eval_seeds`` (None: a tenth of the run, at least
         :data:`MIN_EVAL_EVERY`; 0: only at the end).
@@ -719,7 +729,7 @@ def train(
     make_vec_env = _rl_module("stable_baselines3.common.env_util").make_vec_env
     vec_normalize = _rl_module("stable_baselines3.common.vec_env").VecNormalize
     sb3_callbacks = _rl_module("stable_baselines3.common.callbacks")
-    from sfenv.agents.callbacks import make_eval_callback, plot_learning_curve
+    from sfenv.agents.callbacks import make_eval_callback, make_progress_callback, plot_learning_curve
 
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     sc_name = "mix" if isinstance(train_sc, list) else first.name
@@ -759,7 +769,7 @@ def train(
     if pre_cfg is not None:
         from sfenv.agents.imitation import pretrain as behaviour_clone
 
-        records = behaviour_clone(model, vec, seed=seed, **pre_cfg, log=log)
+        records = behaviour_clone(model, vec, seed=seed, **pre_cfg, log=log, progress=progress_bar)
         atomic_write_text(run / "pretrain.json", json.dumps(records, indent=1))
         meta["pretrain"] = records
     evaluator = make_eval_callback(eval_fn, seeds, every or 10**12, run, spec.masked,
@@ -771,8 +781,9 @@ def train(
                                                           "model", save_vecnormalize=True))
     remaining = total_timesteps - done
     if remaining > 0:
+        callbacks.append(make_progress_callback(remaining, evaluator.history, progress_bar))  # after the evaluator
         model.learn(total_timesteps=remaining, callback=callbacks, tb_log_name="train",
-                    reset_num_timesteps=resume is None, progress_bar=progress_bar)
+                    reset_num_timesteps=resume is None)
     path = _save(model, run, "model", meta)
     if plot:
         levels = _reference_levels(run, baselines, eval_run_sc, seeds, log)
@@ -927,7 +938,7 @@ def run_summary(run: str | Path) -> str:
 
 def _describe_scenario(given: Any, loaded: Scenario | list[Scenario]) -> Any:
     """What ``config.yml`` records for the training scenario: a name, or the full data of each scenario."""
-    if isinstance(given, str) and not isinstance(loaded, list) and Path(given).suffix not in (".yaml", ".yml"):
+    if isinstance(given, str) and not isinstance(loaded, list) and not names_a_file(given):
         return given
     if isinstance(loaded, list):
         return [s.cfg.model_dump() for s in loaded]

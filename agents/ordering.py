@@ -39,7 +39,7 @@ from typing import Any, Literal
 from sfenv.agents.base import SchedulerAgent, fill_budget, index_order_chain
 
 from sfenv.env.proposers import DecisionRecorder
-from sfenv.errors import UnknownName
+from sfenv.errors import UnknownName, did_you_mean
 from sfenv.model.perf import Plan
 from sfenv.sim import SimView
 from sfenv.world.workload import JobSpec
@@ -163,7 +163,8 @@ def ordered_class(placement_cls: type[SchedulerAgent], placement: str, order: st
     :raises UnknownName: for an unknown order.
     """
     if order not in ORDERS:
-        raise UnknownName(f"unknown queue order {order!r} in {placement}+{order}; known: {', '.join(ORDERS)}")
+        raise UnknownName(f"unknown queue order {order!r}{did_you_mean(order, ORDERS)} in {placement}+{order}; "
+                          f"known: {', '.join(ORDERS)}")
 
     class _Ordered(OrderedAgent):
         __doc__ = f"{placement} placement, queue order {order}: {ORDERS[order]}"

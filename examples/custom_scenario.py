@@ -63,7 +63,7 @@ def main() -> None:
     except ScenarioError as e:
         print("rejected as expected:", e)
 
-    rows = evaluate_agents(["fifo", "spinsearch"], scenario, seeds=range(2 if args.smoke else 5), progress=False)
+    rows = evaluate_agents(["fifo", "spinsearch"], scenario, seeds=range(2 if args.smoke else 5), progress=True)
     print(format_table(summarise(rows)))
 
     env = gym.make("sfenv/GeoSched-v2", scenario=scenario)  # any scenario plays through the same env

@@ -3,7 +3,8 @@
 Run: ``python examples/train_and_evaluate.py`` (a few thousand steps, a few minutes on 2 cores), or
 ``--smoke`` (or ``SFENV_EXAMPLES_SMOKE=1``) for a run of a few hundred steps that only shows the
 path works. Needs the ``rl`` extra. Outputs go to ``--out`` (default ``runs-example/`` in the
-current folder). A run this short does not learn a good policy; it shows the steps.
+current folder). A run this short does not learn a good policy; it shows the steps. Progress goes
+to stderr: what each phase does, and on a terminal bars with the rate and the time left.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 from sfenv.agents.learned import train
 
 from sfenv.app.evaluate import evaluate_agents, format_table, summarise
+from sfenv.runs import log_stderr
 
 
 def main() -> None:
@@ -31,12 +33,13 @@ def main() -> None:
         "maskable-ppo", "spider-8", total_timesteps=steps, n_envs=2, out_dir=args.out, env_kwargs=env_kwargs,
         algo_kwargs={"n_steps": 64, "batch_size": 64} if args.smoke else None,
         tensorboard=False, plot=False, eval_every=steps, eval_seeds=[900], baselines=["fifo"],
+        progress_bar=True, log=log_stderr,  # on a terminal: steps, rate, ETA, the last evaluation; on stderr
     )
     best = final.with_name("best_model.zip")
     model = best if best.exists() else final
     print(f"trained {steps} steps: {model}")
 
-    rows = evaluate_agents(["fifo", f"model:{model}"], "spider-8", seeds=seeds, num_jobs=num_jobs, progress=False)
+    rows = evaluate_agents(["fifo", f"model:{model}"], "spider-8", seeds=seeds, num_jobs=num_jobs, progress=True)
     print(format_table(summarise(rows)))
 
 

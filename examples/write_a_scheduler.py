@@ -57,7 +57,7 @@ def main() -> None:
     seeds, num_jobs = (range(1), 8) if args.smoke else (range(5), None)
 
     rows = evaluate_agents(["fifo", "spinsearch", SmallJobsCheapRegion()], "spider-8", seeds=seeds,
-                           num_jobs=num_jobs, progress=False)
+                           num_jobs=num_jobs, progress=True)
     print(format_table(summarise(rows)))
 
     env = gym.make("sfenv/GeoSched-v2", num_jobs=num_jobs or 40)

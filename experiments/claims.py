@@ -74,6 +74,7 @@ from scipy import stats
 
 from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
 from sfenv.runs import protocol
+from sfenv.runs.progress import EpisodesBar
 from sfenv.runs.results import atomic_write_json, read_results
 from sfenv.scenario import load_scenario
 
@@ -252,6 +253,9 @@ def run_claims(
 
     ``backend``, ``address`` and ``workers`` are the evaluator's (:func:`evaluate_agents`).
 
+    ``progress``: one bar on stderr over every episode still to play, with rate and ETA, drawn only
+    when stderr is a terminal (:class:`sfenv.runs.progress.EpisodesBar`; ``--quiet`` turns it off).
+
     ``num_jobs`` caps each scenario's workload (a scenario with fewer jobs keeps its own);
     without it, ``caps`` gives per-scenario caps (e.g. :data:`JOB_CAPS`; see :func:`job_caps`).
 
@@ -271,12 +275,19 @@ def run_claims(
     else:
         atomic_write_json(cfg_path, config)
     rows: dict[str, list[dict[str, Any]]] = {}
-    for scenario, names in _plan(claims).items():
-        played = protocol.seeds(split, len(seeds), scenario) if split else list(seeds)
-        rows[scenario] = evaluate_agents(names, scenario, played, split=split, num_jobs=jobs_by[scenario],
-                                         out=out / f"runs-{scenario}.json", resume=True, progress=progress,
-                                         agent_kwargs=budgets, backend=backend, address=address,
-                                         workers=workers)
+    plan = _plan(claims)
+    bar = EpisodesBar(sum(len(names) for names in plan.values()) * len(seeds), "claims", enabled=progress)
+    try:
+        for scenario, names in plan.items():
+            played = protocol.seeds(split, len(seeds), scenario) if split else list(seeds)
+            on_row = bar.part(scenario, len(names) * len(played))
+            rows[scenario] = evaluate_agents(names, scenario, played, split=split, num_jobs=jobs_by[scenario],
+                                             out=out / f"runs-{scenario}.json", resume=True, progress=False,
+                                             on_row=on_row, agent_kwargs=budgets, backend=backend, address=address,
+                                             workers=workers)
+            bar.end_part()
+    finally:
+        bar.close()
     return rows
 
 

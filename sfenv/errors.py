@@ -9,8 +9,11 @@ say what was given, what was expected and, where it helps, what to do.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 __all__ = ["DependencyNotInstalled", "Interrupted", "InvalidInput", "MissingFile", "SfenvError", "UnknownName",
-           "UntrustedCode"]
+           "UntrustedCode", "did_you_mean"]
 
 
 class SfenvError(Exception):
@@ -55,3 +58,22 @@ class Interrupted(KeyboardInterrupt):
     def __str__(self) -> str:
         """The message itself."""
         return str(self.args[0]) if self.args else "interrupted"
+
+
+def did_you_mean(given: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the known name closest to ``given``, or ``""`` when none is close.
+
+    Closeness is :func:`difflib.get_close_matches`'s (ratio >= 0.6), compared without case, so
+    ``FIFO`` finds ``fifo``.
+
+    :param given: the name that is not known.
+    :param known: the names that are.
+    :return: the hint, to append to a message (empty when no name is close, or ``given`` is not a string).
+    """
+    if not isinstance(given, str):
+        return ""
+    by_folded: dict[str, str] = {}
+    for name in known:
+        by_folded.setdefault(name.casefold(), name)
+    close = difflib.get_close_matches(given.casefold(), list(by_folded), n=1)
+    return f" (did you mean {by_folded[close[0]]!r}?)" if close else ""

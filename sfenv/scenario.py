@@ -17,7 +17,7 @@ from bisect import bisect_right
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 from pydantic import (
@@ -32,11 +32,21 @@ from pydantic import (
     model_validator,
 )
 
-from sfenv.errors import InvalidInput, SfenvError
+from sfenv.errors import InvalidInput, SfenvError, did_you_mean
 from sfenv.model.perf import SCHEDULES, PerfParams
 from sfenv.world import limits as lim
+from sfenv.world.carbon import (
+    BUNDLED_CARBON_CSV,
+    DEFAULT_GCO2_PER_KWH,
+    PUBLISHED_DAY_AHEAD_MAPE,
+    CarbonForecaster,
+    CarbonSeries,
+    bundled_carbon_csv,
+    carbon_profile,
+    read_carbon_csv,
+)
 from sfenv.world.egress import DEFAULT_USD_PER_GB, CloudSite, EgressTable, egress_price_matrix, load_egress_table
-from sfenv.world.files import MAX_YAML_BYTES, load_yaml, read_text
+from sfenv.world.files import MAX_YAML_BYTES, load_yaml, names_a_file, read_text
 from sfenv.world.generators import GeneratedTopology, spider_topology, waxman_topology
 from sfenv.world.hardware import GPU_CATALOGUE, get_gpu
 from sfenv.world.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
@@ -67,10 +77,12 @@ __all__ = [
     "MAX_PRICE_DAYS",
     "MAX_QUEUE_WINDOW",
     "MAX_REGIONS",
+    "NAME_RULE",
     "SAFE_NAME",
     "Scenario",
     "ScenarioError",
     "bundled_scenarios",
+    "known_fields",
     "load_scenario",
 ]
 
@@ -465,6 +477,8 @@ class RewardCfg(_Strict):
     egress_weight: Weight | None = None
     throughput_weight: Weight = 0.0
     invalid_action_penalty: Weight = 0.1
+    #: weight per kgCO2e emitted (the ``carbon`` section's signal); 0 leaves the reward as it was
+    carbon_weight: Weight = 0.0
 
 
 class EgressCfg(_Strict):
@@ -478,6 +492,80 @@ class EgressCfg(_Strict):
 
     table: str = "skyplane"
     default_usd_per_gb: Annotated[float, _NUM, Field(ge=0, le=lim.MAX_EGRESS_USD_PER_GB)] = DEFAULT_USD_PER_GB
+
+
+#: a grid carbon intensity in gCO2e/kWh (= kgCO2e/MWh)
+Intensity = Annotated[float, _NUM, Field(ge=0, le=lim.MAX_CARBON_INTENSITY)]
+#: a fraction in [0, 1]
+Fraction = Annotated[float, _NUM, Field(ge=0, le=1)]
+
+
+class CarbonZoneCfg(_Strict):
+    """Carbon intensity of one zone (:mod:`sfenv.world.carbon`).
+
+    ``csv``: the zone's hourly column of ``carbon.path`` (``COLUMN_lca`` or ``COLUMN_direct`` by
+    ``carbon.signal``; ``column`` defaults to the zone's name); ``profile``: a synthetic diurnal and
+    seasonal curve around ``gco2_per_kwh`` (:func:`sfenv.world.carbon.carbon_profile`, noise seeded per
+    episode); ``constant``: ``gco2_per_kwh`` at every hour.
+    """
+
+    kind: Literal["csv", "profile", "constant"] = "constant"
+    #: csv: the column's zone name in the file (default: the zone's own name)
+    column: Label | None = None
+    #: constant: the intensity; profile: its mean (gCO2e/kWh, in the scenario's ``carbon.signal``)
+    gco2_per_kwh: Intensity = DEFAULT_GCO2_PER_KWH
+    #: profile: the day's swing, a fraction of the mean either way
+    diurnal_amplitude: Fraction = 0.2
+    #: profile: the year's swing, a fraction of the mean either way
+    seasonal_amplitude: Fraction = 0.1
+    #: profile: local hour of the day's cleanest hour
+    clean_hour_local: Annotated[float, _NUM, Field(ge=0, le=24)] = 13.0
+    #: profile: the zone's UTC offset, hours
+    utc_offset_h: UtcOffset = 0.0
+    #: profile: sd of the hourly multiplicative log-normal noise
+    noise: Fraction = 0.05
+
+
+class CarbonForecastCfg(_Strict):
+    """How the carbon forecast in the observation is made (:class:`sfenv.world.carbon.CarbonForecaster`).
+
+    ``noisy``: the truth times a seeded error of day-ahead MAPE ``mape_24h`` (published skill);
+    ``persistence``: the same hour of the last day seen (causal); ``oracle``: the true future, privileged.
+    """
+
+    kind: Literal["noisy", "persistence", "oracle"] = "noisy"
+    #: mean absolute percentage error at a 24-hour lead (a fraction; 0.0959: CarbonX / CarbonCast's 13 grids)
+    mape_24h: Fraction = PUBLISHED_DAY_AHEAD_MAPE
+    #: hours of forecast in the observation (the current hour's intensity comes on top)
+    hours: Annotated[int, _NUM, Field(gt=0, le=MAX_FORECAST_HOURS)] = 24
+
+
+class CarbonCfg(_Strict):
+    """Grid carbon intensity per zone (:mod:`sfenv.world.carbon`); leaving the section out keeps the metrics.
+
+    Without the section every zone gets :data:`sfenv.world.carbon.DEFAULT_GCO2_PER_KWH` (reported as
+    ``fallback``) and the observation has no ``carbon`` key.  With it, ``zones`` maps zone names to
+    a :class:`CarbonZoneCfg`; a region zone not listed gets ``default`` (reported as ``fallback``).
+    ``signal`` names the factors of every number (``lca`` life-cycle, ``direct`` combustion only); a
+    ``csv`` zone reads that signal's column.  ``path``: ``bundled`` (the 8 zones of 2023,
+    ``sfenv/data/carbon``) or a CSV of the same format.  ``start_hour``: the CSV's row of the
+    episode's hour 0 (the series then repeats after the file's last row).
+    """
+
+    signal: Literal["lca", "direct"] = "lca"
+    path: str = BUNDLED_CARBON_CSV
+    start_hour: Annotated[int, _NUM, Field(ge=0, le=lim.MAX_CARBON_START_HOUR)] = 0
+    zones: dict[Label, CarbonZoneCfg] = Field(default_factory=dict, max_length=MAX_REGIONS)
+    default: CarbonZoneCfg = Field(default_factory=CarbonZoneCfg)
+    #: embodied (manufacturing) carbon per GPU-hour a job holds, kgCO2e; 0: operational carbon only
+    embodied_kg_per_gpu_hour: Annotated[float, _NUM, Field(ge=0, le=lim.MAX_EMBODIED_KG_PER_GPU_HOUR)] = 0.0
+    forecast: CarbonForecastCfg = Field(default_factory=CarbonForecastCfg)
+
+    @model_validator(mode="after")
+    def _check(self) -> CarbonCfg:
+        if self.default.kind == "csv":
+            raise ValueError("carbon.default: kind 'csv' has no column to read; expected 'constant' or 'profile'")
+        return self
 
 
 class EnvCfg(_Strict):
@@ -505,13 +593,22 @@ class ScenarioCfg(_Strict):
     reward: RewardCfg = Field(default_factory=RewardCfg)
     env: EnvCfg = Field(default_factory=EnvCfg)
     egress: EgressCfg = Field(default_factory=EgressCfg)
+    #: None (the default): every zone gets the fallback intensity, and the scenario's hash is as it was
+    carbon: CarbonCfg | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Dump without ``stragglers`` when it is off (None): scenarios written before it keep their hash."""
+        """Dump without ``stragglers``, ``carbon`` and ``reward.carbon_weight`` when unset or 0.
+
+        Scenarios written before them keep their hash.
+        """
         data: dict[str, Any] = handler(self)
-        if data.get("stragglers", 0) is None:
-            del data["stragglers"]
+        for key in ("stragglers", "carbon"):
+            if data.get(key, 0) is None:
+                del data[key]
+        reward = data.get("reward")
+        if isinstance(reward, dict) and reward.get("carbon_weight", 1) == 0:
+            del reward["carbon_weight"]
         return data
 
     @field_validator("name")
@@ -528,6 +625,40 @@ def _fmt_loc(loc: tuple[Any, ...]) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(top level)"
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's annotation holds (``RegionCfg`` in ``list[RegionCfg] | None``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def known_fields(loc: tuple[Any, ...] = ()) -> list[str]:
+    """The fields a scenario may give at ``loc`` (``("topology", "regions", 0)``), read from the schema.
+
+    A part of ``loc`` that is no field (a list index, a mapping key such as a zone name) stays at the
+    same model.  A section added to :class:`ScenarioCfg` (or to any model under it) is known here
+    without further change.
+
+    :param loc: a path as pydantic gives it (``()``: the top level).
+    :return: the field names, sorted (empty when ``loc`` leads to no model).
+    """
+    models: list[type[BaseModel]] = [ScenarioCfg]
+    for part in loc:
+        inner = [m for model in models if isinstance(part, str) and part in model.model_fields
+                 for m in _models_in(model.model_fields[part].annotation)]
+        if inner:
+            models = inner
+        elif isinstance(part, str) and any(part in model.model_fields for model in models):
+            return []  # a field of a plain value (a number, a string): nothing below it
+    return sorted({name for model in models for name in model.model_fields})
+
+
+def _unknown_field(loc: tuple[Any, ...]) -> str:
+    """Pydantic's "extra inputs are not permitted" in sfenv's words: the closest known field and the list."""
+    known = known_fields(tuple(loc[:-1]))
+    return f"unknown field{did_you_mean(str(loc[-1]), known)}; known here: {', '.join(known)}"
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -562,6 +693,7 @@ class Scenario:
         self._check_event_budget()
         _ = self.price_csv, self.trace_rows  # and read the named CSV files: errors at load, not mid-run
         _ = self.egress_usd_per_byte  # and price every region pair: errors at load
+        _ = self.carbon_csv  # and read the carbon columns: errors at load
         if cfg.workload.load is not None:  # and derive the rate (a job shape that fits nowhere is an error)
             _ = self.arrival_rate_per_hour
 
@@ -721,6 +853,76 @@ class Scenario:
             raise ScenarioError(f"{self.source}: egress: {e}") from None
         out.setflags(write=False)
         return out
+
+    @property
+    def carbon_cfg(self) -> CarbonCfg:
+        """The ``carbon`` section, or its defaults when the scenario has none (every zone the fallback)."""
+        return self.cfg.carbon if self.cfg.carbon is not None else CarbonCfg()
+
+    @cached_property
+    def carbon_csv(self) -> dict[str, np.ndarray]:
+        """The hourly columns the ``carbon`` section's ``csv`` zones read (read once, at load), by zone.
+
+        Each is rotated so that its row ``carbon.start_hour`` is the episode's hour 0.
+
+        :raises ScenarioError: naming ``carbon.path`` (file, line, column) or ``carbon.zones.Z.column``
+            when the file lacks the zone's column.
+        """
+        c = self.cfg.carbon
+        if c is None:
+            return {}
+        region_zones = {r.zone for r in self.topology.regions}
+        wanted = {z: f"{zc.column or z}_{c.signal}" for z, zc in sorted(c.zones.items())
+                  if zc.kind == "csv" and z in region_zones}
+        if not wanted:
+            return {}
+        path = str(bundled_carbon_csv()) if c.path == BUNDLED_CARBON_CSV else c.path
+        try:
+            cols = read_carbon_csv(self._resolve(path), sorted(set(wanted.values())))
+        except ValueError as e:
+            zone = next((z for z, col in wanted.items() if f"column {col!r}" in str(e)), None)
+            field = f"carbon.zones.{zone}.column" if zone is not None else "carbon.path"
+            raise ScenarioError(f"{self.source}: {field}: {e}") from None
+        out = {}
+        for z, col in wanted.items():
+            v = cols[col]
+            out[z] = np.roll(v, -(c.start_hour % len(v)))
+            out[z].setflags(write=False)
+        return out
+
+    def make_carbon(self, rng: np.random.Generator | None, zones: list[str] | None = None) -> CarbonSeries:
+        """The carbon series for one episode, one row per zone of ``zones`` (default: the region zones, sorted).
+
+        ``csv`` zones get their column (:attr:`carbon_csv`), ``profile`` zones a synthetic curve (noise
+        from ``rng``), ``constant`` zones their value; a zone the section does not list gets
+        ``carbon.default`` and is reported as ``fallback``.
+        """
+        c = self.carbon_cfg
+        if zones is None:
+            zones = sorted({r.zone for r in self.topology.regions})
+        series = self.carbon_csv
+        hours = max([len(v) for v in series.values()] + [math.ceil(self.cfg.sim.horizon_h) + 1])
+        rows, sources = [], {}
+        for z in zones:
+            zc = c.zones.get(z)
+            sources[z] = "fallback" if zc is None else zc.kind
+            zc = zc if zc is not None else c.default
+            if zc.kind == "csv":
+                v = series[z]
+                rows.append(np.resize(v, hours))
+            elif zc.kind == "profile":
+                rows.append(carbon_profile(rng, zc.gco2_per_kwh, hours, diurnal_amplitude=zc.diurnal_amplitude,
+                                           seasonal_amplitude=zc.seasonal_amplitude,
+                                           clean_hour_local=zc.clean_hour_local, utc_offset_h=zc.utc_offset_h,
+                                           start_hour=c.start_hour, noise=zc.noise))
+            else:
+                rows.append(np.full(hours, zc.gco2_per_kwh))
+        return CarbonSeries(zones, np.array(rows).reshape(len(zones), hours), c.signal, sources)
+
+    def make_carbon_forecaster(self, series: CarbonSeries, seed: int) -> CarbonForecaster:
+        """The forecaster of the ``carbon.forecast`` settings over ``series`` (errors seeded by ``seed``)."""
+        f = self.carbon_cfg.forecast
+        return CarbonForecaster(series, f.kind, f.mape_24h, seed)
 
     # ------------------------------------------------------------ episode sampling
     def make_prices(self, rng: np.random.Generator | None) -> PriceSeries:
@@ -924,8 +1126,13 @@ class Scenario:
                 shown = "(missing)" if err["type"] == "missing" else repr(val)
                 if len(shown) > 80:
                     shown = shown[:77] + "..."
-                lines.append(f"{source}: {_fmt_loc(err['loc'])}: got {shown}; {err['msg']}")
-                fields.append((_fmt_loc(err["loc"]), val, err["msg"]))
+                if err["type"] == "extra_forbidden":  # its value says nothing; the known names do
+                    msg = _unknown_field(err["loc"])
+                    lines.append(f"{source}: {_fmt_loc(err['loc'])}: {msg}")
+                else:
+                    msg = err["msg"]
+                    lines.append(f"{source}: {_fmt_loc(err['loc'])}: got {shown}; {msg}")
+                fields.append((_fmt_loc(err["loc"]), val, msg))
             head = "invalid scenario: " if len(lines) == 1 else "invalid scenario:\n  "  # one error, one line
             raise ScenarioError(head + "\n  ".join(lines), fields) from None
         return cls(cfg, source, base_dir)
@@ -934,34 +1141,70 @@ class Scenario:
         return f"Scenario({self.name!r}, {self.topology!r})"
 
 
+#: How a scenario argument is read, in the words of the messages and of ``--scenario``'s help.
+NAME_RULE = ("an argument with a path separator or a .yaml/.yml suffix is a file (./NAME for a file without the "
+             "suffix), any other is a bundled name; a folder is never a scenario")
+
+
 def load_scenario(spec: str | Path | dict | Scenario) -> Scenario:
     """Load a scenario from a bundled name, a YAML path, a dict or a :class:`Scenario`.
+
+    A string is a file when it holds a path separator or ends in ``.yaml``/``.yml``
+    (:func:`sfenv.world.files.names_a_file`), else the name of a bundled scenario: a file or a folder
+    in the current folder that shares a bundled name never shadows it (``"./spider-16"`` reads the
+    file).  A :class:`~pathlib.Path` is always a file, and a folder is never a scenario.
 
     A file is read within the bounds of :mod:`sfenv.world.files`: a regular file (not a device, a
     FIFO or a directory) of at most :data:`~sfenv.world.files.MAX_YAML_BYTES` bytes of UTF-8 YAML,
     without aliases and nested at most :data:`~sfenv.world.files.MAX_YAML_DEPTH` levels.
 
-    :raises ScenarioError: naming the file (and the field, the value and what was expected).
+    :raises ScenarioError: naming the file (and the field, the value and what was expected), or, for
+        an unknown bundled name, the bundled ones and the closest of them.
     """
     if isinstance(spec, Scenario):
         return spec
     if isinstance(spec, dict):
         return Scenario.from_dict(spec)
-    path = Path(spec)
+    if isinstance(spec, str) and not names_a_file(spec):
+        return _load_bundled(spec)
+    if not isinstance(spec, (str, Path)):
+        raise ScenarioError(f"scenario: got {type(spec).__name__}; expected a bundled name, a YAML path, a dict "
+                            "or a Scenario")
+    return _load_file(Path(spec))
+
+
+def _load_bundled(name: str) -> Scenario:
+    """The bundled scenario ``name``; an unknown name is an error listing the bundled ones."""
+    bundled = bundled_scenarios()
+    if name not in bundled:
+        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
+        here = ""
+        if SAFE_NAME.fullmatch(name) and Path(name).is_file():
+            here = f"; to read the file {name} in this folder, write ./{name}"
+        raise ScenarioError(f"no bundled scenario named {shown}{did_you_mean(name, bundled)}; bundled: "
+                            f"{', '.join(bundled)} ({NAME_RULE}){here}")
+    source = f"scenarios/{name}.yaml"
     try:
-        if not path.exists() and not str(spec).endswith((".yaml", ".yml")):
-            res = resources.files("sfenv.scenarios").joinpath(f"{spec}.yaml")
-            if not SAFE_NAME.fullmatch(str(spec)) or not res.is_file():
-                raise ScenarioError(f"no scenario named {spec!r}; bundled: {bundled_scenarios()}, or give a YAML path")
-            source = f"scenarios/{spec}.yaml"
-            data = load_yaml(res.read_text(), source)
-            base = None
-        else:
-            if not path.exists():
-                raise ScenarioError(f"{path}: file not found")
-            source = str(path)
-            data = load_yaml(read_text(path, "scenario file", MAX_YAML_BYTES), source)
-            base = path.parent
+        data = load_yaml(resources.files("sfenv.scenarios").joinpath(f"{name}.yaml").read_text(), source)
+    except InvalidInput as e:  # pragma: no cover - a bundled file is valid YAML (tests/test_bundled_scenarios.py)
+        raise ScenarioError(str(e)) from None
+    return Scenario.from_dict(data, source)
+
+
+def _load_file(path: Path) -> Scenario:
+    """The scenario in file ``path`` (see :func:`load_scenario` for the bounds)."""
+    try:
+        if path.is_dir():
+            raise ScenarioError(f"{path}: a folder, not a scenario file; a folder is never a scenario (give a YAML "
+                                f"file, or a bundled name: {', '.join(bundled_scenarios())})")
+        if not path.exists():
+            bundled = bundled_scenarios()
+            hint = (f"; the bundled scenario {path.stem} is named without a suffix"
+                    if path.stem in bundled and str(path.parent) == "." else "")
+            raise ScenarioError(f"{path}: file not found{hint}")
+        data = load_yaml(read_text(path, "scenario file", MAX_YAML_BYTES), str(path))
     except InvalidInput as e:  # not a regular file, too large, not UTF-8, not valid YAML: one line, with the file
         raise ScenarioError(str(e)) from None
-    return Scenario.from_dict(data, source, base)
+    except OSError as e:  # e.g. a name too long for the file system
+        raise ScenarioError(f"{path}: cannot read the scenario file ({e.strerror or e})") from None
+    return Scenario.from_dict(data, str(path), path.parent)

@@ -135,7 +135,8 @@ def test_cli_benchmark_and_plot_from_a_temporary_folder(tmp_path):
     out = tmp_path / "results" / "spider-8"
     assert "HiGHS" not in proc.stdout and "Copyright" not in proc.stdout
     assert "mean_jct_h" in proc.stdout and "tpa" in proc.stdout and str(out / "benchmark.json") in proc.stdout
-    assert "episode" in proc.stderr  # progress is shown, on stderr
+    assert "benchmark: 2 agents x 2 seeds" in proc.stderr  # progress lines on stderr
+    assert "episode/s" not in proc.stderr and "s/episode" not in proc.stderr  # a pipe: no bar (tests/test_progress.py)
     pngs = {p.name: p.stat().st_mtime_ns for p in out.glob("*.png")}
     assert set(pngs) == {FILES[k] for k in ("jct", "cost", "tradeoff", "timeline", "prices")}
     for p in out.glob("*.png"):

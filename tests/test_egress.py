@@ -7,6 +7,7 @@ against the episodes recorded before egress existed.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -230,6 +231,10 @@ def _crossing_scenario(egress: dict | None = None, weight: float | None = None):
     })
 
 
+#: egress off: no table, no default price
+FREE = {"table": "none", "default_usd_per_gb": 0.0}
+
+
 def _play(sc) -> tuple[float, list[dict], dict]:
     from sfenv.env import GeoSchedEnv
 
@@ -269,6 +274,33 @@ def test_egress_off_keeps_electricity_and_everything_else():
     assert off["egress_usd"] == 0.0 and on["egress_usd"] > 0
     assert {k: v for k, v in on.items() if "egress" not in k and k != "total_cost_usd"} == \
         {k: v for k, v in off.items() if "egress" not in k and k != "total_cost_usd"}
+
+
+def _cost_feature_usd_h(obs: dict, i: int) -> float:
+    """Candidate ``i``'s cost feature of a full observation, back in USD/h (the feature's scale inverted)."""
+    from sfenv.env.observation import CAND_FEATURES
+
+    scale = math.log1p(1e5)  # the feature is log(1 + USD/h) / log(1 + 10^5) (GeoSchedEnv's docstring)
+    return math.expm1(float(obs["candidates"][i * CAND_FEATURES + 4]) * scale)
+
+
+def test_a_crossing_candidates_cost_feature_adds_the_egress_the_simulator_bills_per_hour():
+    from sfenv.env import GeoSchedEnv
+
+    priced, free = GeoSchedEnv(_crossing_scenario()), GeoSchedEnv(_crossing_scenario(FREE))
+    obs, _ = priced.reset(seed=3)
+    obs_free, _ = free.reset(seed=3)
+    assert priced._candidates[0] == free._candidates[0] and len(priced._candidates[0].regions) == 2
+    shown = _cost_feature_usd_h(obs, 0) - _cost_feature_usd_h(obs_free, 0)
+    # what the simulator bills: play the candidate alone (the job takes every GPU) until it finishes
+    _, _, term, _, info = priced.step(0)
+    while not term and not priced.sim.records()[0].finished:
+        _, _, term, _, info = priced.step(priced.max_candidates)  # wait
+    rec = priced.sim.records()[0]
+    billed_per_h = rec.egress_usd / (rec.finish - rec.first_start) * 3600.0
+    assert billed_per_h > 10.0  # a priced link: far more than the plan's electricity
+    assert shown == pytest.approx(billed_per_h, rel=1e-5)
+    assert float(obs["candidates"][4]) < 0.9  # room above it: not clipped
 
 
 # ---------------------------------------------------------------- zero price: today's episodes exactly

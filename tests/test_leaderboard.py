@@ -33,7 +33,8 @@ def test_leaderboard_on_a_tiny_configuration(tmp_path, capsys):
     argv = ["leaderboard", "--agents", "fifo,spinsearch", "--scenarios", "spider-8", "--seeds", "2", "--num-jobs", "4",
             "--out-dir", str(out), "--quiet"]
     assert main(argv) == 0
-    assert "capped at 4 jobs" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "capped at 4 jobs" in printed
     for ext in ("md", "csv", "html", "json"):
         assert (out / f"leaderboard.{ext}").is_file()
     data = json.loads((out / "leaderboard.json").read_text())
@@ -50,6 +51,7 @@ def test_leaderboard_on_a_tiny_configuration(tmp_path, capsys):
     for r in table:  # the figures are the episodes' own
         assert float(r["mean_jct_h"]) == pytest.approx(jct[r["agent"]].mean())
     assert float(table[1]["ratio_to_best"]) == pytest.approx(jct[ranked[1]].mean() / jct[ranked[0]].mean())
+    _check_printed_ranking(printed, ranked, jct)
     md = (out / "leaderboard.md").read_text()
     html = (out / "leaderboard.html").read_text()
     for agent in ranked:
@@ -60,6 +62,19 @@ def test_leaderboard_on_a_tiny_configuration(tmp_path, capsys):
     before = (out / "leaderboard.csv").read_text()
     assert main([*argv, "--resume"]) == 0
     assert (out / "leaderboard.csv").read_text() == before
+
+
+def _check_printed_ranking(printed: str, ranked: list[str], jct: dict[str, np.ndarray]) -> None:
+    """The table printed at the end ranks the agents as their episodes' mean JCT does, with those means."""
+    lines = printed.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:3] == ["rank", "scenario", "agent"])
+    end = lines.index("files:")
+    body = [line.split() for line in lines[start + 1:end] if line.strip()]
+    assert [cells[2] for cells in body] == ranked  # best mean JCT first
+    assert [cells[0] for cells in body] == [str(i + 1) for i in range(len(ranked))]
+    assert all(cells[1] == "spider-8" for cells in body)
+    for cells in body:
+        assert float(cells[3]) == pytest.approx(jct[cells[2]].mean(), abs=5e-4)  # mean JCT h, 3 decimals
 
 
 def test_leaderboard_refuses_an_edited_cached_episode(tmp_path, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import subprocess
 import sys
 
@@ -132,3 +133,73 @@ def test_import_sfenv_does_not_import_matplotlib():
     code = "import sys, sfenv, sfenv.app.plots, sfenv.app.benchmark, sfenv.app.cli; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# ---------------------------------------------------------------- cost axes show the whole bill
+def _billed_summary() -> list[dict]:
+    """Agents whose egress reorders them: electricity alone would put ``b`` on the front, the bill puts ``a``."""
+    rows = {"a": (1.0, 10.0, 1.0), "b": (2.0, 5.0, 50.0), "c": (3.0, 3.0, 0.0)}  # JCT h, electricity, egress
+    return [{"agent": k, "seeds": 3, "mean_jct_h": x, "mean_jct_h_ci": 0.1, "cost_usd": e, "cost_usd_ci": 0.5,
+             "egress_usd": g, "egress_usd_ci": 0.5, "total_cost_usd": e + g, "total_cost_usd_ci": 0.7,
+             "unfinished": 0.0} for k, (x, e, g) in rows.items()]
+
+
+def _points(ax) -> dict[str, tuple[float, float]]:
+    """Each agent's plotted point in a trade-off figure (its errorbar container's marker, by the agent)."""
+    return {c.get_label(): (float(c.lines[0].get_xdata()[0]), float(c.lines[0].get_ydata()[0]))
+            for c in ax.containers}
+
+
+def test_tradeoff_plots_the_whole_bill_and_says_so(tmp_path):
+    summary = _billed_summary()
+    ax = plots.plot_tradeoff(summary, tmp_path / "t.png").axes[0]
+    assert _points(ax) == {r["agent"]: (r["mean_jct_h"], r["total_cost_usd"]) for r in summary}
+    assert "electricity + egress" in ax.get_ylabel() and "USD" in ax.get_ylabel()
+    front = next(ln for ln in ax.get_lines() if ln.get_label() == "Pareto front")
+    assert list(front.get_xdata()) == [1.0, 3.0]  # b (5 + 50 USD) is off the front once egress counts
+    # results written before egress was billed have no total: electricity, labelled as such
+    old = [{k: v for k, v in r.items() if "egress" not in k and "total" not in k} for r in summary]
+    ax = plots.plot_tradeoff(old).axes[0]
+    assert _points(ax) == {r["agent"]: (r["mean_jct_h"], r["cost_usd"]) for r in summary}
+    assert ax.get_ylabel().startswith("electricity cost")
+    # any column by its name: labels follow the table, an unlisted column is named by itself
+    assert plots.axis_label("egress_usd") == "egress cost, USD per episode"
+    assert plots.plot_tradeoff(summary, y="egress_usd").axes[0].get_ylabel() == "egress cost, USD per episode"
+    assert plots.axis_label("carbon_kg") == "carbon_kg"
+
+
+def test_benchmark_cost_bars_are_the_whole_bill(tmp_path, monkeypatch):
+    from sfenv.app import benchmark
+
+    figures = {}
+
+    def keep(fig, path):
+        figures[path.name] = fig
+        return path
+
+    monkeypatch.setattr(plots, "save_png", keep)
+    summary = _billed_summary()
+    benchmark.write_plots({"meta": {"scenario": "s"}, "summary": summary, "timeline": None}, tmp_path)
+    ax = figures[benchmark.FILES["cost"]].axes[0]
+    assert [p.get_height() for p in ax.patches] == [r["total_cost_usd"] for r in summary]
+    assert "electricity + egress" in ax.get_ylabel() and "electricity + egress" in ax.get_title()
+
+
+def test_an_old_benchmark_file_gets_the_new_cost_columns(tmp_path):
+    """A benchmark.json whose summary predates egress is summarised again: its tables print every column."""
+    import json
+
+    from sfenv.app.benchmark import load_results
+    from sfenv.app.evaluate import format_table
+
+    rows = evaluate_agents(["fifo"], "spider-8", seeds=[0], num_jobs=3, progress=False)
+    old_rows = [{k: v for k, v in r.items() if k not in ("egress_usd", "total_cost_usd")} for r in rows]
+    old_summary = [{k: v for k, v in s.items() if "egress" not in k and "total" not in k} for s in summarise(old_rows)]
+    path = tmp_path / "benchmark.json"
+    path.write_text(json.dumps({"meta": {"scenario": "spider-8"}, "summary": old_summary, "episodes": old_rows}))
+    res = load_results(path)
+    assert math.isnan(res["summary"][0]["egress_usd"]) and res["summary"][0]["cost_usd"] == old_summary[0]["cost_usd"]
+    assert "total_cost_usd" in format_table(res["summary"]).splitlines()[0]
+    assert plots.cost_column(res["summary"]) == "cost_usd"
+    # today's rows carry the whole bill
+    assert plots.cost_column(summarise(rows)) == "total_cost_usd"

@@ -45,7 +45,7 @@ def test_good_scenario_loads():
         (lambda d: d.update(workload={"iterations": [10, 5]}), ["iterations", "low <= high"]),
         (lambda d: d["prices"]["zones"].pop("z"), ["prices", "missing", "z"]),
         (lambda d: d.update(sim={"schedule": "zb-h9"}), ["sim.schedule", "zb-h9", "1f1b"]),
-        (lambda d: d.update(typo_section={}), ["typo_section", "Extra inputs"]),
+        (lambda d: d.update(typo_section={}), ["typo_section", "unknown field", "known here: description, dynamics"]),
     ],
 )
 def test_malformed_scenarios_are_named(mutate, needles):
@@ -70,7 +70,7 @@ def test_bad_yaml_and_unknown_names(tmp_path):
     p.write_text("name: [unclosed\n")
     with pytest.raises(ScenarioError, match="not valid YAML"):
         load_scenario(p)
-    with pytest.raises(ScenarioError, match="no scenario named 'nope'.*spider-8"):
+    with pytest.raises(ScenarioError, match="no bundled scenario named 'nope'.*spider-8"):
         load_scenario("nope")
     with pytest.raises(ScenarioError, match="file not found"):
         load_scenario(tmp_path / "missing.yaml")

@@ -51,6 +51,8 @@ def test_progress_lines_for_cloning_dagger_and_evaluations(tiny_run):
     run, _, err = tiny_run
     expert = yaml.safe_load((run / "config.yml").read_text())["pretrain"]["expert"]
     assert f"pretrain round 1/2: collecting 64 steps labelled by {expert}, the expert acting" in err
+    assert re.search(r"collected \d+/64 steps \(\d+ s, about \d+ s left for this collection\)", err)
+    assert "step/s" not in err and "s/step" not in err  # stderr is no terminal here: no bars, lines only
     assert "pretrain round 2/2: collecting 64 steps" in err and "(DAgger)" in err
     records = json.loads((run / "pretrain.json").read_text())
     for record in records:  # each round's line carries the recorded agreement, loss and accuracy

@@ -4,13 +4,14 @@
 the ``default`` group on seeds ``0..9`` of ``spider-8`` through the one evaluator
 (:func:`sfenv.app.evaluate.evaluate_agents`: identical seeded episodes for every agent), then
 
-- prints a table of mean ± 95 % CI over seeds (Student t) of mean JCT, p95 JCT, cost, throughput
-  and unfinished jobs (JCTs count unfinished jobs censored at the episode's end, see
+- prints a table of mean ± 95 % CI over seeds (Student t) of mean JCT, p95 JCT, cost (electricity,
+  egress and their total), throughput and unfinished jobs (JCTs count unfinished jobs censored at the episode's end, see
   :mod:`sfenv.sim.metrics`);
 - writes into ``results/<scenario>/`` under the *caller's* working directory (``out_dir`` to
   change): ``episodes.json`` and ``episodes.csv`` (one row per episode), ``benchmark.json``
   (settings, summary, episodes and one episode's timeline and prices: everything the plots need),
-  and the PNGs ``jct.png``, ``cost.png``, ``tradeoff.png`` (Pareto front marked),
+  and the PNGs ``jct.png``, ``cost.png``, ``tradeoff.png`` (Pareto front marked; both cost figures show
+  the whole bill, electricity plus egress, :func:`sfenv.app.plots.cost_column`),
   ``timeline.png`` (one episode's schedule, prices beneath) and ``prices.png``;
 - every file is written atomically with the settings that define it (:mod:`sfenv.runs.results`), by one
   process at a time (a second run on the folder is refused while the first holds its lock); a
@@ -28,7 +29,6 @@ when it draws.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -37,6 +37,7 @@ from typing import Any
 
 from sfenv.agents.registry import make_agent, resolve_names
 from sfenv.app.evaluate import (
+    CI_METRICS,
     MODEL_PREFIX,
     evaluate_agents,
     quiet_solver_banner,
@@ -148,7 +149,7 @@ def run_benchmark(
         Either way a folder of the same settings is continued: its episodes are kept and only the
         missing ones run.
     :param overwrite: replace the folder's results files instead (other files in it are left).
-    :param progress: show a progress bar on stderr.
+    :param progress: a progress bar on stderr (episodes, rate, ETA), drawn only when stderr is a terminal.
     :param plots: draw the PNGs.
     :param timeline_agent: whose first-seed episode the timeline shows (default: the first of
         :data:`TIMELINE_AGENTS` run, else the first agent).
@@ -197,13 +198,8 @@ def run_benchmark(
         log(f"benchmark: {len(names)} agents x {seeds} seeds of {sc.name} ({meta['num_jobs']} jobs each) -> {out}")
         quiet_solver_banner()
         ran: list[dict] = []
-        on_row = ran.append
-        if progress and importlib.util.find_spec("tqdm") is None:  # no progress bar: one line per episode
-            def on_row(row: dict) -> None:
-                ran.append(row)
-                log(f"benchmark: episode {len(ran)}: {row['agent']} seed {row['seed']}")
         every = evaluate_agents(names, sc, seed_list, out=paths["episodes_json"], progress=progress,
-                                on_row=on_row, backend=backend, address=address, workers=workers, split=split,
+                                on_row=ran.append, backend=backend, address=address, workers=workers, split=split,
                                 trust_model_code=trust_model_code)
         write_csv(every, paths["episodes_csv"])  # every episode of the folder, as episodes.json
         wanted = {(a, s) for a in names for s in seed_list}
@@ -270,6 +266,11 @@ def _choose_folder(out: Path, settings: dict[str, Any], resume: bool, overwrite:
     return chosen
 
 
+def _capital(text: str) -> str:
+    """``text`` with its first letter in upper case (the rest as it is: ``JCT`` stays ``JCT``)."""
+    return text[:1].upper() + text[1:]
+
+
 def load_results(path: str | Path) -> dict[str, Any]:
     """Read saved results: a ``benchmark.json``, or an evaluator results list (``sfenv evaluate --out``).
 
@@ -286,7 +287,8 @@ def load_results(path: str | Path) -> dict[str, Any]:
         return {"meta": {"scenario": (settings or {}).get("scenario", "?"), "settings": settings},
                 "summary": summarise(rows), "episodes": rows, "timeline": None}
     if isinstance(data, dict) and "episodes" in data:
-        data.setdefault("summary", summarise(data["episodes"]))
+        if not all(col in row for row in data.get("summary") or [{}] for col, _, _ in CI_METRICS):
+            data["summary"] = summarise(data["episodes"])  # none, or one written before a column existed
         data.setdefault("timeline", None)
         return data
     if isinstance(data, list) and all(isinstance(r, dict) and "agent" in r and "seed" in r for r in data):
@@ -314,10 +316,11 @@ def write_plots(results: dict[str, Any] | str | Path, out_dir: str | Path | None
     out = Path(out_dir)
     summary = results["summary"]
     scenario = (results.get("meta") or {}).get("scenario")  # in every title
+    cost = plots.cost_column(summary)  # the whole bill (electricity + egress) where the results have it
     written = [
         plots.save_png(plots.plot_metric(summary, "mean_jct_h", "mean JCT, h", "Job completion time",
                                          scenario=scenario), out / FILES["jct"]),
-        plots.save_png(plots.plot_metric(summary, "cost_usd", "USD per episode", "Electricity cost",
+        plots.save_png(plots.plot_metric(summary, cost, plots.axis_label(cost), _capital(plots.metric_name(cost)),
                                          scenario=scenario), out / FILES["cost"]),
         plots.save_png(plots.plot_tradeoff(summary, scenario=scenario), out / FILES["tradeoff"]),
     ]

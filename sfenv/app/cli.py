@@ -8,14 +8,17 @@ exits with code 2 and a one-line ``sfenv: ...`` message on stderr, before anythi
 do an output another sfenv process is writing (:class:`sfenv.runs.results.OutputInUse`) and an output
 that cannot be written (:class:`sfenv.runs.results.OutputError`: a full disk, a folder that is a file,
 no permission; what was saved before stays whole).  Ctrl-C at any point from sfenv's first import on
-gives one ``sfenv: interrupted`` line and exit code 130.  Any other exception is a bug and keeps its
-traceback.
+gives one ``sfenv: interrupted`` line and exit code 130.  Earlier, while Python itself starts (its
+``site`` module, before any sfenv code runs: 26-59 ms measured on a loaded machine with an editable
+install, most of it setuptools' editable finder), Ctrl-C is Python's own to report.  Any other
+exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -24,9 +27,9 @@ from typing import NoReturn, TypeAlias
 import sfenv
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
-from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError
+from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError, did_you_mean
 from sfenv.runs import log_stderr, protocol
-from sfenv.scenario import DEFAULT_SCENARIO, bundled_scenarios, load_scenario
+from sfenv.scenario import DEFAULT_SCENARIO, NAME_RULE, bundled_scenarios, load_scenario
 
 __all__ = ["build_parser", "job_count", "main", "non_negative_int", "positive_int", "seed_count"]
 
@@ -79,25 +82,39 @@ class _HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+#: argparse's message for a value outside ``choices`` (the choices quoted or not, by Python version)
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<known>[^)]*)\)")
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors read ``sfenv: <command>: <message>`` and point to ``--help``."""
 
     def error(self, message: str) -> NoReturn:
-        """Print the error and a hint, exit with code 2 (argparse's convention)."""
+        """Print the error and a hint, exit with code 2 (argparse's convention).
+
+        An invalid choice gets the closest valid one (``did you mean``), as Python 3.14's argparse does.
+        """
         where = self.prog.removeprefix("sfenv").strip()
+        choice = _INVALID_CHOICE.search(message)
+        if choice is not None:
+            known = [c.strip().strip("'\"") for c in choice["known"].split(",")]
+            given = f"invalid choice: '{choice['given']}'"
+            message = message.replace(given, given + did_you_mean(choice["given"], known), 1)
         self.exit(2, f"sfenv: {where + ': ' if where else ''}{message}\nsee `{self.prog} --help`\n")
 
 
 def _scenario_help() -> str:
-    return (f"a bundled scenario ({', '.join(bundled_scenarios())}) or a YAML file "
-            "(relative paths from the current folder)")
+    return (f"a bundled scenario ({', '.join(bundled_scenarios())}) or a YAML file (relative paths from the current "
+            f"folder): {NAME_RULE}")
 
 
 def _agents_help() -> str:
     return (f"comma list of agents ({', '.join(AGENTS)}), a group ({', '.join(GROUPS)}) or 'all'; "
             "model:PATH adds a model saved by sfenv train (its weights-only form, which loads no code), "
             "model:ALGO:PATH one from another SB3 trainer (e.g. model:ppo:logs/ppo/<run>/best_model.zip from the "
-            "RL Zoo, with --trust-model-code); `sfenv agents` describes them")
+            "RL Zoo, with --trust-model-code); your own scheduler as module:Class[:kw=v,...] or "
+            "path/to/file.py:Class[:kw=v,...] (values are JSON: 3, 0.5, true, \"text\"), or a NAME an installed "
+            "package registers (entry points sfenv.agents); `sfenv agents` describes them")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -197,7 +214,7 @@ def _add_split_option(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
-    from sfenv.app.leaderboard import run_leaderboard
+    from sfenv.app.leaderboard import format_ranking, run_leaderboard
     from sfenv.runs.replay import Rejected
     from sfenv.runs.results import check_writable
 
@@ -215,6 +232,8 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
           f"the first {settings['seeds_per_scenario']} test seeds of each (protocol {settings['protocol']})")
     for name, cap in sorted(settings["caps"].items()):
         print(f"  {name}: capped at {cap} jobs per episode")
+    print(format_ranking(res["rows"]))
+    print("files:")
     for f in res["files"]:
         print(f"  {f}")
     return 0
@@ -288,6 +307,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
     if not args.file.is_file():
         raise MissingFile(f"no results file {args.file}")
+    if args.out_dir is not None:
+        from sfenv.runs.results import check_writable
+
+        check_writable(args.out_dir, folder=True)  # a file in the way: one line, before any plot is drawn
     for f in write_plots(args.file, args.out_dir):
         print(f)
     return 0
@@ -365,6 +388,10 @@ def _is_rllib_run(args: argparse.Namespace) -> bool:
 def _cmd_train(args: argparse.Namespace) -> int:
     if args.trust_model_code and args.resume is None:
         raise InvalidInput("--trust-model-code applies to --resume (a new run loads no model file)")
+    if args.resume is None:
+        from sfenv.runs.results import check_writable
+
+        check_writable(args.out, folder=True)  # a file in the way: one line now, not a traceback after the set-up
     if _is_rllib_run(args):
         return _cmd_train_rllib(args)
     if args.workers is not None or args.address is not None:
@@ -440,6 +467,9 @@ def _cmd_agents(args: argparse.Namespace) -> int:
         print(f"{name:<11} {describe(name) if name in avail else '(not installed)'}")
     for g, names in GROUPS.items():
         print(f"group {g}: {', '.join(names)}")
+    from sfenv.agents.bace_baselines import WHEN_IDENTICAL
+
+    print(f"note: {WHEN_IDENTICAL} (docs/agents.md)")
     print("model:PATH  a policy saved by `sfenv train`, loaded from its weights-only form (PATH.policy.json and "
           ".policy.npz beside the .zip), which runs no code (evaluate, benchmark and leaderboard)")
     print(f"model:ALGO:PATH  an SB3 model saved elsewhere, e.g. by the RL Zoo, with its algorithm ALGO "
@@ -447,7 +477,23 @@ def _cmd_agents(args: argparse.Namespace) -> int:
           "code, so it needs --trust-model-code (or `sfenv export-model PATH --trust-model-code` once)")
     print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra and "
           "--trust-model-code: a checkpoint is code)")
+    _print_plugins()
     return 0
+
+
+def _print_plugins() -> None:
+    """The plug-in forms of ``--agents`` and the agents installed packages register (``sfenv agents``)."""
+    from sfenv.agents.plugins import ENTRY_POINT_GROUP, entry_point_agents
+
+    print("module:Class[:kw=v,...]  your scheduler class from an importable module (or the current folder), "
+          "built with keywords whose values are JSON (3, 0.5, true, \"text\"); rows are named by the spec")
+    print("path/to/file.py:Class[:kw=v,...]  the same from a Python file (its __main__ block does not run)")
+    installed = entry_point_agents()
+    if not installed:
+        print(f"(no installed package registers agents in the entry-point group {ENTRY_POINT_GROUP})")
+    for name, ep in installed.items():
+        note = " (shadowed by the built-in of that name)" if name in AGENTS or name in GROUPS else ""
+        print(f"{name:<11} plug-in {ep.value} from entry point group {ENTRY_POINT_GROUP}{note}")
 
 
 #: the sub-commands' parsers are added to this (``build_parser``'s ``add_subparsers``)
@@ -564,7 +610,8 @@ def _add_train_run_options(t: argparse.ArgumentParser) -> None:
     """``sfenv train``'s options of what is trained: config, algorithm, scenario, steps, env and hyperparameters."""
     t.add_argument("--config", metavar="NAME|FILE",
                    help="YAML settings (keys: algo, scenario, steps, n_envs, normalize, env_kwargs, hp, eval_seeds, "
-                        "...): a file, or a bundled name under sfenv/hyperparams/train-NAME.yml; 'none': the "
+                        "...): a file (with a path separator or a .yml/.yaml suffix), or a bundled name under "
+                        "sfenv/hyperparams/train-NAME.yml; 'none': the "
                         "built-in defaults (PPO from scratch on spider-8, 200000 steps) (default: quick, a few "
                         "minutes: clone a look-ahead expert on spider-8-contended, then PPO; with --algo other "
                         "than maskable-ppo: none)")

@@ -46,10 +46,13 @@ import numpy as np
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
 from sfenv.agents.model_files import spec_path_for
-from sfenv.agents.registry import make_agent
+from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spec, plugin_settings
+from sfenv.agents.registry import AGENTS, make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
+from sfenv.model.pipeline import prepare_compiled
 from sfenv.runs import protocol, results
+from sfenv.runs.progress import progress_bar
 from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha
 from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
 from sfenv.runs.stats import mean_ci  # also imported from here
@@ -73,6 +76,7 @@ __all__ = [
     "file_differences",
     "format_table",
     "mean_ci",
+    "prepare_decisions",
     "quiet_solver_banner",
     "run_episode",
     "run_policy_episode",
@@ -91,6 +95,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
     :param record_actions: add the episode's action log (``actions``, :mod:`sfenv.runs.replay`) and
         the scenario's hash (``scenario_sha``), so that ``sfenv validate`` can replay it.
     """
+    prepare_decisions(agent)  # before the clock runs: one-off loading is no decision's time
     agent.reset(seed)
     sim = make_simulator(scenario, seed)
     times: list[float] = []
@@ -108,6 +113,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
     records = sim.records()
     row: dict[str, Any] = {"agent": agent.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
     row.update(_jct_fields(records, report.makespan_s))
+    row.update(_carbon_fields(sim))
     row["decisions"] = len(times)
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
@@ -115,6 +121,33 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = recorder.log()
     return row
+
+
+def _carbon_fields(sim: Any) -> dict[str, Any]:
+    """What a result row says of its carbon: the signal (``lca``/``direct``) and the zones on the fallback."""
+    carbon = sim.carbon
+    if carbon is None:
+        return {}
+    return {"carbon_signal": carbon.signal, "carbon_fallback_zones": ",".join(carbon.fallback_zones)}
+
+
+def prepare_decisions(agent: SchedulerAgent | None = None) -> None:
+    """Load, before any decision is timed, what would otherwise load inside the first one (cheap when done).
+
+    Decision times are the wall time of ``decide``/``predict`` calls; a one-off cost of the process
+    would otherwise be charged to whichever agent happens to decide first (and, in a resumed results
+    file, to the first agent of each process).  Once per process this loads the compiled pipeline
+    replays (:func:`sfenv.model.pipeline.prepare_compiled`: every kernel for the argument types the
+    replays pass; importing numba and reading its on-disk cache takes about 0.5-2.5 s, compiling
+    without the cache 5-25 s) and creates HiGHS's first solver instance (:func:`quiet_solver_banner`);
+    then it calls ``agent.prepare()`` (:meth:`SchedulerAgent.prepare`: the agent's own one-off imports).
+    :func:`run_episode` and :func:`run_policy_episode` call it first, so every process that times
+    decisions does (the serial evaluator, each Ray worker, ``sfenv run``, the experiments).
+    """
+    prepare_compiled()
+    quiet_solver_banner()
+    if agent is not None:
+        agent.prepare()
 
 
 #: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`sfenv.agents.learned`)
@@ -171,6 +204,9 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     assert isinstance(base, GeoSchedEnv)  # make_env_fn of one scenario: a GeoSchedEnv, flattened or not
     sim = base.sim
     assert sim is not None  # made by env.reset
+    prepare_decisions()
+    # an untimed first call (deterministic: no random draw, no state): the network's one-off set-up is no decision's
+    policy.predict(obs, deterministic=True, action_masks=base.action_masks())
     limit = max(scenario.cfg.env.max_episode_steps, 100 * sim.view().num_jobs)
     times: list[float] = []
     log: list[dict | None] | None = [] if record_actions else None
@@ -194,6 +230,9 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     report = sim.report()
     row: dict[str, Any] = {"agent": policy.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
     row.update(_jct_fields(records, report.makespan_s))
+    row.update(_carbon_fields(sim))
+    if base.privileged_carbon:
+        row["privileged_carbon"] = True  # the carbon key held the true future (carbon.forecast.kind: oracle)
     row["decisions"] = len(times)
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
@@ -272,7 +311,10 @@ def evaluate_agents(
     :param resume: kept for callers of earlier versions: a file with the same settings is always
         continued (the CLI's ``--resume`` only decides whether another file is refused or written beside it).
     :param overwrite: replace an existing ``out`` instead of continuing it.
+    :param progress: a progress bar on stderr (episodes, rate, ETA, the agent and seed just played),
+        drawn only when stderr is a terminal (:mod:`sfenv.runs.progress`); nothing of it enters ``out``.
     :param agent_kwargs: constructor keyword arguments per agent name.
+    :param on_row: called with each episode's row as it finishes (not with rows already in ``out``).
     :param backend: ``"serial"`` (this process) or ``"ray"`` (one Ray task per episode).
     :param address: with ``backend="ray"``: the Ray cluster to join (default: a local Ray, or the
         one already initialised in this process).
@@ -296,6 +338,9 @@ def evaluate_agents(
     from sfenv.runs.distributed import check_backend
 
     check_backend(backend, address, workers)
+    if backend == "ray" and file_plugins(agents):  # a worker unpickles classes by module name
+        raise InvalidInput(f"agents {', '.join(file_plugins(agents))}: a file.py:Class plug-in cannot be sent to "
+                           "Ray workers; make it an importable module (module:Class) or use --backend serial")
     sc = load_scenario(scenario)
     if num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
@@ -415,13 +460,9 @@ def _episodes(todo: Sequence[tuple[Player, int]], sc: Scenario, record_actions: 
                               (sc,), address=address, workers=workers)
 
 
-def _progress_bar(total: int, desc: str) -> tqdm | None:
-    """A tqdm progress bar over ``total`` episodes, or None without tqdm."""
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, unit="episode")
+def _progress_bar(total: int, desc: str) -> tqdm:
+    """A progress bar over ``total`` episodes on stderr, drawn only on a terminal (:mod:`sfenv.runs.progress`)."""
+    return progress_bar(total, desc, unit="episode")
 
 
 def run_settings(agents: Sequence[str | SchedulerAgent], scenario: Scenario,
@@ -461,7 +502,9 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
     A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the hash of the file played
     (another model saved under the same path is another agent): the weights-only spec when there is
     one (it records its weights' SHA-256), else the file named; ``rllib:PATH``: the checkpoint's
-    absolute path; an agent instance: its class and name.  Nothing is loaded or built.
+    absolute path; a plug-in (``module:Class``, ``file.py:Class``, an entry point): its spec, keywords and a
+    hash of its source (:func:`sfenv.agents.plugins.plugin_settings`); an agent instance: its class and
+    name.  Nothing is loaded or built.
 
     :raises InvalidInput: for a model folder without exactly one weights-only spec.
     """
@@ -475,6 +518,8 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
                 **({"kwargs": kwargs} if kwargs else {})}
     if agent.startswith(RLLIB_PREFIX):
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
+    if agent not in AGENTS and (is_plugin_spec(agent) or agent in entry_point_agents()):
+        return plugin_settings(agent)  # the spec, its keywords and a hash of its source (sfenv.agents.plugins)
     return {"kwargs": dict((agent_kwargs or {}).get(agent, {}))}
 
 
@@ -578,6 +623,7 @@ CI_METRICS: tuple[tuple[str, str, float], ...] = (
     ("cost_usd", "cost_usd", 1.0),
     ("egress_usd", "egress_usd", 1.0),
     ("total_cost_usd", "total_cost_usd", 1.0),
+    ("carbon_kg", "carbon_kg", 1.0),
     ("throughput_tok_s", "mean_throughput_tokens_s", 1.0),
     ("unfinished", "unfinished", 1.0),
 )
@@ -591,7 +637,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     the Student-t interval, :func:`sfenv.runs.stats.mean_ci`).  The per-episode JCT figures already count
     unfinished jobs (censored); ``p95_jct_h`` is the mean of the episodes' 95th percentiles.
     ``cost_usd`` is electricity, ``egress_usd`` the bytes sent between regions and ``total_cost_usd``
-    both (rows written before egress was billed have neither: NaN).
+    both (rows written before egress was billed have neither: NaN).  ``carbon_kg`` is operational
+    kgCO2e; ``carbon_signal`` names its signal (the rows' signals, joined by ``/`` if they differ).
     Energy, utilisation and decision times are plain means (decision_ms_max: the maximum).
     """
     order: list[str] = []
@@ -608,6 +655,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             values = [float(r[fld] if fld not in ADDED_REPORT_FIELDS else r.get(fld, math.nan)) * scale for r in rs]
             entry[col], entry[col + "_ci"] = mean_ci(values)
         entry.update({
+            "carbon_signal": "/".join(sorted({str(r.get("carbon_signal", "")) for r in rs} - {""})) or "-",
             "energy_mwh": float(np.mean([r["energy_kwh"] for r in rs])) / 1000,
             "utilisation": float(np.mean([r["utilisation"] for r in rs])),
             "decision_ms_mean": 1000 * float(np.mean([r["decision_time_mean_s"] for r in rs])),
@@ -620,8 +668,9 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_table(summary: Sequence[dict[str, Any]]) -> str:
     """A fixed-width text table of :func:`summarise` output; CI metrics print as ``mean ± half-width``."""
     cols = [("agent", ""), ("seeds", "d"), ("mean_jct_h", ".2f"), ("p95_jct_h", ".2f"), ("cost_usd", ".1f"),
-            ("egress_usd", ".1f"), ("total_cost_usd", ".1f"), ("throughput_tok_s", ".0f"), ("unfinished", ".1f"),
-            ("energy_mwh", ".2f"), ("utilisation", ".2f"), ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
+            ("egress_usd", ".1f"), ("total_cost_usd", ".1f"), ("carbon_kg", ".1f"), ("carbon_signal", ""),
+            ("throughput_tok_s", ".0f"), ("unfinished", ".1f"), ("energy_mwh", ".2f"), ("utilisation", ".2f"),
+            ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
 
     def cell(row: dict[str, Any], name: str, fmt: str) -> str:
         text = f"{row[name]:{fmt}}"
@@ -634,7 +683,8 @@ def format_table(summary: Sequence[dict[str, Any]]) -> str:
     widths = [max(len(b[i]) for b in body) for i in range(len(cols))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(b, widths))) for b in body]
     lines.append("mean ± 95 % CI over seeds (Student t); JCT counts unfinished jobs at episode end - arrival; "
-                 "cost_usd: electricity, egress_usd: bytes between regions, total_cost_usd: both")
+                 "cost_usd: electricity, egress_usd: bytes between regions, total_cost_usd: both; "
+                 "carbon_kg: operational kgCO2e of the carbon_signal (lca: life-cycle, direct: combustion)")
     return "\n".join(lines)
 
 

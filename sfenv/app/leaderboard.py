@@ -37,14 +37,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sfenv import __version__
-from sfenv.errors import InvalidInput
+from sfenv.errors import InvalidInput, did_you_mean
 from sfenv.runs import log_stderr, protocol
+from sfenv.runs.progress import EpisodesBar
 from sfenv.runs.results import atomic_paths, output_lock
 
 if TYPE_CHECKING:  # pragma: no cover
     from sfenv.scenario import Scenario
 
-__all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "rank", "replay_checked", "run_leaderboard", "write_outputs"]
+__all__ = ["COLUMNS", "DEFAULT_SEEDS", "JOB_CAPS", "PRINTED_COLUMNS", "format_ranking", "rank", "replay_checked",
+           "run_leaderboard", "write_outputs"]
 
 #: jobs per episode of scenarios played capped, and why (said in every output)
 JOB_CAPS: dict[str, int] = {"spider-64": 12}
@@ -60,6 +62,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("cost_usd", "electricity USD", ".1f"),
     ("egress_usd", "egress USD", ".1f"),
     ("total_cost_usd", "total cost USD", ".1f"),
+    ("carbon_kg", "kg CO2e", ".1f"),
+    ("carbon_signal", "carbon signal", ""),
     ("throughput_tok_s", "throughput tok/s", ".0f"),
     ("unfinished", "unfinished jobs", ".2f"),
 )
@@ -97,15 +101,16 @@ def run_leaderboard(
         (:func:`replay_checked`: an edited episodes file; nothing is written then).
     """
     from sfenv.agents.registry import resolve_names
-    from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
+    from sfenv.app.evaluate import quiet_solver_banner
     from sfenv.runs.replay import scenario_sha
-    from sfenv.scenario import bundled_scenarios, load_scenario
+    from sfenv.scenario import bundled_scenarios
 
     bundled = bundled_scenarios()
     chosen = list(scenarios) if scenarios else bundled
     unknown = [s for s in chosen if s not in bundled]
     if unknown:
-        raise InvalidInput(f"leaderboard: unknown scenario(s) {', '.join(unknown)}; bundled: {', '.join(bundled)}")
+        raise InvalidInput(f"leaderboard: unknown scenario(s) {', '.join(unknown)}{did_you_mean(unknown[0], bundled)}; "
+                           f"bundled: {', '.join(bundled)}")
     names = resolve_names(agents)
     if not names:
         raise InvalidInput(f"leaderboard: no agents in {agents!r}")
@@ -116,25 +121,45 @@ def run_leaderboard(
     rows: list[dict[str, Any]] = []
     caps: dict[str, int] = {}
     plays: dict[str, dict[str, Any]] = {}
-    for name in chosen:
-        sc = load_scenario(name)
-        cap = min(c for c in (JOB_CAPS.get(name), num_jobs, sc.cfg.workload.num_jobs) if c is not None)
-        if cap < sc.cfg.workload.num_jobs:
-            caps[name] = cap
-            sc = sc.with_overrides(workload={"num_jobs": cap})
-        choice = protocol.resolve_seeds("test", seeds, scenario=name)
-        log(f"leaderboard: {name}: {len(names)} agents x {choice.describe()}, {sc.cfg.workload.num_jobs} jobs")
-        path = out / "episodes" / f"{name}.json"
-        in_file = evaluate_agents(names, sc, list(choice.seeds), out=path, resume=resume, overwrite=overwrite,
-                                  progress=progress, backend=backend, address=address, workers=workers,
-                                  split="test", record_actions=True,
-                                  trust_model_code=trust_model_code)
-        rows.extend(rank(name, names, replay_checked(path, in_file, names, choice.seeds, sc)))
-        plays[name] = {"jobs": sc.cfg.workload.num_jobs, "scenario_sha": scenario_sha(sc), **choice.record()}
+    bar = EpisodesBar(len(chosen) * len(names) * seeds, "leaderboard", enabled=progress)
+    try:
+        for name in chosen:
+            sc, choice, path, in_file = _play_scenario(name, names, seeds, num_jobs, out, bar, caps, log, resume=resume,
+                                                       overwrite=overwrite, backend=backend, address=address,
+                                                       workers=workers, trust_model_code=trust_model_code)
+            rows.extend(rank(name, names, replay_checked(path, in_file, names, choice.seeds, sc)))
+            plays[name] = {"jobs": sc.cfg.workload.num_jobs, "scenario_sha": scenario_sha(sc), **choice.record()}
+    finally:
+        bar.close()
     settings = {"protocol": protocol.PROTOCOL_VERSION, "env_version": protocol.ENV_VERSION, "sfenv": __version__,
                 "split": "test", "seeds_per_scenario": seeds, "agents": names, "scenarios": plays, "caps": caps}
     files = write_outputs(rows, settings, out)
     return {"settings": settings, "rows": rows, "files": [str(f) for f in files]}
+
+
+def _play_scenario(name: str, names: Sequence[str], seeds: int, num_jobs: int | None, out: Path, bar: EpisodesBar,
+                   caps: dict[str, int], log: Callable[[str], None], **evaluate_kwargs: Any
+                   ) -> tuple[Scenario, protocol.SeedChoice, Path, list[dict[str, Any]]]:
+    """Play (or continue) one scenario's episodes of :func:`run_leaderboard`; its cap goes into ``caps``.
+
+    :return: the scenario as played (capped), its seeds, its episodes file and the file's rows.
+    """
+    from sfenv.app.evaluate import evaluate_agents
+    from sfenv.scenario import load_scenario
+
+    sc = load_scenario(name)
+    cap = min(c for c in (JOB_CAPS.get(name), num_jobs, sc.cfg.workload.num_jobs) if c is not None)
+    if cap < sc.cfg.workload.num_jobs:
+        caps[name] = cap
+        sc = sc.with_overrides(workload={"num_jobs": cap})
+    choice = protocol.resolve_seeds("test", seeds, scenario=name)
+    log(f"leaderboard: {name}: {len(names)} agents x {choice.describe()}, {sc.cfg.workload.num_jobs} jobs")
+    path = out / "episodes" / f"{name}.json"
+    on_row = bar.part(name, len(names) * len(choice.seeds))
+    in_file = evaluate_agents(list(names), sc, list(choice.seeds), out=path, progress=False, on_row=on_row,
+                              split="test", record_actions=True, **evaluate_kwargs)
+    bar.end_part()
+    return sc, choice, path, in_file
 
 
 def replay_checked(path: Path, in_file: Sequence[dict[str, Any]], names: Sequence[str], seeds: Sequence[int],
@@ -192,14 +217,46 @@ def rank(scenario: str, names: Sequence[str], episodes: Sequence[dict[str, Any]]
             "cost_usd": float(np.mean([e["cost_usd"] for e in eps])),
             "egress_usd": float(np.mean([e.get("egress_usd", math.nan) for e in eps])),
             "total_cost_usd": float(np.mean([e.get("total_cost_usd", math.nan) for e in eps])),
+            "carbon_kg": float(np.mean([e.get("carbon_kg", math.nan) for e in eps])),
+            "carbon_signal": "/".join(sorted({str(e.get("carbon_signal", "")) for e in eps} - {""})) or "-",
             "throughput_tok_s": float(np.mean([e["mean_throughput_tokens_s"] for e in eps])),
             "unfinished": float(np.mean([e["unfinished"] for e in eps])),
         })
     return out
 
 
+#: the keys of :data:`COLUMNS` that :func:`format_ranking` prints (the files hold them all)
+PRINTED_COLUMNS: tuple[str, ...] = ("mean_jct_h", "ratio_to_best", "p95_jct_h", "total_cost_usd", "unfinished")
+
+
+def format_ranking(rows: Sequence[dict[str, Any]]) -> str:
+    """The ranked rows of :func:`rank` (every scenario's, in order) as a fixed-width text table for the terminal.
+
+    Columns: rank, scenario, agent and :data:`PRINTED_COLUMNS`, formatted as in ``leaderboard.md``; a
+    blank line separates scenarios.  An empty ``rows`` gives a line saying nothing was ranked.
+    """
+    if not rows:
+        return "(no episodes ranked)"
+    cols = [c for c in COLUMNS if c[0] in PRINTED_COLUMNS]
+    header = ["rank", "scenario", "agent", *[h for _, h, _ in cols]]
+    body = [[str(r["rank"]), r["scenario"], r["agent"], *[_cell(r, k, f) for k, _, f in cols]] for r in rows]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if 0 < i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    out = [line(header)]
+    for i, cells in enumerate(body):
+        if i > 0 and rows[i]["scenario"] != rows[i - 1]["scenario"]:
+            out.append("")
+        out.append(line(cells))
+    return "\n".join(out)
+
+
 def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
-    value = row[key]
+    value = row.get(key, math.nan)
+    if isinstance(value, str):
+        return value
     text = f"{value:{fmt}}" if isinstance(value, float) and math.isfinite(value) else "-"
     if key == "mean_jct_h":
         half = row["mean_jct_h_ci"]
@@ -245,8 +302,8 @@ def write_outputs(rows: Sequence[dict[str, Any]], settings: dict[str, Any], out_
           *["| " + " | ".join(b) + " |" for b in body]]
     paths = {k: out / f"leaderboard.{k}" for k in ("md", "csv", "html", "json")}
     fields = ["scenario", "rank", "agent", "seeds", "mean_jct_h", "mean_jct_h_ci", "ratio_to_best", "ratio_low",
-              "ratio_high", "p95_jct_h", "cost_usd", "egress_usd", "total_cost_usd", "throughput_tok_s", "unfinished",
-              "jobs"]
+              "ratio_high", "p95_jct_h", "cost_usd", "egress_usd", "total_cost_usd", "carbon_kg", "carbon_signal",
+              "throughput_tok_s", "unfinished", "jobs"]
     with output_lock(paths["json"], wait_s=OUTPUTS_LOCK_WAIT_S), atomic_paths(list(paths.values())) as tmps:
         tmp = dict(zip(paths, tmps))
         tmp["md"].write_text("\n".join(md) + "\n")

@@ -42,6 +42,7 @@ __all__ = [
     "capped_lines",
     "dump_yaml",
     "load_yaml",
+    "names_a_file",
     "open_text",
     "read_text",
     "read_yaml",
@@ -62,6 +63,25 @@ MAX_LINE_CHARS = 1 << 20
 #: Deepest YAML nesting (64 levels).  A scenario nests 5 levels; PyYAML's composer recurses twice
 #: per level, and 20,000 levels of ``[[[...`` overflowed Python's stack (a RecursionError).
 MAX_YAML_DEPTH = 64
+
+#: Suffixes that make an argument name a YAML file even without a path separator (see :func:`names_a_file`).
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def names_a_file(argument: str, suffixes: tuple[str, ...] = YAML_SUFFIXES) -> bool:
+    """Whether an argument that is a bundled name or a file names the file.
+
+    It does when it holds a path separator (``./spider-16``, ``results/my.yaml``) or ends in one of
+    ``suffixes`` (any case: ``my.yaml``, ``MY.YML``).  Any other argument is a bundled name, whatever
+    the current folder holds: a file or a folder that happens to share a bundled name never shadows
+    it (``./NAME`` reads the file).
+
+    :param argument: what the user gave.
+    :param suffixes: the suffixes of the files meant (YAML by default).
+    """
+    separators = {"/", os.sep, *([os.altsep] if os.altsep else [])}
+    return any(sep in argument for sep in separators) or argument.casefold().endswith(suffixes)
+
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
