@@ -1090,6 +1090,13 @@ class LearnedPolicy:
             self.vec_normalize = _pickled_vec_normalize(
                 model_files.file_inside(path.parent, stats, f"{meta_path}: vecnormalize"), meta_path.name)
 
+    def prepare(self, observation: Any, action_masks: np.ndarray | None = None) -> None:
+        """One untimed deterministic ``predict`` (no random draw, no state kept): the network's one-off set-up.
+
+        :func:`sfenv.app.evaluate.run_policy_episode` calls it before it times the first decision.
+        """
+        self.predict(observation, deterministic=True, action_masks=action_masks)
+
     def predict(
         self,
         observation: Any,

@@ -205,8 +205,11 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     sim = base.sim
     assert sim is not None  # made by env.reset
     prepare_decisions()
-    # an untimed first call (deterministic: no random draw, no state): the network's one-off set-up is no decision's
-    policy.predict(obs, deterministic=True, action_masks=base.action_masks())
+    # an untimed first call where the policy offers one (``prepare``: a deterministic predict, no state kept):
+    # the network's one-off set-up is no decision's; a policy without it (e.g. a test's stateful stub) gets none
+    warm_up = getattr(policy, "prepare", None)
+    if callable(warm_up):
+        warm_up(obs, base.action_masks())
     limit = max(scenario.cfg.env.max_episode_steps, 100 * sim.view().num_jobs)
     times: list[float] = []
     log: list[dict | None] | None = [] if record_actions else None
