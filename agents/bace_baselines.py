@@ -27,7 +27,18 @@ from sfenv.model.perf import Plan
 from sfenv.sim import SimView
 from sfenv.world.workload import JobSpec
 
-__all__ = ["CRLCFAgent", "CRLDFAgent", "LCFAgent", "LDFAgent"]
+__all__ = ["WHEN_IDENTICAL", "CRLCFAgent", "CRLDFAgent", "LCFAgent", "LDFAgent"]
+
+#: why ``lcf``/``cr-lcf`` and ``ldf``/``cr-ldf`` can give identical rows, and where they do (measured with
+#: ``python -m sfenv.experiments.bace_coincidence``, the first 10 test seeds of each bundled scenario)
+WHEN_IDENTICAL = (
+    "lcf = cr-lcf and ldf = cr-ldf, episode for episode, whenever the region a baseline ranks first has the job's "
+    "K* GPUs free at every start: the cross-region variant then takes all K* from that region, as the "
+    "single-region one does. On spider-8, spider-8-contended and the geo-8 scenarios every job's K* is 8 and "
+    "every region's GPU count a multiple of 8, so both pairs coincide there; they differ on bace-6 and cee "
+    "(K* above a region's free GPUs), and lcf/cr-lcf also on spider-16/32/64 (the cheapest region often has "
+    "fewer than K* free), where ldf/cr-ldf still coincide (the region with most free GPUs had K*)"
+)
 
 
 class _BaceBaseline(SchedulerAgent):

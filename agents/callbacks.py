@@ -44,8 +44,12 @@ def play_episode(
     :param seed: the episode seed (the episode of ``make_simulator(scenario, seed)``).
     :param masked: pass the env's action masks to ``predict``.
     :param normalize: applied to every observation before ``predict`` (VecNormalize's ``normalize_obs``).
-    :return: the episode report (a dict) and the raw undiscounted return.  An episode that does not
-        end within ``max(max_episode_steps, 100 x jobs)`` steps is stopped; its unfinished jobs count.
+    :return: the report of the finished episode (a dict, with ``stopped_early``) and the raw
+        undiscounted return.  A policy whose episode does not end within ``max(max_episode_steps,
+        100 x jobs)`` steps is stopped there and the episode is played on to its end with waits
+        (:meth:`sfenv.env.GeoSchedEnv.wait_to_end`, as the evaluator's
+        :func:`~sfenv.app.evaluate.run_policy_episode` does), so every job counts (those never
+        started censored at the end) and the return includes the rewards of those waits.
     """
     base = env.unwrapped
     obs, _ = env.reset(seed=seed)
@@ -61,7 +65,9 @@ def play_episode(
         ret += float(reward)
         done = terminated or truncated
         steps += 1
-    return base.sim.report().to_dict(), ret
+    for reward in base.wait_to_end():  # stopped at the step limit: the episode ends as it would with waits
+        ret += float(reward)
+    return {**base.sim.report().to_dict(), "stopped_early": not done}, ret
 
 
 def make_eval_callback(
@@ -133,6 +139,7 @@ def make_eval_callback(
                 "cost_usd": float(np.mean([r["cost_usd"] for r in reports])),
                 "unfinished": float(np.mean([r["unfinished"] for r in reports])),
                 "mean_return": float(np.mean(returns)),
+                "stopped_early": int(sum(r["stopped_early"] for r in reports)),  # played on with waits
             }
             for key in ("mean_jct_h", "cost_usd", "unfinished", "mean_return"):
                 self.logger.record(f"eval/{key}", point[key])
@@ -296,7 +303,8 @@ def plot_learning_curve(history: Sequence[dict], levels: dict[str, dict[str, flo
     return path
 
 
-def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]], seeds: Sequence[int]) -> str:
+def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]], seeds: Sequence[int],
+                     play: str = "as-trained") -> str:
     """One line: the best model's held-out mean JCT against FIFO's and the best reference agent's.
 
     E.g. ``best model (step 8,192): mean JCT 2.01 h on seeds 10000..10015; fifo 2.64 h (0.76x),
@@ -307,6 +315,7 @@ def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]
     :param history: the evaluation points (``eval.json``).
     :param levels: :func:`heuristic_levels` on the same seeds (may be empty: no comparison).
     :param seeds: the evaluation seeds.
+    :param play: the recipe's play mode (the evaluations played it so); ``work-conserving`` is said in the line.
     :return: the line ("no evaluation" when ``history`` is empty).
     """
     best = [h for h in history if h.get("best")]
@@ -315,7 +324,8 @@ def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]
     point = best[-1]
     jct = point["mean_jct_h"]
     span = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
-    line = f"best model (step {point['timesteps']:,}): mean JCT {jct:.2f} h on {span}"
+    played = ", played work-conserving" if play == "work-conserving" else ""
+    line = f"best model (step {point['timesteps']:,}{played}): mean JCT {jct:.2f} h on {span}"
     if point.get("unfinished"):
         line += f" ({point['unfinished']:.1f} jobs unfinished per episode)"
     parts = []

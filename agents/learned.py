@@ -68,6 +68,7 @@ from sfenv.world.files import dump_yaml, load_yaml, names_a_file, read_yaml
 __all__ = [
     "ALGOS",
     "DEFAULT_HP",
+    "PLAY_MODES",
     "POLICIES",
     "RECIPE_DEFAULTS",
     "AlgoSpec",
@@ -141,8 +142,14 @@ RECIPE_DEFAULTS: dict[str, Any] = {
     "algo": "maskable-ppo", "scenario": "spider-8", "eval_scenario": None, "steps": 200_000, "seed": 0,
     "n_envs": 4, "normalize": "all", "env_kwargs": {}, "hp": {}, "eval_every": None,
     "eval_seeds": protocol.seeds("validation", 5), "baselines": ["fifo", "spinsearch"],
-    "checkpoint_every": 0, "pretrain": None, "policy": "default",
+    "checkpoint_every": 0, "pretrain": None, "policy": "default", "play": "as-trained",
 }
+#: how a recipe's model is played, named once (``play:``) and used everywhere it is played: by the
+#: evaluation that keeps the best model, by the run's summary, and (recorded in the model's metadata)
+#: by ``sfenv evaluate``, :class:`LearnedPolicy` and ``learned_vs_heuristics``.  ``as-trained``: in
+#: the env the model was trained in; ``work-conserving``: with the env's ``work_conserving=True``
+#: (wait masked while a candidate can start)
+PLAY_MODES = ("as-trained", "work-conserving")
 NORMALIZE = ("all", "reward", "none")
 #: policy networks a recipe may name (``policy:``), for ``maskable-ppo``: ``default`` is SB3's
 #: ``MultiInputPolicy`` (an MLP over the flattened observation); ``candidate-set`` is
@@ -171,7 +178,8 @@ def load_config(spec: str | Path) -> dict[str, Any]:
     ``.yml``/``.yaml`` suffix is a file and any other is a bundled name; a :class:`~pathlib.Path` is a file.
 
     Keys: those of :data:`RECIPE_DEFAULTS` (``steps``, ``n_envs``, ``normalize``, ``env_kwargs``,
-    ``eval_seeds`` ...) and ``hp``, a mapping of SB3 keyword arguments; ``scenario`` may be a list, or
+    ``eval_seeds``, ``play``: one of :data:`PLAY_MODES` ...) and ``hp``, a mapping of SB3 keyword
+    arguments; ``scenario`` may be a list, or
     ``{generate: {...}}`` (the arguments of :func:`generated_scenarios`).
 
     :raises MissingFile: no such file or bundled name.
@@ -197,6 +205,8 @@ def load_config(spec: str | Path) -> dict[str, Any]:
     if unknown:
         hint = did_you_mean(unknown[0], RECIPE_DEFAULTS) if len(unknown) == 1 else ""
         raise InvalidInput(f"config {spec}: unknown keys {unknown}{hint}; expected some of {sorted(RECIPE_DEFAULTS)}")
+    if "play" in data and data["play"] not in PLAY_MODES:
+        raise InvalidInput(f"config {spec}: play = {data['play']!r}; expected one of {list(PLAY_MODES)}")
     return data
 
 
@@ -627,6 +637,7 @@ def train(
     log: Callable[[str], None] | None = None,
     policy: str = "default",
     trust_code: bool = False,
+    play: str = "as-trained",
 ) -> Path:
     """Train ``algo`` with the recipe of this module; returns the final model's path, ``<run>/model.zip``.
 
@@ -677,6 +688,9 @@ def train(
     :param trust_code: with ``resume``: allow loading the run's SB3 zip and pickled VecNormalize
         statistics (which runs code from them; only for a run folder you trust).  Without it a
         resume is refused.
+    :param play: how the model is played, one of :data:`PLAY_MODES`: the held-out evaluations that
+        keep the best model play it so, and the saved models record it (``meta["play"]``), so
+        :class:`LearnedPolicy` (``sfenv evaluate``) plays it the same way unless told otherwise.
     :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
     :raises InvalidInput: (among others) for evaluation seeds in the protocol's test split.
@@ -692,6 +706,9 @@ def train(
         baselines, checkpoint_every, tensorboard = cfg["baselines"], cfg["checkpoint_every"], cfg["tensorboard"]
         pretrain = None  # a resumed run continues PPO
         policy = cfg.get("policy", "default")
+        play = cfg.get("play", "as-trained")  # a run folder written before the play mode was recorded
+    if play not in PLAY_MODES:
+        raise InvalidInput(f"train: play = {play!r}; expected one of {list(PLAY_MODES)}")
     spec = _algo(algo)
     chosen_policy = policy_class(algo, policy)
     pre_cfg = _pretrain_settings(pretrain, algo, env_kwargs)
@@ -702,6 +719,8 @@ def train(
     env_fn = make_env_fn(train_sc, spec.flatten, kw_env)
     env_fn().close()  # checks env_kwargs (ScenarioError) and the mix's spaces before anything is written
     eval_kw = {k: v for k, v in kw_env.items() if k != "num_jobs"}
+    if play == "work-conserving":  # the best model is kept by the play it is reported with
+        eval_kw["work_conserving"] = True
     eval_run_sc = eval_sc.with_overrides(workload={"num_jobs": kw_env["num_jobs"]}) if "num_jobs" in kw_env else eval_sc
     eval_fn = make_env_fn(eval_run_sc, spec.flatten, eval_kw)
     eval_fn().close()
@@ -733,7 +752,8 @@ def train(
                if eval_scenario is None or isinstance(eval_scenario, str) else eval_sc.cfg.model_dump(),
                "seed": seed, "n_envs": n_envs, "normalize": normalize, "env_kwargs": kw_env, "hp": hp,
                "eval_every": eval_every, "eval_seeds": seeds, "baselines": list(baselines),
-               "checkpoint_every": checkpoint_every, "tensorboard": tensorboard, "pretrain": pre_cfg, "policy": policy}
+               "checkpoint_every": checkpoint_every, "tensorboard": tensorboard, "pretrain": pre_cfg, "policy": policy,
+               "play": play}
         (run / "config.yml").write_text(dump_yaml(cfg))  # no aliases: read_yaml refuses them
         model.tensorboard_log = str(run / "tb") if tensorboard else None
     else:
@@ -741,11 +761,11 @@ def train(
                          tensorboard_log=str(run / "tb") if tensorboard else None)
     meta = {"algo": algo, "scenario": sc_name, "eval_scenario": eval_sc.name, "seed": seed,
             "total_timesteps": total_timesteps, "env_kwargs": kw_env, "algo_kwargs": hp, "normalize": normalize,
-            "policy": policy}
+            "policy": policy, "play": play}
     history = _eval_history(run, done) if resume is not None else []
     every = eval_every if eval_every is not None else max(MIN_EVAL_EVERY, total_timesteps // 10)
     if log is not None:
-        log(_start_line(run, algo, sc_name, total_timesteps - done, pre_cfg, len(seeds), eval_sc.name))
+        log(_start_line(run, algo, sc_name, total_timesteps - done, pre_cfg, len(seeds), eval_sc.name, play))
     if pre_cfg is not None:
         from sfenv.agents.imitation import pretrain as behaviour_clone
 
@@ -874,11 +894,12 @@ def _env_settings(env_kwargs: dict | None, masked: bool, first: Scenario) -> dic
 
 
 def _start_line(run: Path, algo: str, scenario: str, steps: int, pre_cfg: dict | None, seeds: int,
-                eval_scenario: str) -> str:
+                eval_scenario: str, play: str = "as-trained") -> str:
     """The first progress line of a run: its folder and what it will do."""
     cloning = f" after behaviour cloning of {pre_cfg['expert']}" if pre_cfg is not None else ""
+    played = ", played work-conserving" if play == "work-conserving" else ""
     return (f"run folder {run}: {algo} on {scenario}, {steps:,} steps{cloning}; evaluations on {seeds} "
-            f"held-out seeds of {eval_scenario}")
+            f"held-out seeds of {eval_scenario}{played}")
 
 
 def _reference_levels(run: Path, baselines: Sequence[str], scenario: Scenario, seeds: list[int],
@@ -911,8 +932,8 @@ def run_summary(run: str | Path) -> str:
     run = Path(run)
     history = json.loads((run / "eval.json").read_text()) if (run / "eval.json").is_file() else []
     levels = json.loads((run / "levels.json").read_text()) if (run / "levels.json").is_file() else {}
-    seeds = (read_yaml(run / "config.yml", "run configuration (config.yml)") or {}).get("eval_seeds") or [0]
-    return training_summary(history, levels, seeds)
+    cfg = read_yaml(run / "config.yml", "run configuration (config.yml)") or {}
+    return training_summary(history, levels, cfg.get("eval_seeds") or [0], play=cfg.get("play", "as-trained"))
 
 
 def _describe_scenario(given: Any, loaded: Scenario | list[Scenario]) -> Any:
@@ -972,9 +993,11 @@ class LearnedPolicy:
         ``.zip``; a zip's ``.json`` sidecar (written by :func:`train`) gives the algorithm, otherwise
         pass ``algo`` or write ``ALGO:PATH``.
     :param algo: the algorithm, one of :data:`ALGOS` (default: the spec's or sidecar's, or the ``ALGO:`` prefix).
-    :param work_conserving: play it in an env with ``work_conserving=True`` (wait masked while a
-        candidate can start; :class:`~sfenv.env.GeoSchedEnv`), whatever it was trained with; None:
-        as trained.  Only masked algorithms read the mask.
+    :param work_conserving: True: play it in an env with ``work_conserving=True`` (wait masked while a
+        candidate can start; :class:`~sfenv.env.GeoSchedEnv`); False: in the env it was trained in;
+        None: as its recipe's play mode says (``meta["play"]``, one of :data:`PLAY_MODES`, written by
+        :func:`train`; a model without it is played as trained).  :attr:`play` is the mode chosen.
+        Only masked algorithms read the mask.
     :param trust_code: allow loading an SB3 ``.zip`` and pickled VecNormalize statistics when no
         weights-only form is there (this runs code from those files: only for files you trust).
     :raises UntrustedCode: for a zip without its weights-only twin and ``trust_code=False``.
@@ -1009,9 +1032,16 @@ class LearnedPolicy:
                                                 "beside it, and an SB3 .zip is code: loading it unpickles objects")
         else:
             self._load_sb3_zip(path, algo)
+        recorded = self.meta.get("play", "as-trained")
+        if recorded not in PLAY_MODES:
+            raise InvalidInput(f"{path}: meta.play = {recorded!r}; expected one of {list(PLAY_MODES)}")
+        if work_conserving is None and recorded == "work-conserving":
+            work_conserving = True
         if work_conserving is not None:
             self.meta = {**self.meta, "env_kwargs": {**self.meta.get("env_kwargs", {}),
                                                      "work_conserving": work_conserving}}
+        #: how this policy is played: ``work-conserving`` or ``as-trained`` (:data:`PLAY_MODES`)
+        self.play = "work-conserving" if self.meta.get("env_kwargs", {}).get("work_conserving") else "as-trained"
         self.name = f"model:{path.name}"
         self.normalize_obs: Callable[[Any], Any] | None = None
         if self.vec_normalize is not None and self.vec_normalize.norm_obs:
@@ -1059,6 +1089,13 @@ class LearnedPolicy:
         if stats:
             self.vec_normalize = _pickled_vec_normalize(
                 model_files.file_inside(path.parent, stats, f"{meta_path}: vecnormalize"), meta_path.name)
+
+    def prepare(self, observation: Any, action_masks: np.ndarray | None = None) -> None:
+        """One untimed deterministic ``predict`` (no random draw, no state kept): the network's one-off set-up.
+
+        :func:`sfenv.app.evaluate.run_policy_episode` calls it before it times the first decision.
+        """
+        self.predict(observation, deterministic=True, action_masks=action_masks)
 
     def predict(
         self,

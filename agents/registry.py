@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sfenv.agents.base import SchedulerAgent
+from sfenv.agents.plugins import make_plugin, resolve_plugin, split_agent_list
 
 from sfenv.errors import InvalidInput, UnknownName, did_you_mean
 
@@ -32,6 +33,10 @@ AGENTS: dict[str, str] = {
     "random": "sfenv.agents.simple:RandomAgent",
     "cheapest": "sfenv.agents.simple:CheapestRegionAgent",
     "fastest": "sfenv.agents.simple:FastestRegionAgent",
+    "lowest-carbon": "sfenv.agents.carbon:LowestCarbonAgent",
+    "forecast-carbon": "sfenv.agents.carbon:ForecastCarbonAgent",
+    "carbon-defer": "sfenv.agents.carbon:CarbonDeferralAgent",
+    "carbon-st": "sfenv.agents.carbon:SpatioTemporalCarbonAgent",
 }
 
 #: name -> one line for ``sfenv agents`` (an agent without one shows its class docstring's first line)
@@ -53,6 +58,10 @@ DESCRIPTIONS: dict[str, str] = {
     "random": "Random: a uniform choice among the startable candidate plans",
     "cheapest": "Cheapest: the cheapest region that fits now, arrival order with backfilling",
     "fastest": "Fastest: the region where the job runs fastest now, arrival order with backfilling",
+    "lowest-carbon": "Lowest carbon: the region of lowest grid carbon intensity now (spatial shifting)",
+    "forecast-carbon": "Forecast carbon: the region of least forecast carbon over the job's run (spatial)",
+    "carbon-defer": "Carbon deferral: Wait-AWhile-style start in the cleanest forecast hour within a slack (temporal)",
+    "carbon-st": "Carbon spatio-temporal: the cleanest region and start hour within a slack",
 }
 
 #: named groups accepted wherever a list of agents is
@@ -60,6 +69,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "default": ("fifo", "cheapest", "random", "bace-pipe", "lcf", "ldf", "cr-lcf", "cr-ldf", "spantrain",
                 "spiderflow", "spinsearch"),
     "bace": ("bace-pipe", "lcf", "ldf", "cr-lcf", "cr-ldf"),
+    "carbon": ("lowest-carbon", "forecast-carbon", "carbon-defer", "carbon-st"),
     # any PLACEMENT+ORDER is accepted (sfenv.agents.ordering); these are the ones compared by default
     "ordering": ("fifo+swf", "fifo+fgf", "fifo+bace", "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace",
                  "spantrain+swf", "fastest+swf"),
@@ -96,11 +106,14 @@ def resolve_names(spec: str | Sequence[str]) -> list[str]:
     """Expand ``"all"``, group names and comma lists into agent names (``model:PATH``/``rllib:PATH`` kept as is).
 
     Unavailable agents are dropped from ``all`` and groups; naming one explicitly is an error.
+    A plug-in (``module:Class[:kw=v,...]``, ``file.py:Class[:kw=v,...]``, or a name an installed package
+    registers, :mod:`sfenv.agents.plugins`) is imported and checked now, and named by its canonical spec;
+    a built-in name or group wins over an entry point of the same name.
 
     :raises InvalidInput: if ``spec`` names no agent at all (``""``, ``","``).
     :raises UnknownName: for a name that is not registered.
     """
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    items = split_agent_list(spec) if isinstance(spec, str) else list(spec)
     if not any(str(i).strip() for i in items):
         raise InvalidInput(f"agents {spec!r}: no agent named; give a comma list such as fifo,spiderflow, "
                            f"a group ({', '.join(GROUPS)}) or all")
@@ -113,6 +126,8 @@ def resolve_names(spec: str | Sequence[str]) -> list[str]:
             names = [item]
         elif item in GROUPS:
             names = [n for n in GROUPS[item] if n in avail or "+" in n]
+        elif item not in AGENTS and (plugin := resolve_plugin(item)) is not None:
+            names = [plugin]
         else:
             _load(item)  # raises with the list of known names
             names = [item]
@@ -132,7 +147,12 @@ def describe(name: str) -> str:
 
 
 def make_agent(name: str, **kwargs: Any) -> SchedulerAgent:
-    """Instantiate the agent registered as ``name`` with keyword arguments."""
+    """Instantiate the agent registered as ``name`` with keyword arguments.
+
+    ``name`` may also be a plug-in spec or an installed entry-point agent (:mod:`sfenv.agents.plugins`).
+    """
+    if name not in AGENTS and (plugin := make_plugin(name, **kwargs)) is not None:
+        return plugin
     agent = _load(name)(**kwargs)
     agent.name = name
     return agent

@@ -424,6 +424,13 @@ class RLlibPolicy:
             logits = self.module.forward_inference(batch)[self._columns.ACTION_DIST_INPUTS][0]
             return torch.softmax(logits.double(), dim=-1).numpy()
 
+    def prepare(self, observation: Any, action_masks: np.ndarray | None = None) -> None:
+        """One untimed deterministic ``predict`` (no random draw, no state kept): the network's one-off set-up.
+
+        :func:`sfenv.app.evaluate.run_policy_episode` calls it before it times the first decision.
+        """
+        self.predict(observation, deterministic=True, action_masks=action_masks)
+
     def predict(
         self,
         observation: dict[str, np.ndarray],

@@ -35,6 +35,9 @@ suppress_warnings = ["myst.header"]
 
 html_theme = "furo"
 html_title = f"sfenv {release}"
+html_static_path = ["_static"]
+#: wide Markdown tables scroll sideways in the page column (tests/test_docs_css.py)
+html_css_files = ["tables.css"]
 
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"

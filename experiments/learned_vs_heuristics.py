@@ -8,12 +8,19 @@ default the first 20 of ``test``; ``--first-seed S`` plays explicit seeds ``S..S
 labelled "explicit seeds") and reports per agent the censored mean
 JCT (unfinished jobs counted), cost and unfinished jobs, and the learned policy's ratio of mean JCT
 to the best heuristic's (lowest mean over the seeds, ordering baselines included) with a paired
-bootstrap 95 % CI over seeds (:func:`sfenv.runs.stats.paired_ratio`, BCa).  Results go to
+bootstrap 95 % CI over seeds (:func:`sfenv.runs.stats.paired_ratio`, BCa).  Beside JCT it reports, per
+agent, what the schedule costs and moves: electricity (``cost_usd``), egress (``egress_usd``, bytes
+billed between regions), their sum (``total_cost_usd``) and the TB sent between regions (``wan_tb``),
+each with the learned policy's paired ratio to the best heuristic's (None where that heuristic's
+mean is 0, e.g. one that moves nothing across regions).  Results go to
 ``<out>/learned_vs_heuristics.json``.  ``--unseen NAMES`` tests the model on other scenarios too;
 ``--unseen-generated N`` on the first N generated platforms of the protocol's test split (platforms
 no training config may use), pooled over (platform, seed) pairs with one best heuristic for the family.
-``--work-conserving`` plays the model with wait masked while a candidate can start
-(:class:`sfenv.env.GeoSchedEnv`'s ``work_conserving``), whatever it was trained with.
+The model is played in its recipe's play mode (the config's ``play:``, recorded in the model's
+metadata, :data:`sfenv.agents.learned.PLAY_MODES`), the mode its best model was kept by;
+``--play as-trained`` or ``--play work-conserving`` (``--work-conserving``: wait masked while a
+candidate can start, :class:`sfenv.env.GeoSchedEnv`'s ``work_conserving``) plays it otherwise, and
+the results record the mode played (``play``).
 
 Run (about 30 minutes at the default 150k steps on 2 cores)::
 
@@ -29,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sfenv.agents.learned import load_config, train
+from sfenv.agents.learned import PLAY_MODES, LearnedPolicy, load_config, train
 
 from sfenv.app.evaluate import evaluate_agents
 from sfenv.runs import protocol
@@ -77,14 +84,17 @@ def main(argv: list[str] | None = None) -> dict:
                         "sfenv.agents.learned.generated_platforms), each on the same seeds, pooled")
     p.add_argument("--heuristics", default=",".join(HEURISTICS), help="comma list of reference agents to compare with")
     p.add_argument("--num-jobs", type=int, default=None, help="jobs per test episode (default: the scenario's)")
-    p.add_argument("--work-conserving", action="store_true",
-                   help="play the model with wait masked while a candidate can start (GeoSchedEnv work_conserving), "
-                        "whatever it was trained with")
+    p.add_argument("--play", choices=PLAY_MODES, default=None,
+                   help="how to play the model (default: its recipe's play mode, recorded in the model; as trained "
+                        "if none): as-trained, or work-conserving (wait masked while a candidate can start)")
+    p.add_argument("--work-conserving", action="store_true", help="the same as --play work-conserving")
     p.add_argument("--out", type=Path, default=Path("results/learned"))
     args = p.parse_args(argv)
     choice = protocol.seed_choice_from_args(args, parser=p)
     if args.unseen_generated < 0:
         p.error(f"argument --unseen-generated: expected an integer >= 0, got {args.unseen_generated}")
+    if args.work_conserving and args.play not in (None, "work-conserving"):
+        p.error(f"--work-conserving and --play {args.play}: give one of them")
     if args.model is not None and not args.model.is_file():
         p.error(f"argument --model: no such model file {args.model} (sfenv train writes <out>/<run>/best_model.zip)")
     cfg = load_config(args.config)
@@ -96,7 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
                       algo_kwargs=cfg.get("hp"), normalize=cfg.get("normalize", "all"),
                       baselines=cfg.get("baselines", ["fifo", "spinsearch"]), pretrain=cfg.get("pretrain"),
                       eval_seeds=cfg.get("eval_seeds"), eval_every=cfg.get("eval_every"),
-                      policy=cfg.get("policy", "default"))
+                      policy=cfg.get("policy", "default"), play=cfg.get("play", "as-trained"))
         model = final.with_name("best_model.zip")
     else:
         model = args.model
@@ -114,13 +124,14 @@ def main(argv: list[str] | None = None) -> dict:
         except (UnknownName, ImportError):
             continue
         heuristics.append(h)
-    play = {"work_conserving": True} if args.work_conserving else {}
+    mode = "work-conserving" if args.work_conserving else args.play
+    play = {} if mode is None else {"work_conserving": mode == "work-conserving"}
+    played = LearnedPolicy(model, work_conserving=play.get("work_conserving")).play  # asked for, else recorded
     result = {"scenario": scenario, **choice.record(), "model": str(model), "train_wall_s": train_s,
-              "work_conserving": args.work_conserving,
+              "play": played, "work_conserving": played == "work-conserving",
               **compare(spec, heuristics, scenario, seeds, args.num_jobs, play=play)}
-    print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min"
-          + (", the model played work-conserving (wait masked while a candidate can start)"
-             if args.work_conserving else ""))
+    print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min, the model played {played}"
+          + (" (its recipe's play mode)" if mode is None else " (--play)"))
     report(spec, result)
     result["unseen"] = {}
     for other in [s.strip() for s in args.unseen.split(",") if s.strip()]:
@@ -159,6 +170,23 @@ def compare(spec: str, heuristics: list[str], scenario: Any, seeds: list[int], n
     return res
 
 
+#: (summary key, row field, scale): what is reported per agent beside unfinished jobs, each the mean over
+#: the pairs; the cost and traffic figures also get the learned policy's ratio to the best heuristic
+#: (``<key>_ratio_to_best``; ``cost_usd``'s is ``cost_ratio_to_best``)
+METRICS: tuple[tuple[str, str, float], ...] = (
+    ("mean_jct_h", "mean_jct_s", 1 / 3600),  # censored: unfinished jobs counted
+    ("cost_usd", "cost_usd", 1.0),  # electricity
+    ("egress_usd", "egress_usd", 1.0),  # bytes billed between regions
+    ("total_cost_usd", "total_cost_usd", 1.0),  # electricity + egress
+    ("wan_tb", "wan_tb", 1.0),  # TB sent between regions
+)
+
+
+def _ratio_or_none(a: np.ndarray, b: np.ndarray) -> list[float] | None:
+    """:func:`paired_bootstrap_ratio` of ``a`` to ``b``, or None when ``mean(b)`` is 0 (the ratio is undefined)."""
+    return None if float(np.mean(b)) == 0.0 else list(paired_bootstrap_ratio(a, b))
+
+
 def _ratios(spec: str, heuristics: list[str], rows: list[dict], pairs: list[Any], scenario_of: dict[Any, Any],
             num_jobs: int | None) -> dict:
     """The figures of :func:`compare` from episode rows; ``pairs`` are the row keys (``seed``) paired across agents."""
@@ -166,19 +194,22 @@ def _ratios(spec: str, heuristics: list[str], rows: list[dict], pairs: list[Any]
     for r in rows:
         by.setdefault(r["agent"], {})[r["seed"]] = r
     seeds = pairs
-    jct = {a: np.array([by[a][s]["mean_jct_s"] / 3600 for s in seeds]) for a in by}
-    cost = {a: np.array([by[a][s]["cost_usd"] for s in seeds]) for a in by}
+    values = {key: {a: np.array([by[a][s][field] * scale for s in seeds]) for a in by}
+              for key, field, scale in METRICS}
+    jct, cost = values["mean_jct_h"], values["cost_usd"]
     objective = {a: np.array([episode_objective(by[a][s], scenario_of[s], num_jobs) for s in seeds]) for a in by}
     best = min(heuristics, key=lambda h: jct[h].mean())
     cheapest = min(heuristics, key=lambda h: cost[h].mean())
     best_obj = min(heuristics, key=lambda h: objective[h].mean())
-    summary = {a: {"mean_jct_h": float(jct[a].mean()), "cost_usd": float(cost[a].mean()),
+    summary = {a: {**{key: float(values[key][a].mean()) for key, _, _ in METRICS},
                    "unfinished": float(np.mean([by[a][s]["unfinished"] for s in seeds]))} for a in by}
     return {"best_heuristic": best, "ratio_to_best": list(paired_bootstrap_ratio(jct[spec], jct[best])),
             "ratio_to_fifo": list(paired_bootstrap_ratio(jct[spec], jct["fifo"])) if "fifo" in jct else None,
             "cheapest_heuristic": cheapest,
             "cost_ratio_to_cheapest": list(paired_bootstrap_ratio(cost[spec], cost[cheapest])),
             "cost_ratio_to_best": list(paired_bootstrap_ratio(cost[spec], cost[best])),
+            **{f"{key}_ratio_to_best": _ratio_or_none(values[key][spec], values[key][best])
+               for key in ("egress_usd", "total_cost_usd", "wan_tb")},
             "best_objective_heuristic": best_obj,
             "objective_ratio_to_best": list(paired_bootstrap_ratio(objective[spec], objective[best_obj])),
             "summary": summary}
@@ -226,17 +257,28 @@ def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> 
 
 
 def report(spec: str, res: dict) -> None:
-    """Print one comparison of :func:`compare`."""
+    """Print one comparison of :func:`compare`: per agent JCT, costs, cross-region TB; the learned policy's ratios."""
+    print(f"  {'agent':<40} {'JCT h':>7} {'elec. USD':>10} {'egress USD':>11} {'total USD':>10} {'WAN TB':>8} "
+          f"{'unfinished':>10}")
     for a, s in sorted(res["summary"].items(), key=lambda kv: kv[1]["mean_jct_h"]):
-        print(f"  {a:<40} mean JCT {s['mean_jct_h']:.3f} h  cost {s['cost_usd']:.1f} USD  "
-              f"unfinished {s['unfinished']:.2f}")
+        print(f"  {a:<40} {s['mean_jct_h']:7.3f} {s['cost_usd']:10.1f} {s['egress_usd']:11.1f} "
+              f"{s['total_cost_usd']:10.1f} {s['wan_tb']:8.2f} {s['unfinished']:10.2f}")
+    best = res["best_heuristic"]
     r, lo, hi = res["ratio_to_best"]
-    print(f"learned / best heuristic ({res['best_heuristic']}): JCT {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
+    print(f"learned / best heuristic ({best}): JCT {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
     if res["ratio_to_fifo"] is not None:
         r, lo, hi = res["ratio_to_fifo"]
         print(f"learned / fifo: JCT {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
-    r, lo, hi = res["cost_ratio_to_best"]
-    print(f"learned / {res['best_heuristic']}: cost {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
+    for label, key, field in (("electricity cost", "cost_ratio_to_best", "cost_usd"),
+                              ("egress cost", "egress_usd_ratio_to_best", "egress_usd"),
+                              ("total cost", "total_cost_usd_ratio_to_best", "total_cost_usd"),
+                              ("cross-region TB", "wan_tb_ratio_to_best", "wan_tb")):
+        if res[key] is None:
+            print(f"learned / {best}: {label}: {best} has none; the learned policy {res['summary'][spec][field]:.2f} "
+                  "per episode")
+        else:
+            r, lo, hi = res[key]
+            print(f"learned / {best}: {label} {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
     r, lo, hi = res["objective_ratio_to_best"]
     print(f"learned / best heuristic by the reward's objective ({res['best_objective_heuristic']}): "
           f"{r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")

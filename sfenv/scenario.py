@@ -35,6 +35,16 @@ from pydantic import (
 from sfenv.errors import InvalidInput, SfenvError, did_you_mean
 from sfenv.model.perf import SCHEDULES, PerfParams
 from sfenv.world import limits as lim
+from sfenv.world.carbon import (
+    BUNDLED_CARBON_CSV,
+    DEFAULT_GCO2_PER_KWH,
+    PUBLISHED_DAY_AHEAD_MAPE,
+    CarbonForecaster,
+    CarbonSeries,
+    bundled_carbon_csv,
+    carbon_profile,
+    read_carbon_csv,
+)
 from sfenv.world.egress import DEFAULT_USD_PER_GB, CloudSite, EgressTable, egress_price_matrix, load_egress_table
 from sfenv.world.files import MAX_YAML_BYTES, load_yaml, names_a_file, read_text
 from sfenv.world.generators import GeneratedTopology, spider_topology, waxman_topology
@@ -467,6 +477,8 @@ class RewardCfg(_Strict):
     egress_weight: Weight | None = None
     throughput_weight: Weight = 0.0
     invalid_action_penalty: Weight = 0.1
+    #: weight per kgCO2e emitted (the ``carbon`` section's signal); 0 leaves the reward as it was
+    carbon_weight: Weight = 0.0
 
 
 class EgressCfg(_Strict):
@@ -480,6 +492,80 @@ class EgressCfg(_Strict):
 
     table: str = "skyplane"
     default_usd_per_gb: Annotated[float, _NUM, Field(ge=0, le=lim.MAX_EGRESS_USD_PER_GB)] = DEFAULT_USD_PER_GB
+
+
+#: a grid carbon intensity in gCO2e/kWh (= kgCO2e/MWh)
+Intensity = Annotated[float, _NUM, Field(ge=0, le=lim.MAX_CARBON_INTENSITY)]
+#: a fraction in [0, 1]
+Fraction = Annotated[float, _NUM, Field(ge=0, le=1)]
+
+
+class CarbonZoneCfg(_Strict):
+    """Carbon intensity of one zone (:mod:`sfenv.world.carbon`).
+
+    ``csv``: the zone's hourly column of ``carbon.path`` (``COLUMN_lca`` or ``COLUMN_direct`` by
+    ``carbon.signal``; ``column`` defaults to the zone's name); ``profile``: a synthetic diurnal and
+    seasonal curve around ``gco2_per_kwh`` (:func:`sfenv.world.carbon.carbon_profile`, noise seeded per
+    episode); ``constant``: ``gco2_per_kwh`` at every hour.
+    """
+
+    kind: Literal["csv", "profile", "constant"] = "constant"
+    #: csv: the column's zone name in the file (default: the zone's own name)
+    column: Label | None = None
+    #: constant: the intensity; profile: its mean (gCO2e/kWh, in the scenario's ``carbon.signal``)
+    gco2_per_kwh: Intensity = DEFAULT_GCO2_PER_KWH
+    #: profile: the day's swing, a fraction of the mean either way
+    diurnal_amplitude: Fraction = 0.2
+    #: profile: the year's swing, a fraction of the mean either way
+    seasonal_amplitude: Fraction = 0.1
+    #: profile: local hour of the day's cleanest hour
+    clean_hour_local: Annotated[float, _NUM, Field(ge=0, le=24)] = 13.0
+    #: profile: the zone's UTC offset, hours
+    utc_offset_h: UtcOffset = 0.0
+    #: profile: sd of the hourly multiplicative log-normal noise
+    noise: Fraction = 0.05
+
+
+class CarbonForecastCfg(_Strict):
+    """How the carbon forecast in the observation is made (:class:`sfenv.world.carbon.CarbonForecaster`).
+
+    ``noisy``: the truth times a seeded error of day-ahead MAPE ``mape_24h`` (published skill);
+    ``persistence``: the same hour of the last day seen (causal); ``oracle``: the true future, privileged.
+    """
+
+    kind: Literal["noisy", "persistence", "oracle"] = "noisy"
+    #: mean absolute percentage error at a 24-hour lead (a fraction; 0.0959: CarbonX / CarbonCast's 13 grids)
+    mape_24h: Fraction = PUBLISHED_DAY_AHEAD_MAPE
+    #: hours of forecast in the observation (the current hour's intensity comes on top)
+    hours: Annotated[int, _NUM, Field(gt=0, le=MAX_FORECAST_HOURS)] = 24
+
+
+class CarbonCfg(_Strict):
+    """Grid carbon intensity per zone (:mod:`sfenv.world.carbon`); leaving the section out keeps the metrics.
+
+    Without the section every zone gets :data:`sfenv.world.carbon.DEFAULT_GCO2_PER_KWH` (reported as
+    ``fallback``) and the observation has no ``carbon`` key.  With it, ``zones`` maps zone names to
+    a :class:`CarbonZoneCfg`; a region zone not listed gets ``default`` (reported as ``fallback``).
+    ``signal`` names the factors of every number (``lca`` life-cycle, ``direct`` combustion only); a
+    ``csv`` zone reads that signal's column.  ``path``: ``bundled`` (the 8 zones of 2023,
+    ``sfenv/data/carbon``) or a CSV of the same format.  ``start_hour``: the CSV's row of the
+    episode's hour 0 (the series then repeats after the file's last row).
+    """
+
+    signal: Literal["lca", "direct"] = "lca"
+    path: str = BUNDLED_CARBON_CSV
+    start_hour: Annotated[int, _NUM, Field(ge=0, le=lim.MAX_CARBON_START_HOUR)] = 0
+    zones: dict[Label, CarbonZoneCfg] = Field(default_factory=dict, max_length=MAX_REGIONS)
+    default: CarbonZoneCfg = Field(default_factory=CarbonZoneCfg)
+    #: embodied (manufacturing) carbon per GPU-hour a job holds, kgCO2e; 0: operational carbon only
+    embodied_kg_per_gpu_hour: Annotated[float, _NUM, Field(ge=0, le=lim.MAX_EMBODIED_KG_PER_GPU_HOUR)] = 0.0
+    forecast: CarbonForecastCfg = Field(default_factory=CarbonForecastCfg)
+
+    @model_validator(mode="after")
+    def _check(self) -> CarbonCfg:
+        if self.default.kind == "csv":
+            raise ValueError("carbon.default: kind 'csv' has no column to read; expected 'constant' or 'profile'")
+        return self
 
 
 class EnvCfg(_Strict):
@@ -507,13 +593,22 @@ class ScenarioCfg(_Strict):
     reward: RewardCfg = Field(default_factory=RewardCfg)
     env: EnvCfg = Field(default_factory=EnvCfg)
     egress: EgressCfg = Field(default_factory=EgressCfg)
+    #: None (the default): every zone gets the fallback intensity, and the scenario's hash is as it was
+    carbon: CarbonCfg | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Dump without ``stragglers`` when it is off (None): scenarios written before it keep their hash."""
+        """Dump without ``stragglers``, ``carbon`` and ``reward.carbon_weight`` when unset or 0.
+
+        Scenarios written before them keep their hash.
+        """
         data: dict[str, Any] = handler(self)
-        if data.get("stragglers", 0) is None:
-            del data["stragglers"]
+        for key in ("stragglers", "carbon"):
+            if data.get(key, 0) is None:
+                del data[key]
+        reward = data.get("reward")
+        if isinstance(reward, dict) and reward.get("carbon_weight", 1) == 0:
+            del reward["carbon_weight"]
         return data
 
     @field_validator("name")
@@ -598,6 +693,7 @@ class Scenario:
         self._check_event_budget()
         _ = self.price_csv, self.trace_rows  # and read the named CSV files: errors at load, not mid-run
         _ = self.egress_usd_per_byte  # and price every region pair: errors at load
+        _ = self.carbon_csv  # and read the carbon columns: errors at load
         if cfg.workload.load is not None:  # and derive the rate (a job shape that fits nowhere is an error)
             _ = self.arrival_rate_per_hour
 
@@ -757,6 +853,76 @@ class Scenario:
             raise ScenarioError(f"{self.source}: egress: {e}") from None
         out.setflags(write=False)
         return out
+
+    @property
+    def carbon_cfg(self) -> CarbonCfg:
+        """The ``carbon`` section, or its defaults when the scenario has none (every zone the fallback)."""
+        return self.cfg.carbon if self.cfg.carbon is not None else CarbonCfg()
+
+    @cached_property
+    def carbon_csv(self) -> dict[str, np.ndarray]:
+        """The hourly columns the ``carbon`` section's ``csv`` zones read (read once, at load), by zone.
+
+        Each is rotated so that its row ``carbon.start_hour`` is the episode's hour 0.
+
+        :raises ScenarioError: naming ``carbon.path`` (file, line, column) or ``carbon.zones.Z.column``
+            when the file lacks the zone's column.
+        """
+        c = self.cfg.carbon
+        if c is None:
+            return {}
+        region_zones = {r.zone for r in self.topology.regions}
+        wanted = {z: f"{zc.column or z}_{c.signal}" for z, zc in sorted(c.zones.items())
+                  if zc.kind == "csv" and z in region_zones}
+        if not wanted:
+            return {}
+        path = str(bundled_carbon_csv()) if c.path == BUNDLED_CARBON_CSV else c.path
+        try:
+            cols = read_carbon_csv(self._resolve(path), sorted(set(wanted.values())))
+        except ValueError as e:
+            zone = next((z for z, col in wanted.items() if f"column {col!r}" in str(e)), None)
+            field = f"carbon.zones.{zone}.column" if zone is not None else "carbon.path"
+            raise ScenarioError(f"{self.source}: {field}: {e}") from None
+        out = {}
+        for z, col in wanted.items():
+            v = cols[col]
+            out[z] = np.roll(v, -(c.start_hour % len(v)))
+            out[z].setflags(write=False)
+        return out
+
+    def make_carbon(self, rng: np.random.Generator | None, zones: list[str] | None = None) -> CarbonSeries:
+        """The carbon series for one episode, one row per zone of ``zones`` (default: the region zones, sorted).
+
+        ``csv`` zones get their column (:attr:`carbon_csv`), ``profile`` zones a synthetic curve (noise
+        from ``rng``), ``constant`` zones their value; a zone the section does not list gets
+        ``carbon.default`` and is reported as ``fallback``.
+        """
+        c = self.carbon_cfg
+        if zones is None:
+            zones = sorted({r.zone for r in self.topology.regions})
+        series = self.carbon_csv
+        hours = max([len(v) for v in series.values()] + [math.ceil(self.cfg.sim.horizon_h) + 1])
+        rows, sources = [], {}
+        for z in zones:
+            zc = c.zones.get(z)
+            sources[z] = "fallback" if zc is None else zc.kind
+            zc = zc if zc is not None else c.default
+            if zc.kind == "csv":
+                v = series[z]
+                rows.append(np.resize(v, hours))
+            elif zc.kind == "profile":
+                rows.append(carbon_profile(rng, zc.gco2_per_kwh, hours, diurnal_amplitude=zc.diurnal_amplitude,
+                                           seasonal_amplitude=zc.seasonal_amplitude,
+                                           clean_hour_local=zc.clean_hour_local, utc_offset_h=zc.utc_offset_h,
+                                           start_hour=c.start_hour, noise=zc.noise))
+            else:
+                rows.append(np.full(hours, zc.gco2_per_kwh))
+        return CarbonSeries(zones, np.array(rows).reshape(len(zones), hours), c.signal, sources)
+
+    def make_carbon_forecaster(self, series: CarbonSeries, seed: int) -> CarbonForecaster:
+        """The forecaster of the ``carbon.forecast`` settings over ``series`` (errors seeded by ``seed``)."""
+        f = self.carbon_cfg.forecast
+        return CarbonForecaster(series, f.kind, f.mape_24h, seed)
 
     # ------------------------------------------------------------ episode sampling
     def make_prices(self, rng: np.random.Generator | None) -> PriceSeries:

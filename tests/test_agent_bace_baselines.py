@@ -52,3 +52,24 @@ def test_single_region_baselines_run_exactly_kstar():
     for agent in (CRLCFAgent(), CRLDFAgent()):
         plan = agent.decide(three_regions(j).view())
         assert plan is not None and plan.gpus <= kk
+
+
+def test_cross_region_variants_coincide_where_the_first_region_holds_k_star(capsys):
+    """The reason `sfenv agents` and docs/agents.md give, measured on small episodes of two scenarios."""
+    from sfenv.experiments.bace_coincidence import compare, short_starts
+
+    from sfenv.app.cli import main
+    from sfenv.runs import protocol
+    from sfenv.scenario import load_scenario
+
+    seeds = protocol.seeds("test", 2)
+    spider = load_scenario("spider-8").with_overrides(workload={"num_jobs": 5})
+    assert [row["differ"] for row in compare(spider, seeds)] == [[], []]
+    for counts in short_starts(spider, seeds).values():  # why: K* is 8 everywhere and the first region has it
+        assert set(counts["kstar"]) == {8} and counts["first_region_short"] == 0 and counts["proposals"] > 0
+    bace = load_scenario("bace-6").with_overrides(workload={"num_jobs": 6})
+    lcf_pair = compare(bace, seeds[:1])[0]
+    assert lcf_pair["pair"] == "lcf vs cr-lcf" and lcf_pair["differ"] == seeds[:1]
+    assert short_starts(bace, seeds[:1])["cr-lcf"]["first_region_short"] > 0
+    assert main(["agents"]) == 0
+    assert "note: lcf = cr-lcf and ldf = cr-ldf" in capsys.readouterr().out

@@ -49,6 +49,8 @@ def test_docs_build_with_warnings_as_errors(tmp_path: Path):
         assert f'id="{obj}"' in api, obj
     assert "Validation against measured runs" in (html / "model.html").read_text()
     assert list((html / "_images").glob("*.png")), "the benchmark figures are in the site"
+    assert (html / "_static" / "tables.css").is_file()  # wide tables scroll (tests/test_docs_css.py)
+    assert '_static/tables.css' in (html / "claims.html").read_text()
 
 
 def test_result_tables_are_up_to_date_with_their_files():

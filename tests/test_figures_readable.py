@@ -23,30 +23,55 @@ def _summary(points: dict[str, tuple[float, float]]) -> list[dict]:
              "unfinished": 0.0} for k, (x, y) in points.items()]
 
 
-def _label_boxes(fig):
+def _label_boxes(fig) -> list[list[tuple[str, object]]]:
+    """Per panel: (text, display box) of each point label (the text, not a leader line)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
 
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     renderer = canvas.get_renderer()
-    ax = fig.axes[0]
-    return [(t.get_text(), Text.get_window_extent(t, renderer)) for t in ax.texts]  # the text, not a leader line
+    return [[(t.get_text(), Text.get_window_extent(t, renderer)) for t in ax.texts] for ax in fig.axes]
+
+
+def _named_agents(fig, panels) -> list[str]:
+    """The agents the labels name: a label is names, or numbers the legend's ``number  name`` entries resolve."""
+    legend = fig.legends[0] if fig.legends else fig.axes[0].get_legend()
+    by_number = {}
+    for text in (t.get_text() for t in legend.get_texts()):
+        number, _, name = text.partition("  ")
+        if number.isdigit():
+            by_number[number] = name
+    return [by_number.get(tag, tag) for boxes in panels for text, _ in boxes for tag in text.split(", ")]
+
+
+def _spread(n: int, crowded: int) -> dict[str, tuple[float, float]]:
+    """``n`` agents with long and short names, ``crowded`` of them within 3 % of each other, the rest spread."""
+    names = [f"agent-{i}" if i % 3 else f"examples/my_scheduler_{i}.py:MyScheduler:patience={i}" for i in range(n)]
+    rng = np.random.default_rng(n)
+    return {name: ((2.0 + 0.05 * rng.random(), 170 + 4 * rng.random()) if i < crowded
+                   else (1.0 + 3 * rng.random(), 90 + 110 * rng.random())) for i, name in enumerate(names)}
 
 
 @pytest.mark.parametrize("points", [CLUSTER, dict(itertools.islice(CLUSTER.items(), 7)),
-                                    {f"agent-{i}": (2.0 + 0.001 * i, 170.0 + 0.01 * i) for i in range(12)}],
-                         ids=["eleven", "seven", "twelve-on-one-spot"])
+                                    {f"agent-{i}": (2.0 + 0.001 * i, 170.0 + 0.01 * i) for i in range(12)},
+                                    _spread(12, 6), _spread(24, 12), _spread(24, 24)],
+                         ids=["eleven", "seven", "twelve-on-one-spot", "twelve", "twenty-four", "twenty-four-crowded"])
 def test_tradeoff_labels_do_not_overlap(points, tmp_path):
     fig = plots.plot_tradeoff(_summary(points), tmp_path / "tradeoff.png", scenario="spider-8")
-    boxes = _label_boxes(fig)
-    named = [name for text, _ in boxes for name in text.split(", ")]
-    assert sorted(named) == sorted(points)  # every agent named once
-    for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
-        assert not plots._overlaps(box_a, box_b), (a, b)
-    frame = fig.axes[0].get_window_extent()
-    inside = sum(frame.contains(b.x0, b.y0) and frame.contains(b.x1, b.y1) for _, b in boxes)
-    assert inside == len(boxes)
+    panels = _label_boxes(fig)
+    assert sorted(_named_agents(fig, panels)) == sorted(points)  # every agent named once, in one panel
+    for ax, boxes in zip(fig.axes, panels):
+        for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
+            assert not plots._overlaps(box_a, box_b), (a, b)
+        frame = ax.get_window_extent()
+        inside = sum(frame.contains(b.x0, b.y0) and frame.contains(b.x1, b.y1) for _, b in boxes)
+        assert inside == len(boxes)
+    legend = fig.legends[0] if fig.legends else fig.axes[0].get_legend()
+    legend_box = legend.get_window_extent()
+    assert fig.bbox.contains(legend_box.x0, legend_box.y0) and fig.bbox.contains(legend_box.x1, legend_box.y1)
+    for ax in fig.axes:  # the legend covers no panel
+        assert not plots._overlaps(legend_box, ax.get_window_extent())
 
 
 def test_overlap_check_itself():

@@ -140,3 +140,69 @@ def test_sfenv_evaluate_work_conserving(model: str, tmp_path, capsys) -> None:
     assert "holds results of other settings" in capsys.readouterr().err and (tmp_path / "r-2.json").is_file()
     assert main(["evaluate", "--agents", "fifo", "--work-conserving", "--quiet"]) == 2
     assert capsys.readouterr().err.strip().startswith("sfenv: --work-conserving plays saved models")
+
+
+@pytest.fixture(scope="module")
+def wc_run(tmp_path_factory: pytest.TempPathFactory):
+    """A recipe whose play mode is work-conserving (``play:``), trained as the ``model`` fixture is."""
+    out = tmp_path_factory.mktemp("wc-play")
+    final = train("maskable-ppo", "spider-8", total_timesteps=128, seed=0, n_envs=2, out_dir=out,
+                  env_kwargs={"num_jobs": 6, "obs_mode": "compact"}, algo_kwargs=SMALL, eval_every=64,
+                  eval_seeds=[10_000, 10_001], tensorboard=False, plot=False, play="work-conserving")
+    return final.parent
+
+
+def test_the_play_mode_selects_the_model_and_is_what_it_is_evaluated_with(wc_run) -> None:
+    """The best model is kept by work-conserving play, and sfenv evaluate plays it so without being told."""
+    import yaml
+    from sfenv.agents.learned import run_summary
+
+    assert yaml.safe_load((wc_run / "config.yml").read_text())["play"] == "work-conserving"
+    policy = LearnedPolicy(wc_run / "best_model.zip")  # no play argument: the recipe's mode, from the metadata
+    assert policy.meta["play"] == "work-conserving" and policy.play == "work-conserving"
+    assert policy.meta["env_kwargs"]["work_conserving"] is True
+    best = [h for h in json.loads((wc_run / "eval.json").read_text()) if h["best"]][-1]
+    assert policy.meta["num_timesteps"] == best["timesteps"]
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 6})
+    played = [run_policy_episode(policy, sc, s) for s in (10_000, 10_001)]
+    assert all(r["work_conserving"] for r in played)
+    assert np.mean([r["mean_jct_s"] for r in played]) / 3600 == pytest.approx(best["mean_jct_h"], rel=1e-12)
+    as_trained = LearnedPolicy(wc_run / "best_model.zip", work_conserving=False)
+    assert as_trained.play == "as-trained"
+    other = [run_policy_episode(as_trained, sc, s)["mean_jct_s"] for s in (10_000, 10_001)]
+    assert np.mean(other) / 3600 != pytest.approx(best["mean_jct_h"], rel=1e-6)  # the mode matters for this model
+    assert "played work-conserving" in run_summary(wc_run)
+
+
+def test_learned_vs_heuristics_plays_the_recipe_mode_unless_told(wc_run, tmp_path) -> None:
+    from sfenv.experiments.learned_vs_heuristics import main
+
+    args = ["--model", str(wc_run / "best_model.zip"), "--split", "validation", "--seeds", "2", "--num-jobs", "6",
+            "--heuristics", "fifo", "--scenario", "spider-8"]
+    recorded = main([*args, "--out", str(tmp_path / "a")])
+    best = [h for h in json.loads((wc_run / "eval.json").read_text()) if h["best"]][-1]
+    assert recorded["play"] == "work-conserving" and recorded["work_conserving"] is True
+    model = next(a for a in recorded["summary"] if a.startswith("model:"))
+    assert recorded["summary"][model]["mean_jct_h"] == pytest.approx(best["mean_jct_h"], rel=1e-12)  # as selected
+    told = main([*args, "--play", "as-trained", "--out", str(tmp_path / "b")])
+    assert told["play"] == "as-trained" and told["summary"][model]["mean_jct_h"] != recorded["summary"][model][
+        "mean_jct_h"]
+
+
+def test_a_bad_play_mode_is_refused_naming_it(tmp_path) -> None:
+    with pytest.raises(ValueError, match="play = 'eager'"):
+        train("maskable-ppo", "spider-8", total_timesteps=64, out_dir=tmp_path, play="eager")
+
+
+def test_sfenv_evaluate_plays_the_recorded_mode_and_play_overrides_it(wc_run, tmp_path, capsys) -> None:
+    from sfenv.app.cli import main
+
+    spec = f"model:{wc_run / 'best_model.zip'}"
+    args = ["evaluate", "--agents", spec, "--num-jobs", "6", "--seeds", "1", "--split", "validation", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "a.json")]) == 0
+    assert json.loads((tmp_path / "a.json").read_text())["episodes"][0]["work_conserving"] is True
+    assert main([*args, "--play", "as-trained", "--out", str(tmp_path / "b.json")]) == 0
+    assert "work_conserving" not in json.loads((tmp_path / "b.json").read_text())["episodes"][0]
+    capsys.readouterr()
+    assert main([*args, "--play", "as-trained", "--work-conserving"]) == 2
+    assert capsys.readouterr().err.strip() == "sfenv: --work-conserving and --play as-trained: give one of them"

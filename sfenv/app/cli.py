@@ -112,7 +112,9 @@ def _agents_help() -> str:
     return (f"comma list of agents ({', '.join(AGENTS)}), a group ({', '.join(GROUPS)}) or 'all'; "
             "model:PATH adds a model saved by sfenv train (its weights-only form, which loads no code), "
             "model:ALGO:PATH one from another SB3 trainer (e.g. model:ppo:logs/ppo/<run>/best_model.zip from the "
-            "RL Zoo, with --trust-model-code); `sfenv agents` describes them")
+            "RL Zoo, with --trust-model-code); your own scheduler as module:Class[:kw=v,...] or "
+            "path/to/file.py:Class[:kw=v,...] (values are JSON: 3, 0.5, true, \"text\"), or a NAME an installed "
+            "package registers (entry points sfenv.agents); `sfenv agents` describes them")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -158,9 +160,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     choice = _seed_choice(args, sc.name)
     seeds = list(choice.seeds)
     backend = _backend(args)
-    play = {n: {"work_conserving": True} for n in names if n.startswith("model:")} if args.work_conserving else None
-    if args.work_conserving and not play:
-        raise InvalidInput("--work-conserving plays saved models (model:PATH) work-conserving; --agents names none")
+    mode = "work-conserving" if args.work_conserving else args.play
+    if args.work_conserving and args.play not in (None, "work-conserving"):
+        raise InvalidInput(f"--work-conserving and --play {args.play}: give one of them")
+    play = ({n: {"work_conserving": mode == "work-conserving"} for n in names if n.startswith("model:")}
+            if mode is not None else None)
+    if mode is not None and not play:
+        option = "--work-conserving" if args.work_conserving else f"--play {mode}"
+        raise InvalidInput(f"{option} plays saved models (model:PATH) {mode}; --agents names none")
     for path in (args.out, args.csv):  # a folder, or a path under a file: said now, not after the run
         if path is not None:
             check_writable(path)
@@ -431,7 +438,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                  checkpoint_every=cfg["checkpoint_every"], progress_bar=not args.quiet, normalize=cfg["normalize"],
                  eval_every=cfg["eval_every"], eval_seeds=cfg["eval_seeds"], eval_scenario=cfg["eval_scenario"],
                  baselines=cfg["baselines"], plot=not args.no_plot, pretrain=pretrain, log=log,
-                 policy=cfg["policy"])
+                 policy=cfg["policy"], play=cfg["play"])
     print(f"saved {path} (best: {path.with_name('best_model.zip')})")
     print(run_summary(path.parent))
     return 0
@@ -460,6 +467,9 @@ def _cmd_agents(args: argparse.Namespace) -> int:
         print(f"{name:<11} {describe(name) if name in avail else '(not installed)'}")
     for g, names in GROUPS.items():
         print(f"group {g}: {', '.join(names)}")
+    from sfenv.agents.bace_baselines import WHEN_IDENTICAL
+
+    print(f"note: {WHEN_IDENTICAL} (docs/agents.md)")
     print("model:PATH  a policy saved by `sfenv train`, loaded from its weights-only form (PATH.policy.json and "
           ".policy.npz beside the .zip), which runs no code (evaluate, benchmark and leaderboard)")
     print(f"model:ALGO:PATH  an SB3 model saved elsewhere, e.g. by the RL Zoo, with its algorithm ALGO "
@@ -467,7 +477,23 @@ def _cmd_agents(args: argparse.Namespace) -> int:
           "code, so it needs --trust-model-code (or `sfenv export-model PATH --trust-model-code` once)")
     print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra and "
           "--trust-model-code: a checkpoint is code)")
+    _print_plugins()
     return 0
+
+
+def _print_plugins() -> None:
+    """The plug-in forms of ``--agents`` and the agents installed packages register (``sfenv agents``)."""
+    from sfenv.agents.plugins import ENTRY_POINT_GROUP, entry_point_agents
+
+    print("module:Class[:kw=v,...]  your scheduler class from an importable module (or the current folder), "
+          "built with keywords whose values are JSON (3, 0.5, true, \"text\"); rows are named by the spec")
+    print("path/to/file.py:Class[:kw=v,...]  the same from a Python file (its __main__ block does not run)")
+    installed = entry_point_agents()
+    if not installed:
+        print(f"(no installed package registers agents in the entry-point group {ENTRY_POINT_GROUP})")
+    for name, ep in installed.items():
+        note = " (shadowed by the built-in of that name)" if name in AGENTS or name in GROUPS else ""
+        print(f"{name:<11} plug-in {ep.value} from entry point group {ENTRY_POINT_GROUP}{note}")
 
 
 #: the sub-commands' parsers are added to this (``build_parser``'s ``add_subparsers``)
@@ -542,9 +568,12 @@ def _add_evaluate(sub: _Commands) -> None:
                         f"{protocol.MIN_ENTRY_SEEDS} or more seeds of the test split)")
     e.add_argument("--num-jobs", type=job_count, metavar="N",
                    help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
-    e.add_argument("--work-conserving", action="store_true",
-                   help="play every model:PATH agent with wait masked while a candidate can start (the env's "
-                        "work_conserving), whatever it was trained with; recorded in --out's settings")
+    e.add_argument("--play", choices=("as-trained", "work-conserving"), default=None, metavar="MODE",
+                   help="how to play every model:PATH agent: as-trained (the env it was trained in) or "
+                        "work-conserving (wait masked while a candidate can start, the env's work_conserving); "
+                        "recorded in --out's settings (default: the play mode its recipe recorded, play: in "
+                        "the training config; as trained if none)")
+    e.add_argument("--work-conserving", action="store_true", help="the same as --play work-conserving")
     e.add_argument("--out", type=Path, metavar="FILE",
                    help="JSON results file, rewritten atomically every few seconds as episodes finish, at the end "
                         "and on Ctrl-C; one sfenv process writes it at a time (default: none)")

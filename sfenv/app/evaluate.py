@@ -46,7 +46,8 @@ import numpy as np
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
 from sfenv.agents.model_files import spec_path_for
-from sfenv.agents.registry import make_agent
+from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spec, plugin_settings
+from sfenv.agents.registry import AGENTS, make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import Interrupted, InvalidInput
 from sfenv.model.pipeline import prepare_compiled
@@ -56,7 +57,7 @@ from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario
 from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
 from sfenv.runs.stats import mean_ci  # also imported from here
 from sfenv.scenario import Scenario, load_scenario
-from sfenv.sim import Simulator, make_simulator
+from sfenv.sim import make_simulator
 from sfenv.sim.metrics import ADDED_REPORT_FIELDS, EpisodeReport
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,6 +113,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
     records = sim.records()
     row: dict[str, Any] = {"agent": agent.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
     row.update(_jct_fields(records, report.makespan_s))
+    row.update(_carbon_fields(sim))
     row["decisions"] = len(times)
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
@@ -119,6 +121,14 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = recorder.log()
     return row
+
+
+def _carbon_fields(sim: Any) -> dict[str, Any]:
+    """What a result row says of its carbon: the signal (``lca``/``direct``) and the zones on the fallback."""
+    carbon = sim.carbon
+    if carbon is None:
+        return {}
+    return {"carbon_signal": carbon.signal, "carbon_fallback_zones": ",".join(carbon.fallback_zones)}
 
 
 def prepare_decisions(agent: SchedulerAgent | None = None) -> None:
@@ -195,8 +205,11 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     sim = base.sim
     assert sim is not None  # made by env.reset
     prepare_decisions()
-    # an untimed first call (deterministic: no random draw, no state): the network's one-off set-up is no decision's
-    policy.predict(obs, deterministic=True, action_masks=base.action_masks())
+    # an untimed first call where the policy offers one (``prepare``: a deterministic predict, no state kept):
+    # the network's one-off set-up is no decision's; a policy without it (e.g. a test's stateful stub) gets none
+    warm_up = getattr(policy, "prepare", None)
+    if callable(warm_up):
+        warm_up(obs, base.action_masks())
     limit = max(scenario.cfg.env.max_episode_steps, 100 * sim.view().num_jobs)
     times: list[float] = []
     log: list[dict | None] | None = [] if record_actions else None
@@ -213,13 +226,16 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
             log.append(plan_to_json(None if info["forced_wait"] else plan))
         done = terminated or truncated
         steps += 1
-    for _ in _wait_to_end(sim):  # stopped at the step limit: the episode ends as it would with waits
+    for _ in base.wait_to_end():  # stopped at the step limit: the episode ends as it would with waits
         if log is not None:
             log.append(None)
     records = sim.records()
     report = sim.report()
     row: dict[str, Any] = {"agent": policy.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
     row.update(_jct_fields(records, report.makespan_s))
+    row.update(_carbon_fields(sim))
+    if base.privileged_carbon:
+        row["privileged_carbon"] = True  # the carbon key held the true future (carbon.forecast.kind: oracle)
     row["decisions"] = len(times)
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
@@ -233,17 +249,6 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
         row["actions"] = {"decisions": log, "replans": []}
     env.close()
     return row
-
-
-def _wait_to_end(sim: Simulator) -> Iterator[None]:
-    """Let time pass until ``sim`` is done, one wait at a time (yields after each: one logged decision).
-
-    Each wait is what ``Simulator.run`` does for a ``None`` decision, so a replay of the log, the waits
-    included, plays the same episode to the same end.
-    """
-    while not sim.done:
-        sim.wait()
-        yield None
 
 
 def _fits(policy: SavedPolicy, env: gym.Env) -> bool:
@@ -336,6 +341,9 @@ def evaluate_agents(
     from sfenv.runs.distributed import check_backend
 
     check_backend(backend, address, workers)
+    if backend == "ray" and file_plugins(agents):  # a worker unpickles classes by module name
+        raise InvalidInput(f"agents {', '.join(file_plugins(agents))}: a file.py:Class plug-in cannot be sent to "
+                           "Ray workers; make it an importable module (module:Class) or use --backend serial")
     sc = load_scenario(scenario)
     if num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": num_jobs})
@@ -497,7 +505,9 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
     A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the hash of the file played
     (another model saved under the same path is another agent): the weights-only spec when there is
     one (it records its weights' SHA-256), else the file named; ``rllib:PATH``: the checkpoint's
-    absolute path; an agent instance: its class and name.  Nothing is loaded or built.
+    absolute path; a plug-in (``module:Class``, ``file.py:Class``, an entry point): its spec, keywords and a
+    hash of its source (:func:`sfenv.agents.plugins.plugin_settings`); an agent instance: its class and
+    name.  Nothing is loaded or built.
 
     :raises InvalidInput: for a model folder without exactly one weights-only spec.
     """
@@ -511,6 +521,8 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
                 **({"kwargs": kwargs} if kwargs else {})}
     if agent.startswith(RLLIB_PREFIX):
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
+    if agent not in AGENTS and (is_plugin_spec(agent) or agent in entry_point_agents()):
+        return plugin_settings(agent)  # the spec, its keywords and a hash of its source (sfenv.agents.plugins)
     return {"kwargs": dict((agent_kwargs or {}).get(agent, {}))}
 
 
@@ -614,6 +626,7 @@ CI_METRICS: tuple[tuple[str, str, float], ...] = (
     ("cost_usd", "cost_usd", 1.0),
     ("egress_usd", "egress_usd", 1.0),
     ("total_cost_usd", "total_cost_usd", 1.0),
+    ("carbon_kg", "carbon_kg", 1.0),
     ("throughput_tok_s", "mean_throughput_tokens_s", 1.0),
     ("unfinished", "unfinished", 1.0),
 )
@@ -627,7 +640,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     the Student-t interval, :func:`sfenv.runs.stats.mean_ci`).  The per-episode JCT figures already count
     unfinished jobs (censored); ``p95_jct_h`` is the mean of the episodes' 95th percentiles.
     ``cost_usd`` is electricity, ``egress_usd`` the bytes sent between regions and ``total_cost_usd``
-    both (rows written before egress was billed have neither: NaN).
+    both (rows written before egress was billed have neither: NaN).  ``carbon_kg`` is operational
+    kgCO2e; ``carbon_signal`` names its signal (the rows' signals, joined by ``/`` if they differ).
     Energy, utilisation and decision times are plain means (decision_ms_max: the maximum).
     """
     order: list[str] = []
@@ -644,6 +658,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             values = [float(r[fld] if fld not in ADDED_REPORT_FIELDS else r.get(fld, math.nan)) * scale for r in rs]
             entry[col], entry[col + "_ci"] = mean_ci(values)
         entry.update({
+            "carbon_signal": "/".join(sorted({str(r.get("carbon_signal", "")) for r in rs} - {""})) or "-",
             "energy_mwh": float(np.mean([r["energy_kwh"] for r in rs])) / 1000,
             "utilisation": float(np.mean([r["utilisation"] for r in rs])),
             "decision_ms_mean": 1000 * float(np.mean([r["decision_time_mean_s"] for r in rs])),
@@ -656,8 +671,9 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_table(summary: Sequence[dict[str, Any]]) -> str:
     """A fixed-width text table of :func:`summarise` output; CI metrics print as ``mean ± half-width``."""
     cols = [("agent", ""), ("seeds", "d"), ("mean_jct_h", ".2f"), ("p95_jct_h", ".2f"), ("cost_usd", ".1f"),
-            ("egress_usd", ".1f"), ("total_cost_usd", ".1f"), ("throughput_tok_s", ".0f"), ("unfinished", ".1f"),
-            ("energy_mwh", ".2f"), ("utilisation", ".2f"), ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
+            ("egress_usd", ".1f"), ("total_cost_usd", ".1f"), ("carbon_kg", ".1f"), ("carbon_signal", ""),
+            ("throughput_tok_s", ".0f"), ("unfinished", ".1f"), ("energy_mwh", ".2f"), ("utilisation", ".2f"),
+            ("decision_ms_mean", ".2f"), ("decision_ms_max", ".1f")]
 
     def cell(row: dict[str, Any], name: str, fmt: str) -> str:
         text = f"{row[name]:{fmt}}"
@@ -670,7 +686,8 @@ def format_table(summary: Sequence[dict[str, Any]]) -> str:
     widths = [max(len(b[i]) for b in body) for i in range(len(cols))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(b, widths))) for b in body]
     lines.append("mean ± 95 % CI over seeds (Student t); JCT counts unfinished jobs at episode end - arrival; "
-                 "cost_usd: electricity, egress_usd: bytes between regions, total_cost_usd: both")
+                 "cost_usd: electricity, egress_usd: bytes between regions, total_cost_usd: both; "
+                 "carbon_kg: operational kgCO2e of the carbon_signal (lca: life-cycle, direct: combustion)")
     return "\n".join(lines)
 
 

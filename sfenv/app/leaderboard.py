@@ -62,6 +62,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("cost_usd", "electricity USD", ".1f"),
     ("egress_usd", "egress USD", ".1f"),
     ("total_cost_usd", "total cost USD", ".1f"),
+    ("carbon_kg", "kg CO2e", ".1f"),
+    ("carbon_signal", "carbon signal", ""),
     ("throughput_tok_s", "throughput tok/s", ".0f"),
     ("unfinished", "unfinished jobs", ".2f"),
 )
@@ -215,6 +217,8 @@ def rank(scenario: str, names: Sequence[str], episodes: Sequence[dict[str, Any]]
             "cost_usd": float(np.mean([e["cost_usd"] for e in eps])),
             "egress_usd": float(np.mean([e.get("egress_usd", math.nan) for e in eps])),
             "total_cost_usd": float(np.mean([e.get("total_cost_usd", math.nan) for e in eps])),
+            "carbon_kg": float(np.mean([e.get("carbon_kg", math.nan) for e in eps])),
+            "carbon_signal": "/".join(sorted({str(e.get("carbon_signal", "")) for e in eps} - {""})) or "-",
             "throughput_tok_s": float(np.mean([e["mean_throughput_tokens_s"] for e in eps])),
             "unfinished": float(np.mean([e["unfinished"] for e in eps])),
         })
@@ -250,7 +254,9 @@ def format_ranking(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
-    value = row[key]
+    value = row.get(key, math.nan)
+    if isinstance(value, str):
+        return value
     text = f"{value:{fmt}}" if isinstance(value, float) and math.isfinite(value) else "-"
     if key == "mean_jct_h":
         half = row["mean_jct_h_ci"]
@@ -296,8 +302,8 @@ def write_outputs(rows: Sequence[dict[str, Any]], settings: dict[str, Any], out_
           *["| " + " | ".join(b) + " |" for b in body]]
     paths = {k: out / f"leaderboard.{k}" for k in ("md", "csv", "html", "json")}
     fields = ["scenario", "rank", "agent", "seeds", "mean_jct_h", "mean_jct_h_ci", "ratio_to_best", "ratio_low",
-              "ratio_high", "p95_jct_h", "cost_usd", "egress_usd", "total_cost_usd", "throughput_tok_s", "unfinished",
-              "jobs"]
+              "ratio_high", "p95_jct_h", "cost_usd", "egress_usd", "total_cost_usd", "carbon_kg", "carbon_signal",
+              "throughput_tok_s", "unfinished", "jobs"]
     with output_lock(paths["json"], wait_s=OUTPUTS_LOCK_WAIT_S), atomic_paths(list(paths.values())) as tmps:
         tmp = dict(zip(paths, tmps))
         tmp["md"].write_text("\n".join(md) + "\n")

@@ -29,14 +29,17 @@ __all__ = [
     "COST_COLUMNS",
     "DPI",
     "METRIC_NAMES",
+    "NAMED_LABELS_UP_TO",
     "axis_label",
     "cost_column",
     "metric_name",
     "pareto_front",
+    "pareto_front_nd",
     "plot_metric",
     "plot_prices",
     "plot_timeline",
     "plot_tradeoff",
+    "plot_tradeoff_pairs",
     "save_png",
 ]
 
@@ -230,26 +233,44 @@ def _label_points(fig: Figure, ax: Axes, pts: Sequence[tuple[float, float]], nam
     return artists
 
 
-def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = None,
-                  x: str = "mean_jct_h", y: str | None = None, scenario: str | None = None) -> Figure:
-    """Mean JCT against mean cost per agent (95 % CI bars on both axes), the Pareto front marked.
+#: up to this many agents the trade-off labels its points by name; past it by number, the legend giving names
+NAMED_LABELS_UP_TO = 8
+#: a zoom panel is added when the agents nearest the median point fill less than this share of both axes
+ZOOM_BELOW_SHARE = 0.15
 
-    The front joins the agents no other agent beats on both (lower is better on both axes).  Points
-    are named beside them without overlaps (:func:`_label_points`) and in the legend.  The axes are
-    labelled by :func:`axis_label` of their columns.
 
-    :param path: PNG to write, if given.
-    :param x: the summary column on the x axis (with a ``_ci`` partner).
-    :param y: the summary column on the y axis; None: the whole bill, ``total_cost_usd`` (electricity plus
-        egress), or ``cost_usd`` for results without it (:func:`cost_column`).
-    :param scenario: named in the title.
+def _core_box(pts: Sequence[tuple[float, float]]) -> tuple[float, float, float, float] | None:
+    """(x0, x1, y0, y1) around the half of the finite points nearest their median (at least two), or None."""
+    ok = [p for p in pts if math.isfinite(p[0]) and math.isfinite(p[1])]
+    if len(set(ok)) < 2:
+        return None
+    xs, ys = sorted(p[0] for p in ok), sorted(p[1] for p in ok)
+    mx, my = xs[len(xs) // 2], ys[len(ys) // 2]
+    sx, sy = (xs[-1] - xs[0]) or 1.0, (ys[-1] - ys[0]) or 1.0
+    near = sorted(ok, key=lambda p: math.hypot((p[0] - mx) / sx, (p[1] - my) / sy))[:max(2, (len(ok) + 1) // 2)]
+    return (min(p[0] for p in near), max(p[0] for p in near), min(p[1] for p in near), max(p[1] for p in near))
+
+
+def _zoom_limits(pts: Sequence[tuple[float, float]], full_x: float, full_y: float
+                 ) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """Axis limits of a zoom on the dense core of ``pts`` (:func:`_core_box`), or None if it is not dense.
+
+    :param full_x: the full panel's upper x limit (its lower one is 0); ``full_y`` likewise.
     """
-    y = cost_column(summary) if y is None else y
-    fig = _figure(BAR_SIZE)
-    ax = fig.subplots()
-    colours = _colours(len(summary))
-    pts = [(float(r[x]), float(r[y])) for r in summary]
-    front = pareto_front(pts)
+    box = _core_box(pts)
+    if box is None or not full_x or not full_y:
+        return None
+    x0, x1, y0, y1 = box
+    if (x1 - x0) >= ZOOM_BELOW_SHARE * full_x or (y1 - y0) >= ZOOM_BELOW_SHARE * full_y:
+        return None
+    # a margin of a quarter of the core's span (at least 1 % of the full range) on every side
+    mx, my = max(0.25 * (x1 - x0), 0.01 * full_x), max(0.25 * (y1 - y0), 0.01 * full_y)
+    return (x0 - mx, x1 + mx), (y0 - my, y1 + my)
+
+
+def _draw_tradeoff(ax: Axes, summary: Sequence[dict[str, Any]], pts: Sequence[tuple[float, float]],
+                   front: Sequence[int], colours: Sequence[Any], x: str, y: str) -> None:
+    """The points with their CI bars, and the Pareto front, on ``ax``."""
     for i, row in enumerate(summary):
         ax.errorbar(pts[i][0], pts[i][1], xerr=_ci(row, x), yerr=_ci(row, y), fmt="o", color=colours[i],
                     capsize=3, markersize=7, label=row["agent"])
@@ -258,19 +279,85 @@ def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = N
                 label="Pareto front")
         ax.scatter([pts[i][0] for i in front], [pts[i][1] for i in front], s=180, facecolors="none",
                    edgecolors="black", zorder=3)
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
+    ax.grid(alpha=0.3)
+
+
+def plot_tradeoff(summary: Sequence[dict[str, Any]], path: str | Path | None = None,
+                  x: str = "mean_jct_h", y: str | None = None, scenario: str | None = None) -> Figure:
+    """Mean of ``x`` against mean of ``y`` per agent (95 % CI bars on both axes), the Pareto front marked.
+
+    The front joins the agents no other agent beats on both (lower is better on both axes).  Points
+    are named beside them without overlaps (:func:`_label_points`): by name up to
+    :data:`NAMED_LABELS_UP_TO` agents, by number past it (the legend then reads ``number  name``).
+    The full panel starts both axes at 0; when the agents crowd (half of them, those nearest the
+    median point, fill less than :data:`ZOOM_BELOW_SHARE` of both axes) a second panel zooms on them
+    (its area dotted in the full panel), and each point is labelled in one panel only: the zoom if it
+    lies there.
+    The legend sits beside a lone panel of a few agents, else below the panels in as many columns as
+    the names allow; the figure grows with its rows, so any number of agents stays readable.
+
+    :param x: a summary column with a ``_ci`` partner (:data:`METRIC_NAMES` names the known ones).
+    :param y: likewise; None: the whole bill, ``total_cost_usd`` (electricity plus egress), or
+        ``cost_usd`` for results without it (:func:`cost_column`).
+    :param path: PNG to write, if given.
+    :param scenario: named in the title.
+    """
+    y = cost_column(summary) if y is None else y
+    pts = [(float(r[x]), float(r[y])) for r in summary]
+    names = [str(r["agent"]) for r in summary]
+    numbered = len(summary) > NAMED_LABELS_UP_TO
+    entries = [f"{k + 1}  {name}" if numbered else name for k, name in enumerate(names)]
     # from 0, with a tenth more room beyond the largest bar end for the labels of the top and right points
     ends_x = [p[0] + _ci(r, x) for p, r in zip(pts, summary) if math.isfinite(p[0])]
     ends_y = [p[1] + _ci(r, y) for p, r in zip(pts, summary) if math.isfinite(p[1])]
-    ax.set_xlim(0, 1.12 * max(ends_x, default=0.0) or None)
-    ax.set_ylim(0, 1.12 * max(ends_y, default=0.0) or None)
-    ax.set_xlabel(axis_label(x))
-    ax.set_ylabel(axis_label(y))
+    full_x, full_y = 1.12 * max(ends_x, default=0.0), 1.12 * max(ends_y, default=0.0)
+    zoom = _zoom_limits(pts, full_x, full_y)
+    below = numbered or zoom is not None
+    width = BAR_SIZE[0] * (1.5 if zoom is not None else 1.0)
+    longest = max((len(e) for e in entries), default=10)
+    # legend columns that fit the width: about 17 characters of 7-point text per inch, plus the marker
+    columns = max(1, min(4, int(17 * width / (longest + 8)))) if below else 2
+    rows = math.ceil((len(summary) + 1) / columns) if below else 0
+    fig = _figure((width, BAR_SIZE[1] + 0.17 * rows))
+    axes = fig.subplots(1, 2) if zoom is not None else [fig.subplots()]
+    colours = _colours(len(summary))
+    front = pareto_front(pts)
+    for ax in axes:
+        _draw_tradeoff(ax, summary, pts, front, colours, x, y)
+    axes[0].set_xlim(0, full_x or None)
+    axes[0].set_ylim(0, full_y or None)
     where = f" on {scenario}" if scenario else ""
-    ax.set_title(f"{metric_name(x)} vs {metric_name(y)}{where} (lower left is better; circled: Pareto front)",
-                 fontsize=10)
-    ax.legend(fontsize=7, ncols=2, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="agent")
-    ax.grid(alpha=0.3)
-    _label_points(fig, ax, pts, [r["agent"] for r in summary], colours)  # last: the layout is final
+    title = f"{metric_name(x)} vs {metric_name(y)}{where}"
+    if zoom is not None:
+        axes[1].set_xlim(*zoom[0])
+        axes[1].set_ylim(*zoom[1])
+        from matplotlib.patches import Rectangle
+
+        axes[0].add_patch(Rectangle((zoom[0][0], zoom[1][0]), zoom[0][1] - zoom[0][0], zoom[1][1] - zoom[1][0],
+                                    fill=False, ls=":", lw=1, color="0.3", zorder=4))
+        axes[0].set_title(f"all agents{where}, axes from 0", fontsize=9)  # the scenario in each panel's title
+        axes[1].set_title("zoom on the crowded agents", fontsize=9)
+        fig.suptitle(f"{title} (lower left is better; circled: Pareto front)", fontsize=10)
+    else:
+        axes[0].set_title(f"{title} (lower left is better; circled: Pareto front)", fontsize=10)
+    handles, labels = axes[0].get_legend_handles_labels()
+    labels = [entries[names.index(lb)] if lb in names and names.count(lb) == 1 else lb for lb in labels]
+    if below:
+        fig.legend(handles, labels, loc="outside lower center", ncols=columns, fontsize=7, title="agent",
+                   title_fontsize=8)
+    else:
+        axes[0].legend(handles, labels, fontsize=7, ncols=2, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                       title="agent")
+    tags = [str(k + 1) for k in range(len(names))] if numbered else names
+    if zoom is None:
+        _label_points(fig, axes[0], pts, tags, colours)  # last: the layout is final
+    else:  # each point labelled once: in the zoom if it lies there, else in the full panel
+        inside = [zoom[0][0] <= p[0] <= zoom[0][1] and zoom[1][0] <= p[1] <= zoom[1][1] for p in pts]
+        nan = (math.nan, math.nan)
+        _label_points(fig, axes[0], [nan if k else p for p, k in zip(pts, inside)], tags, colours)
+        _label_points(fig, axes[1], [p if k else nan for p, k in zip(pts, inside)], tags, colours)
     if path is not None:
         save_png(fig, path)
     return fig
@@ -377,6 +464,71 @@ def plot_prices(timeline: dict[str, Any], path: str | Path | None = None) -> Fig
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="zone (regions)")
     ax.set_xlim(0, len(timeline["prices_usd_mwh"][0]))
     ax.grid(alpha=0.3)
+    if path is not None:
+        save_png(fig, path)
+    return fig
+
+
+def pareto_front_nd(points: Sequence[Sequence[float]]) -> list[int]:
+    """Indices of the points no other point dominates in any number of objectives (lower is better).
+
+    A point dominates another when it is lower or equal in every objective and lower in one; a point
+    with a NaN is never on the front.  Sorted by the first objective.
+    """
+    ok = [i for i, p in enumerate(points) if all(math.isfinite(v) for v in p)]
+
+    def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+        return all(u <= v for u, v in zip(a, b)) and any(u < v for u, v in zip(a, b))
+
+    front = [i for i in ok if not any(dominates(points[j], points[i]) for j in ok if j != i)]
+    return sorted(front, key=lambda i: tuple(points[i]))
+
+
+#: the default objectives of :func:`plot_tradeoff_pairs`: (summary column, axis label)
+TRADEOFF_OBJECTIVES: tuple[tuple[str, str], ...] = (
+    ("mean_jct_h", "mean JCT, h"),
+    ("cost_usd", "electricity cost, USD"),
+    ("carbon_kg", "carbon, kgCO2e"),
+)
+
+
+def plot_tradeoff_pairs(summary: Sequence[dict[str, Any]], path: str | Path | None = None,
+                        objectives: Sequence[tuple[str, str]] = TRADEOFF_OBJECTIVES,
+                        scenario: str | None = None) -> Figure:
+    """The trade-off of several objectives (default JCT, cost and carbon): one panel per pair, the joint front circled.
+
+    Each panel plots two objectives' means per agent with their 95 % CI bars; the agents on the Pareto
+    front of *all* the objectives (:func:`pareto_front_nd`, lower is better) are circled in every panel.
+    The carbon axis names the rows' ``carbon_signal`` (``lca`` or ``direct``) when they give one.
+
+    :param objectives: ``(summary column, axis label)`` per objective, at least two.
+    :param path: PNG to write, if given.
+    :param scenario: named in the title.
+    :raises ValueError: with fewer than two objectives.
+    """
+    if len(objectives) < 2:
+        raise ValueError(f"objectives: expected at least two (column, label) pairs, got {len(objectives)}")
+    pairs = [(a, b) for i, a in enumerate(objectives) for b in objectives[i + 1:]]
+    fig = _figure((4.0 * len(pairs), 4.0))
+    axes = fig.subplots(1, len(pairs), squeeze=False)[0]
+    colours = _colours(len(summary))
+    values = [[float(r.get(col, math.nan)) for col, _ in objectives] for r in summary]
+    front = set(pareto_front_nd(values))
+    signals = sorted({str(r.get("carbon_signal", "")) for r in summary} - {"", "-"})
+    for ax, ((cx, lx), (cy, ly)) in zip(axes, pairs):
+        for i, row in enumerate(summary):
+            px, py = float(row.get(cx, math.nan)), float(row.get(cy, math.nan))
+            ax.errorbar(px, py, xerr=_ci(row, cx), yerr=_ci(row, cy), fmt="o", color=colours[i], capsize=3,
+                        markersize=6, label=row["agent"])
+            if i in front:
+                ax.scatter([px], [py], s=160, facecolors="none", edgecolors="black", zorder=3)
+        for col, label, setter in ((cx, lx, ax.set_xlabel), (cy, ly, ax.set_ylabel)):
+            setter(f"{label} ({'/'.join(signals)})" if col == "carbon_kg" and signals else label, fontsize=8)
+        ax.grid(alpha=0.3)
+    where = f" on {scenario}" if scenario else ""
+    fig.suptitle(f"Trade-offs{where}: lower is better; circled: Pareto front of all {len(objectives)} objectives",
+                 fontsize=10)
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="agent")
     if path is not None:
         save_png(fig, path)
     return fig

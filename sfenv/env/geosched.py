@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -135,6 +135,14 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     state (:mod:`sfenv.model.perf`), what a profiler or cost model gives a real scheduler; they are
     exact only until the WAN state changes (bandwidth dynamics and outages are not forecast).
 
+    **Carbon** (with ``carbon_obs=True``, off by default so that spaces stay as they were; docs/carbon.md): a ``carbon`` key,
+    per region the intensity of the current hour and the forecast issued now for each of the next
+    ``H_c = carbon.forecast.hours`` hours (gCO2e/kWh / 1000; ``C x (1 + H_c)``; compact: the current
+    intensity's min, GPU-weighted mean and max, then the GPU-weighted forecast, ``3 + H_c``).  The
+    forecast is ``carbon.forecast.kind``: ``noisy`` (the truth with a seeded error of published
+    day-ahead size), ``persistence`` (causal) or ``oracle``, the true future: **privileged**
+    (``env.privileged_carbon``), as below.
+
     **Privileged** (``privileged_obs=True``, off by default; on for the deprecated ``-v0`` ids):
     ``time`` gets a sixth entry before the invalid-action flag, the share of the episode's jobs
     still to arrive (``pending arrivals / jobs``).  A real scheduler knows neither how many jobs
@@ -160,7 +168,10 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     ``-sum(JCT) / (3600 K)``. Weights default to the scenario's ``reward`` section;
     ``egress_weight`` left out there is ``cost_weight`` (a dollar is a dollar). ``info`` carries the
     raw, unweighted metrics: ``cost_usd`` (electricity), ``egress_usd`` and ``total_cost_usd`` so
-    far, and their ``step_`` increments.
+    far, and their ``step_`` increments; ``carbon_kg`` (operational kgCO2e so far), ``step_carbon_kg``
+    and ``carbon_signal`` (``lca`` or ``direct``); with ``carbon_weight > 0`` the reward also has
+    ``- carbon_weight * step_carbon_kg``.  The final ``info`` names the zones whose carbon is the
+    scenario's fallback (``carbon_fallback_zones``: no series of their own).
 
     ## Starting State
     ``reset(seed=s)`` draws an episode (jobs, price noise, outages, link dynamics) from
@@ -192,6 +203,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``jct_weight`` | float, 0..1e6 | ``reward.jct_weight`` (1) | weight of the job-time term |
     | ``cost_weight`` | float, 0..1e6 | ``reward.cost_weight`` (0) | weight per USD of electricity |
     | ``egress_weight`` | float, 0..1e6 | ``reward.egress_weight`` (None: ``cost_weight``) | weight per USD of egress (bytes sent between regions) |
+    | ``carbon_weight`` | float, 0..1e6 | ``reward.carbon_weight`` (0) | weight per kgCO2e emitted (operational, the scenario's ``carbon.signal``) |
+    | ``carbon_obs`` | bool | False | add the ``carbon`` key: intensity now and its forecast per region (see Observation Space; a scenario without a ``carbon`` section shows its fallback) |
     | ``throughput_weight`` | float, 0..1e6 | ``reward.throughput_weight`` (0) | weight per 1e9 tokens trained |
     | ``invalid_action_penalty`` | float, 0..1e6 | ``reward.invalid_action_penalty`` (0.1) | penalty of a masked action |
     | ``num_jobs`` | int, 1..100,000 | ``workload.num_jobs`` (40) | jobs per episode |
@@ -252,9 +265,15 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         privileged_obs: bool = False,
         work_conserving: bool = False,
         egress_weight: float | None = None,
+        carbon_weight: float | None = None,
+        carbon_obs: bool = False,
     ) -> None:
         _check_arguments(render_mode, self.metadata["render_modes"], obs_mode, invalid_action_limit, privileged_obs,
                          work_conserving)
+        if not isinstance(carbon_obs, (bool, np.bool_)):
+            raise InvalidInput(f"GeoSchedEnv: invalid argument carbon_obs={carbon_obs!r}: expected True or False")
+        #: the observation has the ``carbon`` key (see Observation Space)
+        self.carbon_obs = bool(carbon_obs)
         self.render_mode = render_mode
         #: ``"full"`` or ``"compact"`` (see Observation Space)
         self.obs_mode = obs_mode
@@ -269,7 +288,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             workload={"num_jobs": num_jobs},
             env={"max_candidates": max_candidates, "queue_window": queue_window, "forecast_hours": forecast_hours},
             reward={"jct_weight": jct_weight, "cost_weight": cost_weight, "throughput_weight": throughput_weight,
-                    "invalid_action_penalty": invalid_action_penalty, "egress_weight": egress_weight},
+                    "invalid_action_penalty": invalid_action_penalty, "egress_weight": egress_weight,
+                    "carbon_weight": carbon_weight},
         )
         #: the scenario played, with the constructor's arguments applied
         self.scenario = sc
@@ -291,6 +311,11 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self.egress_weight = rcfg.cost_weight if rcfg.egress_weight is None else rcfg.egress_weight
         self.throughput_weight = rcfg.throughput_weight
         self.invalid_action_penalty = rcfg.invalid_action_penalty
+        #: weight per kgCO2e (the scenario's ``reward.carbon_weight``; 0: carbon does not enter the reward)
+        self.carbon_weight = rcfg.carbon_weight
+        #: True when the ``carbon`` key holds the true future (``carbon.forecast.kind: oracle``): a
+        #: privileged input, as ``privileged_obs``; results with it are bounds, not comparable
+        self.privileged_carbon = self.carbon_obs and sc.carbon_cfg.forecast.kind == "oracle"
         #: the proposers' plan memo, shared across episodes
         self.cache = PlanCache()
         self._evaluations = evaluation_cache_for(sc)  # single-region plan evaluations, across episodes
@@ -358,11 +383,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._last_in_system = self._job_seconds()
         self._last_totals = self.sim.totals()
         self._last_egress = self.sim.egress_usd()
+        self._last_carbon = self.sim.carbon_kg()
         self._last_invalid = False
         self._invalid_run = 0
         self._forced_wait = False
         self._build_candidates()
-        return self._obs(), self._info(0.0, 0.0, 0.0, 0.0)
+        return self._obs(), self._info(0.0, 0.0, 0.0, 0.0, 0.0)
 
     def step(self, action: int | np.integer | np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
         """Start candidate ``action`` or wait (``action == N``); see the class docstring (Action Space).
@@ -391,6 +417,22 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._invalid_run = self._invalid_run + 1 if invalid else 0
         self._last_invalid = invalid
         self._forced_wait = forced
+        reward, (d_job_s, d_cost, d_tokens, d_egress, d_carbon) = self._reward_since_last_step(sim)
+        reward -= self.invalid_action_penalty if invalid else 0.0
+        terminated = sim.done
+        if not invalid or forced:
+            self._build_candidates()
+        info = self._info(d_job_s, d_cost, d_tokens, d_egress, d_carbon)
+        if terminated:
+            info["episode_report"] = sim.report().to_dict()
+            info["carbon_fallback_zones"] = list(sim.carbon.fallback_zones) if sim.carbon is not None else []
+        return self._obs(), float(reward), bool(terminated), False, info
+
+    def _reward_since_last_step(self, sim: Simulator) -> tuple[float, tuple[float, float, float, float, float]]:
+        """The reward of what happened since the last step, penalties aside, and its parts; moves the marks on.
+
+        :return: the reward and (job-seconds, electricity USD, tokens, egress USD, carbon kg) since the last step.
+        """
         in_sys = self._job_seconds()
         totals = sim.totals()
         d_job_s = in_sys - self._last_in_system
@@ -398,21 +440,43 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         d_tokens = totals[2] - self._last_totals[2]
         egress = sim.egress_usd()
         d_egress = egress - self._last_egress
+        carbon = sim.carbon_kg()
+        d_carbon = carbon - self._last_carbon
         self._last_in_system, self._last_totals, self._last_egress = in_sys, totals, egress
+        self._last_carbon = carbon
         reward = (
             -self.jct_weight * d_job_s / (3600.0 * self.queue_window)
             - self.cost_weight * d_cost
             - self.egress_weight * d_egress
             + self.throughput_weight * d_tokens / 1e9
-            - (self.invalid_action_penalty if invalid else 0.0)
         )
-        terminated = sim.done
-        if not invalid or forced:
-            self._build_candidates()
-        info = self._info(d_job_s, d_cost, d_tokens, d_egress)
-        if terminated:
-            info["episode_report"] = sim.report().to_dict()
-        return self._obs(), float(reward), bool(terminated), False, info
+        if self.carbon_weight:  # (0: the reward's float operations exactly as before carbon existed)
+            reward -= self.carbon_weight * d_carbon
+        return reward, (d_job_s, d_cost, d_tokens, d_egress, d_carbon)
+
+    def wait_to_end(self) -> Iterator[float]:
+        """Play the episode on to its end with waits, whatever the mask says; yield each wait's reward.
+
+        What an evaluator does with a policy it stopped (at its step limit, e.g. one that keeps
+        choosing masked actions): time moves on as if the policy had waited at every decision, so
+        running jobs finish, jobs never started stay in the system to the end (and count, censored),
+        and the episode's report is the finished episode's.  Each wait is what
+        ``Simulator.run`` does for a ``None`` decision (a replay of a log that records one wait per
+        yield plays the same episode) and yields the reward :meth:`step` would give a valid wait, so
+        a return summed over the steps and these yields is the finished episode's return.
+        Nothing is yielded if the episode has ended.
+
+        :raises RuntimeError: before the first :meth:`reset`.
+        """
+        sim = self.sim
+        if sim is None:
+            raise RuntimeError("call reset() before wait_to_end()")
+        while not sim.done:
+            sim.wait()
+            reward = self._reward_since_last_step(sim)[0]
+            if sim.done:  # as step leaves an ended episode: no candidates, only wait valid
+                self._build_candidates()
+            yield reward
 
     def action_masks(self) -> np.ndarray:
         """Valid actions (True = valid): candidate slots that can start now, and wait.
@@ -541,7 +605,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             self._cand_perf[i] = perf
         return perf
 
-    def _info(self, d_job_s: float, d_cost: float, d_tokens: float, d_egress: float) -> dict[str, Any]:
+    def _info(self, d_job_s: float, d_cost: float, d_tokens: float, d_egress: float,
+              d_carbon: float) -> dict[str, Any]:
         sim = self.sim
         assert sim is not None
         cost, energy, tokens = self._last_totals
@@ -555,6 +620,9 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             "step_egress_usd": d_egress,
             "total_cost_usd": cost + self._last_egress,
             "energy_kwh": energy / 3.6e6,
+            "carbon_kg": self._last_carbon,
+            "step_carbon_kg": d_carbon,
+            "carbon_signal": sim.carbon.signal if sim.carbon is not None else "",
             "tokens": tokens,
             "step_tokens": d_tokens,
             "throughput_tokens_s": sim.throughput_tokens_s,

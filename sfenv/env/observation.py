@@ -24,7 +24,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "CAND_FEATURES",
+    "CARBON_SCALE",
     "COMPACT_CAND_FEATURES",
+    "COMPACT_CARBON_FEATURES",
     "GLOBAL_FEATURES",
     "JOB_FEATURES",
     "LINK_FEATURES",
@@ -59,6 +61,10 @@ _BW_SCALE = 100e9
 _LAT_SCALE = 0.3
 _WAIT_SCALE = 86400.0
 _ITER_SCALE = 10_000.0
+#: gCO2e/kWh mapped to 1.0 in the ``carbon`` key (the bundled 2023 series peak at 790)
+CARBON_SCALE = 1000.0
+#: compact ``carbon`` key: intensity now (min, GPU-weighted mean, max over regions), then the forecast
+COMPACT_CARBON_FEATURES = 3
 #: a candidate's cost rate (electricity plus egress, USD/h) mapped to 1.0, on ``log(1 + USD/h)``: electricity
 #: of a plan is cents to a few hundred USD/h, its egress up to thousands (a 10 Gbit/s hop sending all the
 #: time is 4,500 GB/h, 90 USD/h at 0.02 USD/GB, 855 at 0.19): a linear scale would clip every WAN plan
@@ -156,6 +162,12 @@ class FullObservation:
                                                                        env.forecast_hours)
         self.privileged_obs = env.privileged_obs
         topo = env.scenario.topology
+        #: hours of carbon forecast in the ``carbon`` key (0: no key, ``carbon_obs`` is off)
+        self.carbon_hours = env.scenario.carbon_cfg.forecast.hours if env.carbon_obs else 0
+        #: region -> its zone's row in the episode's carbon series
+        self._region_zone = np.array([sorted({r.zone for r in topo.regions}).index(r.zone) for r in topo.regions])
+        gpus = topo.gpu_counts.astype(np.float64)
+        self._gpu_weights = gpus / max(1.0, float(gpus.sum()))
         full = self._full_space()
         #: where each key's entries lie in the flat buffer
         self._obs_slices: dict[str, slice] = {}
@@ -213,7 +225,27 @@ class FullObservation:
 
     def space(self) -> spaces.Dict:
         """The observation space: a ``Dict`` of 1-D ``Box(0, 1, float32)`` (see the environment's docstring)."""
-        return self._full_space()
+        return self._with_carbon(self._full_space(), self.num_regions * (1 + self.carbon_hours))
+
+    def _with_carbon(self, space: spaces.Dict, size: int) -> spaces.Dict:
+        """``space`` with the ``carbon`` key of ``size`` entries added, when the env's ``carbon_obs`` is on."""
+        if not self.carbon_hours:
+            return space
+        return spaces.Dict({**space.spaces, "carbon": _box(size)})
+
+    def _carbon_rows(self) -> np.ndarray:
+        """Per region: the intensity now and the forecast issued now for the next hours (gCO2e/kWh), C x (1 + H_c).
+
+        What :class:`sfenv.world.carbon.CarbonForecaster` issued at the current hour (the scenario's
+        ``carbon.forecast``): nothing measured after now unless the forecast is the (privileged) oracle.
+        """
+        sim = self.env.sim
+        assert sim is not None and sim.carbon_forecaster is not None
+        return sim.carbon_forecaster.issued(sim.time, self.carbon_hours)[self._region_zone]
+
+    def _carbon_obs(self) -> np.ndarray:
+        """The ``carbon`` key of the full observation: :meth:`_carbon_rows` / :data:`CARBON_SCALE`, clipped."""
+        return np.clip(self._carbon_rows().reshape(-1) / CARBON_SCALE, 0.0, 1.0).astype(np.float32)
 
     def _regions_of(self, buf: np.ndarray) -> np.ndarray:
         """The regions block of a buffer as a ``C x (7 + H)`` view."""
@@ -327,7 +359,10 @@ class FullObservation:
             buf[sl["time"]] = (*clock, invalid_flag)
         np.minimum(buf, 1.0, out=buf)
         np.maximum(buf, 0.0, out=buf)
-        return {k: buf[v] for k, v in sl.items()}
+        out = {k: buf[v] for k, v in sl.items()}
+        if self.carbon_hours and type(self) is FullObservation:
+            out["carbon"] = self._carbon_obs()
+        return out
 
     def _queue_rows(self, sim: Simulator, ids: list[int]) -> list[float]:
         """The queue features of waiting jobs ``ids``, row after row in one flat list.
@@ -376,14 +411,21 @@ class CompactObservation(FullObservation):
 
     def space(self) -> spaces.Dict:
         """The observation space: ``candidates``, ``queue``, ``platform`` and ``time`` (see the env's docstring)."""
-        return spaces.Dict(
+        return self._with_carbon(spaces.Dict(
             {
                 "candidates": _box(self.max_candidates * COMPACT_CAND_FEATURES),
                 "queue": _box(self.queue_window * JOB_FEATURES),
                 "platform": _box(PLATFORM_FEATURES + self.forecast_hours),
                 "time": _box(PRIVILEGED_GLOBAL_FEATURES if self.privileged_obs else GLOBAL_FEATURES),
             }
-        )
+        ), COMPACT_CARBON_FEATURES + self.carbon_hours)
+
+    def _carbon_obs(self) -> np.ndarray:
+        """The compact ``carbon`` key: intensity now (min, GPU-weighted mean, max), then the GPU-weighted forecast."""
+        rows = self._carbon_rows()
+        now = rows[:, 0]
+        out = np.concatenate([[now.min(), self._gpu_weights @ now, now.max()], self._gpu_weights @ rows[:, 1:]])
+        return np.clip(out / CARBON_SCALE, 0.0, 1.0).astype(np.float32)
 
     def observe(self) -> dict[str, np.ndarray]:
         """The topology-independent observation of the environment's current state."""
@@ -441,7 +483,10 @@ class CompactObservation(FullObservation):
         platform[PLATFORM_FEATURES:] = weights @ forecast[:, 1:]
         np.clip(cands, 0.0, 1.0, out=cands)
         np.clip(platform, 0.0, 1.0, out=platform)
-        return {"candidates": cands.reshape(-1), "queue": full["queue"], "platform": platform, "time": full["time"]}
+        out = {"candidates": cands.reshape(-1), "queue": full["queue"], "platform": platform, "time": full["time"]}
+        if self.carbon_hours:
+            out["carbon"] = self._carbon_obs()
+        return out
 
 
 #: the encoder class of each ``obs_mode`` (:data:`OBS_MODES`)

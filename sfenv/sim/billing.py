@@ -4,6 +4,11 @@
 its cost is the exact integral of each zone's price over that time
 (:meth:`sfenv.world.prices.PriceSeries.cumulative`).
 
+**Carbon.**  The same power, over the same times, integrated against each zone's hourly carbon
+intensity instead of its price (:class:`sfenv.world.carbon.CarbonSeries`, gCO2e/kWh = kg/MWh):
+kgCO2e of the scenario's signal, exact across hour boundaries, idle GPUs held in a re-plan pause
+included, nothing while a job is stopped by an outage (as its cost).
+
 **Egress.**  Every byte a job sends from one region to another is billed at the price of its
 direction (:func:`sfenv.model.traffic.egress_usd_per_iter`: pipeline activations forward, their
 gradients backward, data-parallel rings across regions; each hop of a relayed route), per
@@ -22,6 +27,7 @@ from sfenv.hashing import HashedKey
 from sfenv.model.perf import Plan, PlanPerf
 from sfenv.model.traffic import egress_usd_per_iter
 from sfenv.sim.state import JobState
+from sfenv.world.carbon import CarbonSeries
 from sfenv.world.prices import JOULES_PER_MWH, PriceSeries
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec, ModelSpec
@@ -40,11 +46,20 @@ class Billing:
     :param topo: the topology (routes of the bytes sent between regions); needed with ``egress_usd_per_byte``.
     :param egress_usd_per_byte: USD per byte sent from region i to region j
         (:attr:`sfenv.scenario.Scenario.egress_usd_per_byte`); None or all zero: no egress is billed.
+    :param carbon: the episode's hourly carbon intensities, one row per price zone in the prices'
+        order; None: no carbon is counted (every ``carbon_kg`` stays 0).
     """
 
     def __init__(self, prices: PriceSeries, region_zone: np.ndarray, topo: Topology | None = None,
-                 egress_usd_per_byte: np.ndarray | None = None):
+                 egress_usd_per_byte: np.ndarray | None = None, carbon: CarbonSeries | None = None):
+        if carbon is not None and carbon.zones != prices.zones:
+            raise ValueError(f"carbon zones {carbon.zones} must be the price zones {prices.zones}, in order")
         self.prices = prices
+        #: the hourly carbon intensities (None: carbon is not counted)
+        self.carbon = carbon
+        self._carbon = 0.0  # platform-wide operational kgCO2e up to ``_glob_t``
+        self._glob_g: np.ndarray | None = None  # G(_glob_t), the carbon integral, filled on demand
+        self._cum_gt, self._cum_g = 0.0, carbon.cumulative(0.0) if carbon is not None else np.zeros(0)
         self.region_zone = region_zone
         self.topo = topo
         #: USD per byte from region i to region j, or None when no egress is billed
@@ -71,6 +86,13 @@ class Billing:
         if t != self._cum_t:
             self._cum_t, self._cum_f = t, self.prices.cumulative(t)
         return self._cum_f
+
+    def carbon_cumulative(self, t: float) -> np.ndarray:
+        """``carbon.cumulative(t)``, remembered for the last ``t`` asked (needs :attr:`carbon`)."""
+        if t != self._cum_gt:
+            assert self.carbon is not None
+            self._cum_gt, self._cum_g = t, self.carbon.cumulative(t)
+        return self._cum_g
 
     def plan_egress_usd_per_iter(self, plan: Plan, job: JobSpec) -> float:
         """Egress billed per iteration of ``plan`` for ``job`` (0 inside one region or with no egress prices)."""
@@ -107,8 +129,14 @@ class Billing:
             f1 = self.cumulative(now)
             js.f_last = f1
             js.cost_usd += float(np.dot(js.power_zone, f1 - f0)) / JOULES_PER_MWH
+            if self.carbon is not None:
+                g0 = js.g_last if js.g_last is not None else self.carbon_cumulative(js.last_update)
+                g1 = self.carbon_cumulative(now)
+                js.g_last = g1
+                js.carbon_kg += float(np.dot(js.power_zone, g1 - g0)) / JOULES_PER_MWH
         elif dt != 0:
             js.f_last = None  # F(last_update) is stale; with dt == 0 it stays valid
+            js.g_last = None
         js.last_update = now
 
     def fold(self, t: float) -> None:
@@ -125,8 +153,14 @@ class Billing:
             g[2] += self.rate_tokens * dt
             self._egress += self._rate_egress * dt
             self._glob_f = f1
+            if self.carbon is not None:
+                g1 = self.carbon_cumulative(t)
+                g0 = self._glob_g if self._glob_g is not None else self.carbon_cumulative(self._glob_t)
+                self._carbon += float(np.dot(self._rate_pz, g1 - g0)) / JOULES_PER_MWH
+                self._glob_g = g1
         else:
             self._glob_f = None
+            self._glob_g = None
         self._glob_t = t
 
     def unrate(self, js: JobState) -> None:
@@ -179,3 +213,13 @@ class Billing:
         if not self._n_rated or dt == 0:
             return self._egress
         return self._egress + self._rate_egress * dt
+
+    def carbon_total(self, now: float) -> float:
+        """Operational kgCO2e emitted by all jobs up to ``now`` (no state change; 0 without :attr:`carbon`)."""
+        if self.carbon is None:
+            return 0.0
+        dt = now - self._glob_t
+        if not self._n_rated or dt == 0:
+            return self._carbon
+        g0 = self._glob_g if self._glob_g is not None else self.carbon.cumulative(self._glob_t)
+        return self._carbon + float(np.dot(self._rate_pz, self.carbon_cumulative(now) - g0)) / JOULES_PER_MWH

@@ -61,6 +61,7 @@ from sfenv.sim.queue import WaitingQueue
 from sfenv.sim.state import EvaluationCache, InvalidDecision, JobState, SimConfig
 from sfenv.sim.stragglers import Stragglers
 from sfenv.sim.view import SimView
+from sfenv.world.carbon import CarbonForecaster, CarbonSeries
 from sfenv.world.prices import PriceSeries
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec
@@ -125,6 +126,9 @@ class Simulator:
         evaluation_cache: EvaluationCache | None = None,
         egress_usd_per_byte: np.ndarray | None = None,
         stragglers: list[Straggler] | None = None,
+        carbon: CarbonSeries | None = None,
+        carbon_forecaster: CarbonForecaster | None = None,
+        embodied_kg_per_gpu_hour: float = 0.0,
     ):
         self.topo = topo
         self.prices = prices
@@ -146,7 +150,13 @@ class Simulator:
         #: the waiting jobs
         self.queue = WaitingQueue()
         #: the bills: per job and platform-wide
-        self.billing = Billing(prices, self.region_zone, topo, egress_usd_per_byte)
+        self.billing = Billing(prices, self.region_zone, topo, egress_usd_per_byte, carbon)
+        #: hourly carbon intensity per price zone (None: carbon is not counted)
+        self.carbon = carbon
+        #: the carbon forecasts agents and the observation read (None: no forecasts)
+        self.carbon_forecaster = carbon_forecaster
+        #: embodied kgCO2e per GPU-hour held (the report's ``embodied_kg``)
+        self.embodied_kg_per_gpu_hour = embodied_kg_per_gpu_hour
         self.running: set[int] = set()
         self.finished_count = 0
         self.job_seconds = 0.0  # integral over time of the number of jobs in the system
@@ -313,6 +323,7 @@ class Simulator:
             js.first_start = self.time
         js.last_update = self.time
         js.f_last = None  # F(last_update) of an earlier run (before a preemption) is stale
+        js.g_last = None  # and so is G(last_update), the carbon integral
         js.max_gpus_used = max(js.max_gpus_used, plan.gpus)
         js.max_regions_used = max(js.max_regions_used, len(plan.regions))
         self.running.add(plan.job_id)
@@ -437,13 +448,21 @@ class Simulator:
         """
         return self.billing.egress_total(self.time)
 
+    def carbon_kg(self) -> float:
+        """Operational kgCO2e emitted so far by all jobs, up to now (no state change; 0 without carbon).
+
+        Computed from platform-wide rates, as :meth:`totals`; equal to the sum of the job records up to rounding.
+        """
+        return self.billing.carbon_total(self.time)
+
     def records(self) -> list[JobRecord]:
         """One record per job (unfinished jobs have NaN finish)."""
         return [js.record(self.time) for js in self.jobs]
 
     def report(self) -> EpisodeReport:
         """Aggregate metrics so far."""
-        return EpisodeReport.from_records(self.records(), self.time, self.gpus.busy_gpu_s, self.topo.total_gpus)
+        return EpisodeReport.from_records(self.records(), self.time, self.gpus.busy_gpu_s, self.topo.total_gpus,
+                                          self.embodied_kg_per_gpu_hour)
 
     def view(self) -> SimView:
         """A read-only view for agents."""

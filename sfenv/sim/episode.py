@@ -33,6 +33,9 @@ def make_simulator(
     The generator is split with ``rng.spawn(4)`` into independent streams for the jobs, the
     price noise, the outages and the link dynamics; with stragglers on (the ``stragglers``
     section), a fifth spawned stream draws them (off, nothing more is spawned: episodes stay as they were).
+    Carbon (:meth:`sfenv.scenario.Scenario.make_carbon`: profile noise, then the forecast errors'
+    seed) draws from a child spawned from the price stream, which leaves that stream's draws and
+    ``rng``'s later spawns as they were.
 
     :param scenario: the world description (:class:`sfenv.scenario.Scenario`).
     :param rng: a generator, or a seed for one.
@@ -46,9 +49,13 @@ def make_simulator(
     stragglers = None
     if scenario.cfg.stragglers is not None and scenario.cfg.stragglers.rate_per_gpu_per_day > 0:
         stragglers = draw_stragglers(scenario, rng.spawn(1)[0])
+    carbon_rng = price_rng.spawn(1)[0]  # before the prices are drawn: spawning does not move a stream
+    prices = scenario.make_prices(price_rng)
+    carbon = scenario.make_carbon(carbon_rng, prices.zones)
+    forecaster = scenario.make_carbon_forecaster(carbon, int(carbon_rng.integers(2**63 - 1)))
     return Simulator(
         scenario.topology,
-        scenario.make_prices(price_rng),
+        prices,
         scenario.make_jobs(job_rng),
         sim_config_for(scenario),
         outages=draw_outages(scenario, outage_rng),
@@ -57,6 +64,9 @@ def make_simulator(
         evaluation_cache=evaluation_cache,
         egress_usd_per_byte=scenario.egress_usd_per_byte,
         stragglers=stragglers,
+        carbon=carbon,
+        carbon_forecaster=forecaster,
+        embodied_kg_per_gpu_hour=scenario.carbon_cfg.embodied_kg_per_gpu_hour,
     )
 
 

@@ -33,6 +33,9 @@ def fork(sim: Simulator) -> Simulator:
                                id(sim.billing.egress_memo): sim.billing.egress_memo}
     if sim.billing.egress_usd_per_byte is not None:
         memo[id(sim.billing.egress_usd_per_byte)] = sim.billing.egress_usd_per_byte
+    for shared in (sim.carbon, sim.carbon_forecaster):  # immutable series; forecasts are a pure function of the hour
+        if shared is not None:
+            memo[id(shared)] = shared
     for js in sim.jobs:
         memo[id(js.spec)] = js.spec
         for obj in (js.plan, js.perf, js.resume_perf):

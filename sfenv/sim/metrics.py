@@ -20,7 +20,7 @@ __all__ = ["ADDED_REPORT_FIELDS", "EpisodeReport", "JobRecord", "Segment"]
 
 #: :class:`EpisodeReport` fields added after results files were first written (egress billing): a row
 #: without them comes from an older sfenv, and readers take them as unknown (NaN), not as an error
-ADDED_REPORT_FIELDS: tuple[str, ...] = ("egress_usd", "total_cost_usd")
+ADDED_REPORT_FIELDS: tuple[str, ...] = ("egress_usd", "total_cost_usd", "carbon_kg", "embodied_kg")
 
 #: one run of a job: (start s, end s, ((region, GPUs), ...)); a job has one per start (preemptions add runs)
 Segment = tuple[float, float, tuple[tuple[int, int], ...]]
@@ -53,6 +53,13 @@ class JobRecord:
     tokens: float
     segments: tuple[Segment, ...] = ()
     egress_usd: float = 0.0
+    #: operational kgCO2e: the job's power integrated against the hourly carbon intensity of its
+    #: zones (the scenario's ``carbon.signal``), as ``cost_usd`` integrates it against prices
+    carbon_kg: float = 0.0
+
+    def gpu_hours(self) -> float:
+        """GPU-hours the job held: its runs' GPUs x their lengths (re-plan pauses included)."""
+        return sum((end - start) * sum(n for _, n in held) for start, end, held in self.segments) / 3600.0
 
     @property
     def total_cost_usd(self) -> float:
@@ -117,6 +124,10 @@ class EpisodeReport:
     so that older readers and results files keep their meaning); ``egress_usd`` what the clouds bill
     for bytes sent between regions; ``total_cost_usd`` the whole bill, their sum.  Reports written
     before egress was billed have neither (NaN when such a row is read back).
+
+    **Carbon.**  ``carbon_kg`` is the operational kgCO2e of every job (the scenario's ``carbon.signal``,
+    life-cycle or direct; :mod:`sfenv.world.carbon`), ``embodied_kg`` the embodied carbon of the GPUs
+    they held (``carbon.embodied_kg_per_gpu_hour`` x GPU-hours; 0 unless set).  NaN in older rows.
     """
 
     jobs: int
@@ -137,14 +148,18 @@ class EpisodeReport:
     mean_jct_finished_s: float = math.nan
     egress_usd: float = math.nan
     total_cost_usd: float = math.nan
+    carbon_kg: float = math.nan
+    embodied_kg: float = math.nan
 
     @classmethod
     def from_records(
-        cls, records: list[JobRecord], makespan: float, busy_gpu_s: float, total_gpus: int
+        cls, records: list[JobRecord], makespan: float, busy_gpu_s: float, total_gpus: int,
+        embodied_kg_per_gpu_hour: float = 0.0,
     ) -> EpisodeReport:
         """Aggregate job records; ``busy_gpu_s`` is the integral of allocated GPUs over time.
 
         :param makespan: the episode's end (simulated s); unfinished jobs are censored there.
+        :param embodied_kg_per_gpu_hour: embodied kgCO2e per GPU-hour held (``embodied_kg``).
         """
         end = float(makespan)
         done = [r for r in records if r.finished]
@@ -174,6 +189,8 @@ class EpisodeReport:
             mean_jct_finished_s=float(np.mean([r.jct for r in done])) if done else math.nan,
             egress_usd=egress,
             total_cost_usd=cost + egress,
+            carbon_kg=float(sum(r.carbon_kg for r in records)),
+            embodied_kg=float(embodied_kg_per_gpu_hour * sum(r.gpu_hours() for r in records)),
         )
 
     def to_dict(self) -> dict[str, float]:

@@ -72,6 +72,8 @@ class JobState:
     segments: list[Segment] = field(default_factory=list)  # closed runs
     power_zone: np.ndarray | None = None  # watts per price zone
     f_last: np.ndarray | None = None  # price integral F(last_update) per zone
+    carbon_kg: float = 0.0  # operational kgCO2e (sfenv.sim.billing)
+    g_last: np.ndarray | None = None  # carbon integral G(last_update) per zone
     held: dict[int, int] = field(default_factory=dict)  # GPUs held per region (plan's, or more in a re-plan pause)
     resume_at: float = math.nan  # end of a re-plan pause (NaN when not paused)
     resume_perf: PlanPerf | None = None  # the new plan's predicted performance at the switch
@@ -108,6 +110,7 @@ class JobState:
             tokens=self.progress * self.spec.tokens_per_iteration,
             segments=segments,
             egress_usd=self.egress_usd,
+            carbon_kg=self.carbon_kg,
         )
 
 

@@ -179,6 +179,23 @@ class SimView:
         forecast: np.ndarray = self._sim.prices.forecast(self._sim.time, hours)[self._sim.region_zone]
         return forecast
 
+    def carbon_forecast(self, hours: int) -> np.ndarray:
+        """Carbon intensity per region now and the forecast issued now for the next ``hours`` hours, gCO2e/kWh.
+
+        Array (regions x (1 + hours)), column 0 the current hour's (measured) intensity; the forecast is
+        the scenario's ``carbon.forecast`` kind (:class:`sfenv.world.carbon.CarbonForecaster`), as the
+        observation's ``carbon`` key shows it.  Without carbon: zeros.
+        """
+        sim = self._sim
+        if sim.carbon_forecaster is None:
+            return np.zeros((self.topo.num_regions, 1 + hours))
+        out: np.ndarray = sim.carbon_forecaster.issued(sim.time, hours)[sim.region_zone]
+        return out
+
+    def carbon_now(self) -> np.ndarray:
+        """Carbon intensity per region in the current hour, gCO2e/kWh (zeros without carbon)."""
+        return self.carbon_forecast(0)[:, 0]
+
     @property
     def egress_usd_per_byte(self) -> np.ndarray | None:
         """USD per byte sent from region i to region j (regions x regions, read-only), or None when egress is free."""

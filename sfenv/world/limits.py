@@ -13,6 +13,9 @@ __all__ = [
     "MAX_ABS_PRICE",
     "MAX_BANDWIDTH_GBPS",
     "MAX_BATCH",
+    "MAX_CARBON_INTENSITY",
+    "MAX_CARBON_START_HOUR",
+    "MAX_EMBODIED_KG_PER_GPU_HOUR",
     "MAX_EVENTS",
     "MAX_GPUS",
     "MAX_GPUS_PER_SERVER",
@@ -115,6 +118,17 @@ MAX_BATCH = 65_536
 #: Iterations of a job: at most 100,000,000, 100 times the optimiser steps of the longest published
 #: runs (about a million).
 MAX_ITERATIONS = 100_000_000
+#: Grid carbon intensities (``carbon`` section: constants, profile means, CSV cells), gCO2e/kWh: at
+#: most 5,000.  The dirtiest fuel's life-cycle factor is lignite's, about 1,100-1,200 (coal 820 in
+#: the IPCC 2014 median set Electricity Maps uses); no grid averages above it.  Never negative.
+MAX_CARBON_INTENSITY = 5000.0
+#: ``carbon.start_hour``, where in a carbon CSV an episode's hour 0 falls: at most ten years of
+#: hours (the :data:`MAX_PRICE_DAYS` of a price series).
+MAX_CARBON_START_HOUR = 24 * 3660
+#: ``carbon.embodied_kg_per_gpu_hour``, embodied (manufacturing) carbon per GPU-hour held, kg: at
+#: most 10, about a thousand times the published estimates for a GPU-hour (tens of grams).
+MAX_EMBODIED_KG_PER_GPU_HOUR = 10.0
+
 #: A trace's submit offsets and durations, seconds: at most 1e9 (about 32 years).
 MAX_TRACE_SECONDS = 1e9
 #: Reward weights, the penalty and model-mix weights: at most 1e6 (weights only rescale; beyond, a
