@@ -16,9 +16,11 @@ from sfenv.sim import make_simulator
 
 AVAILABLE = available_agents()
 SEEDS = tuple(range(5))
-# the deferring carbon agents hold jobs for hours of simulated time (5 seeds of spider-64 took 22-26 s);
-# their plans go through the same env path on 2 seeds, and their decisions are checked in test_agent_carbon
-FEWER_SEEDS = {"carbon-defer": SEEDS[:2], "carbon-st": SEEDS[:2]}
+# 2 seeds through the env for the slowest agents (5 seeds took 30-57 s per scenario for ilp and genetic
+# on a loaded 2-core machine, 22-26 s for the deferring carbon agents on spider-64): their plans go
+# through the same env path; ilp and genetic play 5 seeds at their default budgets in the slow test
+# below, the carbon agents' decisions are checked in test_agent_carbon
+FEWER_SEEDS = {name: SEEDS[:2] for name in ("ilp", "genetic", "carbon-defer", "carbon-st")}
 # small budgets keep the search-based agents quick in the default run
 FAST = {"ilp": {"time_limit": 0.5, "dp_options": (1, 2), "micro_batches": (1,), "max_regions": 8},
         "genetic": {"population": 12, "generations": 4}}

@@ -53,7 +53,7 @@ MILD = [0.5, 2, 10]
 #: the mutations, some more often than others
 OPS = ["set", "set", "scale", "scale", "mild", "mild", "mild", "delete", "duplicate", "to_list", "to_str"]
 SECTIONS = re.compile(
-    r"\b(name|description|topology|prices|workload|dynamics|outages|stragglers|egress|sim|reward|env)")
+    r"\b(name|description|topology|prices|workload|dynamics|outages|stragglers|egress|carbon|sim|reward|env)")
 #: each bundled scenario's file as data ...
 RAW = {name: load_yaml(resources.files("sfenv.scenarios").joinpath(f"{name}.yaml").read_text(), name)
        for name in bundled_scenarios()}
