@@ -45,7 +45,8 @@ def test_good_scenario_loads():
         (lambda d: d.update(workload={"iterations": [10, 5]}), ["iterations", "low <= high"]),
         (lambda d: d["prices"]["zones"].pop("z"), ["prices", "missing", "z"]),
         (lambda d: d.update(sim={"schedule": "zb-h9"}), ["sim.schedule", "zb-h9", "1f1b"]),
-        (lambda d: d.update(typo_section={}), ["typo_section", "unknown field", "known here: carbon, description, dynamics"]),
+        (lambda d: d.update(typo_section={}),
+         ["typo_section", "unknown field", "known here: carbon, description, dynamics"]),
     ],
 )
 def test_malformed_scenarios_are_named(mutate, needles):
