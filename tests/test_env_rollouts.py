@@ -28,7 +28,7 @@ def _random_rollout(env_id: str, steps: int, masked: bool, seed: int = 0) -> int
 
 
 #: random steps per id: 20,000 on the default id, 5,000 (several 30-job episodes each) on the others, which
-#: share its code (24 runs of 20,000 took about a quarter of the default test run's CPU time)
+#: share its code (24 runs of 20,000 took about 4 of the default run's 33 CPU minutes)
 LONG_ROLLOUT_STEPS = 20_000
 ROLLOUT_STEPS = 5_000
 
