@@ -88,6 +88,9 @@ def main(argv: list[str] | None = None) -> dict:
                    help="how to play the model (default: its recipe's play mode, recorded in the model; as trained "
                         "if none): as-trained, or work-conserving (wait masked while a candidate can start)")
     p.add_argument("--work-conserving", action="store_true", help="the same as --play work-conserving")
+    p.add_argument("--episodes", type=Path, default=None, metavar="DIR",
+                   help="save each scenario's episodes in DIR/<scenario>.json and continue a file of the same "
+                        "settings: the heuristics are played once for several models (default: not saved)")
     p.add_argument("--out", type=Path, default=Path("results/learned"))
     args = p.parse_args(argv)
     choice = protocol.seed_choice_from_args(args, parser=p)
@@ -126,22 +129,25 @@ def main(argv: list[str] | None = None) -> dict:
         heuristics.append(h)
     mode = "work-conserving" if args.work_conserving else args.play
     play = {} if mode is None else {"work_conserving": mode == "work-conserving"}
+    seed_split = choice.split
+    saved: dict[str, Any] = {"episodes": args.episodes, "split": seed_split}
     played = LearnedPolicy(model, work_conserving=play.get("work_conserving")).play  # asked for, else recorded
     result = {"scenario": scenario, **choice.record(), "model": str(model), "train_wall_s": train_s,
               "play": played, "work_conserving": played == "work-conserving",
-              **compare(spec, heuristics, scenario, seeds, args.num_jobs, play=play)}
+              **compare(spec, heuristics, scenario, seeds, args.num_jobs, play=play, **saved)}
     print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min, the model played {played}"
           + (" (its recipe's play mode)" if mode is None else " (--play)"))
     report(spec, result)
     result["unseen"] = {}
     for other in [s.strip() for s in args.unseen.split(",") if s.strip()]:
-        res = result["unseen"][other] = compare(spec, heuristics, other, seeds, args.num_jobs, play=play)
+        res = result["unseen"][other] = compare(spec, heuristics, other, seeds, args.num_jobs, play=play, **saved)
         print(f"unseen scenario {other}, {choice.describe()}")
         report(spec, res)
     if args.unseen_generated:
         platform_split = "validation" if choice.split == "validation" else "test"
         result["unseen_generated"] = compare_generated(spec, heuristics, args.unseen_generated, seeds, args.num_jobs,
-                                                       split=platform_split, play=play)
+                                                       split=platform_split, play=play, episodes=args.episodes,
+                                                       seed_split=saved["split"])
         print(f"unseen generated platforms ({platform_split} split, {args.unseen_generated}), {choice.describe()} "
               "on each")
         report(spec, result["unseen_generated"])
@@ -151,7 +157,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def compare(spec: str, heuristics: list[str], scenario: Any, seeds: list[int], num_jobs: int | None = None,
-            rows_out: bool = False, play: dict | None = None) -> dict:
+            rows_out: bool = False, play: dict | None = None, episodes: Path | None = None,
+            split: str | None = None) -> dict:
     """Play ``spec`` (a ``model:PATH``) and ``heuristics`` on ``seeds``; per-agent means and the model's ratios.
 
     Ratios of mean JCT (censored) to the best heuristic's and to FIFO's, of cost to the cheapest
@@ -161,9 +168,20 @@ def compare(spec: str, heuristics: list[str], scenario: Any, seeds: list[int], n
     :param scenario: a bundled name or a :class:`~sfenv.scenario.Scenario`.
     :param rows_out: also return the episode rows (key ``rows``).
     :param play: how to play the model (``agent_kwargs`` of ``spec``, e.g. ``{"work_conserving": True}``).
+    :param episodes: a folder for the episodes: each scenario's are saved in ``<episodes>/<scenario name>.json``
+        (:func:`sfenv.app.evaluate.evaluate_agents`' results file), and a file of the same settings is
+        continued, so the heuristics' episodes are played once for several models (same seeds, split and
+        workload size; the file records them and refuses others).
+    :param split: the protocol split ``seeds`` are the first of (recorded in the results file), or None.
     """
+    out = None
+    if episodes is not None:
+        name = scenario.name if isinstance(scenario, Scenario) else load_scenario(scenario).name
+        episodes.mkdir(parents=True, exist_ok=True)
+        out = episodes / f"{name}.json"
     rows = evaluate_agents([spec, *heuristics], scenario, seeds, num_jobs=num_jobs, progress=True,
-                           agent_kwargs={spec: play} if play else None)
+                           agent_kwargs={spec: play} if play else None, out=out, split=split)
+    rows = [r for r in rows if r["agent"] in {spec, *heuristics} and r["seed"] in set(seeds)]
     res = _ratios(spec, heuristics, rows, list(seeds), {s: scenario for s in seeds}, num_jobs)
     if rows_out:
         res["rows"] = rows
@@ -216,18 +234,23 @@ def _ratios(spec: str, heuristics: list[str], rows: list[dict], pairs: list[Any]
 
 
 def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[int],
-                      num_jobs: int | None = None, split: str = "test", play: dict | None = None) -> dict:
+                      num_jobs: int | None = None, split: str = "test", play: dict | None = None,
+                      episodes: Path | None = None, seed_split: str | None = None) -> dict:
     """:func:`compare` pooled over the first ``count`` generated platforms of a protocol split (``test``: report).
 
     Every agent plays every platform on ``seeds``; the pairs are (platform, seed), and the best
     heuristic is the one with the lowest mean JCT over all pairs (one heuristic for the family, as
     a user would have to pick one without knowing the platform).  ``per_platform`` holds each
     platform's own comparison (its own best heuristic).
+
+    :param episodes: as :func:`compare`'s (one results file per platform).
+    :param seed_split: the protocol split ``seeds`` are the first of (recorded in those files), or None.
     """
     from sfenv.agents.learned import generated_platforms
 
     platforms = generated_platforms(split, count, num_jobs=num_jobs)
-    per = {sc.name: compare(spec, heuristics, sc, seeds, num_jobs, rows_out=True, play=play) for sc in platforms}
+    per = {sc.name: compare(spec, heuristics, sc, seeds, num_jobs, rows_out=True, play=play, episodes=episodes,
+                            split=seed_split) for sc in platforms}
     pooled_rows = [dict(r, seed=(i, r["seed"])) for i, res in enumerate(per.values()) for r in res.pop("rows")]
     pairs = [(i, s) for i in range(len(platforms)) for s in seeds]
     pooled = _ratios(spec, heuristics, pooled_rows, pairs, {(i, s): platforms[i] for i, s in pairs}, num_jobs)

@@ -46,3 +46,30 @@ def test_cost_and_cross_region_tb_columns_come_from_the_runs(capsys) -> None:
                        ("total_cost_usd_ratio_to_best", "total_cost_usd"), ("cost_ratio_to_best", "cost_usd")):
         pair = [np.array([r[field] for r in own[a]]) for a in ("fifo", "spinsearch")]
         assert mine[key] == pytest.approx(list(paired_ratio(*pair)), rel=1e-9), key
+
+
+def test_saved_episodes_are_continued_not_played_again(tmp_path, monkeypatch) -> None:
+    """With ``episodes``, the heuristics' episodes are saved per scenario and read back for the next model.
+
+    The second comparison adds one agent: only its episodes are played (counted), and every figure equals
+    that of a comparison without a saved file.
+    """
+    import sfenv.app.evaluate as evaluate
+
+    saved, jobs = tmp_path / "episodes", 4
+    first = compare("fifo", ["fastest+swf"], "spider-8", SEEDS, num_jobs=jobs, episodes=saved, split="validation")
+    assert (saved / "spider-8.json").is_file()
+    played: list[str] = []
+    real = evaluate._play
+
+    def counting(agent, *args, **kwargs):
+        played.append(agent.name)
+        return real(agent, *args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "_play", counting)
+    again = compare("fastest", ["fastest+swf", "fifo"], "spider-8", SEEDS, num_jobs=jobs, episodes=saved,
+                    split="validation")
+    assert played == ["fastest"] * len(SEEDS)  # fifo and fastest+swf came from the file
+    fresh = compare("fastest", ["fastest+swf", "fifo"], "spider-8", SEEDS, num_jobs=jobs)
+    assert again == fresh
+    assert again["summary"]["fifo"] == first["summary"]["fifo"]
