@@ -1,0 +1,109 @@
+"""Issue 34's targets for the recommended recipe, computed from a run on env v2 (slow: about an hour on 2 cores).
+
+The recipe (``sfenv/hyperparams/train-generalise-rollout.yml``, chosen on validation seeds only,
+docs/training.md) is trained from scratch as a user runs it, then played once in the play mode it names
+on the protocol's test split (the first 10 test seeds) of its model-selection scenario and of the scenarios
+it never saw: ``geo-8-contended`` (held out by the protocol), ``spider-16``, a contended scenario on six of
+the measured regions with another job mix (``docs/results/learned/v2/geo-6-contended-heldout.yaml``)
+and the protocol's first 4 generated test platforms (pooled).  Targets:
+
+- training within 15 minutes of CPU (the budget of 2 cores; training runs in one thread);
+- no unfinished job anywhere;
+- on its training scenario, the privileged oracle's level: mean JCT at most 0.90x the best heuristic's,
+  paired 95 % interval below 0.92;
+- on every unseen scenario, no worse than the best heuristic: the interval's upper end at most 1.02.
+
+A target the measured run missed is marked ``xfail(strict=True)`` with the measured figure, so that
+reaching it fails the mark and the mark must go.  The default run's smoke version of the recipe is
+``tests/test_bundled_configs_train.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("sb3_contrib")
+
+import torch
+
+pytestmark = pytest.mark.slow
+
+RECIPE = "generalise-rollout"
+HELD_OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "learned" / "v2" / "geo-6-contended-heldout.yaml"
+UNSEEN = ("geo-8-contended", "spider-16", "geo-6-contended-heldout", "generated")
+#: targets the measured run missed (docs/training.md, "The recommended recipe"): the figure measured.  On env
+#: v2 only the budget was measured for this recipe (its run was stopped over budget); its other targets
+#: are unmeasured, and the v2 variant with a spantrain+swf teacher missed the oracle level (0.986x,
+#: 0.949-1.030) and the measured-WAN scenarios (geo-8-contended 1.137x, 1.053-1.270; geo-6 1.058x)
+MISSED: dict[str, str] = {
+    "budget": "env v2, 2026-11-26: the teacher's labels cost about 66 ms of CPU per step (4,000 steps after 281 s), "
+              "about 18 CPU minutes for the recipe's 16,000 before PPO",
+}
+
+
+def _mark(target: str) -> Any:
+    """``target`` as a test parameter, expected to fail (strictly) when the measured run missed it."""
+    if target in MISSED:
+        return pytest.param(target, marks=pytest.mark.xfail(strict=True, reason=MISSED[target]))
+    return target
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Train the recipe (timed in CPU seconds of this process) and play it once on the test groups."""
+    from sfenv.experiments.learned_vs_heuristics import main as compare_main
+
+    from sfenv.app.cli import main as sfenv_main
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("recommended")
+    cpu = time.process_time()
+    assert sfenv_main(["train", "--config", RECIPE, "--out", str(root / "runs"), "--quiet", "--no-plot",
+                       "--no-tensorboard"]) == 0
+    cpu = time.process_time() - cpu
+    (model,) = sorted((root / "runs").glob("*/best_model.zip"))
+    res = compare_main(["--model", str(model), "--scenario", "spider-8-contended", "--split", "test", "--seeds", "10",
+                        "--unseen", f"geo-8-contended,spider-16,{HELD_OUT}", "--unseen-generated", "4",
+                        "--out", str(root / "out")])
+    unseen = res["unseen"]
+    groups = {"spider-8-contended": res, "geo-8-contended": unseen["geo-8-contended"], "spider-16": unseen["spider-16"],
+              "geo-6-contended-heldout": unseen[str(HELD_OUT)], "generated": res["unseen_generated"]}
+    return {"train_cpu_s": cpu, "play": res["play"], "groups": groups}
+
+
+def _model_row(group: dict[str, Any]) -> dict[str, Any]:
+    """The learned policy's summary row of one comparison."""
+    return next(v for a, v in group["summary"].items() if a.startswith("model:"))
+
+
+@pytest.mark.parametrize("target", [_mark("budget")])
+def test_trains_within_15_cpu_minutes(report: dict[str, Any], target: str) -> None:
+    assert report["train_cpu_s"] <= 15 * 60, report["train_cpu_s"]
+
+
+def test_played_in_the_play_mode_the_recipe_names(report: dict[str, Any]) -> None:
+    from sfenv.agents.learned import load_config
+
+    assert report["play"] == load_config(RECIPE)["play"]
+
+
+@pytest.mark.parametrize("name", ["spider-8-contended", *UNSEEN])
+def test_no_unfinished_job(report: dict[str, Any], name: str) -> None:
+    assert _model_row(report["groups"][name])["unfinished"] == 0
+
+
+@pytest.mark.parametrize("target", [_mark("oracle-level")])
+def test_reaches_the_oracle_level_on_its_training_scenario(report: dict[str, Any], target: str) -> None:
+    ratio, _, high = report["groups"]["spider-8-contended"]["ratio_to_best"]
+    assert ratio <= 0.90 and high < 0.92, (ratio, high)
+
+
+@pytest.mark.parametrize("name", [_mark(name) for name in UNSEEN])
+def test_no_worse_than_the_best_heuristic_where_it_never_trained(report: dict[str, Any], name: str) -> None:
+    high = report["groups"][name]["ratio_to_best"][2]
+    assert high <= 1.02, report["groups"][name]["ratio_to_best"]
