@@ -38,8 +38,8 @@ HELD_OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "learned" 
 UNSEEN = ("geo-8-contended", "spider-16", "geo-6-contended-heldout", "generated")
 #: targets the measured run missed (docs/training.md, "The recommended recipe"): the figure measured.  On env
 #: v2 only the budget was measured for this recipe (its run was stopped over budget); its other targets
-#: are unmeasured, and the v2 variant with a spantrain+swf teacher missed the oracle level (0.986x,
-#: 0.949-1.030) and the measured-WAN scenarios (geo-8-contended 1.137x, 1.053-1.270; geo-6 1.058x)
+#: are unmeasured, and the v2 variant with a spantrain+swf teacher missed the oracle level (0.971x,
+#: 0.942-1.018) and the measured-WAN scenarios (geo-8-contended 1.088x, 1.042-1.149; geo-6 1.072x)
 MISSED: dict[str, str] = {
     "budget": "env v2, 2026-11-26: the teacher's labels cost about 66 ms of CPU per step (4,000 steps after 281 s), "
               "about 18 CPU minutes for the recipe's 16,000 before PPO",
