@@ -179,6 +179,7 @@ METRICS: tuple[tuple[str, str, float], ...] = (
     ("egress_usd", "egress_usd", 1.0),  # bytes billed between regions
     ("total_cost_usd", "total_cost_usd", 1.0),  # electricity + egress
     ("wan_tb", "wan_tb", 1.0),  # TB sent between regions
+    ("carbon_kg", "carbon_kg", 1.0),  # operational kgCO2e (the scenario's carbon signal)
 )
 
 
@@ -240,9 +241,9 @@ def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> 
     """What the scenario's reward minimises over an episode: minus its undiscounted return, penalties aside.
 
     ``jct_weight * sum(JCT) / (3600 K) + cost_weight * cost + egress_weight * egress
-    - throughput_weight * tokens / 1e9`` (:class:`sfenv.env.GeoSchedEnv`'s reward; the sum of censored
-    JCTs is the episode's job-time; ``egress_weight`` is ``cost_weight`` where the scenario gives none;
-    a row written before egress was billed counts none).
+    - throughput_weight * tokens / 1e9 + carbon_weight * carbon_kg`` (:class:`sfenv.env.GeoSchedEnv`'s
+    reward; the sum of censored JCTs is the episode's job-time; ``egress_weight`` is ``cost_weight``
+    where the scenario gives none; a row written before egress or carbon was billed counts none).
     With a cost weight this is the fair single figure: JCT and cost ratios alone can each favour a
     policy that trades one for the other.
     """
@@ -253,7 +254,8 @@ def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> 
     job_h = float(np.sum(row["jcts_s"])) / 3600.0
     egress_weight = w.cost_weight if w.egress_weight is None else w.egress_weight
     return (w.jct_weight * job_h / sc.cfg.env.queue_window + w.cost_weight * row["cost_usd"]
-            + egress_weight * row.get("egress_usd", 0.0) - w.throughput_weight * row["total_tokens"] / 1e9)
+            + egress_weight * row.get("egress_usd", 0.0) - w.throughput_weight * row["total_tokens"] / 1e9
+            + w.carbon_weight * row.get("carbon_kg", 0.0))
 
 
 def report(spec: str, res: dict) -> None:
