@@ -14,7 +14,7 @@ import math
 import re
 import warnings
 from bisect import bisect_right
-from functools import cached_property
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -179,6 +179,20 @@ def _choice_cdf(weights: np.ndarray) -> list[float] | None:
     cdf /= cdf[-1]
     return cdf.tolist()
 
+
+
+@lru_cache(maxsize=8)
+def _bundled_carbon_columns(columns: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Columns of the bundled carbon CSV (package data, never changed), read once per process, read-only.
+
+    Every geo-8 scenario load read the file's 8,760 rows again (about 0.4 s of CPU each).
+
+    :raises sfenv.errors.InvalidInput: as :func:`~sfenv.world.carbon.read_carbon_csv` (not cached).
+    """
+    cols = read_carbon_csv(bundled_carbon_csv(), columns)
+    for v in cols.values():
+        v.setflags(write=False)
+    return cols
 
 class ScenarioError(SfenvError, ValueError):
     """A scenario file is invalid; the message names file, field, value and expectation.
@@ -876,9 +890,12 @@ class Scenario:
                   if zc.kind == "csv" and z in region_zones}
         if not wanted:
             return {}
-        path = str(bundled_carbon_csv()) if c.path == BUNDLED_CARBON_CSV else c.path
+        columns = tuple(sorted(set(wanted.values())))
         try:
-            cols = read_carbon_csv(self._resolve(path), sorted(set(wanted.values())))
+            if c.path == BUNDLED_CARBON_CSV:
+                cols = _bundled_carbon_columns(columns)
+            else:  # a user's file is read every time: it may change between loads
+                cols = read_carbon_csv(self._resolve(c.path), columns)
         except ValueError as e:
             zone = next((z for z, col in wanted.items() if f"column {col!r}" in str(e)), None)
             field = f"carbon.zones.{zone}.column" if zone is not None else "carbon.path"
