@@ -1,5 +1,6 @@
 """Every registered agent on every bundled scenario: no invalid action through the environment on
-3 seeds, and no plan the simulator rejects when driven directly (one seed).  The search-based
+3 seeds, and no plan the simulator rejects when driven directly (one seed); a variant of another
+bundled scenario (``envs.VARIANT_OF``) is played only in the slow run at default budgets.  The search-based
 agents run with small budgets here (their plans go through the same code paths); the 5-seed run
 at their default budgets is marked slow."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+from envs import SWEPT_SCENARIOS
 from sfenv.agents.registry import AGENTS, available_agents, make_agent
 
 import sfenv  # noqa: F401
@@ -40,7 +42,7 @@ def test_agent_is_available(name):
     assert _make(name).name == name
 
 
-@pytest.mark.parametrize("scenario", bundled_scenarios())
+@pytest.mark.parametrize("scenario", SWEPT_SCENARIOS)
 @pytest.mark.parametrize("name", AVAILABLE)
 def test_no_rejected_plan_in_the_simulator(name, scenario):
     sc = load_scenario(scenario).with_overrides(workload={"num_jobs": 6})
@@ -68,7 +70,7 @@ def _play(agent, scenario, seeds):
     env.close()
 
 
-@pytest.mark.parametrize("scenario", bundled_scenarios())
+@pytest.mark.parametrize("scenario", SWEPT_SCENARIOS)
 @pytest.mark.parametrize("name", AVAILABLE)
 def test_no_invalid_action_through_the_env(name, scenario):
     _play(_make(name), scenario, FEWER_SEEDS.get(name, SEEDS))
