@@ -12,8 +12,12 @@ bootstrap 95 % CI over seeds (:func:`sfenv.runs.stats.paired_ratio`, BCa).  Besi
 agent, what the schedule costs and moves: electricity (``cost_usd``), egress (``egress_usd``, bytes
 billed between regions), their sum (``total_cost_usd``) and the TB sent between regions (``wan_tb``),
 each with the learned policy's paired ratio to the best heuristic's (None where that heuristic's
-mean is 0, e.g. one that moves nothing across regions).  Results go to
-``<out>/learned_vs_heuristics.json``.  ``--unseen NAMES`` tests the model on other scenarios too;
+mean is 0, e.g. one that moves nothing across regions), and operational carbon (``carbon_kg``).
+Against the heuristic best by the reward's objective, and the best carbon-aware one (the ``carbon``
+group, any ordering) by that objective, it gives the ratios of the objective, JCT, cost and carbon
+apart (``vs_best_objective``, ``vs_best_carbon_aware``).  Results go to
+``<out>/learned_vs_heuristics.json``.  ``--unseen NAMES`` tests the model on other scenarios too
+(``--unseen-reward``: with the training scenario's reward weights);
 ``--unseen-generated N`` on the first N generated platforms of the protocol's test split (platforms
 no training config may use), pooled over (platform, seed) pairs with one best heuristic for the family.
 The model is played in its recipe's play mode (the config's ``play:``, recorded in the model's
@@ -78,6 +82,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--unseen", default="",
                    help="comma list of scenarios the model never trained on, to test it there too (against FIFO "
                         "and the best heuristic; needs a compact-observation model)")
+    p.add_argument("--unseen-reward", action="store_true",
+                   help="play the --unseen scenarios with the training scenario's reward weights (e.g. its carbon "
+                        "weight on a scenario without one); results are keyed 'NAME (reward of SCENARIO)'")
     p.add_argument("--unseen-generated", type=int, default=0, metavar="N",
                    help="also test on the first N generated platforms of the protocol's split (the seeds' "
                         "split: validation platforms with --split validation, else test platforms; "
@@ -135,7 +142,11 @@ def main(argv: list[str] | None = None) -> dict:
     report(spec, result)
     result["unseen"] = {}
     for other in [s.strip() for s in args.unseen.split(",") if s.strip()]:
-        res = result["unseen"][other] = compare(spec, heuristics, other, seeds, args.num_jobs, play=play)
+        target: Any = other
+        if args.unseen_reward:
+            reward = load_scenario(scenario).cfg.reward.model_dump(exclude_none=True)
+            target, other = load_scenario(other).with_overrides(reward=reward), f"{other} (reward of {scenario})"
+        res = result["unseen"][other] = compare(spec, heuristics, target, seeds, args.num_jobs, play=play)
         print(f"unseen scenario {other}, {choice.describe()}")
         report(spec, res)
     if args.unseen_generated:
@@ -203,7 +214,11 @@ def _ratios(spec: str, heuristics: list[str], rows: list[dict], pairs: list[Any]
     cheapest = min(heuristics, key=lambda h: cost[h].mean())
     best_obj = min(heuristics, key=lambda h: objective[h].mean())
     summary = {a: {**{key: float(values[key][a].mean()) for key, _, _ in METRICS},
+                   "objective": float(objective[a].mean()),
                    "unfinished": float(np.mean([by[a][s]["unfinished"] for s in seeds]))} for a in by}
+    values["objective"] = objective
+    carbon_aware = [h for h in heuristics if is_carbon_aware(h)]
+    best_ca = min(carbon_aware, key=lambda h: objective[h].mean()) if carbon_aware else None
     return {"best_heuristic": best, "ratio_to_best": list(paired_bootstrap_ratio(jct[spec], jct[best])),
             "ratio_to_fifo": list(paired_bootstrap_ratio(jct[spec], jct["fifo"])) if "fifo" in jct else None,
             "cheapest_heuristic": cheapest,
@@ -213,7 +228,26 @@ def _ratios(spec: str, heuristics: list[str], rows: list[dict], pairs: list[Any]
                for key in ("egress_usd", "total_cost_usd", "wan_tb")},
             "best_objective_heuristic": best_obj,
             "objective_ratio_to_best": list(paired_bootstrap_ratio(objective[spec], objective[best_obj])),
+            "vs_best_objective": _ratios_to(spec, best_obj, values),
+            "best_carbon_aware_heuristic": best_ca,
+            "vs_best_carbon_aware": None if best_ca is None else _ratios_to(spec, best_ca, values),
             "summary": summary}
+
+
+#: what :func:`_ratios_to` compares: the reward's objective, then JCT, cost and carbon apart
+COMPARED = ("objective", "mean_jct_h", "cost_usd", "total_cost_usd", "carbon_kg")
+
+
+def is_carbon_aware(name: str) -> bool:
+    """Whether the agent ``name`` (``PLACEMENT`` or ``PLACEMENT+ORDER``) places or times jobs by carbon."""
+    from sfenv.agents.registry import GROUPS
+
+    return name.split("+", 1)[0] in GROUPS["carbon"]
+
+
+def _ratios_to(spec: str, reference: str, values: dict[str, dict[str, np.ndarray]]) -> dict[str, list[float] | None]:
+    """The learned policy's paired ratios to ``reference`` per figure of :data:`COMPARED` (None: reference's mean 0)."""
+    return {key: _ratio_or_none(values[key][spec], values[key][reference]) for key in COMPARED}
 
 
 def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[int],
@@ -284,6 +318,13 @@ def report(spec: str, res: dict) -> None:
     r, lo, hi = res["objective_ratio_to_best"]
     print(f"learned / best heuristic by the reward's objective ({res['best_objective_heuristic']}): "
           f"{r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
+    for label, ref, key in (("best by objective", res["best_objective_heuristic"], "vs_best_objective"),
+                            ("best carbon-aware by objective", res["best_carbon_aware_heuristic"],
+                             "vs_best_carbon_aware")):
+        if res[key] is None:
+            continue
+        parts = [f"{k} " + ("-" if v is None else f"{v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]") for k, v in res[key].items()]
+        print(f"learned / {label} ({ref}): " + "; ".join(parts))
 
 
 if __name__ == "__main__":
