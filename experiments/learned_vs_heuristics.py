@@ -35,6 +35,7 @@ Run (about 30 minutes at the default 150k steps on 2 cores)::
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -295,10 +296,11 @@ def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> 
 def report(spec: str, res: dict) -> None:
     """Print one comparison of :func:`compare`: per agent JCT, costs, cross-region TB; the learned policy's ratios."""
     print(f"  {'agent':<40} {'JCT h':>7} {'elec. USD':>10} {'egress USD':>11} {'total USD':>10} {'WAN TB':>8} "
-          f"{'unfinished':>10}")
+          f"{'kg CO2e':>8} {'objective':>9} {'unfinished':>10}")
     for a, s in sorted(res["summary"].items(), key=lambda kv: kv[1]["mean_jct_h"]):
         print(f"  {a:<40} {s['mean_jct_h']:7.3f} {s['cost_usd']:10.1f} {s['egress_usd']:11.1f} "
-              f"{s['total_cost_usd']:10.1f} {s['wan_tb']:8.2f} {s['unfinished']:10.2f}")
+              f"{s['total_cost_usd']:10.1f} {s['wan_tb']:8.2f} {s.get('carbon_kg', math.nan):8.1f} "
+              f"{s.get('objective', math.nan):9.2f} {s['unfinished']:10.2f}")
     best = res["best_heuristic"]
     r, lo, hi = res["ratio_to_best"]
     print(f"learned / best heuristic ({best}): JCT {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
