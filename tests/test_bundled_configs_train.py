@@ -31,8 +31,9 @@ SMOKE = ["--steps", "256", "--n-envs", "2", "--num-jobs", "5", "--eval-seeds", "
 
 #: configs whose steps cost more (carbon-rollout: two carbon heuristics fit a plan per region at every
 #: step to propose their decisions) play a smaller smoke: the same code paths, fewer steps and jobs
-SMALLER = {"carbon-rollout": ["--steps", "64", "--num-jobs", "3", "--hp", "n_steps=32", "--hp", "batch_size=32"]}
-PRETRAIN_STEPS = {"carbon-rollout": "16"}
+SMALLER = {"carbon-rollout": ["--steps", "32", "--n-envs", "1", "--num-jobs", "3", "--hp", "n_steps=32",
+                              "--hp", "batch_size=32"]}
+PRETRAIN_STEPS = {"carbon-rollout": "8"}
 
 
 def test_the_smoke_list_names_every_bundled_config():
