@@ -325,10 +325,14 @@ class _Job:
         if a == b:
             self.sim.at(self.sim.now + bits / (float(topo.intra_bw_bps[a]) * tp), done)
             return
-        links, lat, _ = topo.route_for(a, b, nbytes)
+        links = topo.route_for(a, b, nbytes)[0]
         route = topo.directed_route(a, b, links)
         pr = self.params
-        bound = pr.wan_streams * pr.tcp_window_bytes * 8.0 / (2.0 * lat) if lat > 0 else math.inf
+        bound = math.inf  # each hop of a relayed route is its own TCP connections (the relay terminates them)
+        for k in links:
+            hop_lat = float(topo.link_latency_s[k])
+            if hop_lat > 0:
+                bound = min(bound, pr.wan_streams * pr.tcp_window_bytes * 8.0 / (2.0 * hop_lat))
         self.sim.send(route, weight, bits, bound, done)
 
     # ---------------------------------------------------------------- rings
