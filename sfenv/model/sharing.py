@@ -234,9 +234,7 @@ def _level(
     second = burst_var + burst * burst if burst_var > 0.0 else burst * burst
     on = burst * burst / second
     left = max((cap - second / burst) / sharers, cap / (sharers + burst_busy / on))
-    avg = (1.0 - on) * bound + on * (left if left < bound else bound)
-    frozen = frozen if frozen < bound else bound
-    return level, (avg if avg > frozen else frozen)
+    return level, (1.0 - on) * bound + on * (left if left < bound else bound)
 
 
 def group_rates(
