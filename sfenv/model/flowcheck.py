@@ -16,7 +16,8 @@ plays one pipeline operation by operation, and shares nothing with the fast path
   intra-region bandwidth, alone.  It arrives the route's latency after its last bit;
 - at every instant the transfers sending share the links max-min fairly (progressive filling,
   Bertsekas & Gallager, *Data Networks*, §6.5.2), each also bounded by its TCP connections
-  (``streams x window / RTT``), and rates change whenever a transfer starts or ends.
+  (``streams x window / RTT``, on each hop of a relayed route: relays terminate the connections), and
+  rates change whenever a transfer starts or ends.
 
 Jobs start at seeded random offsets, so their phases are independent.  Optionally each message's
 latency is scaled by a seeded random factor ``1 + jitter z`` (z standard normal, cut at 0) to see

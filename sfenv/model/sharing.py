@@ -72,7 +72,8 @@ socket transport on AWS (2 threads x 8 sockets, ``src/transport/net_socket.cc`` 
 6 MiB) of which half is advertised (``tcp_adv_win_scale`` 1; ip-sysctl documentation, kernels
 4.20-6.15).  The link figures themselves (Skyplane's grid, Jain et al., NSDI 2023) were measured
 with 64 connections per VM pair, so a transfer with fewer connections can fall short of them on
-long round trips.  The round trip is twice the route's one-way latency (queueing ignored).
+long round trips.  The round trip is twice the one-way latency of the route's longest hop (a relay
+terminates the connections; queueing ignored).
 
 **Load arrays.**  The load of a set of flows on each directed link is a ``(LOAD_ROWS, directed
 links)`` array: row :data:`BUSY` the expected number of transfers sending at once (``sum n delta``,
