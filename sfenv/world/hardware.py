@@ -113,7 +113,7 @@ A100_KERNELS = KernelModel(
 # (``python -m sfenv.experiments.validate_model``, ``fit_eager_traffic``): Megatron-LM's 2019 single-V100
 # baseline, the 1.2B model of its Table 1 at 39 TFLOP/s (Shoeybi et al., arXiv 1909.08053, section 5.1),
 # with the V100 kernel figures scaled from A100 as the catalogue does; checked on the same paper's
-# 8-512 GPU runs, held out.  2.5 times the fused code's 7.48.
+# 2-512 GPU runs, held out.  2.5 times the fused code's 7.48.
 EAGER_MEM_TRAFFIC = 18.67
 
 
