@@ -62,9 +62,10 @@ def groups_missing_targets(pred: np.ndarray, meas: np.ndarray, groups: dict[str,
     """``(groups below the pair-order target, groups above the top-1 regret target)``."""
     pairs_missed = regret_missed = 0
     for idx in groups.values():
-        right, counted = pair_order(pred[idx], meas[idx])
-        pairs_missed += bool(counted) and right / counted < PAIR_TARGET
-        regret_missed += top1_regret(pred[idx], meas[idx]) > REGRET_TARGET
+        p, t = pred[idx].tolist(), meas[idx].tolist()
+        right, counted = pair_order(p, t)
+        pairs_missed += int(counted > 0 and right / counted < PAIR_TARGET)
+        regret_missed += int(top1_regret(p, t) > REGRET_TARGET)
     return pairs_missed, regret_missed
 
 
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     err = within_group_errors(pred, meas, groups)
     sd = float(err.std())
     wrong = _wrong_pairs(pred, meas, groups)
-    counted = sum(pair_order(pred[idx], meas[idx])[1] for idx in groups.values())
+    counted = sum(pair_order(pred[idx].tolist(), meas[idx].tolist())[1] for idx in groups.values())
     print(f"single server: {len(runs)} runs in {len(groups)} groups; within-group log-error spread {100 * sd:.1f} %")
     print(f"  pooled pair order {1 - len(wrong) / counted:.3f} over {counted} pairs; with independent errors of "
           f"that spread: {_expected_pair_order(meas, groups, sd):.3f}")
