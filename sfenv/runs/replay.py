@@ -89,7 +89,10 @@ def plan_to_json(plan: Plan | None) -> dict[str, Any] | None:
     """A plan as plain JSON data (None stays None, meaning wait): every constructor field of the plan and its stages."""
     if plan is None:
         return None
-    data: dict[str, Any] = {name: getattr(plan, name) for name in _init_fields(Plan) if name != "stages"}
+    data: dict[str, Any] = {name: getattr(plan, name) for name in _init_fields(Plan)
+                            if name not in ("stages", "routes")}
+    if plan.routes:  # pinned routes (sim.routing "load"); left out when none, as logs before them were written
+        data["routes"] = [list(r) for r in plan.routes]
     data["stages"] = [{"layers": s.layers, "tp": s.tp, "placement": [[int(r), int(n)] for r, n in s.placement]}
                       for s in plan.stages]
     return data
@@ -108,7 +111,8 @@ def plan_from_json(data: dict[str, Any] | None) -> Plan | None:
             raise ValueError(f"unknown fields {sorted(unknown)}")
         stages = tuple(Stage(int(s["layers"]), tuple((int(r), int(n)) for r, n in s["placement"]), int(s["tp"]))
                        for s in data["stages"])
-        return Plan(**{**data, "stages": stages})
+        routes = tuple(tuple(int(k) for k in r) for r in data.get("routes", ()))
+        return Plan(**{**data, "stages": stages, "routes": routes})
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InvalidInput(f"action log: not a plan ({type(exc).__name__}: {exc})") from None
 

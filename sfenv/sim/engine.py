@@ -146,7 +146,7 @@ class Simulator:
         #: the GPUs: free per region, regions down, busy GPU-seconds
         self.gpus = GpuPool(topo.gpu_counts)
         #: the WAN: flows, capacity factors and the plan evaluations that depend on them
-        self.links = LinkState(topo, self.params, evaluation_cache)
+        self.links = LinkState(topo, self.params, evaluation_cache, self.config.routing)
         #: the waiting jobs
         self.queue = WaitingQueue()
         #: the bills: per job and platform-wide
@@ -309,6 +309,8 @@ class Simulator:
         """
         checked = self.check(plan)
         js = self.jobs[plan.job_id]
+        # sim.routing "load": the routes checked (chosen at the load now) are pinned in the plan the job runs
+        plan = self.links.routed(plan, js.spec)
         self.gpus.accrue_busy(self.time)
         held = plan.gpus_by_region()  # a new dict: the job's own
         self.gpus.take(held)
