@@ -150,3 +150,19 @@ def test_the_routing_option_validates():
         load_scenario("spider-8").with_overrides(sim={"routing": "laod"})
     with pytest.raises(ValueError, match="routing"):
         SimConfig(routing="shortest")
+
+
+def test_a_replan_routes_the_new_plan_without_the_jobs_old_flows():
+    """Job 1 re-plans to two micro-batches per transfer: its new plan is pinned (on the relay: the ring still
+    loads the direct link), its old flows leave, and re-planning to the same stages is refused."""
+    sim, ring, pipe = _world("load")
+    sim.schedule(ring)
+    sim.schedule(pipe)
+    with pytest.raises(ValueError, match="already runs"):
+        sim.replan(pipe)  # the same stages, unrouted: not a new plan
+    new = Plan(1, pipe.stages, micro_batch=2, recompute="full")
+    sim.replan(new)
+    js = sim.jobs[1]
+    assert js.plan is not None and js.plan.unrouted() == new
+    assert js.plan.routes == ((A_C, C_B), (C_B, A_C))
+    assert set(sim.links.jobs[1].links.tolist()) == set(plan_flows(js.plan, sim.topo))
