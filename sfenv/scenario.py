@@ -614,7 +614,7 @@ class ScenarioCfg(_Strict):
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Dump without ``stragglers``, ``carbon`` and ``reward.carbon_weight`` when unset or 0.
+        """Dump without ``stragglers``, ``carbon``, ``reward.carbon_weight``, ``sim.routing`` when unset, 0 or static.
 
         Scenarios written before them keep their hash.
         """
@@ -625,6 +625,9 @@ class ScenarioCfg(_Strict):
         reward = data.get("reward")
         if isinstance(reward, dict) and reward.get("carbon_weight", 1) == 0:
             del reward["carbon_weight"]
+        sim = data.get("sim")
+        if isinstance(sim, dict) and sim.get("routing") == "static":
+            del sim["routing"]
         return data
 
     @field_validator("name")

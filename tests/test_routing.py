@@ -17,6 +17,7 @@ from sfenv.model.perf import PerfParams, Plan, Stage, plan_flow_groups, plan_flo
 from sfenv.model.routing import candidate_routes
 from sfenv.model.traffic import hop_bytes_per_iter, pair_bytes_per_iter
 from sfenv.runs.replay import plan_from_json, plan_to_json
+from sfenv.runs.results import scenario_hash
 from sfenv.scenario import ScenarioError, load_scenario
 from sfenv.sim import Simulator
 from sfenv.sim.state import SimConfig
@@ -146,6 +147,9 @@ def test_the_routing_option_validates():
     assert load_scenario("spider-8").cfg.sim.routing == "static"
     sc = load_scenario("spider-8").with_overrides(sim={"routing": "load"})
     assert sc.cfg.sim.routing == "load"
+    base = load_scenario("spider-8")  # static leaves the scenario's hash as before the option; load changes it
+    assert scenario_hash(base.with_overrides(sim={"routing": "static"})) == scenario_hash(base) != scenario_hash(sc)
+    assert "routing" not in base.cfg.model_dump()["sim"]
     with pytest.raises(ScenarioError, match=r"sim\.routing.*did you mean 'load'"):
         load_scenario("spider-8").with_overrides(sim={"routing": "laod"})
     with pytest.raises(ValueError, match="routing"):
