@@ -17,7 +17,9 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   run at the flat :attr:`PerfParams.mfu`;
 - pipeline hop k->k+1, per micro-batch and direction: latency ``l_k`` of the route the payload takes
   (:meth:`sfenv.world.topology.Topology.route_for`: the widest or the lowest-latency path, whichever
-  delivers ``2 b s h`` bytes first) and transfer ``x_k = 2 b s h / rate``, where ``rate`` is what the
+  delivers ``2 b s h`` bytes first; under ``sim.routing: load`` the route pinned in
+  :attr:`Plan.routes` when the job started, :mod:`sfenv.model.routing`) and transfer
+  ``x_k = 2 b s h / rate``, where ``rate`` is what the
   hop's transfers get while they send, each direction on its own (full-duplex) link direction,
   shared with other jobs' flows by their duty and bounded by TCP's window over the round trip
   and, where the links give one, by the measured rate of one VM pair on each hop of its route
