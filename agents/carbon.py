@@ -257,8 +257,10 @@ def greedy_widths(rates: Sequence[float], powers_w: Sequence[float], slots: Sequ
 class CarbonElasticAgent(_CarbonPlacement):
     """Elastic scaling of running jobs with the hourly carbon forecast (CarbonScaler's idea).
 
-    Follows the source (Hanafy et al., "CarbonScaler: Leveraging Cloud Workload Elasticity for
-    Optimizing Carbon-Efficiency", SIGMETRICS'24)
+    Source: Hanafy et al., "CarbonScaler: Leveraging Cloud Workload Elasticity for Optimizing
+    Carbon-Efficiency", SIGMETRICS'24.
+
+    Follows the source
         - A job's scale changes hour by hour with the grid's carbon intensity: wider in clean hours,
           narrower in dirty ones, so that it still completes by a completion time the user allows.
         - The allocation is CarbonScaler's greedy (:func:`greedy_widths`): the hours and widths are
