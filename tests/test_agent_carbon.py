@@ -109,7 +109,7 @@ def test_carbon_experiment_smoke():
     The persistence forecast stands for every kind here (noisy and oracle run the same code with another
     ``carbon.forecast.kind``; noisy is the baseline's); the elastic arm plays with its hourly hook.
     """
-    from sfenv.experiments.carbon import BASELINE, arms, format_markdown, run_carbon, summarise
+    from sfenv.experiments.carbon import BASELINE, arms, compare, format_markdown, run_carbon, summarise
 
     rows = run_carbon("geo-8", [0], slacks=[6.0], forecasts=["persistence"], num_jobs=3)
     assert len(rows) == len(arms([6.0], ["persistence"]))
@@ -122,7 +122,14 @@ def test_carbon_experiment_smoke():
         mine = [r["carbon_kg"] for r in rows if r["arm"] == e["arm"]]
         theirs = [r["carbon_kg"] for r in rows if r["arm"] == BASELINE]
         assert e["carbon_ratio"] == pytest.approx(sum(mine) / sum(theirs))
-    assert "carbon-elastic/slack=6h/persistence" in format_markdown(summary, "geo-8", [0], 3)
+    # elastic against deferral at the same slack and forecast (no oracle here: no forecast comparison)
+    (pair,) = compare(rows)
+    kg = {r["arm"]: r["carbon_kg"] for r in rows}
+    assert (pair["arm"], pair["reference"]) == ("carbon-elastic/slack=6h/persistence",
+                                                 "carbon-defer/slack=6h/persistence")
+    assert pair["ratio"] == pytest.approx(kg[pair["arm"]] / kg[pair["reference"]])
+    text = format_markdown(summary, "geo-8", [0], 3, [pair])
+    assert "carbon-elastic/slack=6h/persistence" in text and "elastic vs deferral" in text
 
 
 def test_carbon_experiment_refuses_bad_settings(capsys):
@@ -192,14 +199,14 @@ def test_greedy_widths_picks_the_most_work_per_carbon():
 
 
 def test_carbon_elastic_plays_through_the_env_and_the_evaluator():
-    """The env path (``predict`` installs the hourly hook) and the evaluator's episode give the same switches."""
+    """The env path (``predict`` installs the hourly hook) and the evaluator's episode give the same carbon."""
     import gymnasium as gym
+
+    import sfenv  # noqa: F401
     from sfenv.app.evaluate import run_episode
     from sfenv.errors import InvalidInput
     from sfenv.runs.replay import replay
     from sfenv.scenario import load_scenario
-
-    import sfenv  # noqa: F401
 
     env = gym.make("sfenv/Geo8-v2", num_jobs=4)
     agent = make_agent("carbon-elastic", slack_h=24.0).bind(env)
