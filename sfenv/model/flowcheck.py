@@ -16,7 +16,8 @@ plays one pipeline operation by operation, and shares nothing with the fast path
   intra-region bandwidth, alone.  It arrives the route's latency after its last bit;
 - at every instant the transfers sending share the links max-min fairly (progressive filling,
   Bertsekas & Gallager, *Data Networks*, §6.5.2), each also bounded by its TCP connections
-  (``streams x window / RTT``), and rates change whenever a transfer starts or ends.
+  (``streams x window / RTT``, on each hop of a relayed route: relays terminate the connections), and
+  rates change whenever a transfer starts or ends.
 
 Jobs start at seeded random offsets, so their phases are independent.  Optionally each message's
 latency is scaled by a seeded random factor ``1 + jitter z`` (z standard normal, cut at 0) to see
@@ -325,10 +326,14 @@ class _Job:
         if a == b:
             self.sim.at(self.sim.now + bits / (float(topo.intra_bw_bps[a]) * tp), done)
             return
-        links, lat, _ = topo.route_for(a, b, nbytes)
+        links = topo.route_for(a, b, nbytes)[0]
         route = topo.directed_route(a, b, links)
         pr = self.params
-        bound = pr.wan_streams * pr.tcp_window_bytes * 8.0 / (2.0 * lat) if lat > 0 else math.inf
+        bound = math.inf  # each hop of a relayed route is its own TCP connections (the relay terminates them)
+        for k in links:
+            hop_lat = float(topo.link_latency_s[k])
+            if hop_lat > 0:
+                bound = min(bound, pr.wan_streams * pr.tcp_window_bytes * 8.0 / (2.0 * hop_lat))
         self.sim.send(route, weight, bits, bound, done)
 
     # ---------------------------------------------------------------- rings
