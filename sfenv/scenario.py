@@ -34,6 +34,7 @@ from pydantic import (
 
 from sfenv.errors import InvalidInput, SfenvError, did_you_mean
 from sfenv.model.perf import SCHEDULES, PerfParams
+from sfenv.model.routing import ROUTING_MODES
 from sfenv.world import limits as lim
 from sfenv.world.carbon import (
     BUNDLED_CARBON_CSV,
@@ -454,6 +455,12 @@ class SimCfg(_Strict):
     AWS) and ``tcp_window_mib`` (bytes in flight per connection and round trip, default 3 MiB: half
     of Linux's default 6 MiB ``tcp_rmem`` maximum) bound each transfer to ``streams x window / RTT``
     (:class:`sfenv.model.perf.PerfParams`, :mod:`sfenv.model.sharing`).
+
+    ``routing`` (default ``static``): ``static`` sends each cross-region transfer over the route
+    :meth:`sfenv.world.topology.Topology.route_for` picks for its payload at nominal capacities;
+    ``load`` picks, when a job starts or re-plans, the best of a few candidate routes at the rates
+    it would get given the flows already running, and pins it until the job ends or re-plans
+    (:mod:`sfenv.model.routing`).
     """
 
     horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0
@@ -464,6 +471,7 @@ class SimCfg(_Strict):
     wan_streams: PosInt = 16
     tcp_window_mib: PosFloat = 3.0
     schedule: str = "1f1b"
+    routing: str = "static"
 
     def perf_params(self) -> PerfParams:
         """The performance-model constants these settings set."""
@@ -475,6 +483,14 @@ class SimCfg(_Strict):
     def _sched(cls, v: str) -> str:
         if v not in SCHEDULES:
             raise ValueError(f"unknown schedule {v!r}; expected one of {list(SCHEDULES)}")
+        return v
+
+    @field_validator("routing")
+    @classmethod
+    def _routing(cls, v: str) -> str:
+        if v not in ROUTING_MODES:
+            raise ValueError(f"unknown routing {v!r}{did_you_mean(v, ROUTING_MODES)}; expected one of "
+                             f"{list(ROUTING_MODES)}")
         return v
 
 
@@ -612,7 +628,7 @@ class ScenarioCfg(_Strict):
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Dump without ``stragglers``, ``carbon`` and ``reward.carbon_weight`` when unset or 0.
+        """Dump without ``stragglers``, ``carbon``, ``reward.carbon_weight``, ``sim.routing`` when unset, 0 or static.
 
         Scenarios written before them keep their hash.
         """
@@ -623,6 +639,9 @@ class ScenarioCfg(_Strict):
         reward = data.get("reward")
         if isinstance(reward, dict) and reward.get("carbon_weight", 1) == 0:
             del reward["carbon_weight"]
+        sim = data.get("sim")
+        if isinstance(sim, dict) and sim.get("routing") == "static":
+            del sim["routing"]
         return data
 
     @field_validator("name")
