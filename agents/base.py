@@ -40,6 +40,9 @@ class SchedulerAgent(Proposer):
     #: True if :meth:`replan` proposes plan switches: the evaluator and :meth:`predict` then install
     #: it as the simulator's re-planning hook (:meth:`sfenv.sim.Simulator.set_replanner`)
     replans = False
+    #: True if :meth:`replan` wants to be called at every hour boundary while a job runs too, not only
+    #: after link capacity changes (``Simulator.set_replanner(..., hourly=True)``; carbon-elastic scaling)
+    replan_hourly = False
     _bound: tuple[list[Any], bool] | None = None
 
     def bind(self, env: Any) -> SchedulerAgent:
@@ -104,7 +107,10 @@ class SchedulerAgent(Proposer):
         return out[:k]
 
     def replan(self, view: SimView) -> list[Plan]:
-        """Plans to switch running jobs to, called after link capacity changes (default: none)."""
+        """Plans to switch running jobs to, called after link capacity changes (and hourly with ``replan_hourly``).
+
+        Default: none.
+        """
         return []
 
     def decide(self, view: SimView) -> Plan | None:

@@ -262,7 +262,8 @@ def heuristic_levels(agents: Sequence[str], scenario: Scenario, seeds: Sequence[
             agent = make_agent(name)
             agent.reset(int(s))
             sim = make_simulator(scenario, int(s))
-            rows.append(sim.run(agent.decide, replan=agent.replan if agent.replans else None))
+            rows.append(sim.run(agent.decide, replan=agent.replan if agent.replans else None,
+                                replan_hourly=agent.replan_hourly))
         out[name] = {
             "mean_jct_h": float(np.mean([r.mean_jct_s for r in rows]) / 3600.0),
             "cost_usd": float(np.mean([r.cost_usd for r in rows])),

@@ -150,7 +150,7 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | Literal
 
     For each valid action, a fork of the simulator (:meth:`sfenv.sim.Simulator.fork`) takes it and
     then plays the rest of the episode with the heuristic ``base``; the action with the best
-    episode objective (the env's reward weights: job-time, cost, tokens) wins, ties going to the
+    episode objective (the env's reward weights: job-time, cost, tokens, carbon) wins, ties going to the
     heuristic's own action (Bertsekas' rollout algorithm).
 
     - ``futures=0``: the forks play the episode's own future (arrivals, link changes).  Never
@@ -255,7 +255,7 @@ def _rollout_objective(e: Any, agent: Any, action: int, draws: list[_RolloutDraw
     """The mean episode objective of ``action`` in the GeoSchedEnv ``e``, the rest played by ``agent``.
 
     One fork of the simulator per draw takes ``action`` and plays on; the objective weighs job-time,
-    electricity, egress and tokens by the env's reward weights.
+    electricity, egress, tokens and carbon by the env's reward weights.
 
     :param resample: the forks play the draws' futures (else the episode's own).
     """
@@ -273,6 +273,8 @@ def _rollout_objective(e: Any, agent: Any, action: int, draws: list[_RolloutDraw
         cost, _, tokens = sim.totals()
         total += (e.jct_weight * sim.job_seconds / (3600.0 * e.K) + e.cost_weight * cost
                   + e.egress_weight * sim.egress_usd() - e.throughput_weight * tokens / 1e9)
+        if e.carbon_weight:
+            total += e.carbon_weight * sim.carbon_kg()
     return total / len(draws)
 
 

@@ -128,6 +128,7 @@ class OrderedAgent(SchedulerAgent):
         self.order_name = order
         self.blocking = blocking
         self.replans = placement.replans
+        self.replan_hourly = placement.replan_hourly
         self.name = f"{placement.name}+{order}"
         self._bace: Any = None
         if order == "bace":

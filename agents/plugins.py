@@ -320,7 +320,7 @@ def _kw_text(kwargs: dict[str, Any]) -> str:
 class DuckAgent(SchedulerAgent):
     """A :class:`SchedulerAgent` around an object that only has the evaluator's interface.
 
-    ``decide(view)`` is required; ``reset(seed)``, ``replans``/``replan(view)``, ``order(view)`` and
+    ``decide(view)`` is required; ``reset(seed)``, ``replans``/``replan_hourly``/``replan(view)``, ``order(view)`` and
     ``propose(view, job, k)`` are used when the object has them.
 
     :param inner: the user's agent object.
@@ -329,6 +329,7 @@ class DuckAgent(SchedulerAgent):
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.replans = bool(getattr(inner, "replans", False))
+        self.replan_hourly = self.replans and bool(getattr(inner, "replan_hourly", False))
 
     def reset(self, seed: int | None = None) -> None:
         """The object's ``reset(seed)``, if it has one."""

@@ -45,7 +45,7 @@ def predict_actions(agent: Any, envs: list[Any], vectorised: bool, observation: 
             actions.append(env.wait_action)
             continue
         if agent.replans and env.sim.replanner is None:  # a new episode: install the re-planning hook
-            env.sim.set_replanner(agent.replan)
+            env.sim.set_replanner(agent.replan, hourly=agent.replan_hourly)
         plan = agent.decide(env.view)
         actions.append(env.action_for(plan))
     out = np.asarray(actions, dtype=np.int64)

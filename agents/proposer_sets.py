@@ -7,12 +7,13 @@ function takes ``(queue_window, cache)`` and returns the proposers in candidate 
 
 from __future__ import annotations
 
+from sfenv.agents.carbon import ForecastCarbonAgent, LowestCarbonAgent
 from sfenv.agents.ordering import DecisionProposer, FirstFitProposer, SpinSearchProposer, ordered_class
 from sfenv.agents.spantrain import SpanTrainAgent
 
 from sfenv.env.proposers import CandidateProposer, PathProposer, PlanCache, SingleRegionProposer
 
-__all__ = ["best", "best_heuristic_proposers", "best_spantrain", "first_fit", "first_fit_spantrain"]
+__all__ = ["best", "best_heuristic_proposers", "best_spantrain", "carbon", "first_fit", "first_fit_spantrain"]
 
 
 def best_heuristic_proposers(queue_window: int = 8, cache: PlanCache | None = None,
@@ -76,3 +77,20 @@ def best(queue_window: int, cache: PlanCache) -> list[CandidateProposer]:
 def best_spantrain(queue_window: int, cache: PlanCache) -> list[CandidateProposer]:
     """The set ``"best+spantrain"``: ``"best"`` with ``spantrain+swf``'s decision."""
     return best_heuristic_proposers(queue_window, cache, spantrain=True)
+
+
+def carbon(queue_window: int, cache: PlanCache) -> list[CandidateProposer]:
+    """The set ``"carbon"``: ``"first-fit+spantrain"`` with the decisions of two carbon-aware heuristics.
+
+    In candidate order: the decisions of ``fastest+swf``, ``fifo+swf``, ``spantrain+swf``,
+    ``forecast-carbon+swf`` (least forecast carbon over the job's run) and ``lowest-carbon+swf``
+    (lowest intensity now) (:mod:`sfenv.agents.carbon`), then the default proposers.  A policy can
+    then always do what the fastest and the carbon-aware heuristics do, and choose between them state
+    by state (the ``carbon-rollout`` recipe).  SpinSearch's plans are left out: they are slow to fit
+    and move work across regions, which the egress weight of a carbon scenario charges.
+    """
+    return [FirstFitProposer(cache, order="swf", placement="fastest"), FirstFitProposer(cache, order="swf"),
+            DecisionProposer(ordered_class(SpanTrainAgent, "spantrain", "swf")()),
+            DecisionProposer(ordered_class(ForecastCarbonAgent, "forecast-carbon", "swf")()),
+            DecisionProposer(ordered_class(LowestCarbonAgent, "lowest-carbon", "swf")()),
+            SingleRegionProposer(cache, jobs=queue_window), PathProposer(cache)]

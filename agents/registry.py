@@ -37,6 +37,7 @@ AGENTS: dict[str, str] = {
     "forecast-carbon": "sfenv.agents.carbon:ForecastCarbonAgent",
     "carbon-defer": "sfenv.agents.carbon:CarbonDeferralAgent",
     "carbon-st": "sfenv.agents.carbon:SpatioTemporalCarbonAgent",
+    "carbon-elastic": "sfenv.agents.carbon:CarbonElasticAgent",
 }
 
 #: name -> one line for ``sfenv agents`` (an agent without one shows its class docstring's first line)
@@ -62,6 +63,7 @@ DESCRIPTIONS: dict[str, str] = {
     "forecast-carbon": "Forecast carbon: the region of least forecast carbon over the job's run (spatial)",
     "carbon-defer": "Carbon deferral: Wait-AWhile-style start in the cleanest forecast hour within a slack (temporal)",
     "carbon-st": "Carbon spatio-temporal: the cleanest region and start hour within a slack",
+    "carbon-elastic": "Carbon elastic: CarbonScaler-style hourly data-parallel width, wider in clean hours (elastic)",
 }
 
 #: named groups accepted wherever a list of agents is
@@ -69,7 +71,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "default": ("fifo", "cheapest", "random", "bace-pipe", "lcf", "ldf", "cr-lcf", "cr-ldf", "spantrain",
                 "spiderflow", "spinsearch"),
     "bace": ("bace-pipe", "lcf", "ldf", "cr-lcf", "cr-ldf"),
-    "carbon": ("lowest-carbon", "forecast-carbon", "carbon-defer", "carbon-st"),
+    "carbon": ("lowest-carbon", "forecast-carbon", "carbon-defer", "carbon-st", "carbon-elastic"),
     # any PLACEMENT+ORDER is accepted (sfenv.agents.ordering); these are the ones compared by default
     "ordering": ("fifo+swf", "fifo+fgf", "fifo+bace", "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace",
                  "spantrain+swf", "fastest+swf"),

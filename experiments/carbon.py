@@ -1,4 +1,4 @@
-"""Carbon saved by spatial, temporal and spatio-temporal shifting, and at what JCT and cost (issue 33 §4).
+"""Carbon saved by spatial, temporal, spatio-temporal and elastic shifting, and at what JCT and cost (issue 33 §4).
 
 Every arm plays the same seeded episodes as a carbon-agnostic baseline (``fastest``: each job in
 the region it runs fastest in now, arrival order with backfilling; the temporal agents place jobs
@@ -7,16 +7,18 @@ the same way, so their savings come from time alone):
 - spatial: ``lowest-carbon`` (intensity now), ``forecast-carbon`` (forecast over the job's run);
 - temporal: ``carbon-defer`` (Wait-AWhile style) at each slack;
 - spatio-temporal: ``carbon-st`` at each slack;
+- elastic: ``carbon-elastic`` (CarbonScaler-style hourly width, in the job's fastest region) at each
+  slack (a job may finish that much later than at its widest from arrival);
 
 each forecast-reading arm under each forecast kind (``noisy``: published day-ahead error;
-``persistence``: causal; ``oracle``: the true future, a bound).  For each arm the table gives the
-ratio of its mean carbon, JCT and electricity cost to the baseline's over the same seeds, with
+``persistence``: the same hour yesterday, causal; ``oracle``: the true future, a bound).  For each
+arm the table gives the ratio of its mean carbon, JCT and electricity cost to the baseline's over the same seeds, with
 paired bootstrap 95 % intervals (:func:`sfenv.runs.stats.paired_ratio`).  Seeds come from the
-benchmark protocol's split (default: the first 10 of the test split).  Elastic scaling is not
-an arm: see :mod:`sfenv.agents.carbon`.
+benchmark protocol's split (default: the first 10 of the test split).
 
 Run: ``python -m sfenv.experiments.carbon [--scenario geo-8] [--num-jobs 20] [--split test --seeds 10]
-[--slacks 6,24] [--forecasts noisy,oracle] [--out carbon.json] [--markdown carbon.md]``.
+[--slacks 6,24] [--forecasts noisy,persistence,oracle] [--out carbon.json] [--markdown carbon.md]``;
+``--rows carbon.json`` re-summarises the episodes of an earlier run without playing them.
 """
 
 from __future__ import annotations
@@ -36,16 +38,27 @@ from sfenv.runs.stats import paired_ratio
 from sfenv.scenario import Scenario, load_scenario
 from sfenv.sim import make_simulator
 
-__all__ = ["BASELINE", "arms", "format_markdown", "main", "play", "run_carbon", "summarise"]
+__all__ = ["BASELINE", "arms", "compare", "format_markdown", "main", "play", "run_carbon", "summarise"]
 
 #: the carbon-agnostic scheduler every arm is compared with
 BASELINE = "fastest"
 #: the carbon-aware agents whose decisions read the forecast (the others read the intensity now)
-FORECAST_AGENTS = ("forecast-carbon", "carbon-defer", "carbon-st")
+FORECAST_AGENTS = ("forecast-carbon", "carbon-defer", "carbon-st", "carbon-elastic")
+#: the forecast kinds an arm may read (:class:`sfenv.world.carbon.CarbonForecaster`)
+FORECASTS = ("noisy", "persistence", "oracle")
 
 
 def arms(slacks: Sequence[float], forecasts: Sequence[str]) -> list[dict[str, Any]]:
-    """The arms: ``{"label", "agent", "kwargs", "forecast", "kind"}``, the baseline first."""
+    """The arms: ``{"label", "agent", "kwargs", "forecast", "kind"}``, the baseline first.
+
+    :raises ValueError: for a forecast kind not in :data:`FORECASTS` or a negative slack.
+    """
+    for fc in forecasts:
+        if fc not in FORECASTS:
+            raise ValueError(f"forecasts: {fc!r} is not a forecast kind; expected one of {', '.join(FORECASTS)}")
+    for slack in slacks:
+        if not slack >= 0:
+            raise ValueError(f"slacks: {slack!r}: expected hours >= 0")
     out: list[dict[str, Any]] = [
         {"label": BASELINE, "agent": BASELINE, "kwargs": {}, "forecast": "noisy", "kind": "baseline"},
         {"label": "lowest-carbon", "agent": "lowest-carbon", "kwargs": {}, "forecast": "noisy", "kind": "spatial"},
@@ -53,7 +66,7 @@ def arms(slacks: Sequence[float], forecasts: Sequence[str]) -> list[dict[str, An
     for fc in forecasts:
         out.append({"label": f"forecast-carbon/{fc}", "agent": "forecast-carbon", "kwargs": {}, "forecast": fc,
                     "kind": "spatial"})
-    for name, kind in (("carbon-defer", "temporal"), ("carbon-st", "spatio-temporal")):
+    for name, kind in (("carbon-defer", "temporal"), ("carbon-st", "spatio-temporal"), ("carbon-elastic", "elastic")):
         for slack in slacks:
             for fc in forecasts:
                 out.append({"label": f"{name}/slack={slack:g}h/{fc}", "agent": name, "kwargs": {"slack_h": slack},
@@ -67,14 +80,14 @@ def play(arm: dict[str, Any], scenario: Scenario, seed: int) -> dict[str, Any]:
     agent = make_agent(arm["agent"], **arm["kwargs"])
     agent.reset(seed)
     sim = make_simulator(sc, seed)
-    report = sim.run(agent.decide, replan=agent.replan if agent.replans else None)
+    report = sim.run(agent.decide, replan=agent.replan if agent.replans else None, replan_hourly=agent.replan_hourly)
     assert sim.carbon is not None
     return {"arm": arm["label"], "kind": arm["kind"], "forecast": arm["forecast"], "seed": seed,
             "carbon_signal": sim.carbon.signal, **report.to_dict()}
 
 
 def run_carbon(scenario: str | Scenario, seeds: Sequence[int], slacks: Sequence[float] = (6.0, 24.0),
-               forecasts: Sequence[str] = ("noisy", "oracle"), num_jobs: int | None = None,
+               forecasts: Sequence[str] = ("noisy", "persistence", "oracle"), num_jobs: int | None = None,
                out: str | Path | None = None) -> list[dict[str, Any]]:
     """Play every arm on every seed; one row per episode (written to ``out`` atomically after each arm).
 
@@ -120,14 +133,46 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def compare(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Paired carbon ratios between arms: each forecast against the oracle, and elastic against deferral.
+
+    For every arm ``NAME/slack=S/F`` (and ``forecast-carbon/F``) with ``F`` not the oracle and a
+    ``.../oracle`` twin: its carbon over the twin's (what the forecast's error costs); for every
+    ``carbon-elastic/slack=S/F``: its carbon over ``carbon-defer/slack=S/F``'s (elastic scaling against
+    non-interruptible deferral, our stand-in for CarbonScaler's suspend-resume baseline).  Each is
+    ``{"arm", "reference", "what", "ratio", "low", "high", "seeds"}`` with a paired bootstrap 95 % interval.
+    """
+    by_arm: dict[str, dict[int, float]] = {}
+    for r in rows:
+        by_arm.setdefault(r["arm"], {})[r["seed"]] = r["carbon_kg"]
+    pairs = []
+    for label in by_arm:
+        head, _, fc = label.rpartition("/")
+        if head and fc != "oracle" and f"{head}/oracle" in by_arm:
+            pairs.append((label, f"{head}/oracle", f"{fc} forecast vs oracle"))
+    for label in by_arm:
+        if label.startswith("carbon-elastic/"):
+            twin = "carbon-defer/" + label.split("/", 1)[1]
+            if twin in by_arm:
+                pairs.append((label, twin, "elastic vs deferral"))
+    out = []
+    for arm, ref, what in pairs:
+        seeds = sorted(set(by_arm[arm]) & set(by_arm[ref]))
+        ratio, low, high = paired_ratio([by_arm[arm][s] for s in seeds], [by_arm[ref][s] for s in seeds])
+        out.append({"arm": arm, "reference": ref, "what": what, "ratio": ratio, "low": low, "high": high,
+                    "seeds": len(seeds)})
+    return out
+
+
 def _ratio(entry: dict[str, Any], col: str) -> str:
     lo, hi = entry[col + "_low"], entry[col + "_high"]
     band = f" ({lo:.3f}-{hi:.3f})" if math.isfinite(lo) else ""
     return f"{entry[col + '_ratio']:.3f}{band}"
 
 
-def format_markdown(summary: Sequence[dict[str, Any]], scenario: str, seeds: Sequence[int], num_jobs: int) -> str:
-    """The summary as a Markdown table, with the settings."""
+def format_markdown(summary: Sequence[dict[str, Any]], scenario: str, seeds: Sequence[int], num_jobs: int,
+                    comparisons: Sequence[dict[str, Any]] = ()) -> str:
+    """The summary as a Markdown table, with the settings (and the :func:`compare` table if given)."""
     signal = "/".join(sorted({e["signal"] for e in summary}))
     lines = [f"Carbon shifting on {scenario} ({num_jobs} jobs per episode), seeds {seeds[0]}..{seeds[-1]} "
              f"({len(seeds)}), carbon signal {signal}; ratios to `{BASELINE}` (carbon-agnostic) on the same seeds, "
@@ -137,6 +182,12 @@ def format_markdown(summary: Sequence[dict[str, Any]], scenario: str, seeds: Seq
     for e in summary:
         lines.append(f"| {e['arm']} | {e['kind']} | {e['carbon']:.1f} | {_ratio(e, 'carbon')} | {e['jct']:.2f} | "
                      f"{_ratio(e, 'jct')} | {e['cost']:.1f} | {_ratio(e, 'cost')} | {e['unfinished']:.1f} |")
+    if comparisons:
+        lines += ["", "Paired carbon ratios between arms (same seeds, bootstrap 95 % intervals):", "",
+                  "| arm | against | comparison | carbon ratio |", "|---|---|---|---|"]
+        for c in comparisons:
+            band = f" ({c['low']:.3f}-{c['high']:.3f})" if math.isfinite(c["low"]) else ""
+            lines.append(f"| {c['arm']} | {c['reference']} | {c['what']} | {c['ratio']:.3f}{band} |")
     return "\n".join(lines) + "\n"
 
 
@@ -148,20 +199,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", default="test", choices=["train", "validation", "test"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--slacks", default="6,24", help="comma-separated slack hours")
-    parser.add_argument("--forecasts", default="noisy,oracle", help="comma-separated: noisy, persistence, oracle")
+    parser.add_argument("--forecasts", default="noisy,persistence,oracle",
+                        help="comma-separated: noisy, persistence, oracle")
     parser.add_argument("--out", default=None, help="JSON file of the episode rows")
     parser.add_argument("--markdown", default=None, help="Markdown file of the table")
+    parser.add_argument("--rows", default=None,
+                        help="summarise the episode rows of an earlier --out file instead of playing")
     args = parser.parse_args(argv)
     seeds = protocol.seeds(args.split, args.seeds, args.scenario)
-    slacks = [float(x) for x in args.slacks.split(",") if x]
+    try:
+        slacks = [float(x) for x in args.slacks.split(",") if x]
+    except ValueError:
+        parser.exit(2, f"sfenv: --slacks {args.slacks!r}: expected comma-separated hours such as 6,24\n")
     forecasts = [x for x in args.forecasts.split(",") if x]
-    rows = run_carbon(args.scenario, seeds, slacks, forecasts, args.num_jobs, args.out)
-    text = format_markdown(summarise(rows), args.scenario, seeds, args.num_jobs)
+    try:
+        arms(slacks, forecasts)  # check the settings before any episode runs
+    except ValueError as exc:
+        parser.exit(2, f"sfenv: {exc}\n")
+    if args.rows:
+        try:
+            rows = json.loads(Path(args.rows).read_text())
+        except (OSError, ValueError) as exc:
+            parser.exit(2, f"sfenv: --rows {args.rows}: cannot read episode rows ({exc})\n")
+        seeds = sorted({int(r["seed"]) for r in rows})
+    else:
+        rows = run_carbon(args.scenario, seeds, slacks, forecasts, args.num_jobs, args.out)
+    text = format_markdown(summarise(rows), args.scenario, seeds, args.num_jobs, compare(rows))
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text)
     if args.out:
-        Path(args.out).with_suffix(".summary.json").write_text(json.dumps(summarise(rows), indent=1))
+        Path(args.out).with_suffix(".summary.json").write_text(
+            json.dumps({"arms": summarise(rows), "comparisons": compare(rows)}, indent=1))
     return 0
 
 

@@ -12,8 +12,12 @@ bootstrap 95 % CI over seeds (:func:`sfenv.runs.stats.paired_ratio`, BCa).  Besi
 agent, what the schedule costs and moves: electricity (``cost_usd``), egress (``egress_usd``, bytes
 billed between regions), their sum (``total_cost_usd``) and the TB sent between regions (``wan_tb``),
 each with the learned policy's paired ratio to the best heuristic's (None where that heuristic's
-mean is 0, e.g. one that moves nothing across regions).  Results go to
-``<out>/learned_vs_heuristics.json``.  ``--unseen NAMES`` tests the model on other scenarios too;
+mean is 0, e.g. one that moves nothing across regions), and operational carbon (``carbon_kg``).
+Against the heuristic best by the reward's objective, and the best carbon-aware one (the ``carbon``
+group, any ordering) by that objective, it gives the ratios of the objective, JCT, cost and carbon
+apart (``vs_best_objective``, ``vs_best_carbon_aware``).  Results go to
+``<out>/learned_vs_heuristics.json``.  ``--unseen NAMES`` tests the model on other scenarios too
+(``--unseen-reward``: with the training scenario's reward weights);
 ``--unseen-generated N`` on the first N generated platforms of the protocol's test split (platforms
 no training config may use), pooled over (platform, seed) pairs with one best heuristic for the family.
 The model is played in its recipe's play mode (the config's ``play:``, recorded in the model's
@@ -31,6 +35,7 @@ Run (about 30 minutes at the default 150k steps on 2 cores)::
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -78,6 +83,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--unseen", default="",
                    help="comma list of scenarios the model never trained on, to test it there too (against FIFO "
                         "and the best heuristic; needs a compact-observation model)")
+    p.add_argument("--unseen-reward", action="store_true",
+                   help="play the --unseen scenarios with the training scenario's reward weights (e.g. its carbon "
+                        "weight on a scenario without one); results are keyed 'NAME (reward of SCENARIO)'")
     p.add_argument("--unseen-generated", type=int, default=0, metavar="N",
                    help="also test on the first N generated platforms of the protocol's split (the seeds' "
                         "split: validation platforms with --split validation, else test platforms; "
@@ -140,7 +148,15 @@ def main(argv: list[str] | None = None) -> dict:
     report(spec, result)
     result["unseen"] = {}
     for other in [s.strip() for s in args.unseen.split(",") if s.strip()]:
-        res = result["unseen"][other] = compare(spec, heuristics, other, seeds, args.num_jobs, play=play, **saved)
+        target: Any = other
+        saved_here = saved
+        if args.unseen_reward:
+            reward = load_scenario(scenario).cfg.reward.model_dump(exclude_none=True)
+            target, other = load_scenario(other).with_overrides(reward=reward), f"{other} (reward of {scenario})"
+            if args.episodes is not None:  # its episodes are not the scenario's own: a folder of their own
+                saved_here = {**saved, "episodes": args.episodes / f"reward-of-{load_scenario(scenario).name}"}
+        res = result["unseen"][other] = compare(spec, heuristics, target, seeds, args.num_jobs, play=play,
+                                                **saved_here)
         print(f"unseen scenario {other}, {choice.describe()}")
         report(spec, res)
     if args.unseen_generated:
@@ -197,6 +213,7 @@ METRICS: tuple[tuple[str, str, float], ...] = (
     ("egress_usd", "egress_usd", 1.0),  # bytes billed between regions
     ("total_cost_usd", "total_cost_usd", 1.0),  # electricity + egress
     ("wan_tb", "wan_tb", 1.0),  # TB sent between regions
+    ("carbon_kg", "carbon_kg", 1.0),  # operational kgCO2e (the scenario's carbon signal)
 )
 
 
@@ -220,7 +237,11 @@ def _ratios(spec: str, heuristics: list[str], rows: list[dict], pairs: list[Any]
     cheapest = min(heuristics, key=lambda h: cost[h].mean())
     best_obj = min(heuristics, key=lambda h: objective[h].mean())
     summary = {a: {**{key: float(values[key][a].mean()) for key, _, _ in METRICS},
+                   "objective": float(objective[a].mean()),
                    "unfinished": float(np.mean([by[a][s]["unfinished"] for s in seeds]))} for a in by}
+    values["objective"] = objective
+    carbon_aware = [h for h in heuristics if is_carbon_aware(h)]
+    best_ca = min(carbon_aware, key=lambda h: objective[h].mean()) if carbon_aware else None
     return {"best_heuristic": best, "ratio_to_best": list(paired_bootstrap_ratio(jct[spec], jct[best])),
             "ratio_to_fifo": list(paired_bootstrap_ratio(jct[spec], jct["fifo"])) if "fifo" in jct else None,
             "cheapest_heuristic": cheapest,
@@ -230,7 +251,26 @@ def _ratios(spec: str, heuristics: list[str], rows: list[dict], pairs: list[Any]
                for key in ("egress_usd", "total_cost_usd", "wan_tb")},
             "best_objective_heuristic": best_obj,
             "objective_ratio_to_best": list(paired_bootstrap_ratio(objective[spec], objective[best_obj])),
+            "vs_best_objective": _ratios_to(spec, best_obj, values),
+            "best_carbon_aware_heuristic": best_ca,
+            "vs_best_carbon_aware": None if best_ca is None else _ratios_to(spec, best_ca, values),
             "summary": summary}
+
+
+#: what :func:`_ratios_to` compares: the reward's objective, then JCT, cost and carbon apart
+COMPARED = ("objective", "mean_jct_h", "cost_usd", "total_cost_usd", "carbon_kg")
+
+
+def is_carbon_aware(name: str) -> bool:
+    """Whether the agent ``name`` (``PLACEMENT`` or ``PLACEMENT+ORDER``) places or times jobs by carbon."""
+    from sfenv.agents.registry import GROUPS
+
+    return name.split("+", 1)[0] in GROUPS["carbon"]
+
+
+def _ratios_to(spec: str, reference: str, values: dict[str, dict[str, np.ndarray]]) -> dict[str, list[float] | None]:
+    """The learned policy's paired ratios to ``reference`` per figure of :data:`COMPARED` (None: reference's mean 0)."""
+    return {key: _ratio_or_none(values[key][spec], values[key][reference]) for key in COMPARED}
 
 
 def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[int],
@@ -263,9 +303,9 @@ def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> 
     """What the scenario's reward minimises over an episode: minus its undiscounted return, penalties aside.
 
     ``jct_weight * sum(JCT) / (3600 K) + cost_weight * cost + egress_weight * egress
-    - throughput_weight * tokens / 1e9`` (:class:`sfenv.env.GeoSchedEnv`'s reward; the sum of censored
-    JCTs is the episode's job-time; ``egress_weight`` is ``cost_weight`` where the scenario gives none;
-    a row written before egress was billed counts none).
+    - throughput_weight * tokens / 1e9 + carbon_weight * carbon_kg`` (:class:`sfenv.env.GeoSchedEnv`'s
+    reward; the sum of censored JCTs is the episode's job-time; ``egress_weight`` is ``cost_weight``
+    where the scenario gives none; a row written before egress or carbon was billed counts none).
     With a cost weight this is the fair single figure: JCT and cost ratios alone can each favour a
     policy that trades one for the other.
     """
@@ -276,16 +316,18 @@ def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> 
     job_h = float(np.sum(row["jcts_s"])) / 3600.0
     egress_weight = w.cost_weight if w.egress_weight is None else w.egress_weight
     return (w.jct_weight * job_h / sc.cfg.env.queue_window + w.cost_weight * row["cost_usd"]
-            + egress_weight * row.get("egress_usd", 0.0) - w.throughput_weight * row["total_tokens"] / 1e9)
+            + egress_weight * row.get("egress_usd", 0.0) - w.throughput_weight * row["total_tokens"] / 1e9
+            + w.carbon_weight * row.get("carbon_kg", 0.0))
 
 
 def report(spec: str, res: dict) -> None:
     """Print one comparison of :func:`compare`: per agent JCT, costs, cross-region TB; the learned policy's ratios."""
     print(f"  {'agent':<40} {'JCT h':>7} {'elec. USD':>10} {'egress USD':>11} {'total USD':>10} {'WAN TB':>8} "
-          f"{'unfinished':>10}")
+          f"{'kg CO2e':>8} {'objective':>9} {'unfinished':>10}")
     for a, s in sorted(res["summary"].items(), key=lambda kv: kv[1]["mean_jct_h"]):
         print(f"  {a:<40} {s['mean_jct_h']:7.3f} {s['cost_usd']:10.1f} {s['egress_usd']:11.1f} "
-              f"{s['total_cost_usd']:10.1f} {s['wan_tb']:8.2f} {s['unfinished']:10.2f}")
+              f"{s['total_cost_usd']:10.1f} {s['wan_tb']:8.2f} {s.get('carbon_kg', math.nan):8.1f} "
+              f"{s.get('objective', math.nan):9.2f} {s['unfinished']:10.2f}")
     best = res["best_heuristic"]
     r, lo, hi = res["ratio_to_best"]
     print(f"learned / best heuristic ({best}): JCT {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
@@ -305,6 +347,13 @@ def report(spec: str, res: dict) -> None:
     r, lo, hi = res["objective_ratio_to_best"]
     print(f"learned / best heuristic by the reward's objective ({res['best_objective_heuristic']}): "
           f"{r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
+    for label, ref, key in (("best by objective", res["best_objective_heuristic"], "vs_best_objective"),
+                            ("best carbon-aware by objective", res["best_carbon_aware_heuristic"],
+                             "vs_best_carbon_aware")):
+        if res[key] is None:
+            continue
+        parts = [f"{k} " + ("-" if v is None else f"{v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]") for k, v in res[key].items()]
+        print(f"learned / {label} ({ref}): " + "; ".join(parts))
 
 
 if __name__ == "__main__":

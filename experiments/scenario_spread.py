@@ -51,7 +51,7 @@ def play(agent_name: str, scenario: Scenario, seed: int) -> dict[str, Any]:
     agent = make_agent(agent_name)
     agent.reset(seed)
     sim = make_simulator(scenario, seed)
-    report = sim.run(agent.decide, replan=agent.replan if agent.replans else None)
+    report = sim.run(agent.decide, replan=agent.replan if agent.replans else None, replan_hourly=agent.replan_hourly)
     return {"scenario": scenario.name, "agent": agent_name, "seed": seed, **report.to_dict()}
 
 

@@ -14,6 +14,10 @@ back from the fit):
 - MosaicML's MPT throughput on one 8-GPU server of H100 and of A100 (llm-foundry's benchmark
   tables, :data:`MOSAICML_MPT`): the one check of a GPU other than the A100, with A100 rows of the
   same table beside it.  Never fitted.
+- Megatron-LM 2019 on V100 (Shoeybi et al., arXiv 1909.08053; :data:`MEGATRON_2019`): the
+  single-GPU baseline of its Table 1 (1.2B at 39 TFLOP/s) and its weak-scaling runs on 2-512 GPUs.
+  The single-GPU point fits the one figure of unfused kernels (:func:`fit_eager_traffic`,
+  :data:`sfenv.world.hardware.EAGER_MEM_TRAFFIC`); the scaling runs are held out.
 
 How a run maps to sfenv's model: one region of A100-80GB servers of 8 GPUs; the run's TP, PP
 and DP; layers split evenly; 1F1B; micro-batches ``m = B / (b d)``; recomputation ``"none"`` on
@@ -79,11 +83,13 @@ from sfenv.model.perf import PerfParams, Plan, PlanPerf, Stage, evaluate_plan, s
 from sfenv.model.planning import fit_plan
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
 from sfenv.world.csvread import csv_rows
-from sfenv.world.hardware import A100_KERNELS, GPUSpec, KernelModel, get_gpu
+from sfenv.world.hardware import A100_KERNELS, EAGER_MEM_TRAFFIC, GPUSpec, KernelModel, get_gpu
 from sfenv.world.topology import Link, Region, Topology
 from sfenv.world.workload import JobSpec, ModelSpec
 
 __all__ = [
+    "MEGATRON_2019",
+    "MEGATRON_2019_STRONG",
     "MEGATRON_TABLE1",
     "MOSAICML_MPT",
     "MPT_SHAPES",
@@ -94,10 +100,14 @@ __all__ = [
     "Run",
     "default_data_dir",
     "error_for_rank_target",
+    "fit_eager_traffic",
     "fit_kernel_model",
     "fit_objective",
     "load_runs",
     "main",
+    "megatron_flops",
+    "megatron_v100_strong_scaling",
+    "megatron_v100_table",
     "mosaicml_table",
     "pair_order",
     "pair_order_interval",
@@ -142,6 +152,44 @@ MEGATRON_TABLE1: tuple[tuple[float, int, int, int, int, int, int, int, float], .
     (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163.0),
     (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163.0),
 )
+
+# Megatron-LM 2019 (Shoeybi et al., "Megatron-LM: Training Multi-Billion Parameter Language Models Using Model
+# Parallelism", arXiv 1909.08053).  Hardware (section 5): DGX-2H servers of 16 V100 SXM3 32GB on NVSwitch (300 GB/s
+# per GPU both ways: the catalogue's 150 per direction), 8 InfiniBand adapters per server (100 GB/s between
+# servers: 50 Gbit/s per GPU).  Peak: 39 TFLOP/s is "30% of the theoretical peak FLOPS for a single GPU in a DGX-2H
+# server" (section 5.1), i.e. 130 TFLOP/s (the DGX-2H's V100 runs above the catalogue SXM2 part's 125).  Runs
+# (section 5.1 and Table 1): GPT-2 shapes with 96 hidden per head, vocabulary padded to 51,200, batch 8 per
+# model-parallel group (model parallel: "a fixed batch size of 8"; model+data parallel: global batch 512 over
+# 64-way data parallelism), tensor ("model") parallelism only, no pipeline; sequences of 1024, fp16 mixed
+# precision, activation checkpointing after every layer (section 4.2).  Achieved FLOP/s per GPU: the baseline's 39
+# (section 5.1, abstract); the others as weak-scaling efficiencies against it, from Figure 5's bar labels
+# (model parallel 95/82/77 % on 2/4/8 GPUs; model+data 96/83/79 % on 64/128/256), and the 512-GPU run from the
+# abstract's 15.1 PFLOP/s (its 76 %; Figure 5's label reads 74 %).  The paper does not give its FLOP count (asked,
+# unanswered, in github.com/NVIDIA/Megatron-LM/issues/27); the same group's later one is used (Narayanan et al.,
+# SC'21, section 5.1: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), recomputation included).
+# (Table 1 model, tensor-parallel GPUs, data-parallel replicas, TFLOP/s per GPU, where published)
+MEGATRON_2019_PEAK_TFLOPS = 130.0
+MEGATRON_2019_SEQ = 1024
+MEGATRON_2019_VOCAB = 51200
+MEGATRON_2019_SHAPES: dict[str, tuple[int, int, int]] = {  # hidden, heads, layers (Table 1)
+    "1.2B": (1536, 16, 40), "2.5B": (1920, 20, 54), "4.2B": (2304, 24, 64), "8.3B": (3072, 32, 72),
+}
+MEGATRON_2019: tuple[tuple[str, int, int, float, str], ...] = (
+    ("1.2B", 1, 1, 39.0, "section 5.1 (the fitted point)"),
+    ("2.5B", 2, 1, 0.95 * 39.0, "Figure 5, 95 %"),
+    ("4.2B", 4, 1, 0.82 * 39.0, "Figure 5, 82 %"),
+    ("8.3B", 8, 1, 0.77 * 39.0, "Figure 5 and section 5.1, 77 %"),
+    ("1.2B", 1, 64, 0.96 * 39.0, "Figure 5, 96 %"),
+    ("2.5B", 2, 64, 0.83 * 39.0, "Figure 5, 83 %"),
+    ("4.2B", 4, 64, 0.79 * 39.0, "Figure 5, 79 %"),
+    ("8.3B", 8, 64, 15.1e3 / 512, "abstract, 15.1 PFLOP/s on 512 GPUs"),
+)
+# Appendix D.2, Table 8: the 1.2B model at batch 8 on 1, 2, 4 and 8 GPUs of model parallelism, speedup over 1 GPU
+MEGATRON_2019_STRONG: tuple[tuple[int, float], ...] = ((1, 1.0), (2, 1.64), (4, 2.34), (8, 2.98))
+# Megatron-LM v1.0 (NVIDIA ADLR blog "MegatronLM's Supercharged V1.0", 2020): the same 1.2B baseline on one DGX-2H
+# V100 at batch 8 after "several software optimizations": 1,288 ms per iteration, 62.4 TFLOP/s (48 % of peak, "60%
+# over our previously 39").  Its sequence length is not stated (the paper's 1024 assumed): printed, not checked.
+MEGATRON_V1_SECONDS = 1.288
 
 # MosaicML llm-foundry, scripts/train/benchmarking/README.md at commit
 # b2a43a1477a45f40f4086a1c72f851b0ab42d0ac (2023-10-19, "Update_pretrain_benchmarks"; Apache-2.0,
@@ -556,6 +604,76 @@ def mosaicml_table() -> list[dict[str, Any]]:
     return out
 
 
+def megatron_flops(batch: int, seq_len: int, layers: int, hidden: int, vocab: int) -> float:
+    """FLOPs of one iteration with full recomputation as Megatron counts them (Narayanan et al., SC'21, section 5.1)."""
+    return 96.0 * batch * seq_len * layers * hidden**2 * (1 + seq_len / (6 * hidden) + vocab / (16 * layers * hidden))
+
+
+def _megatron_2019_gpu(kernels: KernelModel | None) -> GPUSpec:
+    """A DGX-2H V100: the catalogue's V100 at the paper's 130 TFLOP/s peak, with ``kernels`` (default: its own)."""
+    gpu = dataclasses.replace(get_gpu("V100"), tflops=MEGATRON_2019_PEAK_TFLOPS)
+    return gpu if kernels is None else dataclasses.replace(gpu, kernels=kernels)
+
+
+def _megatron_2019_time(model: str, tp: int, dp: int, kernels: KernelModel | None) -> float:
+    """Modelled iteration time of a Megatron-LM 2019 run: one stage of ``dp`` replicas of ``tp`` GPUs, batch 8 each."""
+    h, heads, layers = MEGATRON_2019_SHAPES[model]
+    gpus = tp * dp
+    topo = Topology([Region("dgx2h", _megatron_2019_gpu(kernels), max(16, gpus), "z", pue=1.0, intra_bw_gbps=50.0,
+                            intra_latency_ms=0.005, gpus_per_server=16)], [])
+    job = JobSpec(0, ModelSpec(model, layers, h, heads, MEGATRON_2019_SEQ, MEGATRON_2019_VOCAB), 8 * dp, 1, 0.0, 1,
+                  1 << 30)
+    plan = Plan(0, (Stage.at(0, layers, dp=dp, tp=tp),), micro_batch=8, schedule="1f1b", recompute="full")
+    perf = evaluate_plan(plan, job, topo, PARAMS)
+    if not perf.feasible:
+        raise ValueError(f"Megatron-LM 2019 {model} on {gpus} GPUs: the model rejects the plan ({perf.reason})")
+    return perf.iter_time
+
+
+def megatron_v100_table(kernels: KernelModel | None = None) -> list[dict[str, Any]]:
+    """Megatron-LM 2019's V100 runs (:data:`MEGATRON_2019`) against the model: measured and modelled iteration times.
+
+    The measured time is the run's FLOPs (:func:`megatron_flops`, batch 8 per replica) over its published FLOP/s
+    per GPU times its GPUs.  Modelled on DGX-2H V100s (the catalogue's V100 at 130 TFLOP/s peak), 16 per server,
+    50 Gbit/s of InfiniBand per GPU, the gradient all-reduce after the backward pass (:data:`PARAMS`).
+
+    :param kernels: the kernel model (default: the catalogue's V100, fused kernels; ``.eager()`` for unfused).
+    :return: one dict per run: ``model, gpus, tp, dp, published_tflops, source, measured, modelled, ratio``.
+    """
+    out = []
+    for model, tp, dp, tflops, source in MEGATRON_2019:
+        h, _, layers = MEGATRON_2019_SHAPES[model]
+        measured = megatron_flops(8 * dp, MEGATRON_2019_SEQ, layers, h, MEGATRON_2019_VOCAB) / (tflops * 1e12 * tp * dp)
+        modelled = _megatron_2019_time(model, tp, dp, kernels)
+        out.append({"model": model, "gpus": tp * dp, "tp": tp, "dp": dp, "published_tflops": tflops,
+                    "source": source, "measured": measured, "modelled": modelled, "ratio": modelled / measured})
+    return out
+
+
+def megatron_v100_strong_scaling(kernels: KernelModel | None = None) -> list[tuple[int, float, float]]:
+    """Appendix D.2's strong scaling of the 1.2B model at batch 8: ``(GPUs, published speedup, modelled speedup)``."""
+    base = _megatron_2019_time("1.2B", 1, 1, kernels)
+    return [(tp, published, base / _megatron_2019_time("1.2B", tp, 1, kernels))
+            for tp, published in MEGATRON_2019_STRONG]
+
+
+def fit_eager_traffic() -> float:
+    """The ``mem_traffic`` at which the model meets Megatron-LM 2019's single-V100 baseline (39 TFLOP/s) exactly.
+
+    The one free figure of :meth:`~sfenv.world.hardware.KernelModel.eager`; every other kernel figure is the
+    catalogue V100's.  Iteration time is affine in ``mem_traffic`` (the memory-bound term is linear in it and
+    nothing else depends on it), so two evaluations solve it.
+    """
+    model, tp, dp, tflops, _ = MEGATRON_2019[0]
+    h, _, layers = MEGATRON_2019_SHAPES[model]
+    target = megatron_flops(8, MEGATRON_2019_SEQ, layers, h, MEGATRON_2019_VOCAB) / (tflops * 1e12)
+    base = _megatron_2019_gpu(None).kernels
+    assert base is not None  # the catalogue's V100 has a kernel model
+    lo, hi = 0.0, 10.0
+    t_lo, t_hi = (_megatron_2019_time(model, tp, dp, dataclasses.replace(base, mem_traffic=x)) for x in (lo, hi))
+    return lo + (hi - lo) * (target - t_lo) / (t_hi - t_lo)
+
+
 _FIT_FIELDS = ("gemm_eff_max", "gemm_half_s", "mem_traffic", "layer_overhead_s", "tp_step_latency_s", "tp_bus_eff")
 _FIT_SCALE = dict(zip(_FIT_FIELDS, (1.0, 1e-4, 1.0, 1e-4, 1e-5, 1.0)))
 _FIT_BOUNDS = dict(zip(_FIT_FIELDS, ((0.1, 1.0), (0.0, 100.0), (0.0, 100.0), (0.0, 100.0), (0.0, 100.0), (0.1, 1.0))))
@@ -678,6 +796,32 @@ def _print_mosaicml() -> None:
               f"model {r['modelled']:.3f} s  ratio {r['ratio']:.2f}")
 
 
+def _print_megatron_v100() -> None:
+    print(f"Megatron-LM 2019 on DGX-2H V100 ({MEGATRON_2019_PEAK_TFLOPS:.0f} TFLOP/s peak; Shoeybi et al., arXiv "
+          f"1909.08053; 2.5B-8.3B on 2-512 GPUs held out):")
+    v100 = get_gpu("V100").kernels
+    assert v100 is not None
+    for label, kernels in (("catalogue V100 (fused kernels, A100 fit scaled)", None),
+                           (f"unfused kernels (mem_traffic {EAGER_MEM_TRAFFIC}, fitted on 1.2B/1 GPU: "
+                            f"{fit_eager_traffic():.2f})", v100.eager())):
+        rows = megatron_v100_table(kernels)
+        held = np.array([r["ratio"] for r in rows[1:]])
+        print(f"  {label}: 1 GPU model/measured {rows[0]['ratio']:.2f}; held out {len(held)} runs MAPE "
+              f"{100 * np.mean(np.abs(held - 1)):.1f} % (model/measured {held.min():.2f}-{held.max():.2f}), "
+              f"512 GPUs {rows[-1]['ratio']:.2f}")
+        for r in rows:
+            model_tflops = r["published_tflops"] / r["ratio"]
+            print(f"    {r['model']:>5} TP {r['tp']} x DP {r['dp']:<2} ({r['gpus']:>3} GPUs)  published "
+                  f"{r['published_tflops']:5.1f}  model {model_tflops:5.1f} TFLOP/s per GPU  time model/measured "
+                  f"{r['ratio']:.2f}  [{r['source']}]")
+        speedups = "  ".join(f"{n} GPUs {pub:.2f}/{mod:.2f}" for n, pub, mod in megatron_v100_strong_scaling(kernels))
+        print(f"    strong scaling of 1.2B, batch 8 (Table 8, published/model speedup): {speedups}")
+    fused = _megatron_2019_time("1.2B", 1, 1, None)
+    print(f"  Megatron-LM v1.0 (2020 blog, same 1.2B baseline and GPU, fused software; sequence length not stated): "
+          f"measured {MEGATRON_V1_SECONDS:.3f} s, catalogue V100 model {fused:.3f} s, ratio "
+          f"{fused / MEGATRON_V1_SECONDS:.2f}")
+
+
 def _print_fits(single: list[Run], multi: list[Run], resamples: int) -> None:
     both = single + multi
     print(f"least-squares objective of the catalogue's constants on both sets: {fit_objective(both, A100_KERNELS):.2f}")
@@ -780,6 +924,7 @@ def main(argv: list[str] | None = None) -> int:
     _print_set("multi-node 3.6B / 18.4B (vTrain)", summarise(multi, k, args.resamples))
     _print_published(k)
     _print_mosaicml()
+    _print_megatron_v100()
     _print_wan_share([wan_share(load_scenario(name)) for name in bundled_scenarios()])
     if args.fit:
         _print_fits(single, multi, args.resamples)

@@ -31,6 +31,7 @@ _NAMES: dict[str, str] = {
     "Spider8Contended": "spider-8-contended",
     "Geo8Contended": "geo-8-contended",
     "Geo8ContendedCost": "geo-8-contended-cost",
+    "Geo8Carbon": "geo-8-carbon",
     "GeoSchedUnmasked": "spider-8",
 }
 #: name -> keyword arguments its ids add to ``scenario``.  ``GeoSchedUnmasked`` is spider-8 for agents
@@ -41,8 +42,11 @@ _NAMES: dict[str, str] = {
 _NAME_KWARGS: dict[str, dict] = {"GeoSchedUnmasked": {"invalid_action_limit": 3}}
 #: Registered id -> bundled scenario name (the current version).
 ENV_IDS: dict[str, str] = {f"sfenv/{name}-{ENV_VERSION}": scenario for name, scenario in _NAMES.items()}
+#: names first registered at v2: no model was ever trained on a v0 id of theirs, so they get none
+_NEW_IN_V2 = frozenset({"Geo8Carbon"})
 #: Deprecated ids (v0: the observation holds the privileged share of jobs still to arrive) -> scenario.
-DEPRECATED_ENV_IDS: dict[str, str] = {f"sfenv/{name}-v0": scenario for name, scenario in _NAMES.items()}
+DEPRECATED_ENV_IDS: dict[str, str] = {f"sfenv/{name}-v0": scenario for name, scenario in _NAMES.items()
+                                      if name not in _NEW_IN_V2}
 #: keyword arguments that give each deprecated version its behaviour
 _VERSION_KWARGS: dict[str, dict] = {"v0": {"privileged_obs": True}}
 #: Registered id (current and deprecated) -> keyword arguments it adds to ``scenario``

@@ -14,7 +14,7 @@ import math
 import re
 import warnings
 from bisect import bisect_right
-from functools import cached_property
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -34,6 +34,7 @@ from pydantic import (
 
 from sfenv.errors import InvalidInput, SfenvError, did_you_mean
 from sfenv.model.perf import SCHEDULES, PerfParams
+from sfenv.model.routing import ROUTING_MODES
 from sfenv.world import limits as lim
 from sfenv.world.carbon import (
     BUNDLED_CARBON_CSV,
@@ -179,6 +180,20 @@ def _choice_cdf(weights: np.ndarray) -> list[float] | None:
     cdf /= cdf[-1]
     return cdf.tolist()
 
+
+
+@lru_cache(maxsize=8)
+def _bundled_carbon_columns(columns: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Columns of the bundled carbon CSV (package data, never changed), read once per process, read-only.
+
+    Every geo-8 scenario load read the file's 8,760 rows again (about 0.4 s of CPU each).
+
+    :raises sfenv.errors.InvalidInput: as :func:`~sfenv.world.carbon.read_carbon_csv` (not cached).
+    """
+    cols = read_carbon_csv(bundled_carbon_csv(), columns)
+    for v in cols.values():
+        v.setflags(write=False)
+    return cols
 
 class ScenarioError(SfenvError, ValueError):
     """A scenario file is invalid; the message names file, field, value and expectation.
@@ -440,6 +455,12 @@ class SimCfg(_Strict):
     AWS) and ``tcp_window_mib`` (bytes in flight per connection and round trip, default 3 MiB: half
     of Linux's default 6 MiB ``tcp_rmem`` maximum) bound each transfer to ``streams x window / RTT``
     (:class:`sfenv.model.perf.PerfParams`, :mod:`sfenv.model.sharing`).
+
+    ``routing`` (default ``static``): ``static`` sends each cross-region transfer over the route
+    :meth:`sfenv.world.topology.Topology.route_for` picks for its payload at nominal capacities;
+    ``load`` picks, when a job starts or re-plans, the best of a few candidate routes at the rates
+    it would get given the flows already running, and pins it until the job ends or re-plans
+    (:mod:`sfenv.model.routing`).
     """
 
     horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0
@@ -450,6 +471,7 @@ class SimCfg(_Strict):
     wan_streams: PosInt = 16
     tcp_window_mib: PosFloat = 3.0
     schedule: str = "1f1b"
+    routing: str = "static"
 
     def perf_params(self) -> PerfParams:
         """The performance-model constants these settings set."""
@@ -461,6 +483,14 @@ class SimCfg(_Strict):
     def _sched(cls, v: str) -> str:
         if v not in SCHEDULES:
             raise ValueError(f"unknown schedule {v!r}; expected one of {list(SCHEDULES)}")
+        return v
+
+    @field_validator("routing")
+    @classmethod
+    def _routing(cls, v: str) -> str:
+        if v not in ROUTING_MODES:
+            raise ValueError(f"unknown routing {v!r}{did_you_mean(v, ROUTING_MODES)}; expected one of "
+                             f"{list(ROUTING_MODES)}")
         return v
 
 
@@ -598,7 +628,7 @@ class ScenarioCfg(_Strict):
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Dump without ``stragglers``, ``carbon`` and ``reward.carbon_weight`` when unset or 0.
+        """Dump without ``stragglers``, ``carbon``, ``reward.carbon_weight``, ``sim.routing`` when unset, 0 or static.
 
         Scenarios written before them keep their hash.
         """
@@ -609,6 +639,9 @@ class ScenarioCfg(_Strict):
         reward = data.get("reward")
         if isinstance(reward, dict) and reward.get("carbon_weight", 1) == 0:
             del reward["carbon_weight"]
+        sim = data.get("sim")
+        if isinstance(sim, dict) and sim.get("routing") == "static":
+            del sim["routing"]
         return data
 
     @field_validator("name")
@@ -876,9 +909,12 @@ class Scenario:
                   if zc.kind == "csv" and z in region_zones}
         if not wanted:
             return {}
-        path = str(bundled_carbon_csv()) if c.path == BUNDLED_CARBON_CSV else c.path
+        columns = tuple(sorted(set(wanted.values())))
         try:
-            cols = read_carbon_csv(self._resolve(path), sorted(set(wanted.values())))
+            if c.path == BUNDLED_CARBON_CSV:
+                cols = _bundled_carbon_columns(columns)
+            else:  # a user's file is read every time: it may change between loads
+                cols = read_carbon_csv(self._resolve(c.path), columns)
         except ValueError as e:
             zone = next((z for z, col in wanted.items() if f"column {col!r}" in str(e)), None)
             field = f"carbon.zones.{zone}.column" if zone is not None else "carbon.path"

@@ -9,9 +9,20 @@ import numpy as np
 
 import sfenv
 from sfenv.registration import ENV_IDS
+from sfenv.scenario import bundled_scenarios
 
 #: every id sfenv registered (one per bundled scenario file)
 REGISTERED = sfenv.register_envs()
+#: bundled scenario -> the bundled scenario it copies but for its carbon months and reward weights (same
+#: platform, prices, job mix and env settings: tests/test_carbon_scenario.py checks it).  The default
+#: run's per-scenario sweeps (every agent, random rollouts, DDP) play the original only: geo-8-carbon's
+#: would have added about 2 CPU minutes to a run at its 15-minute budget.  The env checkers, the episode
+#: identity and the slow sweep at default budgets play every id.
+VARIANT_OF = {"geo-8-carbon": "geo-8-contended-cost"}
+#: the bundled scenarios the default run's per-scenario sweeps play
+SWEPT_SCENARIOS = [name for name in bundled_scenarios() if name not in VARIANT_OF]
+#: the registered ids the default run's per-id sweeps play
+SWEPT = [env_id for env_id in REGISTERED if ENV_IDS[env_id] not in VARIANT_OF]
 #: small episodes keep the checkers quick
 SMALL = {"num_jobs": 8}
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 from agent_worlds import job, region, world
+from envs import SWEPT_SCENARIOS
 from sfenv.agents.ddp import DataParallelAgent
 from sfenv.agents.fifo import FIFOAgent
 
 import sfenv  # noqa: F401
 from sfenv.model.perf import Plan, Stage
 from sfenv.registration import ENV_IDS
-from sfenv.scenario import bundled_scenarios
 from sfenv.world.topology import Link
 
 
@@ -86,7 +86,7 @@ def test_a_model_no_server_can_replicate_falls_back_to_a_pipeline():
 ENV_FOR = {v: k for k, v in reversed(list(ENV_IDS.items()))}
 
 
-@pytest.mark.parametrize("scenario", bundled_scenarios())
+@pytest.mark.parametrize("scenario", SWEPT_SCENARIOS)  # variants (envs.VARIANT_OF) aside
 def test_ddp_plays_every_bundled_scenario_through_the_env(scenario):
     env = gym.make(ENV_FOR[scenario], num_jobs=6)
     agent = DataParallelAgent().bind(env)

@@ -31,7 +31,7 @@ def _fresh(sim, plan: Plan):
 
 def test_cached_hash_equals_field_hash_and_survives_pickling():
     plan = _cross_plan(3)
-    assert hash(plan) == hash((3, plan.stages, 1, "1f1b", "none", 0, False))  # fields: ..., recompute, window, SP
+    assert hash(plan) == hash((3, plan.stages, 1, "1f1b", "none", 0, False, ()))  # ..., recompute, window, SP, routes
     model = MODEL_ZOO["gpt-1.3b"]
     assert hash(model) == hash(tuple(getattr(model, f) for f in ("name", "layers", "hidden", "heads", "seq_len",
                                                                      "vocab")))

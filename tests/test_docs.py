@@ -143,6 +143,16 @@ def test_citation_and_licence_agree_with_pyproject():
     assert "END OF TERMS AND CONDITIONS" in licence
 
 
+def test_the_carbon_data_ships_with_its_own_licence_notice():
+    """The bundled carbon CSV is Electricity Maps' data under ODbL 1.0, not Apache-2.0: its notice is packaged
+    beside it and the README names the exception."""
+    notice = (ROOT / "sfenv" / "data" / "carbon" / "NOTICE.md").read_text()
+    assert "ODbL" in notice and "opendatacommons.org/licenses/odbl/1-0" in notice and "Electricity Maps" in notice
+    assert '"data/carbon/NOTICE.md"' in PYPROJECT_TEXT
+    readme = (ROOT / "README.md").read_text().split("## License and citation")[1]
+    assert "sfenv/data/carbon/NOTICE.md" in readme and "Open Database License" in readme
+
+
 def test_changelog_lists_every_registered_id():
     from sfenv.registration import ENV_IDS
 

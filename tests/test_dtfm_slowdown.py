@@ -29,20 +29,25 @@ Every setting is DT-FM's (DS3Lab/DT-FM @cda948f), none chosen to land in the ban
 - **transport**: NCCL's socket transport on AWS (the p3 instances' ENA) opens 16 sockets per
   connection, the model's default ``wan_streams``; with 3 MiB windows over the longest round trip
   of the order (260 ms) that is 1.5 Gbit/s, above every pair's rate, so TCP's window never binds.
+- **software**: DT-FM's layers are plain PyTorch (``modules/gpt_modules.py``: separate q, k and v
+  ``nn.Linear``, ``torch.matmul`` for the scores, their division by the scale, ``softmax``, ``relu``,
+  residual adds and ``nn.LayerNorm``, each its own kernel): unfused, as Megatron-LM's 2019 code was.
+  The GPUs are the catalogue's V100 (p3's SXM2, 125 TFLOP/s) with :meth:`KernelModel.eager`'s
+  memory traffic, fitted on Megatron-LM 2019's single-V100 baseline (39 TFLOP/s; Shoeybi et al.,
+  arXiv 1909.08053) and within 10 % on its held-out 2-512 GPU runs (``validate_model``).  DT-FM's
+  layers have fewer elementwise kernels than Megatron's (no dropout, no mask, ReLU for GeLU), so
+  they move less memory than that fit says: the ratio below is the lowest this kernel model gives.
 
-Result: the model's ratio is 3.46, outside the band, and with DT-FM's settings nothing in the WAN
-model moves it (one job, each hop on its own link, the window not binding: the model before the
-sharing rework gives 3.46 too; the former test's settings, 1F1B's window swapped for GPipe, gave
-3.61 before and 2.97 after, relays and an LM head included).  The world-wide pipeline is paced by
-its Pacific hop (Ohio-Tokyo, 0.694 Gbit/s per pair: 97 ms per micro-batch against the stages' 19 ms
-forward and 37 ms backward), so its time is set by the measured network; the datacentre's is set
-by compute.  The band needs the datacentre to be slower: DT-FM's GPUs would have to run these
-stages at 22-31 TFLOP/s (18-25 % of a V100's 125), where the model's kernel model (fitted on A100
-runs, scaled to the V100 by its vendor peak: docs/model.md) runs them at 52 TFLOP/s, above what
-Megatron-LM published for its own V100 baseline (39 TFLOP/s, 30 % of peak; Shoeybi et al. 2019; at
-that speed the ratio is 2.82).  DT-FM's absolute throughput, the honest anchor, was not found (the
-paper's figures are not in reach here).  The band test is a strict expected failure with that
-reason; the other tests hold the measured ratio and what the band requires.
+Result: the model's ratio is **2.62**, still outside the band (3.46 with the catalogue's fused kernels,
+as before this calibration).  Nothing in the WAN model moves it under DT-FM's settings (one job, each
+hop on its own link, the window not binding).  The world-wide pipeline is paced by its Pacific hop
+(Ohio-Tokyo, 0.694 Gbit/s per pair: 97 ms per micro-batch against the stages' 80 ms of forward,
+recomputation and backward), so its time is set by the measured network; the datacentre's is set by
+compute.  The band needs the datacentre slower still: DT-FM's GPUs would have to run these stages at
+22-31 TFLOP/s (18-25 % of a V100's 125), where the calibrated model runs them at 36 (the fused,
+A100-scaled one at 52).  DT-FM's absolute throughput, the honest anchor, was not found (the paper's
+figures are not in reach here).  The band test is a strict expected failure with that reason; the
+other tests hold the measured ratio and what the band requires.
 """
 
 from __future__ import annotations
@@ -81,8 +86,16 @@ PARAMS = PerfParams(dp_overlap=0.0)  # the gradient sync starts after the last b
 # scheduler.py's payload of a pipeline hop, GiB (2024 x 2048 fp16 values per sequence, 1.25e5/2048 sequences)
 SEND_GIB = 2024 * 2048 * 2 * (1.25e5 / 2048) / 2**30
 BAND = (1.7, 2.3)  # the paper's world-wide slowdown against the datacentre
-MEASURED_RATIO = 3.464  # this model's, under the settings above
+MEASURED_RATIO = 2.620  # this model's, under the settings above (DT-FM's unfused kernels)
+FUSED_RATIO = 3.464  # with the catalogue V100's fused kernels
 MEGATRON_V100_TFLOPS = 39.0  # Megatron-LM's single-V100 baseline, 30 % of peak (Shoeybi et al., arXiv 1909.08053)
+
+
+def dtfm_gpu() -> GPUSpec:
+    """DT-FM's GPU: the catalogue's V100 running unfused PyTorch kernels (:meth:`KernelModel.eager`)."""
+    v100 = get_gpu("V100")
+    assert v100.kernels is not None
+    return replace(v100, kernels=v100.kernels.eager())
 
 
 def _pair(a: int, b: int) -> tuple[float, float]:
@@ -154,7 +167,7 @@ def test_dtfm_order_is_the_least_cost_path_of_its_scheduler():
 
 
 def test_world_wide_pipeline_is_paced_by_its_pacific_hop():
-    v100 = get_gpu("V100")
+    v100 = dtfm_gpu()
     order = dtfm_order()
     _, perf = iteration(_world(order, v100), order)
     act_bits = 2 * 2048 * 2048 * 8  # one micro-batch's fp16 boundary tensor
@@ -169,13 +182,14 @@ def test_world_wide_pipeline_is_paced_by_its_pacific_hop():
 
 
 def test_slowdown_under_dtfm_settings_and_what_the_band_needs():
-    v100 = get_gpu("V100")
+    v100 = dtfm_gpu()
     assert slowdown(v100) == pytest.approx(MEASURED_RATIO, abs=0.005)
+    assert slowdown(get_gpu("V100")) == pytest.approx(FUSED_RATIO, abs=0.005)
     # the kernel model's speed on these stages: FLOPs per micro-batch (full recomputation) over the compute time
     _, dc = iteration(_datacentre(v100), list(range(8)))
     flops = 4 * LAYERS_PER_STAGE * 24 * 2048 * 2048**2 * (1 + 2048 / (6 * 2048))
     model_tflops = flops / dc.compute_times[0] / 1e12
-    assert model_tflops == pytest.approx(51.5, abs=0.5)
+    assert model_tflops == pytest.approx(36.2, abs=0.5)
     # the speed at which the band's edges would be met, with the same V100 at a flat fraction of its peak
     flat = replace(v100, kernels=None)
 
@@ -188,22 +202,27 @@ def test_slowdown_under_dtfm_settings_and_what_the_band_needs():
 
     fast_edge, slow_edge = speed_for(BAND[1]), speed_for(BAND[0])
     assert 26.0 < fast_edge < 32.0 and 18.0 < slow_edge < 23.0
-    assert fast_edge < MEGATRON_V100_TFLOPS < model_tflops  # the band needs GPUs slower than Megatron's own
+    # the band needs GPUs slower than the calibrated model's, and slower than Megatron 2019's own unfused code
+    assert fast_edge < model_tflops and fast_edge < MEGATRON_V100_TFLOPS * 125 / 130  # its DGX-2H V100: 130 peak
 
 
-@pytest.mark.xfail(strict=True, reason="3.46x, not 1.7-2.3x: the V100 compute model (A100 fit scaled by peak) runs "
-                                        "these stages at 52 TFLOP/s; the band needs 22-31 (DT-FM's own throughput, "
-                                        "the anchor, not found)")
+@pytest.mark.xfail(strict=True, reason="2.62x, not 1.7-2.3x: the V100 model calibrated on Megatron-LM 2019's unfused "
+                                        "code runs these stages at 36 TFLOP/s; the band needs 22-31 (DT-FM's own "
+                                        "throughput, the anchor, not found)")
 def test_world_wide_slowdown_within_dtfm_range():
     low, high = BAND
-    assert low <= slowdown(get_gpu("V100")) <= high
+    assert low <= slowdown(dtfm_gpu()) <= high
 
 
-def test_the_band_is_out_of_reach_of_any_city_order():
-    """Any order crosses between Asia and the rest once; at best on Ohio-Tokyo, whose pace alone exceeds the band."""
-    v100 = get_gpu("V100")
+def test_the_pacific_crossing_alone_costs_twice_the_datacentre_iteration():
+    """Any order crosses between Asia and the rest once; at best on Ohio-Tokyo.  That crossing's pace alone is 2.0x
+    the datacentre's iteration (2.7x with fused kernels, beyond the band): the rest of the 2.62 is the pipeline's
+    fill and drain over the WAN's latencies and the stages' compute."""
+    v100 = dtfm_gpu()
     asia = {CITIES.index("Tokyo"), CITIES.index("Seoul")}
     widest = max(_pair(a, b)[1] for a in asia for b in range(8) if b not in asia)
     assert widest == 0.694
     crossing = GA_STEPS * 2 * (BATCH_PER_STEP - 1) * 2 * 2048 * 2048 * 8 / (widest * 1e9)  # both passes of both steps
-    assert crossing / iteration(_datacentre(v100), list(range(8)))[0] > BAND[1]
+    datacentre = iteration(_datacentre(v100), list(range(8)))[0]
+    assert crossing / datacentre == pytest.approx(2.03, abs=0.01)
+    assert crossing / iteration(_datacentre(get_gpu("V100")), list(range(8)))[0] > BAND[1]

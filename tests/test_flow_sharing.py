@@ -13,10 +13,23 @@ import math
 
 import numpy as np
 import pytest
+from sfenv.experiments.flow_check import random_case, settled_times
 
 from sfenv.model.flowcheck import max_min_rates, simulate_jobs
-from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan, plan_flow_groups, stage_layer_split
-from sfenv.model.sharing import BULK, BURST, FlowGroup, empty_load, group_rates
+from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan, plan_flow_groups
+from sfenv.model.sharing import (
+    BULK,
+    BURST,
+    BURST_BPS,
+    BURST_VAR,
+    BUSY,
+    PHASED_BPS,
+    PHASED_BUSY,
+    PHASED_CYCLE,
+    FlowGroup,
+    empty_load,
+    group_rates,
+)
 from sfenv.sim.links import LinkState
 from sfenv.world.hardware import get_gpu
 from sfenv.world.topology import Link, Region, Topology
@@ -77,6 +90,40 @@ def test_a_ring_gets_what_the_bursts_leave():
     assert rates == pytest.approx([1e9 / 1.3])
 
 
+def test_a_ring_step_meets_a_gpipe_pass_frozen_when_shorter_than_that_jobs_iteration():
+    """Phased bursts (a GPipe hop's pass) count as frozen sharers with weight 1 - S/T, as fluid beyond one cycle."""
+    load = empty_load(2)
+    load[BUSY, 0] = load[PHASED_BUSY, 0] = 0.5  # a GPipe hop present half the time ...
+    load[BURST_BPS, 0] = load[PHASED_BPS, 0] = 0.25e9  # ... at 0.5 Gbit/s while it sends
+    ring = _group(BULK, (0,), key=-1)  # 800 Mbit steps: 1.07 s at the fluid share of 0.75 Gbit/s
+    step = 8e8 / 0.75e9
+    load[PHASED_CYCLE, 0] = 0.5 * 4.0 * step  # that job's iteration: 4 steps long, so w = 3/4
+    rates, _ = group_rates([ring], np.array([1e9, 1e9]), load, None, WIDE_TCP, 3.0 * 2**20)
+    w = 0.75
+    assert rates == pytest.approx([(1e9 - (1 - w) * 0.25e9) / (1 + w * 0.5)])
+    load[PHASED_CYCLE, 0] = 0.5 * 0.9 * step  # an iteration shorter than the step: the ring averages the pass
+    rates, _ = group_rates([ring], np.array([1e9, 1e9]), load, None, WIDE_TCP, 3.0 * 2**20)
+    assert rates == pytest.approx([0.75e9])
+
+
+def test_a_bounded_ring_cannot_take_what_the_bursts_leave_beyond_its_bound():
+    """A ring capped at 0.7 Gbit/s beside one burst group on 40 % of the time at 0.5 Gbit/s: the time average.
+
+    Off, the ring runs at its cap; on, at the 0.5 Gbit/s the burst leaves: 0.6 x 0.7 + 0.4 x 0.5 Gbit/s,
+    where the residual view (1 - 0.2 Gbit/s, then capped) gave the cap, 13 % more.
+    """
+    load = empty_load(2)
+    load[BUSY, 0] = 0.4
+    load[BURST_BPS, 0] = 0.4 * 0.5e9
+    load[BURST_VAR, 0] = (0.5e9) ** 2 * 0.4 * 0.6  # all members on with probability 0.4
+    capped = np.array([0.7e9, 0.7e9])
+    rates, _ = group_rates([_group(BULK, (0,), key=-1)], np.array([1e9, 1e9]), load, None, WIDE_TCP, 3.0 * 2**20,
+                           capped)
+    assert rates == pytest.approx([0.6 * 0.7e9 + 0.4 * 0.5e9])
+    rates, _ = group_rates([_group(BULK, (0,), key=-1)], np.array([1e9, 1e9]), load, None, WIDE_TCP, 3.0 * 2**20)
+    assert rates == pytest.approx([0.8e9])  # unbounded: the link less the bursts' average rate
+
+
 def test_jobs_slow_each_other_and_recover_when_one_stops():
     topo = Topology(_regions(2), [Link(0, 1, 2.0, 20.0)])
     params = PerfParams(wan_streams=WIDE_TCP)
@@ -98,57 +145,34 @@ def test_jobs_slow_each_other_and_recover_when_one_stops():
 
 
 # ---------------------------------------------------------------------------------------------- the check
-def _case(seed: int) -> tuple[Topology, PerfParams, list[tuple[Plan, JobSpec]]]:
-    """A random shared-link case: 3 regions on a line or a triangle of 1-10 Gbit/s links, 2-4 jobs across them."""
-    rng = np.random.default_rng(seed)
-    pairs = [(0, 1), (1, 2), (0, 2)] if rng.random() < 0.5 else [(0, 1), (1, 2)]
-    topo = Topology(_regions(3), [Link(a, b, float(rng.choice([1.0, 2.0, 5.0, 10.0])), float(rng.uniform(5, 60)))
-                                  for a, b in pairs])
-    params = PerfParams(dp_overlap=float(rng.integers(0, 2)))
-    schedule = str(rng.choice(["gpipe", "1f1b"]))
-    jobs: list[tuple[Plan, JobSpec]] = []
-    while len(jobs) < int(rng.integers(2, 5)):
-        plan, job = _random_job(rng, len(jobs), schedule)
-        if len(plan.regions) > 1 and evaluate_plan(plan, job, topo, params).feasible:
-            jobs.append((plan, job))
-    return topo, params, jobs
+def test_a_relayed_transfer_is_bounded_by_its_longest_hop():
+    """Relays terminate TCP connections: a ring from r0 to r2 through r1 runs at the window bound of its 44 ms hop.
+
+    Both paths agree exactly on one job alone; over the whole route's round trip (84 ms) the check played
+    this ring 1.9x slower before.
+    """
+    topo = Topology(_regions(3), [Link(0, 1, 10.0, 40.0), Link(1, 2, 10.0, 44.0)])
+    model = MODEL_ZOO["gpt-350m"]
+    plan = Plan(0, (Stage(model.layers, ((0, 1), (2, 1))),), micro_batch=1, schedule="1f1b", recompute="full")
+    job = JobSpec(0, model, 16, 1, 0.0, 1, 512)
+    params = PerfParams(dp_overlap=0.0)
+    fast = evaluate_plan(plan, job, topo, params)
+    assert fast.flow_rates_bps == pytest.approx([params.wan_streams * params.tcp_window_bytes * 8 / 0.088] * 2)
+    assert simulate_jobs(topo, [(plan, job)], params, iterations=2, warmup=1) == pytest.approx([fast.iter_time])
 
 
-def _random_job(rng: np.random.Generator, jid: int, schedule: str) -> tuple[Plan, JobSpec]:
-    """A pipeline across regions, a data-parallel ring across regions, or a hybrid of both."""
-    model = MODEL_ZOO[str(rng.choice(["gpt-350m", "gpt-1.3b"]))]
-    kind = str(rng.choice(["chain", "chain", "ring", "hybrid"]))
-    b = int(rng.choice([1, 2]))
-    if kind == "chain":
-        p, d = int(rng.integers(2, 4)), int(rng.choice([1, 2, 4]))
-        regs = [int(rng.integers(3))]
-        while len(regs) < p:
-            r = int(rng.integers(3))
-            if r != regs[-1]:
-                regs.append(r)
-        stages = tuple(Stage.at(r, n, dp=d) for r, n in zip(regs, stage_layer_split(model.layers, [1.0] * p)))
-    elif kind == "ring":
-        place = tuple((int(r), int(rng.integers(1, 3))) for r in rng.permutation(3)[: int(rng.integers(2, 4))])
-        stages, d = (Stage(model.layers, place),), sum(n for _, n in place)
-    else:
-        regs = [int(x) for x in rng.permutation(3)]
-        first, second = stage_layer_split(model.layers, [1.0, 1.0])
-        stages = (Stage(first, ((regs[0], 1), (regs[1], 1))), Stage(second, ((regs[int(rng.integers(1, 3))], 1),
-                                                                            (regs[0], 1))))
-        d = 2
-    batch = max(int(rng.choice([8, 16, 32])) * d * b // 2, d * b)
-    return Plan(jid, stages, micro_batch=b, schedule=schedule, recompute="full"), JobSpec(jid, model, batch, 1, 0.0, 1,
-                                                                                            512)
+MECHANISM_SEEDS = (76, 103, 1099)
 
 
-def _settled(topo: Topology, params: PerfParams, jobs: list[tuple[Plan, JobSpec]]) -> list[float]:
-    """The fast path's iteration times once the jobs' load settles (as the simulator keeps it)."""
-    state = LinkState(topo, params)
-    for jid, (plan, job) in enumerate(jobs):
-        state.start(jid, plan, job, state.evaluate(plan, job))
-        state.settle(list(state.jobs))
-    state.settle(list(state.jobs))
-    return [state.jobs[j].perf.iter_time for j in range(len(jobs))]
+def test_the_cases_of_each_ring_mechanism_agree():
+    """Cases where a ring meets GPipe passes (76: frozen, -41 % before; 103: averaged, +71 % if frozen
+    regardless of time scale) and a transport-bounded ring meets bursts (1099: -32 % before): every job within 10 %.
+    """
+    for seed in MECHANISM_SEEDS:
+        topo, params, jobs = random_case(seed)
+        played = simulate_jobs(topo, jobs, params, iterations=5, warmup=2, seed=seed)
+        for fast, t in zip(settled_times(topo, params, jobs), played):
+            assert abs(fast / t - 1.0) <= 0.10, (seed, fast, t)
 
 
 CHECK_SEEDS = range(10)
@@ -159,20 +183,25 @@ def check_errors() -> tuple[np.ndarray, np.ndarray]:
     """Per job of the cases :data:`CHECK_SEEDS`: the fast path's relative error against the check, and alone's."""
     settled, alone = [], []
     for seed in CHECK_SEEDS:
-        topo, params, jobs = _case(seed)
+        topo, params, jobs = random_case(seed)
         played = simulate_jobs(topo, jobs, params, iterations=5, warmup=2, seed=seed)
-        settled += [fast / t - 1.0 for fast, t in zip(_settled(topo, params, jobs), played)]
+        settled += [fast / t - 1.0 for fast, t in zip(settled_times(topo, params, jobs), played)]
         alone += [evaluate_plan(p, j, topo, params).iter_time / t - 1.0 for (p, j), t in zip(jobs, played)]
     return np.abs(settled), np.abs(alone)
 
 
 def test_fast_path_agrees_with_the_flow_level_check(check_errors):
-    """Most jobs within 5 % of the check, the median within 2 %, none beyond 15 % (docs/model.md: the spread)."""
+    """Most jobs within 5 % of the check, the median within 1.5 %, none beyond 11 % (docs/model.md: the spread).
+
+    Measured on these 30 jobs (2026-11-26): median 1.2 %, 87 % within 5 %, largest 10.2 %.  Five played
+    iterations leave the check itself a spread of up to 8 % on a few jobs (docs/model.md), so the bounds are
+    those of this sample, not of the model.
+    """
     err = check_errors[0]
     assert len(err) >= 25
-    assert np.median(err) <= 0.02
-    assert (err <= 0.05).mean() >= 0.8
-    assert err.max() <= 0.15
+    assert np.median(err) <= 0.015
+    assert (err <= 0.05).mean() >= 0.85
+    assert err.max() <= 0.11
 
 
 def test_sharing_matters_in_the_check_cases(check_errors):

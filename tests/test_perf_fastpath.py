@@ -44,9 +44,13 @@ def chain_plans(draw):
     plan = Plan(job.job_id, stages, micro_batch=draw(st.sampled_from([1, 2, 4])),
                 schedule=draw(st.sampled_from(SCHEDULES)), recompute=draw(st.booleans()),
                 extra_inflight=draw(st.integers(0, 3)))
-    n = TOPO.num_directed  # other jobs' load per directed link: transfers at once, of which bulk, bursts' bit/s
+    n = TOPO.num_directed  # other jobs' load per directed link (the rows of sfenv.model.sharing.LOAD_ROWS)
     busy = np.array(draw(st.lists(st.sampled_from([0.0, 0.3, 1.0, 2.5]), min_size=n, max_size=n)))
-    load = np.stack([busy, busy * draw(st.sampled_from([0.0, 0.5])), busy * 2e8])
+    phased = draw(st.sampled_from([0.0, 0.5]))  # the part of the bursts sending in one pass (GPipe)
+    burst_bps = busy * 2e8
+    var = burst_bps * burst_bps * draw(st.sampled_from([0.0, 1.0]))
+    load = np.stack([busy, busy * draw(st.sampled_from([0.0, 0.5])), burst_bps, phased * busy, phased * burst_bps,
+                     phased * busy * draw(st.sampled_from([0.5, 20.0])), var, phased * var])
     assert load.shape == (LOAD_ROWS, n)
     cap = TOPO.link_bw_bps * np.array(draw(st.lists(st.sampled_from([0.25, 0.5, 1.0]),
                                                     min_size=TOPO.num_links, max_size=TOPO.num_links)))

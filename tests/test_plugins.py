@@ -277,3 +277,22 @@ def test_a_file_plugin_is_refused_for_ray_workers_before_anything_runs(tmp_path,
     with pytest.raises(InvalidInput, match=r"sched.py:Careful: a file.py:Class plug-in cannot be sent to Ray"):
         evaluate_agents(["sched.py:Careful"], "spider-8", [0], num_jobs=2, out="r.json", progress=False, backend="ray")
     assert not Path("r.json").exists()
+
+
+def test_a_duck_typed_agent_asks_for_hourly_replanning_only_with_a_hook():
+    from sfenv.agents.plugins import DuckAgent
+    from sfenv.agents.registry import make_agent
+
+    class Hourly:
+        replans = True
+        replan_hourly = True
+
+        def decide(self, view):
+            return None
+
+    class HourlyWithoutHook(Hourly):
+        replans = False
+
+    assert DuckAgent(Hourly()).replan_hourly
+    assert not DuckAgent(HourlyWithoutHook()).replan_hourly
+    assert make_agent("carbon-elastic+swf").replan_hourly  # orderings keep the placement's wish

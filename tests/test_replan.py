@@ -169,6 +169,30 @@ def test_the_hook_runs_after_link_changes_only_and_reports_are_deterministic():
     assert sim.replans == 0
 
 
+def test_an_hourly_hook_is_called_at_every_hour_a_job_runs_and_only_when_asked():
+    dyn = LinkDynamics((0,), low_factor=0.1, mean_good_s=3000.0, mean_bad_s=3000.0)
+    first = lambda v: pipe((12, 12)) if v.waiting else None  # noqa: E731
+    link_calls: list[float] = []
+    sim = two_regions(dynamics=dyn, iterations=6000)
+    plain = sim.run(first, replan=lambda v: link_calls.append(v.time) or [])
+    hourly_calls: list[float] = []
+    twin = two_regions(dynamics=dyn, iterations=6000)
+    hourly = twin.run(first, replan=lambda v: hourly_calls.append(v.time) or [], replan_hourly=True)
+    hours = [3600.0 * k for k in range(1, int(plain.makespan_s // 3600.0) + 1)]
+    assert len(hours) >= 2  # the job runs over several hour boundaries
+    # the hourly hook: every link change and every hour boundary while the job runs, nothing else
+    assert sorted(set(hourly_calls)) == sorted(set(link_calls) | set(hours))
+    assert not set(hours) & set(link_calls)  # without hourly, no call at an hour (no change there)
+    # a hook that switches nothing changes nothing but the clock's stops (rounding of the sums)
+    for key, value in plain.to_dict().items():
+        assert hourly.to_dict()[key] == pytest.approx(value, rel=1e-9), key
+    assert twin.events_processed == sim.events_processed
+    # hourly without a hook is no hook
+    bare = two_regions(dynamics=dyn, iterations=6000)
+    bare.set_replanner(None, hourly=True)
+    assert not bare.replan_hourly
+
+
 # ------------------------------------------------------------------ invariants under random re-plans
 @st.composite
 def scenarios(draw) -> Scenario:

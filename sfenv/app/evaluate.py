@@ -99,7 +99,8 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
     agent.reset(seed)
     sim = make_simulator(scenario, seed)
     times: list[float] = []
-    recorder = ActionRecorder(agent.decide, agent.replan if agent.replans else None) if record_actions else None
+    recorder = (ActionRecorder(agent.decide, agent.replan if agent.replans else None, agent.replan_hourly)
+                if record_actions else None)
     decide = recorder.decide if recorder else agent.decide
 
     def timed(view):
@@ -109,7 +110,7 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
         return plan
 
     replan = (recorder.replan if recorder else agent.replan) if agent.replans else None
-    report = sim.run(timed, replan=replan)
+    report = sim.run(timed, replan=replan, replan_hourly=agent.replan_hourly)
     records = sim.records()
     row: dict[str, Any] = {"agent": agent.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
     row.update(_jct_fields(records, report.makespan_s))

@@ -373,7 +373,7 @@ def default_set(queue_window: int, cache: PlanCache) -> list[CandidateProposer]:
 
 
 #: the proposer sets ``GeoSchedEnv(proposers=NAME)`` builds by name (:func:`named_proposers`)
-PROPOSER_SETS = ("default", "first-fit", "first-fit+spantrain", "best", "best+spantrain")
+PROPOSER_SETS = ("default", "first-fit", "first-fit+spantrain", "best", "best+spantrain", "carbon")
 #: set name -> ``"module:function"`` that builds it as ``function(queue_window, cache)``, imported when
 #: asked (as Gymnasium's entry points and the agent registry do): sets built on reference heuristics
 #: live beside them in :mod:`sfenv.agents.proposer_sets`, above this layer
@@ -383,6 +383,7 @@ PROPOSER_SET_FACTORIES: dict[str, str] = {
     "first-fit+spantrain": "sfenv.agents.proposer_sets:first_fit_spantrain",
     "best": "sfenv.agents.proposer_sets:best",
     "best+spantrain": "sfenv.agents.proposer_sets:best_spantrain",
+    "carbon": "sfenv.agents.proposer_sets:carbon",
 }
 
 

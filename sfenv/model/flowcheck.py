@@ -12,11 +12,13 @@ plays one pipeline operation by operation, and shares nothing with the fast path
   ring all-reduce: ``2 (d - 1)`` steps in which every ring edge sends ``bytes / d``, a step ending
   when its slowest edge has arrived;
 - a message or ring step across regions is a *transfer* on the directed links of its route
-  (:meth:`sfenv.world.topology.Topology.route_for`); inside a region it takes its bytes over the
+  (the plan's pinned :attr:`~sfenv.model.perf.Plan.routes` under ``sim.routing: load``, else
+  :meth:`sfenv.world.topology.Topology.route_for`); inside a region it takes its bytes over the
   intra-region bandwidth, alone.  It arrives the route's latency after its last bit;
 - at every instant the transfers sending share the links max-min fairly (progressive filling,
   Bertsekas & Gallager, *Data Networks*, §6.5.2), each also bounded by its TCP connections
-  (``streams x window / RTT``), and rates change whenever a transfer starts or ends.
+  (``streams x window / RTT``, on each hop of a relayed route: relays terminate the connections), and
+  rates change whenever a transfer starts or ends.
 
 Jobs start at seeded random offsets, so their phases are independent.  Optionally each message's
 latency is scaled by a seeded random factor ``1 + jitter z`` (z standard normal, cut at 0) to see
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, evaluate_plan
+from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, evaluate_plan, plan_wan_transfers
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec
 
@@ -198,6 +200,14 @@ class _Job:
         emb = model.embedding_params
         self.grad = [2.0 * (model.layer_params * st.layers + ((k == 0) + (k == self.p - 1 and self.p > 1)) * emb)
                      for k, st in enumerate(plan.stages)]
+        #: pinned routes (sim.routing "load") by (source, destination, tag of plan_wan_transfers); empty: static
+        self.pinned: dict[tuple[int, int, int], tuple[int, ...]] = {}
+        if plan.routes:
+            transfers = plan_wan_transfers(plan, job)
+            if len(transfers) != len(plan.routes):
+                raise ValueError(f"routes: the plan pins {len(plan.routes)} routes for its {len(transfers)} "
+                                 "cross-region transfers")
+            self.pinned = {(a, b, tag): links for (a, b, _, tag, _), links in zip(transfers, plan.routes)}
         self.times: list[float] = []
         self.start = 0.0
         self.waiting = 0
@@ -305,30 +315,44 @@ class _Job:
                 pipe.grad_in[target] += 1
             self._try(pipe, target)
 
+        tag = -1 - 2 * hop - direction  # plan_wan_transfers' tag of this hop and direction
+
         def left_channel() -> None:
-            self.sim.at(self.sim.now + self._latency(src, dst, self.act_bytes), arrive)
+            self.sim.at(self.sim.now + self._latency(src, dst, self.act_bytes, tag), arrive)
             self._next_message(pipe, key)
 
-        self._transfer(src, dst, self.act_bytes, self.act_bits, pipe.weight, 1, left_channel)
+        self._transfer(src, dst, self.act_bytes, self.act_bits, pipe.weight, 1, left_channel, tag)
 
     # ---------------------------------------------------------------- transfers
-    def _latency(self, a: int, b: int, nbytes: float) -> float:
-        lat = self.topo.route_for(a, b, nbytes)[1]
+    def _route(self, a: int, b: int, nbytes: float, tag: int) -> tuple[tuple[int, ...], float]:
+        """The links and latency of a transfer from ``a`` to ``b``: its pinned route, else the static one."""
+        links = self.pinned.get((a, b, tag))
+        if links is None:
+            links, lat, _ = self.topo.route_for(a, b, nbytes)
+            return links, lat
+        return links, float(sum(self.topo.link_latency_s[k] for k in links))
+
+    def _latency(self, a: int, b: int, nbytes: float, tag: int) -> float:
+        lat = self._route(a, b, nbytes, tag)[1]
         if self.jitter > 0.0:
             lat *= max(0.0, 1.0 + self.jitter * float(self.rng.standard_normal()))
         return lat
 
     def _transfer(self, a: int, b: int, nbytes: float, bits: float, weight: float, tp: int,
-                  done: Callable[[], None]) -> None:
+                  done: Callable[[], None], tag: int) -> None:
         """Send ``bits`` from ``a`` to ``b``: over the WAN as a shared transfer, inside a region at its bandwidth."""
         topo = self.topo
         if a == b:
             self.sim.at(self.sim.now + bits / (float(topo.intra_bw_bps[a]) * tp), done)
             return
-        links, lat, _ = topo.route_for(a, b, nbytes)
+        links = self._route(a, b, nbytes, tag)[0]
         route = topo.directed_route(a, b, links)
         pr = self.params
-        bound = pr.wan_streams * pr.tcp_window_bytes * 8.0 / (2.0 * lat) if lat > 0 else math.inf
+        bound = math.inf  # each hop of a relayed route is its own TCP connections (the relay terminates them)
+        for k in links:
+            hop_lat = float(topo.link_latency_s[k])
+            if hop_lat > 0:
+                bound = min(bound, pr.wan_streams * pr.tcp_window_bytes * 8.0 / (2.0 * hop_lat))
         self.sim.send(route, weight, bits, bound, done)
 
     # ---------------------------------------------------------------- rings
@@ -353,9 +377,9 @@ class _Job:
         self.sim.at(self.sim.now + intra, one_done)
         for a, b in wan_edges:
             def edge_left(a: int = a, b: int = b) -> None:
-                self.sim.at(self.sim.now + self._latency(a, b, self.grad[k]), one_done)
+                self.sim.at(self.sim.now + self._latency(a, b, self.grad[k], k), one_done)
 
-            self._transfer(a, b, self.grad[k], chunk * 8.0, 1, 1, edge_left)
+            self._transfer(a, b, self.grad[k], chunk * 8.0, 1, 1, edge_left, k)
 
 
 def simulate_jobs(

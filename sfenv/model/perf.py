@@ -17,7 +17,9 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
   run at the flat :attr:`PerfParams.mfu`;
 - pipeline hop k->k+1, per micro-batch and direction: latency ``l_k`` of the route the payload takes
   (:meth:`sfenv.world.topology.Topology.route_for`: the widest or the lowest-latency path, whichever
-  delivers ``2 b s h`` bytes first) and transfer ``x_k = 2 b s h / rate``, where ``rate`` is what the
+  delivers ``2 b s h`` bytes first; under ``sim.routing: load`` the route pinned in
+  :attr:`Plan.routes` when the job started, :mod:`sfenv.model.routing`) and transfer
+  ``x_k = 2 b s h / rate``, where ``rate`` is what the
   hop's transfers get while they send, each direction on its own (full-duplex) link direction,
   shared with other jobs' flows by their duty and bounded by TCP's window over the round trip
   and, where the links give one, by the measured rate of one VM pair on each hop of its route
@@ -77,9 +79,12 @@ __all__ = [
     "bubble_rate",
     "compute_lower_bound",
     "evaluate_plan",
+    "flow_group_on",
     "moved_perf",
     "plan_flow_groups",
     "plan_flows",
+    "plan_routes",
+    "plan_wan_transfers",
     "same_region_figures",
     "stage_layer_split",
 ]
@@ -161,6 +166,11 @@ class Plan:
     :param extra_inflight: extra micro-batches each stage keeps in flight per cross-region hop
         downstream of it (0: the schedule's standard window).  More warm-up micro-batches hide a
         WAN round trip at the price of activation memory (see :mod:`sfenv.model.pipeline`).
+    :param routes: pinned WAN routes: the link indices of each cross-region transfer of
+        :func:`plan_wan_transfers`, in its order (:mod:`sfenv.model.routing` pins them at a job's start
+        under ``sim.routing: load``).  Empty (the default): each transfer takes the static route
+        :meth:`Topology.route_for` picks for its payload.  Every user of a plan's routes (the fast
+        path, the link state, egress billing, the flow check) reads them from here.
     """
 
     job_id: int
@@ -170,6 +180,7 @@ class Plan:
     recompute: str = "none"
     extra_inflight: int = 0
     sequence_parallel: bool = False
+    routes: tuple[tuple[int, ...], ...] = field(default=(), repr=False)
 
     __hash__ = cached_hash  # plans are set members and dictionary keys on every environment step
     __getstate__ = state_without_hash
@@ -218,9 +229,21 @@ class Plan:
 
     @cached_value
     def shape_key(self) -> HashedKey:
-        """Everything but the job id (stages, micro-batch, schedule, recompute, window, SP): a hashed key."""
+        """Everything but the job id (stages, micro-batch, schedule, recompute, window, SP, routes): a hashed key."""
         return HashedKey((self.stages, self.micro_batch, self.schedule, self.recompute, self.extra_inflight,
-                          self.sequence_parallel))
+                          self.sequence_parallel, self.routes))
+
+    def unrouted(self) -> Plan:
+        """The same plan without pinned routes (itself when it has none)."""
+        if not self.routes:
+            return self
+        return Plan(self.job_id, self.stages, self.micro_batch, self.schedule, self.recompute, self.extra_inflight,
+                    self.sequence_parallel)
+
+    def with_routes(self, routes: Sequence[Sequence[int]]) -> Plan:
+        """The same plan with ``routes`` pinned (one link-index route per :func:`plan_wan_transfers` entry)."""
+        return Plan(self.job_id, self.stages, self.micro_batch, self.schedule, self.recompute, self.extra_inflight,
+                    self.sequence_parallel, tuple(tuple(int(k) for k in r) for r in routes))
 
     def for_job(self, job_id: int) -> Plan:
         """The same plan for job ``job_id`` (equal to ``replace(plan, job_id=...)``).
@@ -331,8 +354,9 @@ def plan_flows(plan: Plan, topo: Topology, job: JobSpec | None = None) -> dict[i
     of stage k+1; each pair in different regions sends activations forward and gradients back, one
     transfer each way.  A stage whose replicas span regions adds one ring all-reduce transfer per
     region boundary of its ring, each way round the ring.  With ``job`` the routes are the ones
-    :func:`evaluate_plan` uses (:meth:`Topology.route_for` of each transfer's payload; the groups of
-    :func:`plan_flow_groups`); without it, the widest routes.
+    :func:`evaluate_plan` uses (the plan's pinned :attr:`Plan.routes`, else :meth:`Topology.route_for`
+    of each transfer's payload; the groups of :func:`plan_flow_groups`); without it, the pinned routes
+    or else the widest routes.
     """
     flows: dict[int, int] = {}
     if len(plan.regions) < 2:  # a plan inside one region puts nothing on the WAN
@@ -342,8 +366,10 @@ def plan_flows(plan: Plan, topo: Topology, job: JobSpec | None = None) -> dict[i
             for e in g.links:
                 flows[e] = flows.get(e, 0) + g.members
         return flows
-    for a, b, n, _ in _wan_pairs(plan):
-        for e in topo.directed_route(a, b, topo.route_links[a][b]):
+    pairs = _wan_pairs(plan)
+    routes = _checked_routes(plan, len(pairs))
+    for i, (a, b, n, _) in enumerate(pairs):
+        for e in topo.directed_route(a, b, routes[i] if routes else topo.route_links[a][b]):
             flows[e] = flows.get(e, 0) + n
     return flows
 
@@ -367,6 +393,52 @@ def _wan_pairs(plan: Plan) -> list[tuple[int, int, int, int]]:
     return out
 
 
+def _checked_routes(plan: Plan, transfers: int) -> tuple[tuple[int, ...], ...]:
+    """The plan's pinned routes (empty when none), checked to give one route per cross-region transfer.
+
+    :raises ValueError: naming ``routes`` when their number does not match the plan's transfers.
+    """
+    routes = plan.routes
+    if routes and len(routes) != transfers:
+        raise ValueError(f"routes: the plan pins {len(routes)} routes for its {transfers} cross-region transfers")
+    return routes
+
+
+def plan_wan_transfers(plan: Plan, job: JobSpec) -> list[tuple[int, int, int, int, float]]:
+    """Each cross-region traffic of a plan: ``(source, destination, members, tag, payload bytes)``, in route order.
+
+    The order of :attr:`Plan.routes`: hop k's replica pairs forward (tag ``-1 - 2 k``) and backward
+    (``-2 - 2 k``), then each stage's ring edges at region boundaries (tagged with the stage).  The
+    payload is what the static route is chosen for: one micro-batch's boundary tensor (``2 b s h``
+    bytes) for a hop, the stage's gradients (``2 P_k``) for a ring edge.
+    """
+    model = job.model
+    act = ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden
+    out: list[tuple[int, int, int, int, float]] = []
+    for a, b, n, tag in _wan_pairs(plan):
+        if tag < 0:
+            out.append((a, b, n, tag, act))
+        else:
+            out.append((a, b, n, tag, 2.0 * (model.layer_params * plan.stages[tag].layers
+                                             + _embedding_copies(tag, len(plan.stages)) * model.embedding_params)))
+    return out
+
+
+def plan_routes(plan: Plan, topo: Topology, job: JobSpec) -> tuple[tuple[int, ...], ...]:
+    """The route (link indices) each cross-region transfer of :func:`plan_wan_transfers` takes.
+
+    The plan's pinned :attr:`Plan.routes` when it has them, else :meth:`Topology.route_for` of each
+    transfer's payload (the static routes).
+
+    :raises ValueError: if pinned routes do not match the plan's transfers.
+    """
+    transfers = plan_wan_transfers(plan, job)
+    routes = _checked_routes(plan, len(transfers))
+    if routes:
+        return routes
+    return tuple(topo.route_for(a, b, payload)[0] for a, b, _, _, payload in transfers)
+
+
 #: :func:`plan_flow_groups` memos, one per topology (a topology's routes never change)
 _GROUP_MEMOS: weakref.WeakKeyDictionary[Topology, dict[tuple[object, object], tuple[FlowGroup, ...]]] = \
     weakref.WeakKeyDictionary()
@@ -383,15 +455,38 @@ def _hop_rtt_s(topo: Topology, links: Sequence[int]) -> float:
     return 2.0 * max([float(lat[k]) for k in links]) if links else 0.0
 
 
+def flow_group_on(
+    plan: Plan, job: JobSpec, topo: Topology, transfer: tuple[int, int, int, int, float], links: tuple[int, ...],
+    latency_s: float | None = None,
+) -> FlowGroup:
+    """The :class:`~sfenv.model.sharing.FlowGroup` of one :func:`plan_wan_transfers` entry sent over ``links``.
+
+    :param latency_s: the route's one-way latency (default: the sum of its links').
+    :raises ValueError: if ``links`` is not a route from the transfer's source to its destination.
+    """
+    a, b, n, tag, payload = transfer
+    lat = float(sum(topo.link_latency_s[k] for k in links)) if latency_s is None else latency_s
+    route = topo.directed_route(a, b, links)
+    if tag < 0:  # a hop's direction: 2 k + direction = -1 - tag
+        return FlowGroup(BURST, -1 - tag, route, n, 8.0 * payload, plan.num_microbatches(job),
+                         _hop_rtt_s(topo, links), lat, plan.schedule == "gpipe")
+    d = plan.dp
+    return FlowGroup(BULK, -1, route, 1, 8.0 * payload / d, 2 * (d - 1), _hop_rtt_s(topo, links), lat)
+
+
 def plan_flow_groups(plan: Plan, topo: Topology, job: JobSpec) -> tuple[FlowGroup, ...]:
     """The WAN traffic of a plan, as :class:`~sfenv.model.sharing.FlowGroup` s (empty inside one region).
 
     Per pipeline hop k and direction (``key = 2 k`` forward, ``2 k + 1`` backward), one group per
     pair of regions, with the hop's replica pairs between them as members: ``m`` transfers of one
-    micro-batch's boundary tensor (``2 b s h`` bytes) per iteration, over the route
-    :meth:`Topology.route_for` picks for that payload.  Per stage whose replicas span regions, one
-    group per ring edge at a region boundary (each way round the ring; two edges for two regions,
-    one each way): ``2 (d - 1)`` steps of ``2 P_k / d`` bytes.  Memoised per plan and job shape.
+    micro-batch's boundary tensor (``2 b s h`` bytes) per iteration.  Per stage whose replicas span
+    regions, one group per ring edge at a region boundary (each way round the ring; two edges for two
+    regions, one each way): ``2 (d - 1)`` steps of ``2 P_k / d`` bytes.  Each goes over its pinned
+    route (:attr:`Plan.routes`) or, with none pinned, the route :meth:`Topology.route_for` picks for
+    its payload.  Memoised per plan (routes included) and job shape.
+
+    :raises ValueError: if the plan's pinned routes do not match its transfers or are not routes
+        between their regions.
     """
     if len(plan.regions) < 2:
         return ()
@@ -402,24 +497,15 @@ def plan_flow_groups(plan: Plan, topo: Topology, job: JobSpec) -> tuple[FlowGrou
     hit = memo.get(key)
     if hit is not None:
         return hit
-    model = job.model
-    m = plan.num_microbatches(job)
-    act = ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden
-    d = plan.dp
+    transfers = plan_wan_transfers(plan, job)
+    routes = _checked_routes(plan, len(transfers))
     groups: list[FlowGroup] = []
-    gpipe = plan.schedule == "gpipe"
-    for a, b, n, tag in _wan_pairs(plan):
-        if tag < 0:  # a hop's direction: 2 k + direction = -1 - tag
-            links, lat, _ = topo.route_for(a, b, act)
-            groups.append(FlowGroup(BURST, -1 - tag, topo.directed_route(a, b, links), n, 8.0 * act, m,
-                                    _hop_rtt_s(topo, links), lat, gpipe))
+    for i, tr in enumerate(transfers):
+        if routes:
+            groups.append(flow_group_on(plan, job, topo, tr, routes[i]))
         else:
-            stage = plan.stages[tag]
-            grad = 2.0 * (model.layer_params * stage.layers + _embedding_copies(tag, len(plan.stages)) *
-                          model.embedding_params)
-            links, lat, _ = topo.route_for(a, b, grad)
-            groups.append(FlowGroup(BULK, -1, topo.directed_route(a, b, links), 1, 8.0 * grad / d, 2 * (d - 1),
-                                    _hop_rtt_s(topo, links), lat))
+            links, lat, _ = topo.route_for(tr[0], tr[1], tr[4])
+            groups.append(flow_group_on(plan, job, topo, tr, links, lat))
     res = tuple(groups)
     if len(memo) >= 1 << 14:
         memo.clear()

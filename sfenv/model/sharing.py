@@ -32,6 +32,22 @@ of a transfer while it sends under independent activity of other jobs' flows, in
   share and the frozen share (the frozen share bounds it from below: bursts cannot take more than
   equal sharing while they send).
 
+Which of the two views holds depends on how long the bulk step lasts against the bursts' cycle
+(the two limiting regimes of elastic flows sharing with varying traffic, *fluid* when it varies
+fast and *quasi-stationary* when it varies slowly: Delcoigne, Proutière & Régnié, "Modeling
+integration of streaming and data traffic", Performance Evaluation 55, 2004).  A 1F1B hop's
+transfers are spread over the iteration, so a ring step sees them as fluid; a GPipe hop sends all
+its transfers in one pass, so a step shorter than that job's iteration ``T`` meets its pass frozen.
+Our interpolation between the limits (no fitted constant): a step of ``S`` seconds sees such
+*phased* bursts frozen with weight ``w = 1 - S / T`` (0 once ``S >= T``: a step spanning a whole
+cycle sees the pass's share of it) and as fluid with ``1 - w``.
+
+A bulk step bounded elsewhere (its transport bound, a VM pair's rate) cannot take what the bursts
+leave beyond its bound: its rate is the time average of ``min(bound, what they leave)``.  We take
+the bursts' aggregate rate as a two-point variable, off or on, with the mean and variance of
+independent on-off groups (each group on with probability its duty), and average over the two
+(our approximation; exact for one group).  Unbounded, this is the residual above.
+
 A flow limited elsewhere (another link, or its transport bound) uses less than a share of this
 link: its presence counts with the fraction ``rate / level`` of a share it uses here.  Within one
 job (:func:`own_load`), groups of the same hop and direction (and all ring steps) send together
@@ -56,12 +72,16 @@ socket transport on AWS (2 threads x 8 sockets, ``src/transport/net_socket.cc`` 
 6 MiB) of which half is advertised (``tcp_adv_win_scale`` 1; ip-sysctl documentation, kernels
 4.20-6.15).  The link figures themselves (Skyplane's grid, Jain et al., NSDI 2023) were measured
 with 64 connections per VM pair, so a transfer with fewer connections can fall short of them on
-long round trips.  The round trip is twice the route's one-way latency (queueing ignored).
+long round trips.  The round trip is twice the one-way latency of the route's longest hop (a relay
+terminates the connections; queueing ignored).
 
-**Load arrays.**  The load of a set of flows on each directed link is a ``(3, directed links)``
-array: row :data:`BUSY` the expected number of transfers sending at once (``sum n delta``, scaled
-as above), :data:`BULK_BUSY` the part of it from bulk flows, :data:`BURST_BPS` the bursts' average
-rate in bit/s.  It is all a plan's evaluation reads of other jobs' traffic.
+**Load arrays.**  The load of a set of flows on each directed link is a ``(LOAD_ROWS, directed
+links)`` array: row :data:`BUSY` the expected number of transfers sending at once (``sum n delta``,
+scaled as above), :data:`BULK_BUSY` the part of it from bulk flows, :data:`BURST_BPS` the bursts'
+average rate in bit/s and :data:`BURST_VAR` its variance; of the phased (GPipe) bursts,
+:data:`PHASED_BUSY`, :data:`PHASED_BPS`, :data:`PHASED_VAR` the same, and :data:`PHASED_CYCLE` the
+sum of their presence times their job's iteration time.  It is all a plan's evaluation reads of
+other jobs' traffic.
 """
 
 from __future__ import annotations
@@ -77,8 +97,13 @@ __all__ = [
     "BULK_BUSY",
     "BURST",
     "BURST_BPS",
+    "BURST_VAR",
     "BUSY",
     "LOAD_ROWS",
+    "PHASED_BPS",
+    "PHASED_BUSY",
+    "PHASED_CYCLE",
+    "PHASED_VAR",
     "FlowGroup",
     "duties",
     "empty_load",
@@ -91,10 +116,14 @@ __all__ = [
 
 #: flow kinds: a pipeline hop's transfers (short, once per micro-batch) and ring all-reduce steps (long)
 BURST, BULK = 0, 1
-#: rows of a load array: transfers sending at once, of which bulk, and the bursts' average rate (bit/s)
-BUSY, BULK_BUSY, BURST_BPS = 0, 1, 2
+#: rows of a load array: transfers sending at once, of which bulk, and the bursts' average rate (bit/s); of the
+#: bursts that send only in one pass (GPipe): transfers sending at once, their average rate, and the sum of
+#: their transfers sending at once times their job's iteration time (s)
+BUSY, BULK_BUSY, BURST_BPS, PHASED_BUSY, PHASED_BPS, PHASED_CYCLE = 0, 1, 2, 3, 4, 5
+#: rows of a load array: the variance of the bursts' rate ((bit/s)^2), all of them and those of one pass
+BURST_VAR, PHASED_VAR = 6, 7
 #: rows of a load array
-LOAD_ROWS = 3
+LOAD_ROWS = 8
 
 
 class FlowGroup(NamedTuple):
@@ -151,16 +180,19 @@ def self_sharing(groups: Sequence[FlowGroup]) -> bool:
 
 def _level(
     i: int, e: int, cap: float, others: np.ndarray, groups: Sequence[FlowGroup],
-    own: Sequence[Sequence[tuple[float, float]]] | None,
-) -> float:
+    own: Sequence[Sequence[tuple[float, float]]] | None, bound: float = math.inf,
+) -> tuple[float, float]:
     """Per-member rate group ``groups[i]`` expects on directed link ``e`` while it sends (see the module docstring).
 
     :param own: ``own[i][j]``: how many of group j's members send while group i sends, and their rate
         (:func:`own_load`); None: only co-active groups send together.
+    :param bound: the most one member carries whatever the link leaves (transport, VM pair), bit/s.
+    :return: ``(level, rate)``: the link's share for one member, unbounded (what :func:`load_of`
+        scales presence by), and the member's expected rate on this link under ``bound``.
     """
     g = groups[i]
     co = float(g.members)
-    busy = bulk_busy = burst = 0.0
+    busy = bulk_busy = burst = burst_var = 0.0
     for j, h in enumerate(groups):
         if j == i or e not in h.links:
             continue
@@ -173,14 +205,37 @@ def _level(
         busy += presence
         if h.kind == BULK:
             bulk_busy += presence
-        else:
+        elif presence > 0.0:
             burst += usage
+            together = presence / h.members
+            burst_var += usage * usage * (1.0 - together) / together
     frozen = cap / (co + float(others[BUSY, e]) + busy)
     if g.kind == BURST:
-        return frozen
+        return frozen, (frozen if frozen < bound else bound)
     burst += float(others[BURST_BPS, e])
-    residual = (cap - burst) / (co + float(others[BULK_BUSY, e]) + bulk_busy)
-    return residual if residual > frozen else frozen
+    burst_var += float(others[BURST_VAR, e])
+    bulk_busy += float(others[BULK_BUSY, e])
+    burst_busy = busy - bulk_busy + float(others[BUSY, e])
+    phased = float(others[PHASED_BUSY, e])
+    if phased > 0.0 and cap > burst:
+        # a step shorter than the passes' cycle sees them frozen, as a burst does; longer, it averages them
+        w = 1.0 - g.bits * (co + bulk_busy) / (cap - burst) / (float(others[PHASED_CYCLE, e]) / phased)
+        if w > 0.0:
+            burst -= w * float(others[PHASED_BPS, e])
+            burst_var -= w * float(others[PHASED_VAR, e])
+            burst_busy -= w * phased
+            bulk_busy += w * phased
+    sharers = co + bulk_busy
+    residual = (cap - burst) / sharers
+    level = residual if residual > frozen else frozen
+    if burst <= 0.0 or bound >= cap / sharers:
+        return level, (level if level < bound else bound)
+    # bounded elsewhere, the step cannot take what the bursts leave beyond its bound: the time average of
+    # min(bound, what they leave), the bursts' rate a two-point (off / on) variable of its mean and variance
+    second = burst_var + burst * burst if burst_var > 0.0 else burst * burst
+    on = burst * burst / second
+    left = max((cap - second / burst) / sharers, cap / (sharers + burst_busy / on))
+    return level, (1.0 - on) * bound + on * (left if left < bound else bound)
 
 
 def group_rates(
@@ -202,14 +257,14 @@ def group_rates(
     rates: list[float] = []
     levels: list[list[float]] = []
     for i, g in enumerate(groups):
-        per_link = [_level(i, e, float(cap_bps[e]), others, groups, own) for e in g.links]
         bound = transport_cap_bps(g.rtt_s, streams, window_bytes)
         if member_cap_bps is not None:  # a relayed route runs at its slowest hop's VM-pair rate
             for e in g.links:
                 bound = min(bound, float(member_cap_bps[e]))
-        rate = min(per_link) if per_link else math.inf
+        per_link = [_level(i, e, float(cap_bps[e]), others, groups, own, bound) for e in g.links]
+        rate = min(bounded for _, bounded in per_link) if per_link else math.inf
         rates.append(rate if rate < bound else bound)
-        levels.append(per_link)
+        levels.append([level for level, _ in per_link])
     return rates, levels
 
 
@@ -267,12 +322,15 @@ def duties(groups: Sequence[FlowGroup], rates: Sequence[float], iter_time: float
 
 def load_of(
     groups: Sequence[FlowGroup], rates: Sequence[float], levels: Sequence[Sequence[float]], duty: Sequence[float],
+    iter_time: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """What a plan's groups add to the load of each directed link they cross.
 
     A group is present ``members x duty`` times, each presence scaled by the share of the link's
     level it uses (``rate / level``: 1 on its bottleneck, less where it is limited elsewhere); a
-    burst group also adds its average rate ``members x duty x rate``.
+    burst group also adds its average rate ``members x duty x rate`` and its variance (all members
+    on with probability ``duty``), a phased (GPipe) one also to the phased rows, with ``iter_time``
+    (its job's iteration time, seconds) as its cycle.
 
     :return: ``(directed link ids, (LOAD_ROWS, len(ids)) values)`` in the :func:`empty_load` row
         layout (a link crossed by several groups appears once, summed).
@@ -287,7 +345,14 @@ def load_of(
             if g.kind == BULK:
                 row[BULK_BUSY] += n * scale
             else:
+                var = g.members * g.members * r * r * d * (1.0 - d)  # on (all members) with probability d
                 row[BURST_BPS] += n * r
+                row[BURST_VAR] += var
+                if g.phased:
+                    row[PHASED_BUSY] += n * scale
+                    row[PHASED_BPS] += n * r
+                    row[PHASED_VAR] += var
+                    row[PHASED_CYCLE] += n * scale * iter_time
     ids = sorted(acc)
     vals = np.array([acc[e] for e in ids], dtype=float).reshape(len(ids), LOAD_ROWS).T.copy()
     return np.array(ids, dtype=np.intp), vals

@@ -15,7 +15,8 @@ split by direction:
 :func:`pair_bytes_per_iter` gives the bytes per directed (source, destination) pair of regions.
 :func:`hop_bytes_per_iter` puts each transfer on the links of its route (the route
 :func:`sfenv.model.perf.plan_flows` gives its flow: :meth:`Topology.route_for` of the payload, and
-the same links back for the backward direction and a two-region ring).  A route through other regions
+the same links back for the backward direction and a two-region ring; under ``sim.routing: load`` the
+plan's pinned :attr:`~sfenv.model.perf.Plan.routes`, each transfer on its own).  A route through other regions
 is an overlay relay, as in Skyplane: each of its hops leaves a region and is billed as egress of that
 region (Skyplane's planner adds the price of every hop of an overlay path).  :func:`egress_usd_per_iter`
 prices the hops with a matrix of USD per byte (:func:`sfenv.world.egress.egress_price_matrix`).
@@ -27,7 +28,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sfenv.model.perf import ACT_BYTES, Plan
+from sfenv.model.perf import ACT_BYTES, Plan, plan_wan_transfers
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec
 
@@ -109,8 +110,14 @@ def hop_bytes_per_iter(plan: Plan, job: JobSpec, topo: Topology) -> dict[tuple[i
     out: dict[tuple[int, int], float] = {}
     if len(plan.regions) < 2:
         return out
-    for a, b, nbytes, payload, back in _transfers(plan, job):
-        if back:  # the reverse of the (b, a) route, hop by hop
+    pinned = plan.routes  # sim.routing "load": each transfer on the route pinned for it, in the same order
+    if pinned and len(pinned) != len(plan_wan_transfers(plan, job)):
+        raise ValueError(f"routes: the plan pins {len(pinned)} routes for its "
+                         f"{len(plan_wan_transfers(plan, job))} cross-region transfers")
+    for i, (a, b, nbytes, payload, back) in enumerate(_transfers(plan, job)):
+        if pinned:
+            hops = route_hops(topo, a, pinned[i])
+        elif back:  # the reverse of the (b, a) route, hop by hop
             hops = [(v, u) for u, v in reversed(route_hops(topo, b, topo.route_for(b, a, payload)[0]))]
         else:
             hops = route_hops(topo, a, topo.route_for(a, b, payload)[0])

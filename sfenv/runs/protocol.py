@@ -31,7 +31,9 @@ Generalisation splits (a model is reported on platforms it never saw):
 - held-out bundled scenarios, :data:`HELD_OUT_SCENARIOS`: ``geo-8``, ``geo-8-contended`` and
   ``geo-8-contended-cost``, the platform built from measured cloud regions, WAN latencies and
   prices, unlike any generated one.  No training config may train, select or evaluate during
-  training on them (tested).  ``spider-16`` is *not* held out: ``train-generalise`` selects its
+  training on them (tested).  ``geo-8-carbon`` (the same platform with July's carbon and a carbon
+  weight, ``train-carbon-rollout``'s scenario) is *not* held out, so that recipe's model has seen the
+  platform; ``spider-16`` is *not* held out either: ``train-generalise`` selects its
   model on it and the generated family holds 16-region spider graphs.
 
 Every result names its seeds with a :class:`SeedChoice`: the split, or ``"explicit seeds"`` when
@@ -95,8 +97,8 @@ SEED_RANGES: dict[str, range] = {
 #: bundled scenario -> its splits (all share :data:`SEED_RANGES` in protocol 1; a scenario file
 #: of the user's takes them too)
 SCENARIO_SPLITS: dict[str, dict[str, range]] = {name: SEED_RANGES for name in (
-    "bace-6", "cee", "geo-8", "geo-8-contended", "geo-8-contended-cost", "spider-8", "spider-8-contended",
-    "spider-16", "spider-32", "spider-64")}
+    "bace-6", "cee", "geo-8", "geo-8-carbon", "geo-8-contended", "geo-8-contended-cost", "spider-8",
+    "spider-8-contended", "spider-16", "spider-32", "spider-64")}
 #: generator seeds (the ``seed`` argument of ``generated_scenarios``) of the generated-platform splits
 GENERATOR_SEEDS: dict[str, range] = {
     "train": range(0, 1_000),

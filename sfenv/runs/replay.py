@@ -4,7 +4,9 @@ An episode's **action log** is everything the scheduler told the simulator, in o
 
 - ``decisions``: one entry per decision point (``Simulator.run`` asks ``decide``): a plan
   (:func:`plan_to_json`) that was started, or ``None`` for wait;
-- ``replans``: one list of plans per call of the re-planning hook (empty lists included).
+- ``replans``: one list of plans per call of the re-planning hook (empty lists included);
+- ``replan_hourly`` (present and true only for an agent that asked for it): the hook was also
+  called at every hour boundary while a job ran (:meth:`sfenv.sim.Simulator.set_replanner`).
 
 Any scheduler's episode reduces to it, a learned policy's too: through the environment a start
 action is the candidate plan it names, wait (or a forced wait) is ``None``, and a masked action
@@ -89,7 +91,10 @@ def plan_to_json(plan: Plan | None) -> dict[str, Any] | None:
     """A plan as plain JSON data (None stays None, meaning wait): every constructor field of the plan and its stages."""
     if plan is None:
         return None
-    data: dict[str, Any] = {name: getattr(plan, name) for name in _init_fields(Plan) if name != "stages"}
+    data: dict[str, Any] = {name: getattr(plan, name) for name in _init_fields(Plan)
+                            if name not in ("stages", "routes")}
+    if plan.routes:  # pinned routes (sim.routing "load"); left out when none, as logs before them were written
+        data["routes"] = [list(r) for r in plan.routes]
     data["stages"] = [{"layers": s.layers, "tp": s.tp, "placement": [[int(r), int(n)] for r, n in s.placement]}
                       for s in plan.stages]
     return data
@@ -108,7 +113,8 @@ def plan_from_json(data: dict[str, Any] | None) -> Plan | None:
             raise ValueError(f"unknown fields {sorted(unknown)}")
         stages = tuple(Stage(int(s["layers"]), tuple((int(r), int(n)) for r, n in s["placement"]), int(s["tp"]))
                        for s in data["stages"])
-        return Plan(**{**data, "stages": stages})
+        routes = tuple(tuple(int(k) for k in r) for r in data.get("routes", ()))
+        return Plan(**{**data, "stages": stages, "routes": routes})
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InvalidInput(f"action log: not a plan ({type(exc).__name__}: {exc})") from None
 
@@ -118,10 +124,13 @@ class ActionRecorder:
 
     :param decide: the scheduler's ``decide(view) -> Plan | None``.
     :param replan: its re-planning hook, or None.
+    :param replan_hourly: the hook is also called at every hour boundary (recorded in the log).
     """
 
-    def __init__(self, decide: Callable[[Any], Plan | None], replan: Callable[[Any], Iterable[Plan]] | None = None):
+    def __init__(self, decide: Callable[[Any], Plan | None], replan: Callable[[Any], Iterable[Plan]] | None = None,
+                 replan_hourly: bool = False):
         self._decide, self._replan = decide, replan
+        self.replan_hourly = replan_hourly and replan is not None
         self.decisions: list[dict | None] = []
         self.replans: list[list[dict]] = []
 
@@ -138,9 +147,12 @@ class ActionRecorder:
         self.replans.append([plan_to_json(p) for p in plans])
         return plans
 
-    def log(self) -> dict[str, list]:
-        """The action log: ``{"decisions": [...], "replans": [...]}``."""
-        return {"decisions": list(self.decisions), "replans": [list(r) for r in self.replans]}
+    def log(self) -> dict[str, Any]:
+        """The action log: ``{"decisions": [...], "replans": [...]}`` (and ``"replan_hourly": true`` if so)."""
+        out: dict[str, Any] = {"decisions": list(self.decisions), "replans": [list(r) for r in self.replans]}
+        if self.replan_hourly:
+            out["replan_hourly"] = True
+        return out
 
 
 def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]:
@@ -159,6 +171,9 @@ def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]
     if not isinstance(log, dict) or not isinstance(log.get("decisions"), list) \
             or not isinstance(log.get("replans", []), list):
         raise InvalidInput("action log: expected {'decisions': [...], 'replans': [...]}")
+    hourly = log.get("replan_hourly", False)
+    if not isinstance(hourly, bool):
+        raise InvalidInput(f"action log: replan_hourly {hourly!r}: expected true or false")
     decisions = [plan_from_json(d) for d in log["decisions"]]
     replans = [[plan_from_json(p) for p in r] for r in log.get("replans", [])]
     pos = {"d": 0, "r": 0}
@@ -177,7 +192,8 @@ def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]
 
     sim = make_simulator(scenario, seed)
     try:
-        report = sim.run(decide, max_decisions=len(decisions), replan=replan if replans else None)
+        report = sim.run(decide, max_decisions=len(decisions), replan=replan if replans else None,
+                         replan_hourly=hourly)
     except InvalidDecision as exc:
         raise InvalidInput(f"action log: decision {pos['d']} is refused by the simulator ({exc})") from None
     if not sim.done:

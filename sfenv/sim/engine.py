@@ -33,7 +33,10 @@ GPUs until it recovers.  No job is lost.
 modelled re-partition pause (:mod:`sfenv.sim.replan` gives the model).  Agents re-plan through a
 hook: ``Simulator.replanner`` (set with ``run(decide, replan=...)``) is called with the view after
 every link capacity change and returns plans to switch to (see :meth:`Simulator.set_replanner`);
-without a hook nothing is ever re-planned and the simulator costs nothing more.
+a hook installed with ``hourly=True`` (an agent's ``replan_hourly``) is also called at every hour
+boundary while a job runs, when intensities and prices change (the simulator then stops at each such
+hour).  Without a hook nothing is ever re-planned, and without ``hourly`` no hour boundary is added:
+the simulator costs nothing more.
 
 An episode of a scenario is built by :func:`sfenv.sim.episode.make_simulator`.
 """
@@ -146,7 +149,7 @@ class Simulator:
         #: the GPUs: free per region, regions down, busy GPU-seconds
         self.gpus = GpuPool(topo.gpu_counts)
         #: the WAN: flows, capacity factors and the plan evaluations that depend on them
-        self.links = LinkState(topo, self.params, evaluation_cache)
+        self.links = LinkState(topo, self.params, evaluation_cache, self.config.routing)
         #: the waiting jobs
         self.queue = WaitingQueue()
         #: the bills: per job and platform-wide
@@ -170,6 +173,8 @@ class Simulator:
         self.dynamics = dynamics
         self.rng = rng
         self.replanner: Replanner | None = None
+        #: call the re-planning hook at every hour boundary while a job runs too (:meth:`set_replanner`)
+        self.replan_hourly = False
         self.replans = 0
         self.links_changed = False  # a link capacity or a straggler changed rates at this event time (re-plan after it)
         #: the stragglers on running jobs (:mod:`sfenv.sim.stragglers`)
@@ -309,6 +314,8 @@ class Simulator:
         """
         checked = self.check(plan)
         js = self.jobs[plan.job_id]
+        # sim.routing "load": the routes checked (chosen at the load now) are pinned in the plan the job runs
+        plan = self.links.routed(plan, js.spec)
         self.gpus.accrue_busy(self.time)
         held = plan.gpus_by_region()  # a new dict: the job's own
         self.gpus.take(held)
@@ -339,15 +346,21 @@ class Simulator:
         return js.perf
 
     # ------------------------------------------------------------ re-planning (sfenv.sim.replan)
-    def set_replanner(self, replanner: Replanner | None) -> None:
+    def set_replanner(self, replanner: Replanner | None, hourly: bool = False) -> None:
         """Install (or remove, with None) the re-planning hook.
 
         After every event time at which a link capacity changed (rates already recomputed), the
         simulator calls ``replanner(view)`` and switches each running job named by a returned plan
         to that plan with :meth:`replan` (in the order returned).  A plan that cannot be applied
         raises :class:`InvalidDecision`, as a bad decision does.
+
+        :param hourly: also call the hook at every hour boundary at which a job runs (after that
+            time's events), so that a running job can follow hourly carbon intensities and prices
+            (:class:`sfenv.agents.carbon.CarbonElasticAgent`); the simulator then stops at every hour
+            while jobs run.  False (the default) adds no stop and no call.
         """
         self.replanner = replanner
+        self.replan_hourly = bool(hourly) and replanner is not None
 
     def check_replan(self, plan: Plan) -> tuple[PlanPerf, float]:
         """Validate switching running job ``plan.job_id`` to ``plan`` now.
@@ -391,7 +404,8 @@ class Simulator:
 
     def _next_time(self) -> float:
         t = self._events[0][0] if self._events else math.inf
-        if self.queue.ids:  # wake waiting agents when prices change
+        if self.queue.ids or (self.replan_hourly and self.running):
+            # wake waiting agents when prices change, and an hourly re-planner while jobs run
             t = min(t, self.prices.next_change(self.time))
         return t
 
@@ -414,7 +428,7 @@ class Simulator:
             _, kind, _, event = heapq.heappop(self._events)
             self.events_processed += 1
             HANDLERS[kind](self, event)
-        if self.links_changed:
+        if self.links_changed or (self.replan_hourly and self.running and t % 3600.0 == 0.0):
             self.links_changed = False
             assert self.replanner is not None
             for plan in list(self.replanner(self.view())):
@@ -479,15 +493,18 @@ class Simulator:
         """
         _lookahead.resample_future(self, jobs, rng)
 
-    def run(self, decide: Decide, max_decisions: int = 10_000_000, replan: Replanner | None = None) -> EpisodeReport:
+    def run(self, decide: Decide, max_decisions: int = 10_000_000, replan: Replanner | None = None,
+            replan_hourly: bool = False) -> EpisodeReport:
         """Run to the end, asking ``decide(view)`` at every decision point (None = wait).
 
         :param replan: optional re-planning hook, installed with :meth:`set_replanner`.
+        :param replan_hourly: call ``replan`` at every hour boundary while a job runs too
+            (:meth:`set_replanner`'s ``hourly``).
         :raises InvalidDecision: if ``decide`` returns a plan that cannot start (or ``replan`` one
             that cannot be switched to).
         """
         if replan is not None:
-            self.set_replanner(replan)
+            self.set_replanner(replan, hourly=replan_hourly)
         view = self.view()
         n = 0
         while not self.done and n < max_decisions:

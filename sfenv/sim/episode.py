@@ -77,6 +77,7 @@ def sim_config_for(scenario: Scenario) -> SimConfig:
         horizon_s=s.horizon_h * 3600.0,
         checkpoint_interval_s=s.checkpoint_interval_s,
         perf=s.perf_params(),
+        routing=s.routing,
     )
 
 

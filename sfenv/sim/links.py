@@ -6,6 +6,11 @@ to the links' load how often it sends and at what rate (:mod:`sfenv.model.sharin
 on the others' load and the load on the rates' iteration times: when a job starts, stops, switches
 plans or a link's capacity changes, :meth:`LinkState.settle` re-evaluates the running jobs that
 share links with the change (transitively) until their iteration times stop moving.
+
+Under ``routing="load"`` (:mod:`sfenv.model.routing`) a plan without pinned routes is routed at the
+current load before it is evaluated (:meth:`LinkState.routed`); the simulator starts a job with the
+routed plan, so its evaluation, its load here, its flows and its egress bill all follow the same
+pinned routes.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from sfenv.model.perf import (
     plan_flow_groups,
     same_region_figures,
 )
+from sfenv.model.routing import ROUTING_MODES, route_plan
 from sfenv.model.sharing import BUSY, empty_load, load_of
 from sfenv.sim.state import EvaluationCache
 from sfenv.world.topology import Topology
@@ -72,12 +78,22 @@ class LinkState:
     :param topo: the topology.
     :param params: performance-model constants.
     :param evaluation_cache: single-region evaluations shared with other episodes (a new one if None).
-    :raises ValueError: if ``evaluation_cache`` belongs to another topology or other parameters.
+    :param routing: ``"static"`` or ``"load"`` (:mod:`sfenv.model.routing`): whether :meth:`evaluate`
+        routes a cross-region plan at the current load first.
+    :raises ValueError: if ``evaluation_cache`` belongs to another topology or other parameters, or
+        ``routing`` is unknown.
     """
 
-    def __init__(self, topo: Topology, params: PerfParams, evaluation_cache: EvaluationCache | None = None):
+    def __init__(self, topo: Topology, params: PerfParams, evaluation_cache: EvaluationCache | None = None,
+                 routing: str = "static"):
+        if routing not in ROUTING_MODES:
+            raise ValueError(f"routing: got {routing!r}; expected one of {list(ROUTING_MODES)}")
         self.topo = topo
         self.params = params
+        #: ``"static"`` or ``"load"``: see :meth:`routed`
+        self.routing = routing
+        #: plans routed at the current state (``routing="load"``), cleared with :attr:`memo_wan`
+        self.memo_routes: dict[tuple[object, object], Plan] = {}
         #: the running jobs' load on each directed link (rows of :func:`sfenv.model.sharing.empty_load`)
         self.load = empty_load(topo.num_directed)
         #: capacity factor of each link (1.0, or lower while it fluctuates)
@@ -137,7 +153,7 @@ class LinkState:
         groups = plan_flow_groups(plan, self.topo, job)
         if not groups:
             return set()
-        ids, vals = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty)
+        ids, vals = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty, perf.iter_time)
         self.jobs[job_id] = JobLoad(plan, job, ids, vals, list(perf.flow_duty), perf, fixed)
         self._rebuild()
         return {int(e) for e in ids}
@@ -203,7 +219,7 @@ class LinkState:
                 if not perf.feasible:  # pragma: no cover - shares never change memory feasibility
                     raise RuntimeError(f"running job {jid} became infeasible: {perf.reason}")
                 groups = plan_flow_groups(entry.plan, self.topo, entry.job)
-                links, load = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty)
+                links, load = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty, perf.iter_time)
                 old = entry.perf.iter_time
                 if not math.isclose(perf.iter_time, old, rel_tol=SETTLE_TOLERANCE):
                     moved = True
@@ -217,18 +233,46 @@ class LinkState:
         return out
 
     # ------------------------------------------------------------------ evaluations
+    def _wan_memo_current(self) -> None:
+        """Clear the cross-region memos when the link state moved since they were filled."""
+        state = self.state_key()
+        if state != self.memo_wan_state:  # compared, not tracked: callers may edit the arrays
+            self.memo_wan.clear()
+            self.memo_routes.clear()
+            self.memo_wan_state = state
+
+    def routed(self, plan: Plan, job: JobSpec, job_id: int | None = None) -> Plan:
+        """``plan`` with its routes pinned at the current load under ``routing="load"``, else ``plan`` itself.
+
+        A plan inside one region or with routes already pinned is returned as it is.  Routes are
+        chosen against the load of the running jobs (all but ``job_id``'s: a re-plan's own old
+        flows leave) at the current capacities (:func:`sfenv.model.routing.route_plan`); memoised by
+        plan and job shape while the link state stays the same (``job_id`` None).
+        """
+        if self.routing == "static" or plan.routes or len(plan.regions) < 2:
+            return plan
+        cap = self.directed_capacity_bps
+        if job_id is not None:
+            return route_plan(plan, job, self.topo, self.params, cap, self.without(job_id))
+        self._wan_memo_current()
+        key = (plan.shape_key, job.shape_key)
+        hit = self.memo_routes.get(key)
+        if hit is None:
+            if len(self.memo_routes) >= MEMO_ENTRIES:
+                self.memo_routes.clear()
+            hit = self.memo_routes[key] = route_plan(plan, job, self.topo, self.params, cap, self.load)
+        return hit if hit.job_id == plan.job_id else hit.for_job(plan.job_id)
+
     def evaluate(self, plan: Plan, job: JobSpec) -> PlanPerf:
         """Predict ``plan`` for ``job`` against the running jobs' load (its own traffic added), memoised.
 
-        Results are memoised by plan and job shape (never by job id) until the link state
-        changes; the returned object is shared, so treat it as read-only.
+        Under ``routing="load"`` an unrouted cross-region plan is evaluated on the routes
+        :meth:`routed` pins for it now.  Results are memoised by plan and job shape (never by job
+        id) until the link state changes; the returned object is shared, so treat it as read-only.
         """
         key = (plan.shape_key, job.shape_key)  # the job's shape, never its id; the window included
         if len(plan.regions) > 1:
-            state = self.state_key()
-            if state != self.memo_wan_state:  # compared, not tracked: callers may edit the arrays
-                self.memo_wan.clear()
-                self.memo_wan_state = state
+            self._wan_memo_current()
             memo = self.memo_wan
         else:
             memo = self.memo_local
@@ -236,7 +280,7 @@ class LinkState:
         if perf is None:
             if len(memo) >= MEMO_ENTRIES:
                 memo.clear()
-            perf = evaluate_plan(plan, job, self.topo, self.params, self.capacity_bps, self.load)
+            perf = evaluate_plan(self.routed(plan, job), job, self.topo, self.params, self.capacity_bps, self.load)
             memo[key] = perf
         return perf
 
@@ -267,5 +311,9 @@ class LinkState:
                              self.slowdown.get(job_id))
 
     def evaluate_without(self, plan: Plan, job: JobSpec, job_id: int) -> PlanPerf:
-        """Predict ``plan`` for ``job`` against the load of every running job but ``job_id`` (not memoised)."""
-        return evaluate_plan(plan, job, self.topo, self.params, self.capacity_bps, self.without(job_id))
+        """Predict ``plan`` for ``job`` against the load of every running job but ``job_id`` (not memoised).
+
+        Under ``routing="load"`` an unrouted plan is routed against that load first (:meth:`routed`).
+        """
+        return evaluate_plan(self.routed(plan, job, job_id), job, self.topo, self.params, self.capacity_bps,
+                             self.without(job_id))

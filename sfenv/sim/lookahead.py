@@ -23,13 +23,13 @@ def fork(sim: Simulator) -> Simulator:
 
     Stepping the copy never changes ``sim``.  Immutable parts (topology, prices, settings, job
     specs, plans and their predicted performance, egress prices) and the single-region evaluation
-    memo and the egress memo (valid in any state) are shared, not copied; the WAN memo starts
-    empty.  The copy draws from a copy of the random generator, so it sees the same link changes.
+    memo and the egress memo (valid in any state) are shared, not copied; the WAN memos (evaluations,
+    routed plans) start empty.  The copy draws from a copy of the random generator, so it sees the same link changes.
     """
     links = sim.links
     memo: dict[int, object] = {id(sim.topo): sim.topo, id(sim.prices): sim.prices, id(sim.config): sim.config,
                                id(sim.params): sim.params, id(links.memo_local): links.memo_local,
-                               id(links.memo_wan): {}, id(sim.replanner): sim.replanner,
+                               id(links.memo_wan): {}, id(links.memo_routes): {}, id(sim.replanner): sim.replanner,
                                id(sim.billing.egress_memo): sim.billing.egress_memo}
     if sim.billing.egress_usd_per_byte is not None:
         memo[id(sim.billing.egress_usd_per_byte)] = sim.billing.egress_usd_per_byte

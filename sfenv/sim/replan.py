@@ -144,7 +144,7 @@ def check_replan(sim: Simulator, plan: Plan) -> tuple[PlanPerf, float]:
         raise InvalidDecision(f"job {plan.job_id} is {js.status}, not running")
     if js.paused:
         raise InvalidDecision(f"job {plan.job_id} is already switching plans (until t={js.resume_at:.0f} s)")
-    if plan == js.plan:
+    if js.plan is not None and plan.unrouted() == js.plan.unrouted():  # a re-plan changes more than routes
         raise InvalidDecision(f"job {plan.job_id} already runs this plan")
     _check_regions(sim, js, plan)
     if len(plan.regions) > 1:
@@ -163,6 +163,8 @@ def replan(sim: Simulator, plan: Plan) -> float:
     """Switch a running job to ``plan`` now, charging the re-partition pause (:meth:`Simulator.replan`)."""
     perf, pause = check_replan(sim, plan)
     js = sim.jobs[plan.job_id]
+    # sim.routing "load": the new plan's routes, chosen without the job's old flows, are pinned (as checked)
+    plan = sim.links.routed(plan, js.spec, plan.job_id)
     sim.billing.accrue(js, sim.time)
     moved_usd = moved_egress_usd(sim, js, plan)
     if moved_usd:

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sfenv.errors import did_you_mean
 from sfenv.model.perf import PerfParams, Plan, PlanPerf
+from sfenv.model.routing import ROUTING_MODES
 from sfenv.sim.metrics import JobRecord
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec
@@ -36,6 +38,9 @@ class SimConfig:
     :param replan_state_bytes_per_param: training state moved per parameter when a re-plan moves
         a layer to another region, bytes (2 bf16 weights + 12 fp32 master weights and Adam
         moments; gradients are not needed between iterations).
+    :param routing: ``"static"`` (each transfer on :meth:`Topology.route_for`'s route) or ``"load"``
+        (routes chosen at the current rates when a job starts or re-plans, then pinned:
+        :mod:`sfenv.model.routing`).
     """
 
     horizon_s: float = 14 * 86400.0
@@ -43,6 +48,12 @@ class SimConfig:
     perf: PerfParams = field(default_factory=PerfParams)
     replan_restart_s: float = 60.0
     replan_state_bytes_per_param: float = 14.0
+    routing: str = "static"
+
+    def __post_init__(self) -> None:
+        if self.routing not in ROUTING_MODES:
+            raise ValueError(f"routing: unknown routing {self.routing!r}{did_you_mean(self.routing, ROUTING_MODES)}; "
+                             f"expected one of {list(ROUTING_MODES)}")
 
 
 @dataclass

@@ -121,12 +121,16 @@ class SimView:
     def link_state_among(self, regions: Iterable[int]) -> tuple[bytes, bytes]:
         """Load and capacity factors of the links a plan on ``regions`` can use (:meth:`Topology.links_among`).
 
+        Under ``sim.routing: load`` a plan's routes may cross any link, so this is the whole WAN state.
+
         Everything of the link state that :meth:`evaluate` reads for such a plan (the load of both
         directions of each link; capacities are the topology's fixed bandwidths times these
         factors), as bytes: a key for plan memos.
         """
-        links = self.topo.links_among(regions)
         links_now = self._sim.links
+        if links_now.routing != "static":  # routes at the current load may cross any link: the whole state
+            return links_now.load.tobytes(), links_now.factor.tobytes()
+        links = self.topo.links_among(regions)
         directed = np.stack([2 * links, 2 * links + 1], axis=1).ravel()
         return links_now.load[:, directed].tobytes(), links_now.factor[links].tobytes()
 
@@ -206,10 +210,12 @@ class SimView:
         """Egress the simulator bills per iteration of ``plan`` (0 inside one region; :mod:`sfenv.model.traffic`).
 
         Multiply by the iterations left for a job's egress bill on the plan; it does not depend on the
-        link state (bytes and prices are fixed by the plan, the job and the routes).
+        link state (bytes and prices are fixed by the plan, the job and the routes), except under
+        ``sim.routing: load``, where an unrouted plan is billed on the routes it would be pinned to now.
         """
         sim = self._sim
-        return sim.billing.plan_egress_usd_per_iter(plan, job or sim.jobs[plan.job_id].spec)
+        spec = job or sim.jobs[plan.job_id].spec
+        return sim.billing.plan_egress_usd_per_iter(sim.links.routed(plan, spec), spec)
 
     def evaluate(self, plan: Plan, job: JobSpec | None = None) -> PlanPerf:
         """Predict a plan under the current link state (its own flows added)."""

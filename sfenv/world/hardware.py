@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from sfenv.hashing import cached_hash, state_without_hash
 
-__all__ = ["A100_KERNELS", "GPU_CATALOGUE", "GPUSpec", "KernelModel", "get_gpu"]
+__all__ = ["A100_KERNELS", "EAGER_MEM_TRAFFIC", "GPU_CATALOGUE", "GPUSpec", "KernelModel", "get_gpu"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,20 @@ class KernelModel:
         return KernelModel(self.gemm_eff_max, self.gemm_half_s, self.mem_traffic, self.layer_overhead_s,
                            self.tp_step_latency_s, self.tp_bus_eff, source)
 
+    def eager(self) -> KernelModel:
+        """The same GPU running unfused ("eager") training code: :data:`EAGER_MEM_TRAFFIC` as ``mem_traffic``.
+
+        The fitted figures come from Megatron runs whose elementwise work (layernorm, scale, mask,
+        softmax, dropout, bias, GeLU, residual adds) runs in a few fused kernels.  Code that launches
+        one PyTorch kernel per elementwise operation reads and writes each intermediate tensor in HBM
+        again, so only the memory-bound term changes: GEMMs, latencies and links stay.  Used for
+        the code that was written that way (Megatron-LM 2019, DT-FM's ``modules/gpt_modules.py``);
+        the catalogue's GPUs keep the fused figures.
+        """
+        return KernelModel(self.gemm_eff_max, self.gemm_half_s, EAGER_MEM_TRAFFIC, self.layer_overhead_s,
+                           self.tp_step_latency_s, self.tp_bus_eff,
+                           f"{self.source}; memory-bound traffic of unfused kernels (Megatron-LM 2019 on V100)")
+
 
 # Fitted by ``python -m sfenv.experiments.validate_model --fit`` on the measured Megatron runs on
 # A100-80GB of vTrain (Bang et al., MICRO 2024; 1,440 single-server runs and the 35 multi-node runs
@@ -92,6 +106,15 @@ A100_KERNELS = KernelModel(
     tp_bus_eff=1.0,  # fitted at its bound: NVLink all-reduces are latency-, not bandwidth-limited here
     source="fitted on vTrain's measured Megatron runs on A100 (MICRO 2024)",
 )
+
+
+# HBM bytes of the memory-bound kernels per activation byte when every elementwise operation is its own
+# kernel (:meth:`KernelModel.eager`).  Fitted, as the one free figure, on one published point
+# (``python -m sfenv.experiments.validate_model``, ``fit_eager_traffic``): Megatron-LM's 2019 single-V100
+# baseline, the 1.2B model of its Table 1 at 39 TFLOP/s (Shoeybi et al., arXiv 1909.08053, section 5.1),
+# with the V100 kernel figures scaled from A100 as the catalogue does; checked on the same paper's
+# 2-512 GPU runs, held out.  2.5 times the fused code's 7.48.
+EAGER_MEM_TRAFFIC = 18.67
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ candidate with the smaller ``latency + payload / bottleneck bandwidth`` at nomin
 (:meth:`Topology.route_for`): a pipeline hop's small activation takes the direct 70 ms link rather
 than a 310 ms detour of wider links, a large gradient the wide detour.  A hop's bandwidth is the
 bottleneck of its route, shared with other jobs' flows on the same links (see :mod:`sfenv.sim`).
-``route_links`` / ``route_latency_s`` / ``route_bw_bps`` keep the widest routes.
+``route_links`` / ``route_latency_s`` / ``route_bw_bps`` keep the widest routes.  These are the
+static routes; under ``sim.routing: load`` a job's transfers take routes chosen at the current rates
+when it starts (:mod:`sfenv.model.routing`), which may leave both candidates.
 
 Links are full duplex: each direction has the link's capacity to itself.  *Directed links* number
 the directions: ``2 k`` is link k from its ``a`` end to its ``b`` end, ``2 k + 1`` the other way
@@ -361,7 +363,9 @@ class Topology:
         links only: its pipeline hops and all-reduce rings run between its regions, and the route
         of each is one of those two, chosen at nominal capacities.  Plan memos key on the state of
         these links instead of the whole network's (an exact key: a change elsewhere cannot change
-        the plan's modelled performance).  Memoised per set of regions.
+        the plan's modelled performance) under static routing; under ``sim.routing: load`` a route may
+        leave them, and memos key on the whole state (:meth:`sfenv.sim.view.SimView.link_state_among`).
+        Memoised per set of regions.
 
         :param regions: region indices (order and repeats do not change the result).
         :return: sorted link indices (an integer array, treat as read-only).

@@ -1,0 +1,197 @@
+"""The WAN fast path against its event-driven twin on random shared-link cases, bucketed by mechanism and load.
+
+Each case (:func:`random_case`): 3 regions on a line or a triangle of 1-10 Gbit/s links, 2-4 jobs
+across them (pipelines under GPipe or 1F1B, data-parallel rings across regions, hybrids of GPT
+350M/1.3B, ``dp_overlap`` 0 or 1).  For every job it compares the fast path's settled iteration time
+(:meth:`sfenv.sim.links.LinkState.settle`) with the played one (:func:`sfenv.model.flowcheck.simulate_jobs`)
+and prints the error distribution, then the errors by job kind, by the case's mix (does a GPipe
+pipeline share a link with a ring?) and by the average load of the busiest directed link the job
+crosses (bits per played iteration over capacity).
+
+Run: ``python -m sfenv.experiments.flow_check [--seeds 0:110] [--json out.json]``; seeds ``A:B`` or a
+comma list.  The seeds split: 0-109 are the set docs/model.md first measured (and tuned against:
+"training"), 1000-1109 a fresh set reported after tuning, 0-9 the default test's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sfenv.model.flowcheck import simulate_jobs
+from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan, plan_flow_groups, stage_layer_split
+from sfenv.sim.links import LinkState
+from sfenv.world.hardware import get_gpu
+from sfenv.world.topology import Link, Region, Topology
+from sfenv.world.workload import MODEL_ZOO, JobSpec
+
+__all__ = ["case_errors", "job_kind", "main", "random_case", "settled_times"]
+
+#: the default test's and docs' region hardware
+_GPU = "A100-80GB"
+
+Case = tuple[Topology, PerfParams, list[tuple[Plan, JobSpec]]]
+
+
+def _regions(n: int) -> list[Region]:
+    gpu = get_gpu(_GPU)
+    return [Region(f"r{i}", gpu, 64, "z", intra_bw_gbps=100.0, intra_latency_ms=0.01) for i in range(n)]
+
+
+def random_case(seed: int) -> Case:
+    """A random shared-link case: 3 regions on a line or a triangle of 1-10 Gbit/s links, 2-4 jobs across them."""
+    rng = np.random.default_rng(seed)
+    pairs = [(0, 1), (1, 2), (0, 2)] if rng.random() < 0.5 else [(0, 1), (1, 2)]
+    topo = Topology(_regions(3), [Link(a, b, float(rng.choice([1.0, 2.0, 5.0, 10.0])), float(rng.uniform(5, 60)))
+                                  for a, b in pairs])
+    params = PerfParams(dp_overlap=float(rng.integers(0, 2)))
+    schedule = str(rng.choice(["gpipe", "1f1b"]))
+    jobs: list[tuple[Plan, JobSpec]] = []
+    while len(jobs) < int(rng.integers(2, 5)):
+        plan, job = _random_job(rng, len(jobs), schedule)
+        if len(plan.regions) > 1 and evaluate_plan(plan, job, topo, params).feasible:
+            jobs.append((plan, job))
+    return topo, params, jobs
+
+
+def _random_job(rng: np.random.Generator, jid: int, schedule: str) -> tuple[Plan, JobSpec]:
+    """A pipeline across regions, a data-parallel ring across regions, or a hybrid of both."""
+    model = MODEL_ZOO[str(rng.choice(["gpt-350m", "gpt-1.3b"]))]
+    kind = str(rng.choice(["chain", "chain", "ring", "hybrid"]))
+    b = int(rng.choice([1, 2]))
+    if kind == "chain":
+        p, d = int(rng.integers(2, 4)), int(rng.choice([1, 2, 4]))
+        regs = [int(rng.integers(3))]
+        while len(regs) < p:
+            r = int(rng.integers(3))
+            if r != regs[-1]:
+                regs.append(r)
+        stages = tuple(Stage.at(r, n, dp=d) for r, n in zip(regs, stage_layer_split(model.layers, [1.0] * p)))
+    elif kind == "ring":
+        place = tuple((int(r), int(rng.integers(1, 3))) for r in rng.permutation(3)[: int(rng.integers(2, 4))])
+        stages, d = (Stage(model.layers, place),), sum(n for _, n in place)
+    else:
+        regs = [int(x) for x in rng.permutation(3)]
+        first, second = stage_layer_split(model.layers, [1.0, 1.0])
+        stages = (Stage(first, ((regs[0], 1), (regs[1], 1))), Stage(second, ((regs[int(rng.integers(1, 3))], 1),
+                                                                            (regs[0], 1))))
+        d = 2
+    batch = max(int(rng.choice([8, 16, 32])) * d * b // 2, d * b)
+    return Plan(jid, stages, micro_batch=b, schedule=schedule, recompute="full"), JobSpec(jid, model, batch, 1, 0.0, 1,
+                                                                                            512)
+
+
+def settled_times(topo: Topology, params: PerfParams, jobs: Sequence[tuple[Plan, JobSpec]]) -> list[float]:
+    """The fast path's iteration times once the jobs' load settles (as the simulator keeps it)."""
+    state = LinkState(topo, params)
+    for jid, (plan, job) in enumerate(jobs):
+        state.start(jid, plan, job, state.evaluate(plan, job))
+        state.settle(list(state.jobs))
+    state.settle(list(state.jobs))
+    return [state.jobs[j].perf.iter_time for j in range(len(jobs))]
+
+
+def job_kind(plan: Plan) -> str:
+    """``ring`` (one stage over regions), ``chain`` (stages each in one region) or ``hybrid``."""
+    if len(plan.stages) == 1:
+        return "ring"
+    return "chain" if all(len(st.placement) == 1 for st in plan.stages) else "hybrid"
+
+
+def case_errors(seed: int, iterations: int = 5, warmup: int = 2) -> list[dict[str, Any]]:
+    """Per job of case ``seed``: signed error of the fast path against the check, and what describes the job."""
+    topo, params, jobs = random_case(seed)
+    played = simulate_jobs(topo, jobs, params, iterations=iterations, warmup=warmup, seed=seed)
+    fast = settled_times(topo, params, jobs)
+    alone = [evaluate_plan(p, j, topo, params).iter_time for p, j in jobs]
+    # average load per directed link in the played run: every bit of an iteration crosses it once per iteration
+    bits = np.zeros(topo.num_directed)
+    crossed: list[set[int]] = []
+    kinds_on = [set() for _ in range(topo.num_directed)]  # type: list[set[str]]
+    for (plan, job), t in zip(jobs, played):
+        links: set[int] = set()
+        for g in plan_flow_groups(plan, topo, job):
+            for e in g.links:
+                bits[e] += g.members * g.bits * g.transfers / t
+                links.add(e)
+                kinds_on[e].add(("gpipe-" if plan.schedule == "gpipe" else "1f1b-") + ("ring" if g.kind else "hop"))
+        crossed.append(links)
+    load = bits / topo.directed_bw_bps
+    rows = []
+    for jid, ((plan, _job), t) in enumerate(zip(jobs, played)):
+        links = crossed[jid]
+        mix = set().union(*(kinds_on[e] for e in links)) if links else set()
+        rows.append({
+            "seed": seed, "job": jid, "kind": job_kind(plan), "schedule": plan.schedule,
+            "overlap": params.dp_overlap, "jobs": len(jobs), "played_s": t, "fast_s": fast[jid],
+            "err": fast[jid] / t - 1.0, "alone_err": alone[jid] / t - 1.0,
+            "max_load": float(max((load[e] for e in links), default=0.0)),
+            "gpipe_ring_mix": ("gpipe-hop" in mix or "gpipe-ring" in mix) and any("ring" in k for k in mix)
+            and len(jobs) > 1,
+            "mix": sorted(mix),
+        })
+    return rows
+
+
+def _seeds(spec: str) -> list[int]:
+    if ":" in spec:
+        a, b = spec.split(":")
+        return list(range(int(a), int(b)))
+    return [int(s) for s in spec.split(",") if s]
+
+
+def _summary(err: np.ndarray) -> str:
+    a = np.abs(err)
+    if not len(a):
+        return "n=0"
+    return (f"n={len(a):3d} median {100 * np.median(a):5.1f} %  within 5 % {100 * (a <= 0.05).mean():5.1f} %  "
+            f"p90 {100 * np.quantile(a, 0.9):5.1f} %  max {100 * a.max():5.1f} %  "
+            f"(signed mean {100 * err.mean():+5.1f} %)")
+
+
+def report(rows: Sequence[dict[str, Any]]) -> None:
+    """Print the distribution, overall and by bucket."""
+    err = np.array([r["err"] for r in rows])
+    print(f"all jobs      {_summary(err)}")
+    print(f"alone         {_summary(np.array([r['alone_err'] for r in rows]))}")
+    for key in ("kind", "schedule", "overlap", "gpipe_ring_mix"):
+        for val in sorted({r[key] for r in rows}, key=str):
+            sub = np.array([r["err"] for r in rows if r[key] == val])
+            print(f"{key}={val!s:<8} {_summary(sub)}")
+    edges = (0.0, 0.5, 0.8, 0.9, 1.01)
+    for lo, hi in itertools.pairwise(edges):
+        sub = np.array([r["err"] for r in rows if lo <= r["max_load"] < hi])
+        print(f"load {lo:.1f}-{hi:.1f}  {_summary(sub)}")
+    print("worst 12:")
+    for r in sorted(rows, key=lambda r: -abs(r["err"]))[:12]:
+        print(f"  seed {r['seed']:4d} job {r['job']} {r['kind']:6s} {r['schedule']:5s} ov {r['overlap']:.0f} "
+              f"load {r['max_load']:.2f} err {100 * r['err']:+6.1f} %  mix {','.join(r['mix'])}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the cases and print the report (``--json``: also write every job's row)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="0:110", help="case seeds: A:B (range) or a comma list")
+    ap.add_argument("--iterations", type=int, default=5, help="played iterations averaged per job")
+    ap.add_argument("--warmup", type=int, default=2, help="played iterations dropped per job")
+    ap.add_argument("--json", default=None, help="write every job's row to this file")
+    args = ap.parse_args(argv)
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    for seed in _seeds(args.seeds):
+        rows += case_errors(seed, args.iterations, args.warmup)
+    print(f"{len(rows)} jobs in {len(_seeds(args.seeds))} cases, {time.perf_counter() - t0:.0f} s")
+    report(rows)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
