@@ -76,12 +76,14 @@ def test_named_proposer_sets_and_a_bad_name():
     """Every name of PROPOSER_SETS builds; another name is refused naming the argument."""
     from sfenv.env.proposers import PROPOSER_SETS, named_proposers
 
-    assert PROPOSER_SETS == ("default", "first-fit", "first-fit+spantrain", "best", "best+spantrain")
+    assert PROPOSER_SETS == ("default", "first-fit", "first-fit+spantrain", "best", "best+spantrain", "carbon")
     names = [[getattr(p, "name", None) for p in named_proposers(name)] for name in PROPOSER_SETS]
     assert names == [[None, None], ["fastest+swf", "fifo+swf", None, None],
                      ["fastest+swf", "fifo+swf", "spantrain+swf", None, None],
                      ["fastest+swf", "fifo+swf", "spinsearch+swf", None, None],
-                     ["fastest+swf", "fifo+swf", "spantrain+swf", "spinsearch+swf", None, None]]
+                     ["fastest+swf", "fifo+swf", "spantrain+swf", "spinsearch+swf", None, None],
+                     ["fastest+swf", "fifo+swf", "spantrain+swf", "forecast-carbon+swf", "lowest-carbon+swf",
+                      None, None]]
     with pytest.raises(ValueError, match="proposers='spinsearch'"):
         named_proposers("spinsearch")
 
