@@ -380,8 +380,21 @@ def _verdict(claim: Claim, est: dict[str, float]) -> str:
     return "inside"
 
 
+def _pooled_label(claim: Claim, pooled_over: Sequence[str]) -> str:
+    """The pooled row's scenario: ``all`` when it pools every scenario of the claim as :data:`CLAIMS` defines it.
+
+    A run restricted with ``--scenarios``, or one whose runs are missing for some scenario, pools fewer;
+    the row then names them (``pooled: spider-8, spider-16``) so it is not read as the claim's whole range.
+    """
+    defined = next((c.scenarios for c in CLAIMS if c.key == claim.key), claim.scenarios)
+    return "all" if set(pooled_over) == set(defined) else "pooled: " + ", ".join(pooled_over)
+
+
 def measure(claim: Claim, rows: dict[str, list[dict[str, Any]]], method: str = "t") -> list[dict[str, Any]]:
     """The claim's figure per (scenario, baseline), and pooled over scenarios if the claim says so.
+
+    The pooled row's ``scenario`` is ``all`` only when it pools every scenario :data:`CLAIMS` gives the
+    claim; otherwise it names the scenarios pooled (also in ``pooled_over``).
 
     Seeds where either side has no value (e.g. no finished job) are left out and counted;
     ``unfinished_jobs`` counts both sides' unfinished jobs over the seeds (summed for the pooled row).
@@ -391,6 +404,7 @@ def measure(claim: Claim, rows: dict[str, list[dict[str, Any]]], method: str = "
     out: list[dict[str, Any]] = []
     for baseline in claim.baselines:
         pooled: list[float] = []
+        pooled_over: list[str] = []
         pooled_skipped = pooled_unfinished = 0
         for scenario in claim.scenarios:
             by = {(r["agent"], r["seed"]): r for r in rows.get(scenario, [])}
@@ -408,6 +422,7 @@ def measure(claim: Claim, rows: dict[str, list[dict[str, Any]]], method: str = "
             est = _estimate(claim.kind, np.array(log_q), method) if log_q else {
                 "value": math.nan, "ci_low": math.nan, "ci_high": math.nan, "ci_excludes_no_effect": False}
             pooled.extend(log_q)
+            pooled_over.append(scenario)
             pooled_skipped += skipped
             pooled_unfinished += unfinished
             out.append({"claim": claim.key, "scenario": scenario, "system": claim.system, "baseline": baseline,
@@ -415,9 +430,9 @@ def measure(claim: Claim, rows: dict[str, list[dict[str, Any]]], method: str = "
                         "verdict": _verdict(claim, est)})
         if claim.pooled and len(claim.scenarios) > 1 and pooled:
             est = _estimate(claim.kind, np.array(pooled), method)
-            out.append({"claim": claim.key, "scenario": "all", "system": claim.system, "baseline": baseline,
-                        "seeds": len(pooled), "skipped_seeds": pooled_skipped, "unfinished_jobs": pooled_unfinished,
-                        **est,
+            out.append({"claim": claim.key, "scenario": _pooled_label(claim, pooled_over), "system": claim.system,
+                        "baseline": baseline, "pooled_over": pooled_over, "seeds": len(pooled),
+                        "skipped_seeds": pooled_skipped, "unfinished_jobs": pooled_unfinished, **est,
                         "verdict": _verdict(claim, est)})
     return out
 

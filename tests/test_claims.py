@@ -99,6 +99,20 @@ def test_pooled_figure_over_scenarios():
     assert res[0]["verdict"] == "below" and res[1]["verdict"] == "above"
 
 
+def test_pooled_row_names_its_scenarios_when_it_pools_fewer_than_the_claims():
+    (overhead,) = (c for c in C.CLAIMS if c.key == "spiderflow-overhead")
+    rows = {sc: [_row("spiderflow", 0, decision_time_mean_s=1.0), _row("ilp", 0, decision_time_mean_s=f)]
+            for sc, f in (("spider-8", 10.0), ("spider-16", 160.0))}
+    restricted = C.restrict_scenarios([overhead], ["spider-8", "spider-16"])[0]
+    for claim in (overhead, restricted):  # runs missing for spider-32/64, or a run restricted to two sizes
+        pooled = [r for r in C.measure(claim, rows) if r["baseline"] == "ilp"][-1]
+        assert pooled["scenario"] == "pooled: spider-8, spider-16"
+        assert pooled["pooled_over"] == ["spider-8", "spider-16"]
+        assert pooled["value"] == pytest.approx(40.0)
+    rows.update({sc: rows["spider-8"] for sc in ("spider-32", "spider-64")})
+    assert [r for r in C.measure(overhead, rows) if r["baseline"] == "ilp"][-1]["scenario"] == "all"
+
+
 def test_run_resume_and_outputs(tmp_path, monkeypatch):
     out = tmp_path / "claims"
     # the tiny configuration: 10 seeds, 3 jobs of the cheap cee scenario, SpanTrain and its ablation
