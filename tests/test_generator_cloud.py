@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sfenv.agents.learned import generated_scenarios
+from sfenv.agents.learned import generated_platforms, generated_scenarios
 
+from sfenv.errors import InvalidInput
 from sfenv.scenario import Scenario, load_scenario
 from sfenv.world.generators import cloud_topology
 
@@ -79,3 +80,13 @@ def test_scenario_generator_cloud_loads_and_generated_scenarios_mix_it() -> None
     for m, p in zip(mixed, plain, strict=True):  # the same draws: waxman platforms become cloud ones
         assert m.cfg.topology.num_regions == p.cfg.topology.num_regions
         assert m.cfg.topology.generator == ("cloud" if p.cfg.topology.generator == "waxman" else "spider")
+
+
+def test_cloud_platform_family_of_a_split() -> None:
+    val = generated_platforms("validation", 2, num_jobs=5, family="cloud")
+    test = generated_platforms("test", 2, num_jobs=5, family="cloud")
+    assert all(s.cfg.topology.generator == "cloud" for s in val + test)
+    seeds = {s.cfg.topology.seed for s in val} | {s.cfg.topology.seed for s in test}
+    assert len(seeds) == 4  # validation and test draw other platforms
+    with pytest.raises(InvalidInput, match="family"):
+        generated_platforms("validation", 1, family="clouds")
