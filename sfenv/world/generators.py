@@ -21,8 +21,10 @@ published inter-region grid (skyplane-project/skyplane, ``skyplane/data/throughp
 e31b010b, iperf3 runs of 2022-01-29, 64 TCP connections, premium tier; Jain et al., NSDI 2023;
 Apache-2.0): over its 3,910 directed pairs of 63 regions, leaving out the pairs among the eight
 regions of sfenv's measured grid, the median goodput is 4.71 Gbit/s between regions of one cloud
-and 4.22 Gbit/s across clouds, with a standard deviation of ln(goodput) of 0.51 (5th-95th
-percentile 2.1-12.4 Gbit/s: a heavy right tail).  No pair of the grid is copied.  As in ``geo-8``, a
+and 4.22 Gbit/s across clouds, with a standard deviation of ln(goodput) of 0.50-0.52 (0.502 across
+clouds, 0.514 within one, 0.516 over all; the generator takes 0.51) and 5th-95th percentiles of
+2.1-12.4 Gbit/s: a heavy right tail.  ``python -m sfenv.experiments.derive_cloud_wan`` computes these
+figures from the two files.  No pair of the grid is copied.  As in ``geo-8``, a
 link's shared capacity is the smaller directed goodput times 4 parallel gateway VMs, and the
 directed goodputs are its ``pair_gbps_ab``/``pair_gbps_ba`` (one flow's ceiling).  Latency follows
 the spider rule from the distance on the plane: round trips of about 5-400 ms, median near 120 ms
