@@ -285,7 +285,8 @@ def generated_scenarios(
     return out
 
 
-def generated_platforms(split: str, count: int, num_jobs: int | None = None) -> list[Scenario]:
+def generated_platforms(split: str, count: int, num_jobs: int | None = None,
+                        family: str = "generated") -> list[Scenario]:
     """The first ``count`` generated platforms of a protocol split (:mod:`sfenv.runs.protocol`).
 
     :func:`generated_scenarios` over :data:`sfenv.runs.protocol.GENERATED_FAMILY` with the split's
@@ -293,12 +294,20 @@ def generated_platforms(split: str, count: int, num_jobs: int | None = None) -> 
     on ``"test"``.
 
     :param num_jobs: jobs per episode (None: the family's).
-    :raises InvalidInput: for an unknown split.
+    :param family: ``generated`` (the protocol's family) or ``cloud`` (cloud-like WANs only,
+        :data:`sfenv.runs.protocol.CLOUD_FAMILY`, generator seed offset by
+        :data:`sfenv.runs.protocol.CLOUD_SEED_OFFSET`).
+    :raises InvalidInput: for an unknown split or family.
     """
     if split not in protocol.SPLITS:
         raise InvalidInput(f"generated_platforms: split {split!r}; expected one of {', '.join(protocol.SPLITS)}")
-    family = {**protocol.GENERATED_FAMILY, **({} if num_jobs is None else {"num_jobs": num_jobs})}
-    return generated_scenarios(count, seed=protocol.GENERATOR_SEEDS[split][0], **family)
+    families = {"generated": (protocol.GENERATED_FAMILY, 0),
+                "cloud": (protocol.CLOUD_FAMILY, protocol.CLOUD_SEED_OFFSET)}
+    if family not in families:
+        raise InvalidInput(f"generated_platforms: family {family!r}; expected one of {', '.join(families)}")
+    kwargs, offset = families[family]
+    kwargs = {**kwargs, **({} if num_jobs is None else {"num_jobs": num_jobs})}
+    return generated_scenarios(count, seed=protocol.GENERATOR_SEEDS[split][0] + offset, **kwargs)
 
 
 class ScenarioMix(gym.Env):

@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None) -> dict:
                    help="also test on the first N generated platforms of the protocol's split (the seeds' "
                         "split: validation platforms with --split validation, else test platforms; "
                         "sfenv.agents.learned.generated_platforms), each on the same seeds, pooled")
+    p.add_argument("--unseen-cloud", type=int, default=0, metavar="N",
+                   help="also test on the first N cloud-like generated platforms of the protocol's split (as "
+                        "--unseen-generated, family 'cloud': sfenv.runs.protocol.CLOUD_FAMILY), pooled")
     p.add_argument("--heuristics", default=",".join(HEURISTICS), help="comma list of reference agents to compare with")
     p.add_argument("--num-jobs", type=int, default=None, help="jobs per test episode (default: the scenario's)")
     p.add_argument("--play", choices=PLAY_MODES, default=None,
@@ -102,8 +105,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--out", type=Path, default=Path("results/learned"))
     args = p.parse_args(argv)
     choice = protocol.seed_choice_from_args(args, parser=p)
-    if args.unseen_generated < 0:
-        p.error(f"argument --unseen-generated: expected an integer >= 0, got {args.unseen_generated}")
+    for flag in ("unseen_generated", "unseen_cloud"):
+        if getattr(args, flag) < 0:
+            p.error(f"argument --{flag.replace('_', '-')}: expected an integer >= 0, got {getattr(args, flag)}")
     if args.work_conserving and args.play not in (None, "work-conserving"):
         p.error(f"--work-conserving and --play {args.play}: give one of them")
     if args.model is not None and not args.model.is_file():
@@ -159,14 +163,16 @@ def main(argv: list[str] | None = None) -> dict:
                                                 **saved_here)
         print(f"unseen scenario {other}, {choice.describe()}")
         report(spec, res)
-    if args.unseen_generated:
-        platform_split = "validation" if choice.split == "validation" else "test"
-        result["unseen_generated"] = compare_generated(spec, heuristics, args.unseen_generated, seeds, args.num_jobs,
-                                                       split=platform_split, play=play, episodes=args.episodes,
-                                                       seed_split=saved["split"])
-        print(f"unseen generated platforms ({platform_split} split, {args.unseen_generated}), {choice.describe()} "
-              "on each")
-        report(spec, result["unseen_generated"])
+    platform_split = "validation" if choice.split == "validation" else "test"
+    for key, family, count in (("unseen_generated", "generated", args.unseen_generated),
+                               ("unseen_cloud", "cloud", args.unseen_cloud)):
+        if not count:
+            continue
+        result[key] = compare_generated(spec, heuristics, count, seeds, args.num_jobs, split=platform_split,
+                                        play=play, episodes=args.episodes, seed_split=saved["split"], family=family)
+        print(f"unseen {'cloud-like ' if family == 'cloud' else ''}generated platforms ({platform_split} split, "
+              f"{count}), {choice.describe()} on each")
+        report(spec, result[key])
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out / "learned_vs_heuristics.json", result)
     return result
@@ -275,7 +281,7 @@ def _ratios_to(spec: str, reference: str, values: dict[str, dict[str, np.ndarray
 
 def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[int],
                       num_jobs: int | None = None, split: str = "test", play: dict | None = None,
-                      episodes: Path | None = None, seed_split: str | None = None) -> dict:
+                      episodes: Path | None = None, seed_split: str | None = None, family: str = "generated") -> dict:
     """:func:`compare` pooled over the first ``count`` generated platforms of a protocol split (``test``: report).
 
     Every agent plays every platform on ``seeds``; the pairs are (platform, seed), and the best
@@ -285,10 +291,11 @@ def compare_generated(spec: str, heuristics: list[str], count: int, seeds: list[
 
     :param episodes: as :func:`compare`'s (one results file per platform).
     :param seed_split: the protocol split ``seeds`` are the first of (recorded in those files), or None.
+    :param family: the platforms' family, ``generated`` or ``cloud`` (:func:`sfenv.agents.learned.generated_platforms`).
     """
     from sfenv.agents.learned import generated_platforms
 
-    platforms = generated_platforms(split, count, num_jobs=num_jobs)
+    platforms = generated_platforms(split, count, num_jobs=num_jobs, family=family)
     per = {sc.name: compare(spec, heuristics, sc, seeds, num_jobs, rows_out=True, play=play, episodes=episodes,
                             split=seed_split) for sc in platforms}
     pooled_rows = [dict(r, seed=(i, r["seed"])) for i, res in enumerate(per.values()) for r in res.pop("rows")]

@@ -14,6 +14,7 @@ import math
 import re
 import warnings
 from bisect import bisect_right
+from collections.abc import Callable
 from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -48,7 +49,7 @@ from sfenv.world.carbon import (
 )
 from sfenv.world.egress import DEFAULT_USD_PER_GB, CloudSite, EgressTable, egress_price_matrix, load_egress_table
 from sfenv.world.files import MAX_YAML_BYTES, load_yaml, names_a_file, read_text
-from sfenv.world.generators import GeneratedTopology, spider_topology, waxman_topology
+from sfenv.world.generators import GeneratedTopology, cloud_topology, spider_topology, waxman_topology
 from sfenv.world.hardware import GPU_CATALOGUE, get_gpu
 from sfenv.world.prices import PriceSeries, from_daily_profiles, read_price_csv, time_of_use
 from sfenv.world.topology import Link, Region, Topology
@@ -267,9 +268,12 @@ class LinkCfg(_Strict):
 
 
 class TopologyCfg(_Strict):
-    """Explicit regions and links, or a generator with its parameters."""
+    """Explicit regions and links, or a generator with its parameters.
 
-    generator: Literal["explicit", "spider", "waxman"] = "explicit"
+    Generators (:mod:`sfenv.world.generators`): ``spider``, ``waxman`` and ``cloud``.
+    """
+
+    generator: Literal["explicit", "spider", "waxman", "cloud"] = "explicit"
     regions: list[RegionCfg] = Field(default_factory=list, max_length=MAX_REGIONS)
     links: list[LinkCfg] = Field(default_factory=list, max_length=MAX_REGIONS * (MAX_REGIONS - 1) // 2)
     num_regions: Annotated[int, _NUM, Field(gt=0, le=MAX_REGIONS)] | None = None
@@ -775,7 +779,9 @@ class Scenario:
         if t.gpus_per_region:
             kw["gpus_per_region"] = t.gpus_per_region
         assert t.num_regions is not None
-        gen = spider_topology if t.generator == "spider" else waxman_topology
+        generators: dict[str, Callable[..., GeneratedTopology]] = {
+            "spider": spider_topology, "waxman": waxman_topology, "cloud": cloud_topology}
+        gen = generators[t.generator]
         self._generated = gen(t.num_regions, t.seed, **kw)
         return [RegionCfg(**r) for r in self._generated.regions], [LinkCfg(**ln) for ln in self._generated.links]
 

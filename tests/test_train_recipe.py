@@ -300,3 +300,13 @@ def test_generated_platforms_follow_the_split_asked_for():
     res = compare_generated("fifo+swf", ["fifo"], 1, [10_000], num_jobs=3, split="validation")
     assert res["platforms"] == [sc.name for sc in generated_platforms("validation", 1, num_jobs=3)]
     assert res["platforms"] != [sc.name for sc in generated_platforms("test", 1, num_jobs=3)]
+
+
+def test_cloud_platforms_are_played_when_asked_for():
+    """``--unseen-cloud``: the cloud-like family's platforms of the split (sfenv.runs.protocol.CLOUD_FAMILY)."""
+    from sfenv.agents.learned import generated_platforms
+    from sfenv.experiments.learned_vs_heuristics import compare_generated
+
+    res = compare_generated("fifo+swf", ["fifo"], 1, [10_000], num_jobs=3, split="validation", family="cloud")
+    assert res["platforms"] == [sc.name for sc in generated_platforms("validation", 1, num_jobs=3, family="cloud")]
+    assert res["platforms"][0].startswith("gen0-cloud")

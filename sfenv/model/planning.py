@@ -3,7 +3,9 @@
 :func:`fit_plan` turns an ordered chain of regions with a GPU budget in each into the best plan
 of a simple, standard shape: pipeline stages follow the chain, every stage keeps its ``d``
 data-parallel replicas and ``t``-way tensor parallelism inside its region (so only pipeline
-boundaries cross the WAN, the placement rule DT-FM and BACE-Pipe agree on), and layers are split
+boundaries cross the WAN, as in BACE-Pipe's pipeline-only plans; DT-FM's own world-wide runs did
+the opposite, each pipeline inside a city and each stage's replicas spread over the cities, see
+``tests/test_dtfm_slowdown.py``: our shape is a choice, not DT-FM's rule), and layers are split
 in proportion to each stage's compute speed.  It enumerates ``(t, d)`` and the stage count per
 region and keeps the feasible plan with the shortest modelled iteration time, then hands it to
 :func:`complete_plan`.

@@ -27,7 +27,9 @@ Generalisation splits (a model is reported on platforms it never saw):
   regions, offered load 0.5-0.95, time-of-use prices with noise, over ``spider-8-contended``);
   its generator seeds are split like the episode seeds (:data:`GENERATOR_SEEDS`), and
   :func:`sfenv.agents.learned.generated_platforms` gives the platforms of a split.  Training configs generate with
-  train generator seeds (the bundled ones use seed 7).
+  train generator seeds (the bundled ones use seed 7).  :data:`CLOUD_FAMILY` is the same family on
+  cloud-like WANs only (``generated_platforms(split, n, family="cloud")``), drawn with the split's
+  first generator seed plus :data:`CLOUD_SEED_OFFSET`.
 - held-out bundled scenarios, :data:`HELD_OUT_SCENARIOS`: ``geo-8``, ``geo-8-contended`` and
   ``geo-8-contended-cost``, the platform built from measured cloud regions, WAN latencies and
   prices, unlike any generated one.  No training config may train, select or evaluate during
@@ -56,6 +58,8 @@ from typing import Any
 from sfenv.errors import InvalidInput
 
 __all__ = [
+    "CLOUD_FAMILY",
+    "CLOUD_SEED_OFFSET",
     "ENV_VERSION",
     "EXPLICIT",
     "GENERATED_FAMILY",
@@ -110,6 +114,12 @@ GENERATED_FAMILY: dict[str, Any] = {
     "base": "spider-8-contended", "num_regions": (6, 8, 10, 12, 16), "generators": ("spider", "waxman"),
     "load": (0.5, 0.95), "price_noise": (0.02, 0.15), "num_jobs": 60,
 }
+#: the family of cloud-like generated platforms (issue 34): :data:`GENERATED_FAMILY` with ``cloud`` topologies
+#: only (:func:`sfenv.world.generators.cloud_topology`: every region pair linked, measured-cloud statistics)
+CLOUD_FAMILY: dict[str, Any] = {**GENERATED_FAMILY, "generators": ("cloud",)}
+#: a split's cloud-like platforms use its generator seed ``GENERATOR_SEEDS[split][0] + CLOUD_SEED_OFFSET``
+#: (10,001 for validation, 1,000,001 for test): other draws than the generated family's
+CLOUD_SEED_OFFSET = 1
 #: bundled scenarios no training config may use (train on, select on, or evaluate during training)
 HELD_OUT_SCENARIOS: tuple[str, ...] = ("geo-8", "geo-8-contended", "geo-8-contended-cost")
 

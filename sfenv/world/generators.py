@@ -1,4 +1,4 @@
-"""Topology generators: SpiderFlow-like geo platforms and Waxman random graphs.
+"""Topology generators: SpiderFlow-like geo platforms, Waxman random graphs and cloud-like WANs.
 
 All generators are deterministic given their ``seed`` (a topology is part of a scenario's
 identity, so it does not change from episode to episode).
@@ -10,6 +10,28 @@ connected and, beyond 4 regions, never complete, so routes have several hops.  O
 is ``2 ms + distance / (100 km/ms)`` (fibre at ~200 km/ms with a route inflation of 2).  Each
 region is its own price zone with a time-of-use curve in its local time (UTC offset from its
 longitude).
+
+``cloud``: our design, a WAN that looks like measured inter-cloud networks.  Regions sit in 3-6
+"continents" of the same plane (spread 1,500 km around each centre, wider than spider's, as cloud
+regions of one continent are farther apart than one provider's sites) and belong to a cloud drawn
+among ``clouds``.  Clouds peer everywhere, so every pair of regions has a direct link (a complete
+graph, as the measured grid of ``geo-8``).  Each direction of a pair has its own VM-pair goodput
+drawn from a log-normal distribution whose median and log-spread are the *statistics* of Skyplane's
+published inter-region grid (skyplane-project/skyplane, ``skyplane/data/throughput.csv`` at commit
+e31b010b, iperf3 runs of 2022-01-29, 64 TCP connections, premium tier; Jain et al., NSDI 2023;
+Apache-2.0): over its 3,910 directed pairs of 63 regions, leaving out the pairs among the eight
+regions of sfenv's measured grid, the median goodput is 4.71 Gbit/s between regions of one cloud
+and 4.22 Gbit/s across clouds, with a standard deviation of ln(goodput) of 0.50-0.52 (0.502 across
+clouds, 0.514 within one, 0.516 over all; the generator takes 0.51) and 5th-95th percentiles of
+2.1-12.4 Gbit/s: a heavy right tail.  ``python -m sfenv.experiments.derive_cloud_wan`` computes these
+figures from the two files.  No pair of the grid is copied.  As in ``geo-8``, a
+link's shared capacity is the smaller directed goodput times 4 parallel gateway VMs, and the
+directed goodputs are its ``pair_gbps_ab``/``pair_gbps_ba`` (one flow's ceiling).  Latency follows
+the spider rule from the distance on the plane: round trips of about 5-400 ms, median near 120 ms
+over 40 platforms of 12 regions (the grid's ping profile, ``profiles/latency.csv`` at commit
+2e3b2c01, has a median round trip of 154 ms and 10th-90th percentiles 31-259 ms).  Regions name
+their ``cloud`` but no ``cloud_region``, so egress is priced at the scenario's
+``egress.default_usd_per_gb`` (docs/scenarios.md).
 """
 
 from __future__ import annotations
@@ -20,7 +42,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-__all__ = ["GeneratedTopology", "spider_topology", "waxman_topology"]
+__all__ = ["GeneratedTopology", "cloud_topology", "spider_topology", "waxman_topology"]
 
 
 @dataclass
@@ -151,4 +173,71 @@ def waxman_topology(
         }
         for i, j in sorted(g.edges())
     ]
+    return GeneratedTopology(regions, links, zones)
+
+
+def _check_cloud_arguments(num_regions: int, clouds: Sequence[str], median_gbps_same_cloud: float,
+                           median_gbps_cross_cloud: float, sigma_log: float, gateways: int) -> None:
+    if num_regions < 2:
+        raise ValueError(f"cloud topology: num_regions = {num_regions!r}; expected at least 2")
+    if not clouds:
+        raise ValueError("cloud topology: clouds is empty; expected at least one cloud name (e.g. aws)")
+    for field, value in (("median_gbps_same_cloud", median_gbps_same_cloud),
+                         ("median_gbps_cross_cloud", median_gbps_cross_cloud)):
+        if not value > 0:
+            raise ValueError(f"cloud topology: {field} = {value!r}; expected a bandwidth > 0 Gbit/s")
+    if not sigma_log >= 0:
+        raise ValueError(f"cloud topology: sigma_log = {sigma_log!r}; expected a spread >= 0")
+    if gateways < 1:
+        raise ValueError(f"cloud topology: gateways = {gateways!r}; expected an integer >= 1")
+
+
+def cloud_topology(
+    num_regions: int,
+    seed: int,
+    gpu_types: Sequence[str] = ("A100-80GB", "H100-SXM", "V100", "L40S", "A6000"),
+    gpus_per_region: Sequence[int] = (16, 32, 64, 128),
+    clouds: Sequence[str] = ("aws", "gcp", "azure"),
+    median_gbps_same_cloud: float = 4.71,
+    median_gbps_cross_cloud: float = 4.22,
+    sigma_log: float = 0.51,
+    gateways: int = 4,
+) -> GeneratedTopology:
+    """A cloud-like platform of ``num_regions`` regions, every pair linked (see module docstring).
+
+    :param clouds: the clouds a region's ``cloud`` is drawn from (uniformly).
+    :param median_gbps_same_cloud: median VM-pair goodput between two regions of one cloud, Gbit/s.
+    :param median_gbps_cross_cloud: the same across clouds, Gbit/s.
+    :param sigma_log: standard deviation of the natural log of a directed goodput.
+    :param gateways: parallel gateway VMs a link's shared capacity counts (the smaller goodput times it).
+    :raises ValueError: naming the argument that is out of range.
+    """
+    _check_cloud_arguments(num_regions, clouds, median_gbps_same_cloud, median_gbps_cross_cloud, sigma_log, gateways)
+    rng = np.random.default_rng(seed)
+    n_cont = int(min(max(3, num_regions // 3), 6, num_regions))
+    centres = np.column_stack([rng.uniform(1500, 18500, n_cont), rng.uniform(1500, 8500, n_cont)])
+    cont = np.array([i % n_cont for i in range(num_regions)])
+    pos = centres[cont] + rng.normal(0.0, 1500.0, size=(num_regions, 2))
+    pos = np.clip(pos, 0.0, [20000.0, 10000.0])  # on the plane (UTC offsets -12..12)
+    dist = np.linalg.norm(pos[:, None, :] - pos[None, :, :], axis=-1)
+    regions, zones = _regions_and_zones(rng, pos, gpu_types, gpus_per_region, "k")
+    for region in regions:
+        region["cloud"] = str(clouds[int(rng.integers(len(clouds)))])
+    links = []
+    for u in range(num_regions):
+        for w in range(u + 1, num_regions):
+            same = regions[u]["cloud"] == regions[w]["cloud"]
+            median = median_gbps_same_cloud if same else median_gbps_cross_cloud
+            ab, ba = (float(round(median * np.exp(sigma_log * z), 2)) for z in rng.standard_normal(2))
+            ab, ba = max(ab, 0.01), max(ba, 0.01)
+            links.append(
+                {
+                    "a": regions[u]["name"],
+                    "b": regions[w]["name"],
+                    "bandwidth_gbps": float(round(min(ab, ba) * gateways, 2)),
+                    "latency_ms": _latency_ms(float(dist[u, w])),
+                    "pair_gbps_ab": ab,
+                    "pair_gbps_ba": ba,
+                }
+            )
     return GeneratedTopology(regions, links, zones)

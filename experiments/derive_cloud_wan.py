@@ -1,0 +1,72 @@
+"""Statistics of Skyplane's published inter-region grid behind ``sfenv.world.generators.cloud_topology``.
+
+Reads Skyplane's throughput grid (``skyplane/data/throughput.csv`` at commit
+e31b010b29fae8f6ea47d057df8b84db9b52f0c1) and ping profile (``profiles/latency.csv`` at commit
+2e3b2c01735054a8053d6a939d69fe43a652d2d0) of skyplane-project/skyplane (Apache-2.0; Jain et al.,
+NSDI 2023), keeps premium-tier pairs of two different regions that succeeded, leaves out the pairs
+among the eight regions of sfenv's measured grid (``geo-8``: its pairs are a held-out platform),
+and prints the median goodput within one cloud and across clouds, the standard deviation of
+ln(goodput) and the round-trip percentiles.  Only these statistics enter the generator, no pair.
+
+    python -m sfenv.experiments.derive_cloud_wan --throughput throughput.csv --latency latency.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+
+#: the regions of sfenv's measured grid (shared data README; scenarios/geo-8.yaml)
+GEO8_REGIONS = frozenset({
+    "aws:us-east-1", "aws:us-west-1", "azure:canadacentral", "aws:eu-central-1", "aws:ap-northeast-1",
+    "gcp:asia-southeast1-a", "azure:australiaeast", "gcp:asia-south1-a"})
+
+
+def _kept(row: dict[str, str]) -> bool:
+    """A premium-tier pair of two regions, not both of the measured grid."""
+    src, dst = row["src_region"], row["dst_region"]
+    return (row["src_tier"] == row["dst_tier"] == "PREMIUM" and src != dst
+            and not (src in GEO8_REGIONS and dst in GEO8_REGIONS))
+
+
+def goodput_statistics(path: Path) -> dict[str, float]:
+    """Median goodput (Gbit/s) within one cloud and across clouds, and the log-standard deviation."""
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if _kept(r) and r.get("success", "True") == "True"]
+    if not rows:
+        raise ValueError(f"{path}: no premium-tier pair of two regions (expected Skyplane's throughput.csv)")
+    gbps = np.array([float(r["throughput_received"]) / 1e9 for r in rows])
+    same = np.array([r["src_region"].split(":")[0] == r["dst_region"].split(":")[0] for r in rows])
+    return {"pairs": float(len(rows)), "median_gbps_same_cloud": float(np.median(gbps[same])),
+            "median_gbps_cross_cloud": float(np.median(gbps[~same])),
+            "sigma_log": float(np.log(gbps).std(ddof=1)),
+            "p5_gbps": float(np.percentile(gbps, 5)), "p95_gbps": float(np.percentile(gbps, 95))}
+
+
+def rtt_statistics(path: Path) -> dict[str, float]:
+    """Median and 10th/90th percentile of the mean round trip, ms."""
+    with path.open(newline="") as f:
+        rtt = np.array([float(r["avg_rtt"]) for r in csv.DictReader(f) if _kept(r) and r["avg_rtt"]])
+    if not len(rtt):
+        raise ValueError(f"{path}: no premium-tier pair of two regions (expected Skyplane's latency.csv)")
+    return {"pairs": float(len(rtt)), "median_rtt_ms": float(np.median(rtt)),
+            "p10_rtt_ms": float(np.percentile(rtt, 10)), "p90_rtt_ms": float(np.percentile(rtt, 90))}
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Print and return the statistics."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--throughput", type=Path, required=True, help="Skyplane's throughput.csv")
+    p.add_argument("--latency", type=Path, required=True, help="Skyplane's latency.csv")
+    args = p.parse_args(argv)
+    out = {"goodput": goodput_statistics(args.throughput), "rtt": rtt_statistics(args.latency)}
+    for part, stats in out.items():
+        print(part, ", ".join(f"{k} {v:.3g}" for k, v in stats.items()))
+    return out
+
+
+if __name__ == "__main__":
+    main()
