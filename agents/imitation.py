@@ -84,9 +84,22 @@ def expert_action(env: Any, expert: str | None = None) -> int:
     if proposer is None:
         raise ValueError(f"no proposer records the decision of {expert or 'an expert'}; "
                          "build the env with proposers=\"best\"")
-    if not base.candidates or proposer.decision is None:
-        return base.wait_action
-    return base.action_for(proposer.decision)
+    return _menu_action(base, proposer.decision)
+
+
+def _menu_action(e: Any, decision: Any) -> int:
+    """The action of ``decision`` in the GeoSchedEnv ``e``'s menu; wait when it is None or not on the menu.
+
+    A recorded decision is on the menu unless the env's ``min_relative_mfu`` left it out (the
+    decision proposers come first, so the candidate slots never cut them): the expert then waits,
+    as it cannot start what the policy cannot.
+    """
+    if decision is None:
+        return int(e.wait_action)
+    try:
+        return e.candidates.index(decision)
+    except ValueError:
+        return int(e.wait_action)
 
 
 _ROLLOUT_AGENTS: dict[str, Any] = {}
@@ -217,8 +230,8 @@ def _actions_to_score(e: Any, among: str, own: int | None) -> list[int]:
     """
     mask = e.action_masks()
     if among == "proposed":
-        actions = {e.action_for(p.decision) for p in e.proposers
-                   if isinstance(p, DecisionRecorder) and p.decision is not None} | {e.wait_action}
+        actions = {_menu_action(e, p.decision) for p in e.proposers if isinstance(p, DecisionRecorder)}
+        actions.add(e.wait_action)
         if own is not None:
             actions.add(own)
         return sorted(a for a in actions if mask[a])

@@ -18,6 +18,7 @@ from sfenv.env.proposers import (
     Proposer,
     default_proposers,
     named_proposers,
+    round_budget,
 )
 from sfenv.errors import InvalidInput
 from sfenv.model.perf import Plan, PlanPerf
@@ -212,6 +213,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``invalid_action_limit`` | int > 0 or None | None | masked actions in a row after which a masked action acts as wait (None: never) |
     | ``privileged_obs`` | bool | False | add the share of jobs still to arrive to ``time`` (privileged, see Observation Space; True for the ``-v0`` ids) |
     | ``work_conserving`` | bool | False | wait is masked while a candidate can start (a work-conserving scheduler: it never waits while it could start a job); waiting then is an invalid action |
+    | ``min_relative_mfu`` | float in (0, 1] or None | None | a candidate across regions is left out of the menu when its predicted MFU (tokens/s per peak FLOP/s of its GPUs) is below this share of the best single-region plan's of the same job (each region's whole capacity, up to the job's ``max_gpus``): WAN-bound plans leave the menu, and with ``work_conserving`` they no longer force a start.  None: every proposed plan is a candidate |
 
     >>> import gymnasium as gym, sfenv
     >>> env = gym.make("sfenv/GeoSched-v2", num_jobs=8, max_candidates=4)
@@ -267,9 +269,19 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         egress_weight: float | None = None,
         carbon_weight: float | None = None,
         carbon_obs: bool = False,
+        min_relative_mfu: float | None = None,
     ) -> None:
         _check_arguments(render_mode, self.metadata["render_modes"], obs_mode, invalid_action_limit, privileged_obs,
                          work_conserving)
+        if min_relative_mfu is not None and (
+            isinstance(min_relative_mfu, bool) or not isinstance(min_relative_mfu, (int, float, np.floating))
+            or not 0.0 < float(min_relative_mfu) <= 1.0
+        ):
+            raise InvalidInput(f"GeoSchedEnv: invalid argument min_relative_mfu={min_relative_mfu!r}: "
+                               "expected a number in (0, 1] or None")
+        #: multi-region candidates whose predicted MFU is below this share of the job's best single-region
+        #: plan's are left out of the menu (None: none are; see the parameter table)
+        self.min_relative_mfu = None if min_relative_mfu is None else float(min_relative_mfu)
         if not isinstance(carbon_obs, (bool, np.bool_)):
             raise InvalidInput(f"GeoSchedEnv: invalid argument carbon_obs={carbon_obs!r}: expected True or False")
         #: the observation has the ``carbon`` key (see Observation Space)
@@ -324,6 +336,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._view: SimView | None = None
         self._candidates: list[Plan] = []
         self._cand_perf: list[PlanPerf | None] = []
+        #: job id -> its best single-region tokens/s per peak FLOP/s (``min_relative_mfu``), this episode
+        self._best_single_mfu: dict[int, float] = {}
         self._mask = np.zeros(self.max_candidates + 1, dtype=bool)
         #: the mask with the first n candidate slots and wait valid, per n (copied into ``_mask`` each step)
         #: (work_conserving: wait valid only when no candidate is)
@@ -376,6 +390,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self.sim = make_simulator(self.scenario, self.np_random, self._evaluations)
         self._view = self.sim.view()
         self.cache.new_episode()
+        self._best_single_mfu.clear()
         self.observation_encoder.new_episode(self.sim)
         for p in self.proposers:
             if isinstance(p, Proposer):
@@ -586,17 +601,62 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self.cache.new_step()
         if not sim.done and sim.waiting:
             seen: set[Plan] = set()
+            efficient = self._efficient if self.min_relative_mfu is not None else None
             for p in self.proposers:
                 for plan in p.candidates(view, self.max_candidates - len(cands)):
                     if plan not in seen:
                         seen.add(plan)
-                        cands.append(plan)
+                        if efficient is None or efficient(plan):
+                            cands.append(plan)
                 if len(cands) >= self.max_candidates:
                     break
         self._candidates = cands[: self.max_candidates]
         recent = self.cache.recent
         self._cand_perf = [recent.get(p) for p in self._candidates]
         self._mask[:] = self._mask_rows[len(self._candidates)]  # proposers return plans startable now; wait
+
+    def _mfu(self, plan: Plan, perf: PlanPerf) -> float:
+        """``plan``'s tokens/s per peak FLOP/s of its GPUs: its MFU up to the job's FLOPs per token."""
+        flops = self.scenario.topology.gpu_flops
+        peak = sum(replicas * stage.tp * float(flops[region]) for stage in plan.stages
+                   for region, replicas in stage.placement)
+        return perf.throughput / peak if perf.feasible and peak > 0 else 0.0
+
+    def _best_single_region_mfu(self, job_id: int) -> float:
+        """The job's best single-region MFU (:meth:`_mfu`): each region's whole capacity, up to ``max_gpus``.
+
+        Single-region plans never read the WAN, so this is fixed for the episode (cached per job).
+        """
+        best = self._best_single_mfu.get(job_id)
+        if best is None:
+            view = self.view
+            job = view.job(job_id)
+            best = 0.0
+            for region, gpus in enumerate(self.scenario.topology.gpu_counts.tolist()):
+                budget = round_budget(min(int(gpus), job.max_gpus))
+                if budget < job.min_gpus:
+                    continue
+                res = self.cache.fit(view, job, (region,), (budget,))
+                if res is not None:
+                    best = max(best, self._mfu(*res))
+            self._best_single_mfu[job_id] = best
+        return best
+
+    def _efficient(self, plan: Plan) -> bool:
+        """False for a plan across regions whose MFU is below ``min_relative_mfu`` of the job's best single-region one.
+
+        A job no single region can hold (best 0) keeps every plan.
+        """
+        if len(plan.regions) < 2:
+            return True
+        assert self.min_relative_mfu is not None
+        best = self._best_single_region_mfu(plan.job_id)
+        if best <= 0.0:
+            return True
+        perf = self.cache.recent.get(plan)
+        if perf is None:
+            perf = self.view.evaluate(plan)
+        return self._mfu(plan, perf) >= self.min_relative_mfu * best
 
     def _perf(self, i: int) -> PlanPerf:
         perf = self._cand_perf[i]
