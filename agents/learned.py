@@ -142,7 +142,7 @@ RECIPE_DEFAULTS: dict[str, Any] = {
     "algo": "maskable-ppo", "scenario": "spider-8", "eval_scenario": None, "steps": 200_000, "seed": 0,
     "n_envs": 4, "normalize": "all", "env_kwargs": {}, "hp": {}, "eval_every": None,
     "eval_seeds": protocol.seeds("validation", 5), "baselines": ["fifo", "spinsearch"],
-    "checkpoint_every": 0, "pretrain": None, "policy": "default", "play": "as-trained",
+    "checkpoint_every": 0, "pretrain": None, "policy": "default", "play": "as-trained", "play_env": {},
 }
 #: how a recipe's model is played, named once (``play:``) and used everywhere it is played: by the
 #: evaluation that keeps the best model, by the run's summary, and (recorded in the model's metadata)
@@ -150,6 +150,28 @@ RECIPE_DEFAULTS: dict[str, Any] = {
 #: the env the model was trained in; ``work-conserving``: with the env's ``work_conserving=True``
 #: (wait masked while a candidate can start)
 PLAY_MODES = ("as-trained", "work-conserving")
+#: env settings a recipe may add for play only (``play_env:``), used as ``play`` is: by the evaluations
+#: that keep the best model and (recorded in ``meta["play_env"]``) wherever the model is played; its
+#: training envs do not have them.  Only settings that leave the spaces as they are:
+#: ``min_relative_mfu`` (:class:`~sfenv.env.GeoSchedEnv`: WAN-bound plans leave the menu)
+PLAY_ENV_KEYS = ("min_relative_mfu",)
+
+
+def check_play_env(play_env: Any, where: str) -> dict[str, Any]:
+    """``play_env`` as a dict of :data:`PLAY_ENV_KEYS` settings with plain values.
+
+    :raises InvalidInput: naming ``where`` and the field, for anything else.
+    """
+    if play_env is None:
+        return {}
+    if not isinstance(play_env, dict):
+        raise InvalidInput(f"{where}: play_env: expected a mapping of {list(PLAY_ENV_KEYS)}, got {str(play_env)[:100]}")
+    for key, value in play_env.items():
+        if key not in PLAY_ENV_KEYS:
+            raise InvalidInput(f"{where}: play_env.{key}: not a play setting; expected some of {list(PLAY_ENV_KEYS)}")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise InvalidInput(f"{where}: play_env.{key}: expected a number or null, got {str(value)[:100]}")
+    return dict(play_env)
 NORMALIZE = ("all", "reward", "none")
 #: policy networks a recipe may name (``policy:``), for ``maskable-ppo``: ``default`` is SB3's
 #: ``MultiInputPolicy`` (an MLP over the flattened observation); ``candidate-set`` is
@@ -207,6 +229,8 @@ def load_config(spec: str | Path) -> dict[str, Any]:
         raise InvalidInput(f"config {spec}: unknown keys {unknown}{hint}; expected some of {sorted(RECIPE_DEFAULTS)}")
     if "play" in data and data["play"] not in PLAY_MODES:
         raise InvalidInput(f"config {spec}: play = {data['play']!r}; expected one of {list(PLAY_MODES)}")
+    if "play_env" in data:
+        data["play_env"] = check_play_env(data["play_env"], f"config {spec}")
     return data
 
 
@@ -647,6 +671,7 @@ def train(
     policy: str = "default",
     trust_code: bool = False,
     play: str = "as-trained",
+    play_env: dict[str, Any] | None = None,
 ) -> Path:
     """Train ``algo`` with the recipe of this module; returns the final model's path, ``<run>/model.zip``.
 
@@ -700,6 +725,9 @@ def train(
     :param play: how the model is played, one of :data:`PLAY_MODES`: the held-out evaluations that
         keep the best model play it so, and the saved models record it (``meta["play"]``), so
         :class:`LearnedPolicy` (``sfenv evaluate``) plays it the same way unless told otherwise.
+    :param play_env: env settings of :data:`PLAY_ENV_KEYS` the model is played with and not trained
+        with (``{"min_relative_mfu": 0.7}``): the evaluations that keep the best model have them, and
+        the saved models record them (``meta["play_env"]``) for :class:`LearnedPolicy`.
     :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
     :raises InvalidInput: (among others) for evaluation seeds in the protocol's test split.
@@ -716,6 +744,8 @@ def train(
         pretrain = None  # a resumed run continues PPO
         policy = cfg.get("policy", "default")
         play = cfg.get("play", "as-trained")  # a run folder written before the play mode was recorded
+        play_env = cfg.get("play_env")
+    play_env = check_play_env(play_env, "train")
     if play not in PLAY_MODES:
         raise InvalidInput(f"train: play = {play!r}; expected one of {list(PLAY_MODES)}")
     spec = _algo(algo)
@@ -730,6 +760,7 @@ def train(
     eval_kw = {k: v for k, v in kw_env.items() if k != "num_jobs"}
     if play == "work-conserving":  # the best model is kept by the play it is reported with
         eval_kw["work_conserving"] = True
+    eval_kw.update(play_env)
     eval_run_sc = eval_sc.with_overrides(workload={"num_jobs": kw_env["num_jobs"]}) if "num_jobs" in kw_env else eval_sc
     eval_fn = make_env_fn(eval_run_sc, spec.flatten, eval_kw)
     eval_fn().close()
@@ -762,7 +793,7 @@ def train(
                "seed": seed, "n_envs": n_envs, "normalize": normalize, "env_kwargs": kw_env, "hp": hp,
                "eval_every": eval_every, "eval_seeds": seeds, "baselines": list(baselines),
                "checkpoint_every": checkpoint_every, "tensorboard": tensorboard, "pretrain": pre_cfg, "policy": policy,
-               "play": play}
+               "play": play, "play_env": play_env}
         (run / "config.yml").write_text(dump_yaml(cfg))  # no aliases: read_yaml refuses them
         model.tensorboard_log = str(run / "tb") if tensorboard else None
     else:
@@ -770,7 +801,7 @@ def train(
                          tensorboard_log=str(run / "tb") if tensorboard else None)
     meta = {"algo": algo, "scenario": sc_name, "eval_scenario": eval_sc.name, "seed": seed,
             "total_timesteps": total_timesteps, "env_kwargs": kw_env, "algo_kwargs": hp, "normalize": normalize,
-            "policy": policy, "play": play}
+            "policy": policy, "play": play, "play_env": play_env}
     history = _eval_history(run, done) if resume is not None else []
     every = eval_every if eval_every is not None else max(MIN_EVAL_EVERY, total_timesteps // 10)
     if log is not None:
@@ -1049,6 +1080,9 @@ class LearnedPolicy:
         if work_conserving is not None:
             self.meta = {**self.meta, "env_kwargs": {**self.meta.get("env_kwargs", {}),
                                                      "work_conserving": work_conserving}}
+        play_env = check_play_env(self.meta.get("play_env"), f"{path}: meta")
+        if play_env:  # the recipe's play settings (PLAY_ENV_KEYS), which its training envs did not have
+            self.meta = {**self.meta, "env_kwargs": {**self.meta.get("env_kwargs", {}), **play_env}}
         #: how this policy is played: ``work-conserving`` or ``as-trained`` (:data:`PLAY_MODES`)
         self.play = "work-conserving" if self.meta.get("env_kwargs", {}).get("work_conserving") else "as-trained"
         self.name = f"model:{path.name}"

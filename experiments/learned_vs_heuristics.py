@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
                       algo_kwargs=cfg.get("hp"), normalize=cfg.get("normalize", "all"),
                       baselines=cfg.get("baselines", ["fifo", "spinsearch"]), pretrain=cfg.get("pretrain"),
                       eval_seeds=cfg.get("eval_seeds"), eval_every=cfg.get("eval_every"),
-                      policy=cfg.get("policy", "default"), play=cfg.get("play", "as-trained"))
+                      policy=cfg.get("policy", "default"), play=cfg.get("play", "as-trained"),
+                      play_env=cfg.get("play_env"))
         model = final.with_name("best_model.zip")
     else:
         model = args.model
@@ -143,12 +144,15 @@ def main(argv: list[str] | None = None) -> dict:
     play = {} if mode is None else {"work_conserving": mode == "work-conserving"}
     seed_split = choice.split
     saved: dict[str, Any] = {"episodes": args.episodes, "split": seed_split}
-    played = LearnedPolicy(model, work_conserving=play.get("work_conserving")).play  # asked for, else recorded
+    loaded = LearnedPolicy(model, work_conserving=play.get("work_conserving"))
+    played = loaded.play  # asked for, else recorded
+    play_env = loaded.meta.get("play_env") or {}  # the recipe's play settings (e.g. the menu's floor), recorded
     result = {"scenario": scenario, **choice.record(), "model": str(model), "train_wall_s": train_s,
-              "play": played, "work_conserving": played == "work-conserving",
+              "play": played, "work_conserving": played == "work-conserving", "play_env": play_env,
               **compare(spec, heuristics, scenario, seeds, args.num_jobs, play=play, **saved)}
+    floor = f", min_relative_mfu {play_env['min_relative_mfu']}" if play_env.get("min_relative_mfu") else ""
     print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min, the model played {played}"
-          + (" (its recipe's play mode)" if mode is None else " (--play)"))
+          + (" (its recipe's play mode)" if mode is None else " (--play)") + floor)
     report(spec, result)
     result["unseen"] = {}
     for other in [s.strip() for s in args.unseen.split(",") if s.strip()]:

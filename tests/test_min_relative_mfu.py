@@ -129,3 +129,100 @@ def test_teachers_never_offer_a_decision_the_floor_dropped() -> None:
         if term or trunc:
             break
     assert dropped > 0, "the check needs a state where the floor drops a heuristic's decision"
+
+
+# ---------------------------------------------------------------- play_env: the floor for play only
+
+
+#: the floor of every GeoSchedEnv the fixture's training built, with its work_conserving flag
+BUILT: list[tuple[float | None, bool]] = []
+
+
+@pytest.fixture(scope="module")
+def floored_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny recipe trained without the floor and played with it (``play_env``), work-conserving."""
+    pytest.importorskip("sb3_contrib")
+    from sfenv.agents.learned import train
+
+    out = tmp_path_factory.mktemp("floor-play")
+    init = GeoSchedEnv.__init__
+
+    def recording(self: GeoSchedEnv, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        BUILT.append((self.min_relative_mfu, self.work_conserving))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(GeoSchedEnv, "__init__", recording)
+        final = train("maskable-ppo", "spider-8", total_timesteps=128, seed=0, n_envs=2, out_dir=out,
+                      env_kwargs={"num_jobs": 20, "obs_mode": "compact", "proposers": "best"}, eval_scenario=GEO6,
+                      algo_kwargs={"n_steps": 64, "batch_size": 64, "n_epochs": 1}, eval_every=64,
+                      eval_seeds=[10_000, 10_001], tensorboard=False, plot=False, play="work-conserving",
+                      play_env={"min_relative_mfu": 0.7})
+    return final.parent
+
+
+def test_play_env_is_recorded_kept_out_of_training_and_played(floored_run: Path) -> None:
+    """The config and the model record the floor; the training envs lack it; the kept model is played with it."""
+    import json
+
+    import yaml
+    from sfenv.agents.learned import LearnedPolicy
+
+    from sfenv.app.evaluate import run_policy_episode
+    from sfenv.scenario import load_scenario
+
+    cfg = yaml.safe_load((floored_run / "config.yml").read_text())
+    assert cfg["play_env"] == {"min_relative_mfu": 0.7} and "min_relative_mfu" not in cfg["env_kwargs"]
+    policy = LearnedPolicy(floored_run / "best_model.zip")
+    assert policy.meta["play_env"] == {"min_relative_mfu": 0.7}
+    assert policy.meta["env_kwargs"]["min_relative_mfu"] == 0.7 and policy.play == "work-conserving"
+    best = [h for h in json.loads((floored_run / "eval.json").read_text()) if h["best"]][-1]
+    sc = load_scenario(GEO6).with_overrides(workload={"num_jobs": 20})
+    rows = [run_policy_episode(policy, sc, s) for s in (10_000, 10_001)]
+    assert all(r["min_relative_mfu"] == 0.7 and r["work_conserving"] for r in rows)
+    assert np.mean([r["mean_jct_s"] for r in rows]) / 3600 == pytest.approx(best["mean_jct_h"], rel=1e-12)
+    # the training envs had no floor, the evaluations that kept the model had it (with work-conserving play)
+    assert (None, False) in BUILT and (0.7, True) in BUILT and set(BUILT) == {(None, False), (0.7, True)}
+
+
+def test_a_tampered_play_env_is_refused_naming_it(floored_run: Path, tmp_path: Path) -> None:
+    """A model file's play_env may hold only play settings with plain values: it is data, not arguments."""
+    import json
+    import shutil
+
+    from sfenv.agents.learned import LearnedPolicy
+
+    for bad, match in (({"obs_mode": "full"}, "play_env.obs_mode"), ({"min_relative_mfu": "x"}, "play_env.min_"),
+                       ([0.7], "play_env: expected a mapping")):
+        folder = tmp_path / f"m{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        for f in floored_run.glob("best_model.policy.*"):
+            shutil.copy(f, folder / f.name)
+        spec_path = folder / "best_model.policy.json"
+        spec = json.loads(spec_path.read_text())
+        spec["meta"]["play_env"] = bad
+        spec_path.write_text(json.dumps(spec))
+        with pytest.raises(InvalidInput, match=match):
+            LearnedPolicy(spec_path)
+
+
+def test_a_config_with_a_bad_play_env_is_refused(tmp_path: Path) -> None:
+    from sfenv.agents.learned import load_config
+
+    for text, match in (("play_env: {work_conserving: true}\n", "play_env.work_conserving"),
+                        ("play_env: 0.7\n", "play_env: expected a mapping")):
+        path = tmp_path / "c.yml"
+        path.write_text(text)
+        with pytest.raises(InvalidInput, match=match):
+            load_config(path)
+    path.write_text("play_env: {min_relative_mfu: 0.7}\n")
+    assert load_config(path)["play_env"] == {"min_relative_mfu": 0.7}
+
+
+def test_learned_vs_heuristics_records_the_play_settings(floored_run: Path, tmp_path: Path, capsys) -> None:
+    from sfenv.experiments.learned_vs_heuristics import main
+
+    res = main(["--model", str(floored_run / "best_model.zip"), "--split", "validation", "--seeds", "1",
+                "--num-jobs", "6", "--heuristics", "fifo", "--scenario", "spider-8", "--out", str(tmp_path)])
+    assert res["play_env"] == {"min_relative_mfu": 0.7} and res["play"] == "work-conserving"
+    assert "min_relative_mfu 0.7" in capsys.readouterr().out

@@ -245,6 +245,8 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
         row["privileged_obs"] = True  # played on the v0 observation (see sfenv.env, Version History)
     if env_kwargs.get("work_conserving"):
         row["work_conserving"] = True  # wait masked while a candidate could start
+    if env_kwargs.get("min_relative_mfu") is not None:
+        row["min_relative_mfu"] = float(env_kwargs["min_relative_mfu"])  # WAN-bound plans left the menu
     if log is not None:
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = {"decisions": log, "replans": []}
