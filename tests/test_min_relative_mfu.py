@@ -226,3 +226,15 @@ def test_learned_vs_heuristics_records_the_play_settings(floored_run: Path, tmp_
                 "--num-jobs", "6", "--heuristics", "fifo", "--scenario", "spider-8", "--out", str(tmp_path)])
     assert res["play_env"] == {"min_relative_mfu": 0.7} and res["play"] == "work-conserving"
     assert "min_relative_mfu 0.7" in capsys.readouterr().out
+
+
+def test_gym_make_takes_it_and_the_checker_passes() -> None:
+    """As a Gymnasium user passes it: through ``gym.make`` on a registered id, and the env checker passes."""
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    import sfenv  # noqa: F401  (registers the ids)
+
+    env = gym.make("sfenv/GeoSched-v2", num_jobs=6, min_relative_mfu=0.7)
+    assert env.unwrapped.min_relative_mfu == 0.7
+    check_env(env.unwrapped, skip_render_check=True)
