@@ -31,7 +31,7 @@ from sfenv.scenario import Scenario
 from sfenv.sim import make_simulator
 
 __all__ = ["StepsProgress", "eval_postfix", "heuristic_levels", "make_eval_callback", "make_progress_callback",
-           "play_episode", "plot_learning_curve", "training_summary"]
+           "play_episode", "played_as", "plot_learning_curve", "training_summary"]
 
 
 def play_episode(
@@ -304,8 +304,18 @@ def plot_learning_curve(history: Sequence[dict], levels: dict[str, dict[str, flo
     return path
 
 
+def played_as(play: str, play_env: dict | None = None) -> str:
+    """How a recipe's model is played, as a progress or summary line says it.
+
+    :return: ``", played work-conserving"`` and its ``play_env`` settings (``", min_relative_mfu 0.7"``);
+        empty when it is played as trained with none.
+    """
+    said = ", played work-conserving" if play == "work-conserving" else ""
+    return said + "".join(f", {k} {v}" for k, v in sorted((play_env or {}).items()) if v is not None)
+
+
 def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]], seeds: Sequence[int],
-                     play: str = "as-trained") -> str:
+                     play: str = "as-trained", play_env: dict | None = None) -> str:
     """One line: the best model's held-out mean JCT against FIFO's and the best reference agent's.
 
     E.g. ``best model (step 8,192): mean JCT 2.01 h on seeds 10000..10015; fifo 2.64 h (0.76x),
@@ -317,6 +327,7 @@ def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]
     :param levels: :func:`heuristic_levels` on the same seeds (may be empty: no comparison).
     :param seeds: the evaluation seeds.
     :param play: the recipe's play mode (the evaluations played it so); ``work-conserving`` is said in the line.
+    :param play_env: the recipe's play-only env settings (the evaluations had them), said in the line.
     :return: the line ("no evaluation" when ``history`` is empty).
     """
     best = [h for h in history if h.get("best")]
@@ -325,7 +336,7 @@ def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]
     point = best[-1]
     jct = point["mean_jct_h"]
     span = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
-    played = ", played work-conserving" if play == "work-conserving" else ""
+    played = played_as(play, play_env)
     line = f"best model (step {point['timesteps']:,}{played}): mean JCT {jct:.2f} h on {span}"
     if point.get("unfinished"):
         line += f" ({point['unfinished']:.1f} jobs unfinished per episode)"

@@ -805,7 +805,8 @@ def train(
     history = _eval_history(run, done) if resume is not None else []
     every = eval_every if eval_every is not None else max(MIN_EVAL_EVERY, total_timesteps // 10)
     if log is not None:
-        log(_start_line(run, algo, sc_name, total_timesteps - done, pre_cfg, len(seeds), eval_sc.name, play))
+        log(_start_line(run, algo, sc_name, total_timesteps - done, pre_cfg, len(seeds), eval_sc.name, play,
+                        play_env))
     if pre_cfg is not None:
         from sfenv.agents.imitation import pretrain as behaviour_clone
 
@@ -934,10 +935,12 @@ def _env_settings(env_kwargs: dict | None, masked: bool, first: Scenario) -> dic
 
 
 def _start_line(run: Path, algo: str, scenario: str, steps: int, pre_cfg: dict | None, seeds: int,
-                eval_scenario: str, play: str = "as-trained") -> str:
+                eval_scenario: str, play: str = "as-trained", play_env: dict | None = None) -> str:
     """The first progress line of a run: its folder and what it will do."""
+    from sfenv.agents.callbacks import played_as
+
     cloning = f" after behaviour cloning of {pre_cfg['expert']}" if pre_cfg is not None else ""
-    played = ", played work-conserving" if play == "work-conserving" else ""
+    played = played_as(play, play_env)
     return (f"run folder {run}: {algo} on {scenario}, {steps:,} steps{cloning}; evaluations on {seeds} "
             f"held-out seeds of {eval_scenario}{played}")
 
@@ -973,7 +976,8 @@ def run_summary(run: str | Path) -> str:
     history = json.loads((run / "eval.json").read_text()) if (run / "eval.json").is_file() else []
     levels = json.loads((run / "levels.json").read_text()) if (run / "levels.json").is_file() else {}
     cfg = read_yaml(run / "config.yml", "run configuration (config.yml)") or {}
-    return training_summary(history, levels, cfg.get("eval_seeds") or [0], play=cfg.get("play", "as-trained"))
+    return training_summary(history, levels, cfg.get("eval_seeds") or [0], play=cfg.get("play", "as-trained"),
+                            play_env=cfg.get("play_env"))
 
 
 def _describe_scenario(given: Any, loaded: Scenario | list[Scenario]) -> Any:

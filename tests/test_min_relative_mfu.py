@@ -181,6 +181,9 @@ def test_play_env_is_recorded_kept_out_of_training_and_played(floored_run: Path)
     rows = [run_policy_episode(policy, sc, s) for s in (10_000, 10_001)]
     assert all(r["min_relative_mfu"] == 0.7 and r["work_conserving"] for r in rows)
     assert np.mean([r["mean_jct_s"] for r in rows]) / 3600 == pytest.approx(best["mean_jct_h"], rel=1e-12)
+    from sfenv.agents.learned import run_summary
+
+    assert "played work-conserving, min_relative_mfu 0.7)" in run_summary(floored_run)
     # the training envs had no floor, the evaluations that kept the model had it (with work-conserving play)
     assert (None, False) in BUILT and (0.7, True) in BUILT and set(BUILT) == {(None, False), (0.7, True)}
 
