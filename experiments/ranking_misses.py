@@ -14,7 +14,14 @@ orders nothing differently.  This script prints, for the single-server set (vTra
 - the groups missing each target as modelled, and with the anti-diagonal runs set to their group's
   mean ratio (what an exact account of those runs alone would give; a counterfactual, not a fit);
 - the groups missing each target when the predictions are the measured times with independent
-  log-normal errors of a given spread (``--draws`` seeded draws per spread): what a model must reach.
+  log-normal errors of a given spread (``--draws`` seeded draws per spread): what a model must reach;
+- **how the set was made** (:func:`layer_linearity`, :func:`falling_micro_batch_steps`): with data
+  parallelism 1 every configuration measured at three or more layer counts is linear in the layer
+  count to a nanosecond, which wall-clock runs are not: the times are composed from a few costs per
+  (hidden, TP, micro-batch) cell, so the groups share about 32 cells and are not independent samples;
+  and the cells where the time per pipeline slot falls as the micro-batch doubles (more work, less
+  time), with the targets recomputed without the cells at either end of such a step and, as a
+  control, without as many cells drawn at random (``--draws`` seeded draws).
 
 Nothing here is fitted; nothing changes the model.
 """
@@ -43,10 +50,13 @@ from sfenv.experiments.validate_model import (
     top1_regret,
 )
 
-__all__ = ["groups_missing_targets", "main", "within_group_errors"]
+__all__ = ["falling_micro_batch_steps", "groups_missing_targets", "layer_linearity", "main", "within_group_errors"]
 
 OUTLIER = 0.15  # a run this far off (in log ratio) within its group counts as an outlier
 SPREADS = (0.02, 0.03, 0.05, 0.07, 0.10)  # within-group log-error spreads simulated
+LINEAR_TOLERANCE_S = 1e-9  # slopes over layer counts that differ by less than this are exactly linear
+
+Cell = tuple[int, int, int]  # (hidden size, tensor parallelism, micro-batch)
 
 
 def within_group_errors(pred: np.ndarray, meas: np.ndarray, groups: dict[str, list[int]]) -> np.ndarray:
@@ -90,6 +100,86 @@ def _expected_pair_order(meas: np.ndarray, groups: dict[str, list[int]], sd: flo
         counted += mask.sum()
         right += norm.cdf(gap[mask] / (sd * math.sqrt(2))).sum()
     return float(right / counted)
+
+
+def layer_linearity(runs: Sequence[Run]) -> dict[str, tuple[int, int]]:
+    """Configurations measured at three or more layer counts, and how many of them are exactly linear in it.
+
+    A configuration is every setting but the layer count; it is exactly linear when its time's slopes
+    between successive layer counts differ by less than :data:`LINEAR_TOLERANCE_S`.
+
+    :return: ``{"dp = 1": (configurations, exactly linear), "dp > 1": (...)}``.
+    """
+    times: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
+    for r in runs:
+        key = (r.group.split("-l")[0], r.gpus, r.batch, r.micro_batch, r.hidden, r.heads, r.seq_len, r.tp, r.dp, r.pp)
+        times[key].append((r.layers, r.seconds))
+    out = {"dp = 1": [0, 0], "dp > 1": [0, 0]}
+    for key, points in times.items():
+        if len({layers for layers, _ in points}) < 3:
+            continue
+        points.sort()
+        layers = np.array([p[0] for p in points], dtype=float)
+        seconds = np.array([p[1] for p in points])
+        slopes = np.diff(seconds) / np.diff(layers)
+        tally = out["dp = 1" if key[8] == 1 else "dp > 1"]
+        tally[0] += 1
+        tally[1] += int(slopes.max() - slopes.min() < LINEAR_TOLERANCE_S)
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def falling_micro_batch_steps(runs: Sequence[Run]) -> dict[Cell, float]:
+    """Steps from micro-batch ``b`` to ``2b`` over which the time per pipeline slot falls.
+
+    The time per slot is the iteration time over ``m + p - 1`` (``m = B / (b d)`` micro-batches,
+    ``p`` stages: 1F1B's slots).  For each cell ``(hidden, TP, b)`` the ratio of ``2b``'s to ``b``'s
+    over runs alike in everything else is taken, and its median kept when below 1: twice the work
+    in less time, which one code path on one GPU does not do.
+
+    :return: ``{(hidden, tp, b): median ratio}`` for the falling steps.
+    """
+    per_slot: dict[tuple, dict[int, float]] = defaultdict(dict)
+    for r in runs:
+        slots = r.batch // (r.micro_batch * r.dp) + r.pp - 1
+        per_slot[(r.gpus, r.batch, r.hidden, r.heads, r.layers, r.seq_len, r.tp, r.pp, r.dp)][r.micro_batch] = \
+            r.seconds / slots
+    ratios: dict[Cell, list[float]] = defaultdict(list)
+    for key, by_b in per_slot.items():
+        for b, t in by_b.items():
+            if 2 * b in by_b:
+                ratios[(key[2], key[6], b)].append(by_b[2 * b] / t)
+    return {cell: float(np.median(v)) for cell, v in sorted(ratios.items()) if np.median(v) < 1.0}
+
+
+def _targets_without(runs: Sequence[Run], pred: np.ndarray, cells: set[Cell]) -> tuple[int, int, int, int]:
+    """``(runs kept, groups, groups missing pair order, groups missing regret)`` without the runs of ``cells``."""
+    keep = [i for i, r in enumerate(runs) if (r.hidden, r.tp, r.micro_batch) not in cells]
+    kept = [runs[i] for i in keep]
+    groups = plan_groups(kept)
+    pairs, regret = groups_missing_targets(pred[keep], np.array([r.seconds for r in kept]), groups)
+    return len(kept), len(groups), pairs, regret
+
+
+def _provenance(runs: Sequence[Run], pred: np.ndarray, draws: int) -> None:
+    """Print how the set was made and the targets without the cells whose time falls as the micro-batch doubles."""
+    linear = layer_linearity(runs)
+    cells = sorted({(r.hidden, r.tp, r.micro_batch) for r in runs})
+    print(f"  how the set was made: exactly linear in the layer count (slopes within {LINEAR_TOLERANCE_S:g} s): "
+          + "; ".join(f"{k}: {exact} of {n} configurations" for k, (n, exact) in linear.items())
+          + f"; {len(cells)} (hidden, TP, micro-batch) cells")
+    falling = falling_micro_batch_steps(runs)
+    print("  time per pipeline slot falls as the micro-batch doubles: "
+          + ", ".join(f"h{h} tp{t} b{b}->b{2 * b} {ratio:.2f}" for (h, t, b), ratio in falling.items()))
+    ends = {c for h, t, b in falling for c in ((h, t, b), (h, t, 2 * b))}
+    n_runs, n_groups, pairs, regret = _targets_without(runs, pred, ends)
+    print(f"  without the {len(ends)} cells at either end of those steps ({n_runs} runs, {n_groups} groups): groups "
+          f"missing pair order / regret {pairs} / {regret}")
+    rng = np.random.default_rng(0)
+    control = np.array([_targets_without(runs, pred, {cells[i] for i in rng.choice(len(cells), len(ends), False)})
+                        for _ in range(draws)])
+    print(f"  without {len(ends)} cells drawn at random ({draws} draws): groups {control[:, 1].mean():.0f}, missing "
+          f"pair order / regret {control[:, 2].mean():.1f} / {control[:, 3].mean():.1f} (mean); "
+          f"draws with regret misses <= {regret}: {(control[:, 3] <= regret).sum()} of {draws}")
 
 
 def _by_tp_and_micro_batch(runs: Sequence[Run], err: np.ndarray) -> str:
@@ -152,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                            for _ in range(args.draws)])
         print(f"  measured times with independent errors of spread {100 * spread:.0f} %: groups missing "
               f"{missed[:, 0].mean():.1f} / {missed[:, 1].mean():.1f} (mean of {args.draws} draws)")
+    _provenance(runs, pred, args.draws)
     return 0
 
 
