@@ -153,8 +153,9 @@ PLAY_MODES = ("as-trained", "work-conserving")
 #: env settings a recipe may add for play only (``play_env:``), used as ``play`` is: by the evaluations
 #: that keep the best model and (recorded in ``meta["play_env"]``) wherever the model is played; its
 #: training envs do not have them.  Only settings that leave the spaces as they are:
-#: ``min_relative_mfu`` (:class:`~sfenv.env.GeoSchedEnv`: WAN-bound plans leave the menu)
-PLAY_ENV_KEYS = ("min_relative_mfu",)
+#: ``min_relative_mfu`` and ``min_spread_speedup`` (:class:`~sfenv.env.GeoSchedEnv`: WAN-bound plans, and
+#: plans across regions that finish no sooner than waiting for one region, leave the menu)
+PLAY_ENV_KEYS = ("min_relative_mfu", "min_spread_speedup")
 
 
 def check_play_env(play_env: Any, where: str) -> dict[str, Any]:

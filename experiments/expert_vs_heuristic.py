@@ -16,6 +16,8 @@ Run (about 2 minutes on 2 cores)::
 ``--min-relative-mfu F`` plays the expert in an env with that floor on its menu (the env's
 ``min_relative_mfu``): ``--expert spantrain+swf --min-relative-mfu 0.7`` is ``spantrain+swf`` that
 waits where its decision is a plan the floor leaves out, the floor's own effect on a heuristic.
+``--min-spread-speedup X`` likewise plays it with the env's ``min_spread_speedup`` (plans across regions
+that do not finish X times sooner than waiting for one region leave the menu).
 """
 
 from __future__ import annotations
@@ -37,12 +39,15 @@ from sfenv.scenario import load_scenario
 
 
 def play_expert(expert: str, scenario: str, seed: int, proposers: str = "best+spantrain",
-                num_jobs: int | None = None, min_relative_mfu: float | None = None) -> dict:
+                num_jobs: int | None = None, min_relative_mfu: float | None = None,
+                min_spread_speedup: float | None = None) -> dict:
     """One episode with ``expert`` choosing every action; the episode report as a dict.
 
     :param min_relative_mfu: the env's floor on its menu (None: none).
+    :param min_spread_speedup: the env's test of spread plans against waiting for one region (None: none).
     """
-    env = GeoSchedEnv(scenario, num_jobs=num_jobs, proposers=proposers, min_relative_mfu=min_relative_mfu)
+    env = GeoSchedEnv(scenario, num_jobs=num_jobs, proposers=proposers, min_relative_mfu=min_relative_mfu,
+                      min_spread_speedup=min_spread_speedup)
     env.reset(seed=seed)
     done = False
     while not done:
@@ -67,6 +72,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--num-jobs", type=int, default=None)
     p.add_argument("--min-relative-mfu", type=float, default=None, metavar="F",
                    help="the env's floor on its menu (GeoSchedEnv min_relative_mfu; default: none)")
+    p.add_argument("--min-spread-speedup", type=float, default=None, metavar="X",
+                   help="plans across regions must finish X times sooner than waiting for one region "
+                        "(GeoSchedEnv min_spread_speedup; default: no such test)")
     p.add_argument("--out", type=Path, default=Path("results/expert"))
     args = p.parse_args(argv)
     choice = protocol.seed_choice_from_args(args, args.scenario, default_split="validation", parser=p)
@@ -76,18 +84,20 @@ def main(argv: list[str] | None = None) -> dict:
     print(choice.describe())
     try:  # a malformed expert, or one the proposers do not record, fails here rather than mid-run
         probe = GeoSchedEnv(args.scenario, num_jobs=args.num_jobs, proposers=args.proposers,
-                            min_relative_mfu=args.min_relative_mfu)
+                            min_relative_mfu=args.min_relative_mfu, min_spread_speedup=args.min_spread_speedup)
         probe.reset(seed=seeds[0])
         expert_action(probe, args.expert)
         probe.close()
     except ValueError as exc:
-        p.error(f"argument --{'min-relative-mfu' if 'min_relative_mfu' in str(exc) else 'expert'}: {exc}")
+        named = next((arg for arg in ("min_relative_mfu", "min_spread_speedup") if arg in str(exc)), "expert")
+        p.error(f"argument --{named.replace('_', '-')}: {exc}")
     sc = load_scenario(args.scenario)
     if args.num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": args.num_jobs})
     rows = []
     for s in seeds:
-        mine = play_expert(args.expert, args.scenario, s, args.proposers, args.num_jobs, args.min_relative_mfu)
+        mine = play_expert(args.expert, args.scenario, s, args.proposers, args.num_jobs, args.min_relative_mfu,
+                           args.min_spread_speedup)
         theirs = run_episode(make_agent(args.heuristic), sc, s)
         rows.append({"seed": s, "expert_jct_h": mine["mean_jct_s"] / 3600, "expert_unfinished": mine["unfinished"],
                      "heuristic_jct_h": theirs["mean_jct_s"] / 3600, "heuristic_unfinished": theirs["unfinished"]})
@@ -100,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"ratio {ratio[0]:.3f} [95 % CI {ratio[1]:.3f}, {ratio[2]:.3f}]")
     result = {"expert": args.expert, "heuristic": args.heuristic, "scenario": args.scenario,
               "proposers": args.proposers, "num_jobs": args.num_jobs, "min_relative_mfu": args.min_relative_mfu,
-              **choice.record(),
+              "min_spread_speedup": args.min_spread_speedup, **choice.record(),
               "ratio": ratio,
               "interval": "paired bootstrap 95 % BCa over seeds (sfenv.runs.stats.paired_ratio)", "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)

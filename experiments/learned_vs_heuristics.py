@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"scenario": scenario, **choice.record(), "model": str(model), "train_wall_s": train_s,
               "play": played, "work_conserving": played == "work-conserving", "play_env": play_env,
               **compare(spec, heuristics, scenario, seeds, args.num_jobs, play=play, **saved)}
-    floor = f", min_relative_mfu {play_env['min_relative_mfu']}" if play_env.get("min_relative_mfu") else ""
+    floor = "".join(f", {key} {value}" for key, value in sorted(play_env.items()) if value is not None)
     print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min, the model played {played}"
           + (" (its recipe's play mode)" if mode is None else " (--play)") + floor)
     report(spec, result)

@@ -357,13 +357,14 @@ def test_expert_vs_heuristic_experiment_compares_on_paired_seeds(tmp_path):
     saved = json.loads((tmp_path / "expert_vs_heuristic.json").read_text())
     assert saved["seeds"] == [10_000, 10_001] and saved["split"] == "validation"  # its default split's first two
     assert saved["proposers"] == "best+spantrain" and saved["num_jobs"] == 12  # the settings, to re-run it
-    assert saved["min_relative_mfu"] is None
+    assert saved["min_relative_mfu"] is None and saved["min_spread_speedup"] is None
     res = expert_main(["--expert", "fifo+swf", "--heuristic", "spantrain+swf", "--seeds", "2",
                        "--num-jobs", "12", "--out", str(tmp_path)])
     assert res["ratio"][0] != pytest.approx(1.0)  # a different expert plays different episodes
     for bad in (["--seeds", "0"], ["--num-jobs", "-1"], ["--expert", "lookahead:fifo+swf:queuex", "--num-jobs", "6"],
                 ["--expert", "lookahead:spantrain+swf:present:queue1", "--proposers", "best", "--num-jobs", "6"],
-                ["--proposers", "bestest"], ["--min-relative-mfu", "2", "--num-jobs", "6"]):
+                ["--proposers", "bestest"], ["--min-relative-mfu", "2", "--num-jobs", "6"],
+                ["--min-spread-speedup", "0", "--num-jobs", "6"]):
         with pytest.raises(SystemExit) as exc:
             expert_main([*bad, "--out", str(tmp_path / "bad")])
         assert exc.value.code == 2

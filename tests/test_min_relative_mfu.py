@@ -209,6 +209,28 @@ def test_a_tampered_play_env_is_refused_naming_it(floored_run: Path, tmp_path: P
             LearnedPolicy(spec_path)
 
 
+def test_a_model_played_with_both_floors_records_them(floored_run: Path, tmp_path: Path) -> None:
+    """``min_spread_speedup`` is a play setting too: a model recording it is played with it, and rows say so."""
+    import json
+    import shutil
+
+    from sfenv.agents.learned import LearnedPolicy
+
+    from sfenv.app.evaluate import run_policy_episode
+    from sfenv.scenario import load_scenario
+
+    for f in floored_run.glob("best_model.policy.*"):
+        shutil.copy(f, tmp_path / f.name)
+    spec_path = tmp_path / "best_model.policy.json"
+    spec = json.loads(spec_path.read_text())
+    spec["meta"]["play_env"] = {"min_relative_mfu": 0.7, "min_spread_speedup": 1.0}
+    spec_path.write_text(json.dumps(spec))
+    policy = LearnedPolicy(spec_path)
+    assert policy.meta["env_kwargs"]["min_spread_speedup"] == 1.0
+    row = run_policy_episode(policy, load_scenario(GEO6).with_overrides(workload={"num_jobs": 12}), 10_000)
+    assert row["min_spread_speedup"] == 1.0 and row["min_relative_mfu"] == 0.7 and row["unfinished"] == 0
+
+
 def test_a_config_with_a_bad_play_env_is_refused(tmp_path: Path) -> None:
     from sfenv.agents.learned import load_config
 

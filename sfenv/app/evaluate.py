@@ -241,17 +241,25 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     row["decision_time_mean_s"] = float(np.mean(times)) if times else 0.0
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
     row["stopped_early"] = not done
-    if env_kwargs.get("privileged_obs"):
-        row["privileged_obs"] = True  # played on the v0 observation (see sfenv.env, Version History)
-    if env_kwargs.get("work_conserving"):
-        row["work_conserving"] = True  # wait masked while a candidate could start
-    if env_kwargs.get("min_relative_mfu") is not None:
-        row["min_relative_mfu"] = float(env_kwargs["min_relative_mfu"])  # WAN-bound plans left the menu
+    row.update(_play_setting_fields(env_kwargs))
     if log is not None:
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = {"decisions": log, "replans": []}
     env.close()
     return row
+
+
+def _play_setting_fields(env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The env settings a policy's row names because they change how it plays (absent when off)."""
+    fields: dict[str, Any] = {}
+    if env_kwargs.get("privileged_obs"):
+        fields["privileged_obs"] = True  # played on the v0 observation (see sfenv.env, Version History)
+    if env_kwargs.get("work_conserving"):
+        fields["work_conserving"] = True  # wait masked while a candidate could start
+    for floor in ("min_relative_mfu", "min_spread_speedup"):  # plans across regions left the menu
+        if env_kwargs.get(floor) is not None:
+            fields[floor] = float(env_kwargs[floor])
+    return fields
 
 
 def _fits(policy: SavedPolicy, env: gym.Env) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -214,6 +215,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``privileged_obs`` | bool | False | add the share of jobs still to arrive to ``time`` (privileged, see Observation Space; True for the ``-v0`` ids) |
     | ``work_conserving`` | bool | False | wait is masked while a candidate can start (a work-conserving scheduler: it never waits while it could start a job); waiting then is an invalid action |
     | ``min_relative_mfu`` | float in (0, 1] or None | None | a candidate across regions is left out of the menu when its predicted MFU (tokens/s per peak FLOP/s of its GPUs) is below this share of the best single-region plan's of the same job (each region's whole capacity, up to the job's ``max_gpus``): WAN-bound plans leave the menu, and with ``work_conserving`` they no longer force a start.  None: every proposed plan is a candidate |
+    | ``min_spread_speedup`` | float in (0, 10] or None | None | a candidate across regions is left out of the menu unless the job would finish this many times sooner on it, from now, than on its best single-region plan (each region's capacity up to ``max_gpus`` and its halves), waiting until running jobs free that region's GPUs at their predicted ends (an optimistic wait: other waiting jobs and arrivals are not counted).  1: a spread plan must not finish later than waiting for one region.  Combines with ``min_relative_mfu`` (both must pass).  None: no such test |
 
     >>> import gymnasium as gym, sfenv
     >>> env = gym.make("sfenv/GeoSched-v2", num_jobs=8, max_candidates=4)
@@ -270,6 +272,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         carbon_weight: float | None = None,
         carbon_obs: bool = False,
         min_relative_mfu: float | None = None,
+        min_spread_speedup: float | None = None,
     ) -> None:
         _check_arguments(render_mode, self.metadata["render_modes"], obs_mode, invalid_action_limit, privileged_obs,
                          work_conserving)
@@ -282,6 +285,16 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         #: multi-region candidates whose predicted MFU is below this share of the job's best single-region
         #: plan's are left out of the menu (None: none are; see the parameter table)
         self.min_relative_mfu = None if min_relative_mfu is None else float(min_relative_mfu)
+        if min_spread_speedup is not None and (
+            isinstance(min_spread_speedup, bool)
+            or not isinstance(min_spread_speedup, (int, float, np.floating))
+            or not 0.0 < float(min_spread_speedup) <= 10.0
+        ):
+            raise InvalidInput(f"GeoSchedEnv: invalid argument min_spread_speedup={min_spread_speedup!r}: "
+                               "expected a number in (0, 10] or None")
+        #: multi-region candidates must finish this many times sooner than the job would on one region,
+        #: counting the wait for that region's GPUs (None: no such test; see the parameter table)
+        self.min_spread_speedup = None if min_spread_speedup is None else float(min_spread_speedup)
         if not isinstance(carbon_obs, (bool, np.bool_)):
             raise InvalidInput(f"GeoSchedEnv: invalid argument carbon_obs={carbon_obs!r}: expected True or False")
         #: the observation has the ``carbon`` key (see Observation Space)
@@ -338,6 +351,11 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._cand_perf: list[PlanPerf | None] = []
         #: job id -> its best single-region tokens/s per peak FLOP/s (``min_relative_mfu``), this episode
         self._best_single_mfu: dict[int, float] = {}
+        #: job id -> its single-region options (region, GPUs, iteration time) (``min_spread_speedup``), this episode
+        self._single_options: dict[int, list[tuple[int, int, float]]] = {}
+        #: job id -> its earliest predicted finish on one region, from now (``min_spread_speedup``), this step
+        self._single_finish: dict[int, float] = {}
+        self._releases: list[list[tuple[float, int]]] | None = None  # per region: (seconds from now, GPUs freed)
         self._mask = np.zeros(self.max_candidates + 1, dtype=bool)
         #: the mask with the first n candidate slots and wait valid, per n (copied into ``_mask`` each step)
         #: (work_conserving: wait valid only when no candidate is)
@@ -391,6 +409,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._view = self.sim.view()
         self.cache.new_episode()
         self._best_single_mfu.clear()
+        self._single_options.clear()
         self.observation_encoder.new_episode(self.sim)
         for p in self.proposers:
             if isinstance(p, Proposer):
@@ -601,7 +620,10 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self.cache.new_step()
         if not sim.done and sim.waiting:
             seen: set[Plan] = set()
-            efficient = self._efficient if self.min_relative_mfu is not None else None
+            self._single_finish.clear()
+            self._releases = None
+            efficient = (self._efficient if self.min_relative_mfu is not None or self.min_spread_speedup is not None
+                         else None)
             for p in self.proposers:
                 for plan in p.candidates(view, self.max_candidates - len(cands)):
                     if plan not in seen:
@@ -643,20 +665,93 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         return best
 
     def _efficient(self, plan: Plan) -> bool:
-        """False for a plan across regions whose MFU is below ``min_relative_mfu`` of the job's best single-region one.
+        """False for a plan across regions that fails ``min_relative_mfu`` or ``min_spread_speedup``.
 
-        A job no single region can hold (best 0) keeps every plan.
+        A job no single region can hold keeps every plan.
         """
         if len(plan.regions) < 2:
-            return True
-        assert self.min_relative_mfu is not None
-        best = self._best_single_region_mfu(plan.job_id)
-        if best <= 0.0:
             return True
         perf = self.cache.recent.get(plan)
         if perf is None:
             perf = self.view.evaluate(plan)
-        return self._mfu(plan, perf) >= self.min_relative_mfu * best
+        if self.min_relative_mfu is not None:
+            best = self._best_single_region_mfu(plan.job_id)
+            if best > 0.0 and self._mfu(plan, perf) < self.min_relative_mfu * best:
+                return False
+        if self.min_spread_speedup is not None and perf.feasible:
+            single = self._single_region_finish(plan.job_id)
+            left = self._iterations_left(plan.job_id)
+            if math.isfinite(single) and single < self.min_spread_speedup * left * perf.iter_time:
+                return False
+        return True
+
+    def _iterations_left(self, job_id: int) -> float:
+        """Iterations a waiting job still has to run."""
+        return max(0.0, self.view.job(job_id).iterations - self.view.waiting_progress(job_id))
+
+    def _single_region_options(self, job_id: int) -> list[tuple[int, int, float]]:
+        """The job's single-region plans: (region, GPUs, iteration time).
+
+        Each region's capacity up to ``max_gpus`` and its halves (rounded to the proposers' budgets);
+        fixed for the episode (cached per job).
+        """
+        options = self._single_options.get(job_id)
+        if options is None:
+            view = self.view
+            job = view.job(job_id)
+            options = []
+            for region, gpus in enumerate(self.scenario.topology.gpu_counts.tolist()):
+                cap = min(int(gpus), job.max_gpus)
+                for budget in sorted({round_budget(cap), round_budget(cap // 2), round_budget(cap // 4)}):
+                    if budget < max(1, job.min_gpus):
+                        continue
+                    res = self.cache.fit(view, job, (region,), (budget,))
+                    if res is not None and res[1].feasible:
+                        options.append((region, res[0].gpus, res[1].iter_time))
+            self._single_options[job_id] = options
+        return options
+
+    def _region_releases(self) -> list[list[tuple[float, int]]]:
+        """Per region, when running jobs free their GPUs: (predicted seconds from now, GPUs), in time order.
+
+        Computed once a step; a region in an outage frees none.
+        """
+        if self._releases is None:
+            view = self.view
+            releases: list[list[tuple[float, int]]] = [[] for _ in range(self.num_regions)]
+            for info in view.running:
+                for region, gpus in info.plan.gpus_by_region().items():
+                    releases[region].append((info.remaining_s, gpus))
+            down = view.down
+            self._releases = [[] if down[r] else sorted(rel) for r, rel in enumerate(releases)]
+        return self._releases
+
+    def _single_region_finish(self, job_id: int) -> float:
+        """The job's earliest predicted finish on one region, in seconds from now.
+
+        Each single-region option waits until running jobs, at their predicted ends, free its GPUs (other
+        waiting jobs and future arrivals are not counted: an optimistic wait).  ``inf`` when no option can
+        ever start.
+        """
+        finish = self._single_finish.get(job_id)
+        if finish is None:
+            free = self.view.free_gpus
+            down = self.view.down
+            releases = self._region_releases()
+            left = self._iterations_left(job_id)
+            finish = math.inf
+            for region, gpus, iter_time in self._single_region_options(job_id):
+                if down[region]:
+                    continue
+                have, wait = int(free[region]), 0.0
+                for at, freed in releases[region]:
+                    if have >= gpus:
+                        break
+                    have, wait = have + freed, at
+                if have >= gpus:
+                    finish = min(finish, wait + left * iter_time)
+            self._single_finish[job_id] = finish
+        return finish
 
     def _perf(self, i: int) -> PlanPerf:
         perf = self._cand_perf[i]

@@ -1,0 +1,137 @@
+"""``min_spread_speedup``: a plan across regions stays on the menu only if it beats waiting for one region."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sfenv.env import GeoSchedEnv
+from sfenv.env.proposers import round_budget
+from sfenv.errors import InvalidInput
+from sfenv.model.perf import Plan
+
+ROOT = Path(__file__).resolve().parents[1]
+GEO6 = ROOT / "docs" / "results" / "learned" / "v2" / "geo-6-contended-validation.yaml"
+
+
+def _single_finish(env: GeoSchedEnv, job_id: int) -> float:
+    """The job's earliest finish on one region, from now, recomputed here from the view (no env internals).
+
+    Every region's capacity up to the job's ``max_gpus`` and its halves; each waits until the running jobs
+    it overlaps, at their predicted ends, leave it enough free GPUs.
+    """
+    view = env.view
+    job = view.job(job_id)
+    left = job.iterations - view.waiting_progress(job_id)
+    best = math.inf
+    for region, capacity in enumerate(env.scenario.topology.gpu_counts.tolist()):
+        if view.down[region]:
+            continue
+        ends = sorted((r.remaining_s, r.plan.gpus_by_region().get(region, 0)) for r in view.running)
+        cap = min(capacity, job.max_gpus)
+        for budget in {round_budget(cap), round_budget(cap // 2), round_budget(cap // 4)}:
+            if budget < max(1, job.min_gpus):
+                continue
+            res = env.cache.fit(view, job, (region,), (budget,))
+            if res is None or not res[1].feasible:
+                continue
+            free, wait = int(view.free_gpus[region]), 0.0
+            for at, gpus in ends:
+                if free >= res[0].gpus:
+                    break
+                free, wait = free + gpus, at
+            if free >= res[0].gpus:
+                best = min(best, wait + left * res[1].iter_time)
+    return best
+
+
+def _spread_rows(env: GeoSchedEnv, seed: int, steps: int) -> list[tuple[Plan, float, float]]:
+    """Start the first valid candidate each step; per multi-region candidate seen: (plan, its time, waiting's)."""
+    env.reset(seed=seed)
+    rows = []
+    for _ in range(steps):
+        for plan in env.candidates:
+            if len(plan.regions) > 1:
+                left = env.view.job(plan.job_id).iterations - env.view.waiting_progress(plan.job_id)
+                rows.append((plan, left * env.view.evaluate(plan).iter_time, _single_finish(env, plan.job_id)))
+        _, _, term, trunc, _ = env.step(int(np.flatnonzero(env.action_masks())[0]))
+        if term or trunc:
+            break
+    return rows
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, 11.0, float("nan"), float("inf"), True, "1"])
+def test_a_bad_value_is_refused_naming_the_argument(bad: object) -> None:
+    with pytest.raises(InvalidInput, match="min_spread_speedup"):
+        GeoSchedEnv("spider-8", num_jobs=4, min_spread_speedup=bad)  # type: ignore[arg-type]
+
+
+def test_every_kept_spread_plan_beats_waiting_for_one_region() -> None:
+    """Off, the menu offers spread plans that waiting for one region beats; on, every one offered is faster."""
+    if not GEO6.exists():
+        pytest.skip("the validation scenario is not in this checkout")
+    kw = {"proposers": "best", "num_jobs": 40, "obs_mode": "compact"}
+    off = _spread_rows(GeoSchedEnv(GEO6, **kw), seed=3, steps=60)
+    assert any(single < spread for _, spread, single in off), "the check needs a spread plan waiting would beat"
+    on = _spread_rows(GeoSchedEnv(GEO6, min_spread_speedup=1.0, **kw), seed=3, steps=60)
+    assert len(on) < len(off)
+    for plan, spread, single in on:
+        assert single >= spread * (1 - 1e-9), plan
+    # a stricter speedup keeps a subset of the plans a looser one keeps, on the same first state
+    loose, strict = GeoSchedEnv(GEO6, min_spread_speedup=0.5, **kw), GeoSchedEnv(GEO6, min_spread_speedup=2.0, **kw)
+    loose.reset(seed=3)
+    strict.reset(seed=3)
+    assert set(strict.candidates) <= set(loose.candidates)
+
+
+def test_single_region_candidates_are_never_dropped() -> None:
+    kw = {"proposers": "best", "num_jobs": 12}
+    a, b = GeoSchedEnv("spider-8-contended", **kw), GeoSchedEnv("spider-8-contended", min_spread_speedup=10.0, **kw)
+    a.reset(seed=5)
+    b.reset(seed=5)
+    single_a = [p for p in a.candidates if len(p.regions) == 1]
+    assert single_a
+    assert single_a == [p for p in b.candidates if len(p.regions) == 1]
+
+
+def test_with_work_conserving_every_job_finishes_and_an_episode_repeats() -> None:
+    """Both floors together, work-conserving: nothing invalid, every job finishes, same seed same episode."""
+    if not GEO6.exists():
+        pytest.skip("the validation scenario is not in this checkout")
+
+    def play() -> tuple[list[int], dict]:
+        env = GeoSchedEnv(GEO6, proposers="best", num_jobs=16, work_conserving=True, min_relative_mfu=0.7,
+                          min_spread_speedup=1.0)
+        env.reset(seed=4)
+        actions = []
+        for _ in range(400):
+            mask = env.action_masks()
+            assert mask[-1] == (not mask[:-1].any())
+            actions.append(int(np.flatnonzero(mask)[-2 if mask[:-1].any() and mask[:-1].sum() > 1 else 0]))
+            _, _, term, trunc, info = env.step(actions[-1])
+            assert not info["invalid_action"]
+            if term or trunc:
+                break
+        assert term and info["episode_report"]["unfinished"] == 0
+        return actions, info["episode_report"]
+
+    assert play() == play()
+
+
+def test_gym_make_takes_it_the_checker_passes_and_play_env_accepts_it() -> None:
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+    from sfenv.agents.learned import check_play_env
+
+    import sfenv  # noqa: F401  (registers the ids)
+
+    env = gym.make("sfenv/GeoSched-v2", num_jobs=6, min_spread_speedup=1.0)
+    assert env.unwrapped.min_spread_speedup == 1.0
+    check_env(env.unwrapped, skip_render_check=True)
+    assert check_play_env({"min_relative_mfu": 0.7, "min_spread_speedup": 1.0}, "m") == {
+        "min_relative_mfu": 0.7, "min_spread_speedup": 1.0}
+    with pytest.raises(InvalidInput, match="play_env.min_spread_speedup"):
+        check_play_env({"min_spread_speedup": "x"}, "m")
