@@ -74,10 +74,11 @@ def test_off_by_default_and_every_kept_multi_region_candidate_meets_the_floor() 
         assert best == 0.0 or mfu >= 0.7 * best * (1 - 1e-9), plan
 
 
-def test_single_region_candidates_are_never_dropped() -> None:
-    """The floor reads plans across regions only: on one episode's first state the single-region menu is unchanged."""
+@pytest.mark.parametrize("strictest", [{"min_relative_mfu": 1.0}, {"min_spread_speedup": 10.0}])
+def test_single_region_candidates_are_never_dropped(strictest: dict) -> None:
+    """Both menu tests read plans across regions only: the single-region menu of a first state is unchanged."""
     kw = {"proposers": "best", "num_jobs": 12}
-    a, b = GeoSchedEnv("spider-8-contended", **kw), GeoSchedEnv("spider-8-contended", min_relative_mfu=1.0, **kw)
+    a, b = GeoSchedEnv("spider-8-contended", **kw), GeoSchedEnv("spider-8-contended", **strictest, **kw)
     a.reset(seed=5)
     b.reset(seed=5)
     single_a = [p for p in a.candidates if len(p.regions) == 1]

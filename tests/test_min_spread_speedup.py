@@ -87,16 +87,6 @@ def test_every_kept_spread_plan_beats_waiting_for_one_region() -> None:
     assert set(strict.candidates) <= set(loose.candidates)
 
 
-def test_single_region_candidates_are_never_dropped() -> None:
-    kw = {"proposers": "best", "num_jobs": 12}
-    a, b = GeoSchedEnv("spider-8-contended", **kw), GeoSchedEnv("spider-8-contended", min_spread_speedup=10.0, **kw)
-    a.reset(seed=5)
-    b.reset(seed=5)
-    single_a = [p for p in a.candidates if len(p.regions) == 1]
-    assert single_a
-    assert single_a == [p for p in b.candidates if len(p.regions) == 1]
-
-
 def test_with_work_conserving_every_job_finishes_and_an_episode_repeats() -> None:
     """Both floors together, work-conserving: nothing invalid, every job finishes, same seed same episode."""
     if not GEO6.exists():
