@@ -153,9 +153,9 @@ PLAY_MODES = ("as-trained", "work-conserving")
 #: env settings a recipe may add for play only (``play_env:``), used as ``play`` is: by the evaluations
 #: that keep the best model and (recorded in ``meta["play_env"]``) wherever the model is played; its
 #: training envs do not have them.  Only settings that leave the spaces as they are:
-#: ``min_relative_mfu`` and ``min_spread_speedup`` (:class:`~sfenv.env.GeoSchedEnv`: WAN-bound plans, and
-#: plans across regions that finish no sooner than waiting for one region, leave the menu)
-PLAY_ENV_KEYS = ("min_relative_mfu", "min_spread_speedup")
+#: ``min_relative_mfu``, ``min_spread_speedup`` and ``spread_wait`` (:class:`~sfenv.env.GeoSchedEnv`: WAN-bound
+#: plans, and plans across regions that finish no sooner than waiting for one region, leave the menu)
+PLAY_ENV_KEYS = ("min_relative_mfu", "min_spread_speedup", "spread_wait")
 
 
 def check_play_env(play_env: Any, where: str) -> dict[str, Any]:
@@ -167,10 +167,16 @@ def check_play_env(play_env: Any, where: str) -> dict[str, Any]:
         return {}
     if not isinstance(play_env, dict):
         raise InvalidInput(f"{where}: play_env: expected a mapping of {list(PLAY_ENV_KEYS)}, got {str(play_env)[:100]}")
+    from sfenv.env.geosched import SPREAD_WAITS
+
     for key, value in play_env.items():
         if key not in PLAY_ENV_KEYS:
             raise InvalidInput(f"{where}: play_env.{key}: not a play setting; expected some of {list(PLAY_ENV_KEYS)}")
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        if key == "spread_wait":
+            if value not in SPREAD_WAITS:
+                raise InvalidInput(f"{where}: play_env.spread_wait: expected one of {list(SPREAD_WAITS)}, "
+                                   f"got {str(value)[:100]}")
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise InvalidInput(f"{where}: play_env.{key}: expected a number or null, got {str(value)[:100]}")
     return dict(play_env)
 NORMALIZE = ("all", "reward", "none")

@@ -40,14 +40,15 @@ from sfenv.scenario import load_scenario
 
 def play_expert(expert: str, scenario: str, seed: int, proposers: str = "best+spantrain",
                 num_jobs: int | None = None, min_relative_mfu: float | None = None,
-                min_spread_speedup: float | None = None) -> dict:
+                min_spread_speedup: float | None = None, spread_wait: str = "running") -> dict:
     """One episode with ``expert`` choosing every action; the episode report as a dict.
 
     :param min_relative_mfu: the env's floor on its menu (None: none).
     :param min_spread_speedup: the env's test of spread plans against waiting for one region (None: none).
+    :param spread_wait: the wait that test counts (the env's ``spread_wait``).
     """
     env = GeoSchedEnv(scenario, num_jobs=num_jobs, proposers=proposers, min_relative_mfu=min_relative_mfu,
-                      min_spread_speedup=min_spread_speedup)
+                      min_spread_speedup=min_spread_speedup, spread_wait=spread_wait)
     env.reset(seed=seed)
     done = False
     while not done:
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--min-spread-speedup", type=float, default=None, metavar="X",
                    help="plans across regions must finish X times sooner than waiting for one region "
                         "(GeoSchedEnv min_spread_speedup; default: no such test)")
+    p.add_argument("--spread-wait", default="running", choices=("running", "queue"),
+                   help="the wait --min-spread-speedup counts (GeoSchedEnv spread_wait; default: running)")
     p.add_argument("--out", type=Path, default=Path("results/expert"))
     args = p.parse_args(argv)
     choice = protocol.seed_choice_from_args(args, args.scenario, default_split="validation", parser=p)
@@ -84,7 +87,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(choice.describe())
     try:  # a malformed expert, or one the proposers do not record, fails here rather than mid-run
         probe = GeoSchedEnv(args.scenario, num_jobs=args.num_jobs, proposers=args.proposers,
-                            min_relative_mfu=args.min_relative_mfu, min_spread_speedup=args.min_spread_speedup)
+                            min_relative_mfu=args.min_relative_mfu, min_spread_speedup=args.min_spread_speedup,
+                            spread_wait=args.spread_wait)
         probe.reset(seed=seeds[0])
         expert_action(probe, args.expert)
         probe.close()
@@ -97,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows = []
     for s in seeds:
         mine = play_expert(args.expert, args.scenario, s, args.proposers, args.num_jobs, args.min_relative_mfu,
-                           args.min_spread_speedup)
+                           args.min_spread_speedup, args.spread_wait)
         theirs = run_episode(make_agent(args.heuristic), sc, s)
         rows.append({"seed": s, "expert_jct_h": mine["mean_jct_s"] / 3600, "expert_unfinished": mine["unfinished"],
                      "heuristic_jct_h": theirs["mean_jct_s"] / 3600, "heuristic_unfinished": theirs["unfinished"]})
@@ -110,7 +114,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"ratio {ratio[0]:.3f} [95 % CI {ratio[1]:.3f}, {ratio[2]:.3f}]")
     result = {"expert": args.expert, "heuristic": args.heuristic, "scenario": args.scenario,
               "proposers": args.proposers, "num_jobs": args.num_jobs, "min_relative_mfu": args.min_relative_mfu,
-              "min_spread_speedup": args.min_spread_speedup, **choice.record(),
+              "min_spread_speedup": args.min_spread_speedup, "spread_wait": args.spread_wait, **choice.record(),
               "ratio": ratio,
               "interval": "paired bootstrap 95 % BCa over seeds (sfenv.runs.stats.paired_ratio)", "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)

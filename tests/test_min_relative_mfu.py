@@ -224,12 +224,13 @@ def test_a_model_played_with_both_floors_records_them(floored_run: Path, tmp_pat
         shutil.copy(f, tmp_path / f.name)
     spec_path = tmp_path / "best_model.policy.json"
     spec = json.loads(spec_path.read_text())
-    spec["meta"]["play_env"] = {"min_relative_mfu": 0.7, "min_spread_speedup": 1.0}
+    spec["meta"]["play_env"] = {"min_relative_mfu": 0.7, "min_spread_speedup": 1.0, "spread_wait": "queue"}
     spec_path.write_text(json.dumps(spec))
     policy = LearnedPolicy(spec_path)
     assert policy.meta["env_kwargs"]["min_spread_speedup"] == 1.0
     row = run_policy_episode(policy, load_scenario(GEO6).with_overrides(workload={"num_jobs": 12}), 10_000)
     assert row["min_spread_speedup"] == 1.0 and row["min_relative_mfu"] == 0.7 and row["unfinished"] == 0
+    assert row["spread_wait"] == "queue"
 
 
 def test_a_config_with_a_bad_play_env_is_refused(tmp_path: Path) -> None:

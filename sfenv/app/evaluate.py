@@ -259,6 +259,8 @@ def _play_setting_fields(env_kwargs: dict[str, Any]) -> dict[str, Any]:
     for floor in ("min_relative_mfu", "min_spread_speedup"):  # plans across regions left the menu
         if env_kwargs.get(floor) is not None:
             fields[floor] = float(env_kwargs[floor])
+    if env_kwargs.get("min_spread_speedup") is not None:
+        fields["spread_wait"] = str(env_kwargs.get("spread_wait", "running"))  # the wait it was compared with
     return fields
 
 

@@ -27,7 +27,11 @@ from sfenv.model.pipeline import prepare_compiled
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, ScenarioError, load_scenario
 from sfenv.sim import Simulator, SimView, evaluation_cache_for, make_simulator
 
-__all__ = ["GeoSchedEnv"]
+__all__ = ["SPREAD_WAITS", "GeoSchedEnv"]
+
+#: how ``min_spread_speedup`` estimates a job's wait for one region: only for the running jobs, or also
+#: behind the waiting jobs with less work (see :class:`GeoSchedEnv`'s parameter table)
+SPREAD_WAITS = ("running", "queue")
 
 
 def _with_arguments(sc: Scenario, **sections: dict[str, Any]) -> Scenario:
@@ -216,6 +220,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``work_conserving`` | bool | False | wait is masked while a candidate can start (a work-conserving scheduler: it never waits while it could start a job); waiting then is an invalid action |
     | ``min_relative_mfu`` | float in (0, 1] or None | None | a candidate across regions is left out of the menu when its predicted MFU (tokens/s per peak FLOP/s of its GPUs) is below this share of the best single-region plan's of the same job (each region's whole capacity, up to the job's ``max_gpus``): WAN-bound plans leave the menu, and with ``work_conserving`` they no longer force a start.  None: every proposed plan is a candidate |
     | ``min_spread_speedup`` | float in (0, 10] or None | None | a candidate across regions is left out of the menu unless the job would finish this many times sooner on it, from now, than on its best single-region plan (each region's capacity up to ``max_gpus`` and its halves), waiting until running jobs free that region's GPUs at their predicted ends (an optimistic wait: other waiting jobs and arrivals are not counted).  1: a spread plan must not finish later than waiting for one region.  Combines with ``min_relative_mfu`` (both must pass).  None: no such test |
+    | ``spread_wait`` | str | ``"running"`` | the wait ``min_spread_speedup`` counts: ``"running"``, until running jobs free the region (optimistic); ``"queue"``, also behind the waiting jobs with less work, each placed in turn on its earliest-finishing single-region plan (shortest work first, no backfilling; arrivals still not counted) |
 
     >>> import gymnasium as gym, sfenv
     >>> env = gym.make("sfenv/GeoSched-v2", num_jobs=8, max_candidates=4)
@@ -273,6 +278,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         carbon_obs: bool = False,
         min_relative_mfu: float | None = None,
         min_spread_speedup: float | None = None,
+        spread_wait: str = "running",
     ) -> None:
         _check_arguments(render_mode, self.metadata["render_modes"], obs_mode, invalid_action_limit, privileged_obs,
                          work_conserving)
@@ -295,6 +301,11 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         #: multi-region candidates must finish this many times sooner than the job would on one region,
         #: counting the wait for that region's GPUs (None: no such test; see the parameter table)
         self.min_spread_speedup = None if min_spread_speedup is None else float(min_spread_speedup)
+        if spread_wait not in SPREAD_WAITS:
+            raise InvalidInput(f"GeoSchedEnv: invalid argument spread_wait={spread_wait!r}: expected one of "
+                               f"{list(SPREAD_WAITS)}")
+        #: the wait ``min_spread_speedup`` compares with: ``running`` or ``queue`` (see the parameter table)
+        self.spread_wait = spread_wait
         if not isinstance(carbon_obs, (bool, np.bool_)):
             raise InvalidInput(f"GeoSchedEnv: invalid argument carbon_obs={carbon_obs!r}: expected True or False")
         #: the observation has the ``carbon`` key (see Observation Space)
@@ -356,6 +367,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         #: job id -> its earliest predicted finish on one region, from now (``min_spread_speedup``), this step
         self._single_finish: dict[int, float] = {}
         self._releases: list[list[tuple[float, int]]] | None = None  # per region: (seconds from now, GPUs freed)
+        self._queue_finish: dict[int, float] | None = None  # spread_wait "queue": job id -> finish, this step
         self._mask = np.zeros(self.max_candidates + 1, dtype=bool)
         #: the mask with the first n candidate slots and wait valid, per n (copied into ``_mask`` each step)
         #: (work_conserving: wait valid only when no candidate is)
@@ -622,6 +634,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             seen: set[Plan] = set()
             self._single_finish.clear()
             self._releases = None
+            self._queue_finish = None
             efficient = (self._efficient if self.min_relative_mfu is not None or self.min_spread_speedup is not None
                          else None)
             for p in self.proposers:
@@ -733,6 +746,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         waiting jobs and future arrivals are not counted: an optimistic wait).  ``inf`` when no option can
         ever start.
         """
+        if self.spread_wait == "queue":
+            return self._queue_schedule().get(job_id, math.inf)
         finish = self._single_finish.get(job_id)
         if finish is None:
             free = self.view.free_gpus
@@ -752,6 +767,47 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
                     finish = min(finish, wait + left * iter_time)
             self._single_finish[job_id] = finish
         return finish
+
+    def _queue_schedule(self) -> dict[int, float]:
+        """Each waiting job's predicted finish on one region, from now, in line behind the jobs with less work.
+
+        The waiting jobs are taken shortest work first (their fastest single-region time); each is placed
+        on its single-region option that finishes first, starting when that region's running jobs and the
+        jobs placed before it leave it enough GPUs and not before the region's last placed start (no
+        backfilling), and holds them to its finish.  Arrivals are not counted.  Computed once a step.
+        """
+        if self._queue_finish is None:
+            view = self.view
+            down = view.down
+            held: list[list[tuple[float, int]]] = [[] for _ in range(self.num_regions)]  # (until, GPUs)
+            for info in view.running:
+                for region, gpus in info.plan.gpus_by_region().items():
+                    held[region].append((info.remaining_s, gpus))
+            usable = [int(view.free_gpus[r]) + sum(g for _, g in held[r]) for r in range(self.num_regions)]
+            last_start = [0.0] * self.num_regions
+            line = []
+            for job in view.waiting:
+                options = self._single_region_options(job.job_id)
+                left = self._iterations_left(job.job_id)
+                if options:
+                    line.append((min(left * t for _, _, t in options), job.job_id, left, options))
+            line.sort()
+            finish: dict[int, float] = {}
+            for _, job_id, left, options in line:
+                best, place = math.inf, None
+                for region, gpus, iter_time in options:
+                    if down[region] or gpus > usable[region]:
+                        continue
+                    start = _earliest_start(held[region], usable[region], gpus, last_start[region])
+                    if start + left * iter_time < best:
+                        best, place = start + left * iter_time, (region, gpus, start)
+                finish[job_id] = best
+                if place is not None:
+                    region, gpus, start = place
+                    held[region].append((best, gpus))
+                    last_start[region] = start
+            self._queue_finish = finish
+        return self._queue_finish
 
     def _perf(self, i: int) -> PlanPerf:
         perf = self._cand_perf[i]
@@ -789,3 +845,20 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             "forced_wait": self._forced_wait,
             "action_mask": self._mask.copy(),
         }
+
+
+def _earliest_start(held: list[tuple[float, int]], usable: int, gpus: int, not_before: float) -> float:
+    """The earliest time from ``not_before`` at which ``gpus`` of a region's ``usable`` GPUs are free.
+
+    ``held`` lists (until, GPUs) of the jobs on the region, all started by ``not_before``, so its free
+    GPUs only grow from then on.
+    """
+    busy = sum(g for until, g in held if until > not_before)
+    if usable - busy >= gpus:
+        return not_before
+    for until, g in sorted(held):
+        if until > not_before:
+            busy -= g
+            if usable - busy >= gpus:
+                return until
+    return math.inf
