@@ -366,7 +366,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._single_options: dict[int, list[tuple[int, int, float]]] = {}
         #: job id -> its earliest predicted finish on one region, from now (``min_spread_speedup``), this step
         self._single_finish: dict[int, float] = {}
-        self._releases: list[list[tuple[float, int]]] | None = None  # per region: (seconds from now, GPUs freed)
+        #: per region, the running jobs' (seconds to end, GPUs) and usable GPUs (``min_spread_speedup``), this step
+        self._holds: tuple[list[list[tuple[float, int]]], list[int]] | None = None
         self._queue_finish: dict[int, float] | None = None  # spread_wait "queue": job id -> finish, this step
         self._mask = np.zeros(self.max_candidates + 1, dtype=bool)
         #: the mask with the first n candidate slots and wait valid, per n (copied into ``_mask`` each step)
@@ -633,7 +634,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         if not sim.done and sim.waiting:
             seen: set[Plan] = set()
             self._single_finish.clear()
-            self._releases = None
+            self._holds = None
             self._queue_finish = None
             efficient = (self._efficient if self.min_relative_mfu is not None or self.min_spread_speedup is not None
                          else None)
@@ -724,47 +725,39 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             self._single_options[job_id] = options
         return options
 
-    def _region_releases(self) -> list[list[tuple[float, int]]]:
-        """Per region, when running jobs free their GPUs: (predicted seconds from now, GPUs), in time order.
+    def _region_holds(self) -> tuple[list[list[tuple[float, int]]], list[int]]:
+        """Per region, the running jobs' holds and the region's usable GPUs.
 
-        Computed once a step; a region in an outage frees none.
+        A hold is (predicted seconds from now to the job's end, GPUs); usable is free now plus held, none
+        in an outage.  Computed once a step.
         """
-        if self._releases is None:
+        if self._holds is None:
             view = self.view
-            releases: list[list[tuple[float, int]]] = [[] for _ in range(self.num_regions)]
+            held: list[list[tuple[float, int]]] = [[] for _ in range(self.num_regions)]
             for info in view.running:
                 for region, gpus in info.plan.gpus_by_region().items():
-                    releases[region].append((info.remaining_s, gpus))
+                    held[region].append((info.remaining_s, gpus))
             down = view.down
-            self._releases = [[] if down[r] else sorted(rel) for r, rel in enumerate(releases)]
-        return self._releases
+            usable = [0 if down[r] else int(view.free_gpus[r]) + sum(g for _, g in held[r])
+                      for r in range(self.num_regions)]
+            self._holds = (held, usable)
+        return self._holds
 
     def _single_region_finish(self, job_id: int) -> float:
-        """The job's earliest predicted finish on one region, in seconds from now.
+        """The job's earliest predicted finish on one region, in seconds from now (``inf``: none can start).
 
-        Each single-region option waits until running jobs, at their predicted ends, free its GPUs (other
-        waiting jobs and future arrivals are not counted: an optimistic wait).  ``inf`` when no option can
-        ever start.
+        ``spread_wait="running"``: each single-region option waits until running jobs, at their predicted
+        ends, free its GPUs (other waiting jobs and future arrivals are not counted: an optimistic wait);
+        ``"queue"``: :meth:`_queue_schedule`.
         """
         if self.spread_wait == "queue":
             return self._queue_schedule().get(job_id, math.inf)
         finish = self._single_finish.get(job_id)
         if finish is None:
-            free = self.view.free_gpus
-            down = self.view.down
-            releases = self._region_releases()
+            held, usable = self._region_holds()
             left = self._iterations_left(job_id)
-            finish = math.inf
-            for region, gpus, iter_time in self._single_region_options(job_id):
-                if down[region]:
-                    continue
-                have, wait = int(free[region]), 0.0
-                for at, freed in releases[region]:
-                    if have >= gpus:
-                        break
-                    have, wait = have + freed, at
-                if have >= gpus:
-                    finish = min(finish, wait + left * iter_time)
+            finish = min((_earliest_start(held[region], usable[region], gpus, 0.0) + left * iter_time
+                          for region, gpus, iter_time in self._single_region_options(job_id)), default=math.inf)
             self._single_finish[job_id] = finish
         return finish
 
@@ -777,16 +770,11 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         backfilling), and holds them to its finish.  Arrivals are not counted.  Computed once a step.
         """
         if self._queue_finish is None:
-            view = self.view
-            down = view.down
-            held: list[list[tuple[float, int]]] = [[] for _ in range(self.num_regions)]  # (until, GPUs)
-            for info in view.running:
-                for region, gpus in info.plan.gpus_by_region().items():
-                    held[region].append((info.remaining_s, gpus))
-            usable = [int(view.free_gpus[r]) + sum(g for _, g in held[r]) for r in range(self.num_regions)]
+            running, usable = self._region_holds()
+            held = [list(h) for h in running]
             last_start = [0.0] * self.num_regions
             line = []
-            for job in view.waiting:
+            for job in self.view.waiting:
                 options = self._single_region_options(job.job_id)
                 left = self._iterations_left(job.job_id)
                 if options:
@@ -796,8 +784,6 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             for _, job_id, left, options in line:
                 best, place = math.inf, None
                 for region, gpus, iter_time in options:
-                    if down[region] or gpus > usable[region]:
-                        continue
                     start = _earliest_start(held[region], usable[region], gpus, last_start[region])
                     if start + left * iter_time < best:
                         best, place = start + left * iter_time, (region, gpus, start)
@@ -853,6 +839,8 @@ def _earliest_start(held: list[tuple[float, int]], usable: int, gpus: int, not_b
     ``held`` lists (until, GPUs) of the jobs on the region, all started by ``not_before``, so its free
     GPUs only grow from then on.
     """
+    if gpus > usable:
+        return math.inf
     busy = sum(g for until, g in held if until > not_before)
     if usable - busy >= gpus:
         return not_before
