@@ -173,3 +173,60 @@ def test_queued_waits_are_no_shorter_and_the_first_in_line_waits_only_for_runnin
     assert checked, "the check needs states where the queue lengthens some job's wait"
     with pytest.raises(InvalidInput, match="spread_wait"):
         GeoSchedEnv("spider-8", num_jobs=4, spread_wait="fifo")
+
+
+def _work(env: GeoSchedEnv, job_id: int) -> float:
+    """GPU-seconds of the job on its cheapest single-region option (capacity up to max_gpus, halves, quarters)."""
+    view, job = env.view, env.view.job(job_id)
+    best = math.inf
+    for region, capacity in enumerate(env.scenario.topology.gpu_counts.tolist()):
+        cap = min(capacity, job.max_gpus)
+        for budget in {round_budget(cap), round_budget(cap // 2), round_budget(cap // 4)}:
+            if budget >= max(1, job.min_gpus):
+                res = env.cache.fit(view, job, (region,), (budget,))
+                if res is not None and res[1].feasible:
+                    best = min(best, res[0].gpus * res[1].iter_time * job.iterations)
+    return best
+
+
+def test_arrival_stretch_is_the_busy_period_of_the_shorter_jobs_arrived_so_far() -> None:
+    """spread_wait 'arrivals': 1 / (1 - rho), rho recomputed here from the arrived jobs; never a shorter wait."""
+    if not GEO6.exists():
+        pytest.skip("the validation scenario is not in this checkout")
+    kw = {"proposers": "best", "num_jobs": 40, "min_spread_speedup": 1.0}
+    running, stretched = GeoSchedEnv(GEO6, **kw), GeoSchedEnv(GEO6, spread_wait="arrivals", **kw)
+    gpus = sum(stretched.scenario.topology.gpu_counts.tolist())
+    for env in (running, stretched):
+        env.reset(seed=5)
+    above_one = 0
+    for _ in range(30):
+        view = stretched.view
+        arrived = [j for j in range(view.num_jobs) if view.job(j).arrival <= view.time]
+        works = {j: _work(stretched, j) for j in arrived}
+        for job in view.waiting:
+            ahead = sum(w for j, w in works.items() if j != job.job_id and w < works[job.job_id])
+            rho = ahead / ((view.time - view.job(0).arrival) * gpus) if view.time > view.job(0).arrival else 0.0
+            expected = 1.0 / (1.0 - rho) if rho < 1 else math.inf
+            assert stretched._arrival_stretch(job.job_id) == pytest.approx(expected, rel=1e-9)
+            above_one += expected > 1.05
+            if stretched._single_region_options(job.job_id):
+                alone, longer = running._single_region_finish(job.job_id), stretched._single_region_finish(job.job_id)
+                assert longer >= alone * (1 - 1e-12)
+        actions = []
+        for env in (running, stretched):
+            singles = [i for i, p in enumerate(env.candidates) if len(p.regions) == 1]
+            actions.append(singles[0] if singles else env.wait_action)
+        chosen = [env.candidates[a] if a < env.wait_action else None for env, a in zip((running, stretched), actions)]
+        assert chosen[0] == chosen[1]  # the same state in both: the menus differ only in spread plans
+        for env, a in zip((running, stretched), actions):
+            env.step(a)
+    assert above_one, "the check needs states where earlier, shorter arrivals stretch a wait"
+
+
+def test_stretched_waits_keep_no_wait_at_zero() -> None:
+    """A job that can start now waits 0 s however much the arrivals stretch waits (0 * inf is not nan)."""
+    from sfenv.env.geosched import _stretched
+
+    assert _stretched(0.0, math.inf) == 0.0
+    assert _stretched(10.0, 2.5) == 25.0
+    assert _stretched(10.0, math.inf) == math.inf

@@ -31,7 +31,7 @@ __all__ = ["SPREAD_WAITS", "GeoSchedEnv"]
 
 #: how ``min_spread_speedup`` estimates a job's wait for one region: only for the running jobs, or also
 #: behind the waiting jobs with less work (see :class:`GeoSchedEnv`'s parameter table)
-SPREAD_WAITS = ("running", "queue")
+SPREAD_WAITS = ("running", "queue", "arrivals")
 
 
 def _with_arguments(sc: Scenario, **sections: dict[str, Any]) -> Scenario:
@@ -220,7 +220,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``work_conserving`` | bool | False | wait is masked while a candidate can start (a work-conserving scheduler: it never waits while it could start a job); waiting then is an invalid action |
     | ``min_relative_mfu`` | float in (0, 1] or None | None | a candidate across regions is left out of the menu when its predicted MFU (tokens/s per peak FLOP/s of its GPUs) is below this share of the best single-region plan's of the same job (each region's whole capacity, up to the job's ``max_gpus``): WAN-bound plans leave the menu, and with ``work_conserving`` they no longer force a start.  None: every proposed plan is a candidate |
     | ``min_spread_speedup`` | float in (0, 10] or None | None | a candidate across regions is left out of the menu unless the job would finish this many times sooner on it, from now, than on its best single-region plan (each region's capacity up to ``max_gpus`` and its halves), waiting until running jobs free that region's GPUs at their predicted ends (an optimistic wait: other waiting jobs and arrivals are not counted).  1: a spread plan must not finish later than waiting for one region.  Combines with ``min_relative_mfu`` (both must pass).  None: no such test |
-    | ``spread_wait`` | str | ``"running"`` | the wait ``min_spread_speedup`` counts: ``"running"``, until running jobs free the region (optimistic); ``"queue"``, also behind the waiting jobs with less work, each placed in turn on its earliest-finishing single-region plan (shortest work first, no backfilling; arrivals still not counted) |
+    | ``spread_wait`` | str | ``"running"`` | the wait ``min_spread_speedup`` counts: ``"running"``, until running jobs free the region (optimistic); ``"queue"``, also behind the waiting jobs with less work, each placed in turn on its earliest-finishing single-region plan (shortest work first, no backfilling; arrivals still not counted); ``"arrivals"``, the running jobs' wait stretched by the jobs with less work that arrive meanwhile and go first: divided by ``1 - rho``, ``rho`` the GPU-seconds per platform GPU-second of the jobs with less work arrived so far (the mean M/G/1 busy period started by a wait ``W`` is ``W / (1 - rho)``); ``rho >= 1`` keeps every spread plan |
 
     >>> import gymnasium as gym, sfenv
     >>> env = gym.make("sfenv/GeoSched-v2", num_jobs=8, max_candidates=4)
@@ -304,7 +304,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         if spread_wait not in SPREAD_WAITS:
             raise InvalidInput(f"GeoSchedEnv: invalid argument spread_wait={spread_wait!r}: expected one of "
                                f"{list(SPREAD_WAITS)}")
-        #: the wait ``min_spread_speedup`` compares with: ``running`` or ``queue`` (see the parameter table)
+        #: the wait ``min_spread_speedup`` compares with: ``running``, ``queue`` or ``arrivals`` (see the parameter table)
         self.spread_wait = spread_wait
         if not isinstance(carbon_obs, (bool, np.bool_)):
             raise InvalidInput(f"GeoSchedEnv: invalid argument carbon_obs={carbon_obs!r}: expected True or False")
@@ -369,6 +369,9 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         #: per region, the running jobs' (seconds to end, GPUs) and usable GPUs (``min_spread_speedup``), this step
         self._holds: tuple[list[list[tuple[float, int]]], list[int]] | None = None
         self._queue_finish: dict[int, float] | None = None  # spread_wait "queue": job id -> finish, this step
+        #: spread_wait "arrivals": the arrived jobs' work (GPU-seconds on their cheapest single-region option),
+        #: by job id (ids are in arrival order), this episode
+        self._arrived_work: list[float] = []
         self._mask = np.zeros(self.max_candidates + 1, dtype=bool)
         #: the mask with the first n candidate slots and wait valid, per n (copied into ``_mask`` each step)
         #: (work_conserving: wait valid only when no candidate is)
@@ -423,6 +426,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self.cache.new_episode()
         self._best_single_mfu.clear()
         self._single_options.clear()
+        self._arrived_work.clear()
         self.observation_encoder.new_episode(self.sim)
         for p in self.proposers:
             if isinstance(p, Proposer):
@@ -748,7 +752,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
 
         ``spread_wait="running"``: each single-region option waits until running jobs, at their predicted
         ends, free its GPUs (other waiting jobs and future arrivals are not counted: an optimistic wait);
-        ``"queue"``: :meth:`_queue_schedule`.
+        ``"queue"``: :meth:`_queue_schedule`; ``"arrivals"``: the optimistic wait stretched by
+        :meth:`_arrival_stretch`.
         """
         if self.spread_wait == "queue":
             return self._queue_schedule().get(job_id, math.inf)
@@ -756,10 +761,39 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         if finish is None:
             held, usable = self._region_holds()
             left = self._iterations_left(job_id)
-            finish = min((_earliest_start(held[region], usable[region], gpus, 0.0) + left * iter_time
+            stretch = self._arrival_stretch(job_id) if self.spread_wait == "arrivals" else 1.0
+            finish = min((_stretched(_earliest_start(held[region], usable[region], gpus, 0.0), stretch)
+                          + left * iter_time
                           for region, gpus, iter_time in self._single_region_options(job_id)), default=math.inf)
             self._single_finish[job_id] = finish
         return finish
+
+    def _arrival_stretch(self, job_id: int) -> float:
+        """``1 / (1 - rho)``: how much the jobs with less work that arrive meanwhile stretch ``job_id``'s wait.
+
+        ``rho`` is the work (GPU-seconds on each job's cheapest single-region option) of the jobs that have
+        arrived so far with less work than this one, per GPU-second of the platform since the first arrival:
+        the load that goes ahead of it under shortest work first.  A wait ``W`` ahead of a job then lasts
+        ``W / (1 - rho)`` on average (the busy period of an M/G/1 queue started by work ``W``; Kleinrock,
+        *Queueing Systems* Vol. 1, 1975, section 5.8).  Only arrivals up to now are read; ``inf`` when
+        ``rho >= 1``.
+        """
+        view = self.view
+        arrived = view.num_jobs - view.pending_arrivals
+        works = self._arrived_work
+        while len(works) < arrived:
+            jid = len(works)
+            iterations = view.job(jid).iterations
+            works.append(min((gpus * iter_time * iterations for _, gpus, iter_time in self._single_region_options(jid)),
+                             default=math.inf))
+        elapsed = view.time - view.job(0).arrival if arrived else 0.0
+        gpus = float(sum(int(g) for g in self.scenario.topology.gpu_counts.tolist()))
+        if elapsed <= 0.0 or gpus <= 0.0:
+            return 1.0
+        own = works[job_id]
+        ahead = sum(w for jid, w in enumerate(works[:arrived]) if jid != job_id and w < own)
+        rho = ahead / (elapsed * gpus)
+        return math.inf if rho >= 1.0 else 1.0 / (1.0 - rho)
 
     def _queue_schedule(self) -> dict[int, float]:
         """Each waiting job's predicted finish on one region, from now, in line behind the jobs with less work.
@@ -831,6 +865,11 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             "forced_wait": self._forced_wait,
             "action_mask": self._mask.copy(),
         }
+
+
+def _stretched(wait: float, stretch: float) -> float:
+    """``wait * stretch``, with no wait staying none (``0 * inf`` is 0 here)."""
+    return 0.0 if wait <= 0.0 else wait * stretch
 
 
 def _earliest_start(held: list[tuple[float, int]], usable: int, gpus: int, not_before: float) -> float:
