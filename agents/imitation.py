@@ -59,26 +59,29 @@ __all__ = [
     "lookahead_action",
     "parse_lookahead",
     "pretrain",
+    "soft_targets",
 ]
 
 #: keys of the ``pretrain`` recipe setting and their defaults
 PRETRAIN_DEFAULTS: dict[str, Any] = {"expert": "fastest+swf", "steps": 20_000, "rounds": 2, "epochs": 8,
                                      "batch_size": 256, "learning_rate": 1e-3, "vf_coef": 0.5,
-                                     "label_smoothing": 0.1}
+                                     "label_smoothing": 0.1, "score_temperature": None}
 
 
-def expert_action(env: Any, expert: str | None = None) -> int:
+def expert_action(env: Any, expert: str | None = None, scores: dict[int, float] | None = None) -> int:
     """The action of the recorded decision of ``expert`` in ``env`` (a GeoSchedEnv, possibly wrapped).
 
     :param expert: the agent whose decision to take (``"fastest+swf"``, ``"fifo+swf"``, ``"spinsearch+swf"``): the
         proposer of that name; None: the first proposer that records a decision;
         ``"lookahead:AGENT[:FUTURE][:proposed]"``: :func:`lookahead_action` with ``AGENT`` as the
         rollout policy (see :func:`parse_lookahead`).
+    :param scores: if given, a look-ahead expert fills it with each action it scored by rollouts and
+        that action's objective (lower is better; see :func:`lookahead_action`); other experts leave it empty.
     :raises ValueError: when no proposer of the env records that decision (use ``proposers="best"``).
     """
     base = _scenario_env(env)
     if expert is not None and expert.startswith("lookahead:"):
-        return lookahead_action(env, **parse_lookahead(expert))
+        return lookahead_action(env, **parse_lookahead(expert), scores=scores)
     proposer = next((p for p in base.proposers if isinstance(p, DecisionRecorder)
                      and (expert is None or p.name == expert)), None)
     if proposer is None:
@@ -158,7 +161,8 @@ def sample_future(scenario: Any, sim: Any, rng: np.random.Generator) -> list[Any
 
 
 def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | Literal["present"] = 0, seed: int = 0,
-                     among: str = "valid", max_waiting: int | None = None) -> int:
+                     among: str = "valid", max_waiting: int | None = None,
+                     scores: dict[int, float] | None = None) -> int:
     """The valid action whose what-if rollouts score best: an expert for distillation.
 
     For each valid action, a fork of the simulator (:meth:`sfenv.sim.Simulator.fork`) takes it and
@@ -194,6 +198,9 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | Literal
     at every step, 0.938x with ``N=2`` and 0.949x with ``N=1`` (docs/training.md, "Choosing the
     teacher").
 
+    ``scores``: if given, filled with each scored action's objective (lower is better), for a student that
+    learns how much worse each action is (:func:`soft_targets`); left empty when no rollout is played.
+
     Costs ``max(K, 1)`` rollouts per scored action (about 40 ms each on a 40-job spider-8 episode).
     """
     from sfenv.agents.registry import make_agent
@@ -215,6 +222,8 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | Literal
     best, best_v = e.wait_action, None
     for a in valid:
         v = _rollout_objective(e, agent, a, draws, resample)
+        if scores is not None:
+            scores[a] = v
         if best_v is None or v < best_v - 1e-9 or (a == own and v <= best_v + 1e-9):
             best, best_v = a, v
     return int(best)
@@ -291,12 +300,37 @@ def _rollout_objective(e: Any, agent: Any, action: int, draws: list[_RolloutDraw
     return total / len(draws)
 
 
+def soft_targets(scores: dict[int, float], label: int, num_actions: int, temperature: float | None) -> np.ndarray:
+    """The imitation target over ``num_actions`` actions: the expert's ``label``, or its scores made soft.
+
+    With a ``temperature`` and at least two scored actions, each scored action ``a`` gets weight
+    ``exp(-(v_a - v_best) / (temperature * |v_best|))``, normalised: its rollout objective's relative
+    regret against the best, in units of ``temperature`` (0.01: an action whose rollout is 1 % worse
+    weighs ``1/e`` of the best).  Near-ties then share the target and a clearly worse action gets
+    almost none: a cost-sensitive imitation loss (our choice, after the softmax over action values
+    of soft Q-imitation; the teacher's argmax is the limit ``temperature -> 0``).  Otherwise a one-hot
+    of ``label``.
+    """
+    target = np.zeros(num_actions, dtype=np.float32)
+    if temperature is None or len(scores) < 2:
+        target[label] = 1.0
+        return target
+    actions = np.fromiter(scores, dtype=np.int64)
+    values = np.fromiter(scores.values(), dtype=np.float64)
+    best = float(values.min())
+    scale = max(abs(best), 1e-12) * float(temperature)
+    weights = np.exp(-(values - best) / scale)
+    target[actions] = weights / weights.sum()
+    return target
+
+
 @dataclass
 class Demonstrations:
     """Collected steps: raw observations (dict of arrays), masks, expert actions, value targets.
 
     ``returns`` holds the discounted sum of normalised rewards to the end of the episode, NaN for
-    steps whose episode did not end within the collection (they get no value target).
+    steps whose episode did not end within the collection (they get no value target).  ``targets``:
+    the soft imitation targets per step (:func:`soft_targets`), None for hard labels.
     """
 
     obs: dict[str, np.ndarray]
@@ -306,6 +340,7 @@ class Demonstrations:
     rewards: np.ndarray  # normalised rewards (what PPO sees)
     dones: np.ndarray
     agreement: float  # share of steps on which the acting policy took the expert's action
+    targets: np.ndarray | None = None  # (steps, actions) soft targets, None: the expert's actions
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -318,7 +353,9 @@ class Demonstrations:
                               returns=np.concatenate([self.returns, new.returns]),
                               rewards=np.concatenate([self.rewards, new.rewards]),
                               dones=np.concatenate([self.dones, new.dones]),
-                              agreement=new.agreement)
+                              agreement=new.agreement,
+                              targets=None if self.targets is None or new.targets is None
+                              else np.concatenate([self.targets, new.targets]))
 
 
 def _base_envs(vec: Any) -> list[Any]:
@@ -329,7 +366,8 @@ def _base_envs(vec: Any) -> list[Any]:
 
 
 def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str | None = None,
-            log: Callable[[str], None] | None = None, progress: bool = False) -> Demonstrations:
+            log: Callable[[str], None] | None = None, progress: bool = False,
+            score_temperature: float | None = None) -> Demonstrations:
     """Step ``vec`` (a DummyVecEnv, possibly in VecNormalize) ``steps`` times in all, labelling with the expert.
 
     :param policy: if given, the acting policy (an SB3 policy with ``predict(obs, action_masks=...)``,
@@ -340,6 +378,8 @@ def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str 
         the rate so far (None: silent); not while a progress bar is drawn.
     :param progress: a progress bar of the steps on stderr (rate, ETA), drawn only on a terminal
         (:mod:`sfenv.runs.progress`).
+    :param score_temperature: also keep soft targets from a look-ahead expert's scores (:func:`soft_targets`);
+        None: the expert's actions only.
     """
     started = time.perf_counter()
     bases = _base_envs(vec)
@@ -349,7 +389,7 @@ def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str 
     raw = vn.get_original_obs() if vn is not None else obs
     keys = list(raw)
     store_obs: dict[str, list[np.ndarray]] = {k: [] for k in keys}
-    masks, actions, rewards, dones, agree = [], [], [], [], 0
+    masks, actions, rewards, dones, targets, agree = [], [], [], [], [], 0
     total = max(1, steps // n)
     report_every = max(1, total // 4)
     bar = progress_bar(total * n, "pretrain: collecting", "step", enabled=progress)
@@ -360,7 +400,11 @@ def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str 
                 "left for this collection)")
         bar.update(n)
         m = np.stack([b.action_masks() for b in bases])
-        labels = np.array([expert_action(b, expert) for b in bases])
+        scored: list[dict[int, float]] = [{} for _ in bases]
+        labels = np.array([expert_action(b, expert, scores=sc) for b, sc in zip(bases, scored)])
+        if score_temperature is not None:
+            targets.append(np.stack([soft_targets(sc, int(lab), m.shape[1], score_temperature)
+                                     for sc, lab in zip(scored, labels)]))
         if policy is None:
             act = labels
         else:
@@ -391,7 +435,8 @@ def collect(vec: Any, steps: int, gamma: float, policy: Any = None, expert: str 
                 ret[t, j] = acc
     flat = {k: np.concatenate(v) for k, v in ((k, store_obs[k]) for k in keys)}
     return Demonstrations(flat, np.concatenate(masks), np.concatenate(actions), ret.reshape(-1),
-                          rew.reshape(-1), dn.reshape(-1), agree / (T * n))
+                          rew.reshape(-1), dn.reshape(-1), agree / (T * n),
+                          np.concatenate(targets) if score_temperature is not None else None)
 
 
 def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs: int = 8, batch_size: int = 256,
@@ -404,6 +449,8 @@ def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs:
     :param normalize: applied to the raw observations first (VecNormalize's ``normalize_obs``).
     :param label_smoothing: share of the target spread evenly over the valid actions (0: plain
         cross-entropy, which drives the expert's probability to 1 and leaves PPO nothing to sample).
+
+    With ``demos.targets`` the cross-entropy is on those soft targets instead of the expert's actions.
     """
     import torch
 
@@ -412,6 +459,8 @@ def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs:
     obs = normalize(demos.obs) if normalize is not None else demos.obs
     obs_t = {k: torch.as_tensor(np.asarray(v, dtype=np.float32), device=device) for k, v in obs.items()}
     act_t = torch.as_tensor(demos.actions, device=device)
+    target_t = (None if demos.targets is None
+                else torch.as_tensor(np.asarray(demos.targets, dtype=np.float32), device=device))
     mask_np = demos.masks
     ret_t = torch.as_tensor(np.nan_to_num(demos.returns), dtype=torch.float32, device=device)
     has_ret = torch.as_tensor(~np.isnan(demos.returns), device=device)
@@ -425,10 +474,17 @@ def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs:
             ix = torch.as_tensor(idx, device=device)
             batch = {k: v[ix] for k, v in obs_t.items()}
             values, log_prob, _ = policy.evaluate_actions(batch, act_t[ix], action_masks=mask_np[idx])
-            loss = -log_prob.mean()
-            if label_smoothing > 0:  # keep some mass on the other valid actions, so PPO still explores
+            logp = None
+            if target_t is not None:  # cross-entropy on the soft targets (masked actions have none)
                 logp = torch.log_softmax(policy.get_distribution(batch, action_masks=mask_np[idx]).distribution.logits,
                                          dim=1)
+                loss = -(target_t[ix] * logp).sum(dim=1).mean()
+            else:
+                loss = -log_prob.mean()
+            if label_smoothing > 0:  # keep some mass on the other valid actions, so PPO still explores
+                if logp is None:
+                    logp = torch.log_softmax(
+                        policy.get_distribution(batch, action_masks=mask_np[idx]).distribution.logits, dim=1)
                 valid = torch.as_tensor(mask_np[idx], device=device)
                 spread = (logp * valid).sum(dim=1) / valid.sum(dim=1)
                 loss = (1.0 - label_smoothing) * loss - label_smoothing * spread.mean()
@@ -455,7 +511,7 @@ def fit_policy(model: Any, demos: Demonstrations, normalize: Any = None, epochs:
 def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs: int = 8, batch_size: int = 256,
              learning_rate: float = 1e-3, vf_coef: float = 0.5, seed: int = 0, expert: str | None = "fastest+swf",
              label_smoothing: float = 0.1, log: Callable[[str], None] | None = None,
-             progress: bool = False) -> list[dict[str, float]]:
+             progress: bool = False, score_temperature: float | None = None) -> list[dict[str, float]]:
     """Behaviour cloning with DAgger rounds (see the module docstring); returns one record per round.
 
     Round 1 collects ``steps`` steps with the expert acting; every later round collects ``steps``
@@ -465,6 +521,8 @@ def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs:
     :param log: called with progress lines (collection, and each round's agreement, loss and
         accuracy); None: silent.
     :param progress: a progress bar of each collection on stderr, drawn only on a terminal (:func:`collect`).
+    :param score_temperature: fit soft targets made from a look-ahead expert's rollout scores
+        (:func:`soft_targets`: cost-sensitive imitation); None: the expert's actions.
     """
     gamma = float(getattr(model, "gamma", 0.99))
     vn = vec if hasattr(vec, "normalize_obs") else None
@@ -477,7 +535,7 @@ def pretrain(model: Any, vec: Any, steps: int = 20_000, rounds: int = 2, epochs:
             acting = "the expert acting" if r == 0 else "the policy acting (DAgger)"
             log(f"pretrain round {r + 1}/{rounds}: collecting {steps:,} steps labelled by {expert}, {acting}")
         new = collect(vec, steps, gamma, policy=None if r == 0 else model.policy, expert=expert, log=log,
-                      progress=progress)
+                      progress=progress, score_temperature=score_temperature)
         data = new if data is None else data.extended(new)
         norm = None
         if vn is not None and vn.norm_obs:

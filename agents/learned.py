@@ -609,11 +609,24 @@ def _latest(run: Path) -> tuple[Path, Path | None, int]:
     return path, stats, steps
 
 
+def _check_score_temperature(pre_cfg: dict[str, Any]) -> None:
+    """``pretrain.score_temperature``: None, or a number in (0, 1] with a look-ahead expert (whose rollouts score)."""
+    temperature = pre_cfg["score_temperature"]
+    if temperature is None:
+        return
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0.0 < temperature <= 1.0:
+        raise InvalidInput(f"train: pretrain.score_temperature = {temperature!r}; expected a number in (0, 1] or null")
+    if not str(pre_cfg["expert"]).startswith("lookahead:"):
+        raise InvalidInput("train: pretrain.score_temperature needs a look-ahead expert (lookahead:...), whose "
+                           f"rollouts score the actions; expert is {pre_cfg['expert']!r}")
+
+
 def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None) -> dict[str, Any] | None:
     """The behaviour-cloning settings of :func:`train`, checked (None: no cloning).
 
     :raises InvalidInput: unknown keys, another algorithm than maskable-ppo, candidates that do not
-        record the expert's decision, a bad look-ahead expert or a count below 1.
+        record the expert's decision, a bad look-ahead expert, a count below 1 or a bad
+        ``score_temperature``.
     """
     if pretrain is None:
         return None
@@ -634,6 +647,7 @@ def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None
     pre_cfg = {**PRETRAIN_DEFAULTS, **pretrain}
     for name in ("steps", "rounds", "epochs", "batch_size"):
         _check_int(f"pretrain.{name}", pre_cfg[name], 1)
+    _check_score_temperature(pre_cfg)
     if str(pre_cfg["expert"]).startswith("lookahead:"):
         from sfenv.agents.imitation import parse_lookahead
 

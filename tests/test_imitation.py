@@ -412,3 +412,74 @@ def test_contended_rollout_beats_the_best_heuristic_on_unseen_seeds(scenario, tm
     assert res["ratio_to_best"][2] < 1.0, res["ratio_to_best"]
     assert res["objective_ratio_to_best"][2] < 1.0, res["objective_ratio_to_best"]
     assert res["train_wall_s"] < 30 * 60
+
+
+def test_soft_targets_weigh_actions_by_their_rollouts_relative_regret():
+    """exp(-(v - best) / (T |best|)), normalised over the scored actions; a one-hot without scores or temperature."""
+    from sfenv.agents.imitation import soft_targets
+
+    t = soft_targets({0: 100.0, 2: 101.0, 5: 110.0}, 0, 6, 0.01)
+    assert t.shape == (6,) and t.sum() == pytest.approx(1.0) and t[[1, 3, 4]].sum() == 0.0
+    assert t[2] / t[0] == pytest.approx(np.exp(-1.0), rel=1e-5)  # 1 % worse at T = 0.01 weighs 1/e
+    assert t[5] / t[0] == pytest.approx(np.exp(-10.0), rel=1e-4)
+    assert soft_targets({0: 100.0, 2: 100.0}, 2, 4, 0.01).tolist() == [0.5, 0.0, 0.5, 0.0]  # a tie splits evenly
+    assert soft_targets({0: 100.0, 2: 101.0}, 0, 4, 1e-6).tolist() == [1.0, 0.0, 0.0, 0.0]  # T -> 0: the argmax
+    assert soft_targets({3: 5.0}, 3, 4, 0.01).tolist() == [0.0, 0.0, 0.0, 1.0]  # one scored action: its label
+    assert soft_targets({0: 1.0, 1: 2.0}, 1, 4, None).tolist() == [0.0, 1.0, 0.0, 0.0]  # hard labels
+
+
+def test_lookahead_scores_are_the_objectives_it_chose_by():
+    """The expert's scores cover the actions it rolled out, and its action is the best scored (or a tie)."""
+    from sfenv.env import GeoSchedEnv
+
+    env = GeoSchedEnv("spider-8-contended", **ENV_KW)
+    env.reset(seed=3)
+    seen = 0
+    for _ in range(12):
+        scores: dict[int, float] = {}
+        action = expert_action(env, "lookahead:fastest+swf:present:proposed", scores=scores)
+        if scores:
+            assert action in scores and scores[action] <= min(scores.values()) + 1e-9
+            assert all(env.action_masks()[a] for a in scores)
+            seen += len(scores) > 1
+        env.step(action)
+    assert seen, "the check needs states with more than one scored action"
+
+
+def test_cost_sensitive_cloning_fits_the_soft_targets():
+    """pretrain with score_temperature keeps soft targets per step and fits them: the policy's probabilities
+    follow the targets better than a clone of the argmax labels does."""
+    from sb3_contrib import MaskablePPO
+    from sfenv.agents.imitation import fit_policy
+
+    vec = _vec()
+    demos = collect(vec, 160, 0.999, expert="lookahead:fastest+swf:present:proposed", score_temperature=0.02)
+    assert demos.targets is not None and demos.targets.shape == (len(demos), demos.masks.shape[1])
+    assert np.allclose(demos.targets.sum(axis=1), 1.0) and not (demos.targets * ~demos.masks).any()
+    assert (demos.targets.max(axis=1) < 0.99).any()  # some states have near-ties to share
+    assert (demos.targets.argmax(axis=1) == demos.actions).mean() > 0.8  # the label is (nearly always) the best
+    obs = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in vec.normalize_obs(demos.obs).items()}
+    gaps = []
+    for fit_on in (replace(demos, targets=None), demos):
+        model = MaskablePPO("MultiInputPolicy", vec, seed=0, n_steps=64, batch_size=64, device="cpu",
+                            policy_kwargs={"net_arch": [64, 64]})
+        fit_policy(model, fit_on, vec.normalize_obs, epochs=30, seed=0)
+        with torch.no_grad():
+            probs = model.policy.get_distribution(obs, action_masks=demos.masks).distribution.probs.numpy()
+        gaps.append(float(np.abs(probs - demos.targets).sum(axis=1).mean()))
+    vec.close()
+    assert gaps[1] < 0.8 * gaps[0], gaps
+
+
+def test_score_temperature_is_checked():
+    from sfenv.agents.learned import _pretrain_settings
+
+    kw = {"proposers": "best"}
+    for bad in (0, -0.1, 1.5, "0.1", True):
+        with pytest.raises(InvalidInput, match="score_temperature"):
+            _pretrain_settings({"expert": "lookahead:fastest+swf:present", "score_temperature": bad}, "maskable-ppo",
+                               kw)
+    with pytest.raises(InvalidInput, match="look-ahead expert"):
+        _pretrain_settings({"expert": "fastest+swf", "score_temperature": 0.01}, "maskable-ppo", kw)
+    assert _pretrain_settings({"expert": "lookahead:fastest+swf:present", "score_temperature": 0.01},
+                              "maskable-ppo", kw)["score_temperature"] == 0.01
