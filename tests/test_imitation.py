@@ -463,7 +463,7 @@ def test_cost_sensitive_cloning_fits_the_soft_targets():
     for fit_on in (replace(demos, targets=None), demos):
         model = MaskablePPO("MultiInputPolicy", vec, seed=0, n_steps=64, batch_size=64, device="cpu",
                             policy_kwargs={"net_arch": [64, 64]})
-        fit_policy(model, fit_on, vec.normalize_obs, epochs=30, seed=0)
+        fit_policy(model, fit_on, vec.normalize_obs, epochs=40, batch_size=32, seed=0)
         with torch.no_grad():
             probs = model.policy.get_distribution(obs, action_masks=demos.masks).distribution.probs.numpy()
         gaps.append(float(np.abs(probs - demos.targets).sum(axis=1).mean()))
