@@ -110,5 +110,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"{why[cross]['first_region_short']} of {why[cross]['proposals']} proposals", flush=True)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
+if __name__ == "__main__":
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

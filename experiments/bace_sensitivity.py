@@ -32,6 +32,7 @@ import numpy as np
 from sfenv.agents.registry import make_agent
 
 from sfenv.app.evaluate import run_episode
+from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import Scenario, load_scenario
@@ -105,7 +106,7 @@ def run_sensitivity(
     if resume and runs_path.exists():
         old = json.loads(cfg_path.read_text()) if cfg_path.exists() else None
         if old != config:
-            raise ValueError(f"{out} holds runs made with {old}; this run uses {config}: use another --out")
+            raise InvalidInput(f"{out} holds runs made with {old}; this run uses {config}: use another --out")
         rows = json.loads(runs_path.read_text())
     atomic_write_json(cfg_path, config)
     done = {(r["perm"], r["agent"], r["seed"]) for r in rows}
@@ -184,4 +185,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

@@ -134,4 +134,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

@@ -32,6 +32,7 @@ from typing import Any
 
 from sfenv.agents.registry import make_agent
 
+from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_json
 from sfenv.runs.stats import paired_ratio
@@ -55,10 +56,10 @@ def arms(slacks: Sequence[float], forecasts: Sequence[str]) -> list[dict[str, An
     """
     for fc in forecasts:
         if fc not in FORECASTS:
-            raise ValueError(f"forecasts: {fc!r} is not a forecast kind; expected one of {', '.join(FORECASTS)}")
+            raise InvalidInput(f"forecasts: {fc!r} is not a forecast kind; expected one of {', '.join(FORECASTS)}")
     for slack in slacks:
         if not slack >= 0:
-            raise ValueError(f"slacks: {slack!r}: expected hours >= 0")
+            raise InvalidInput(f"slacks: {slack!r}: expected hours >= 0")
     out: list[dict[str, Any]] = [
         {"label": BASELINE, "agent": BASELINE, "kwargs": {}, "forecast": "noisy", "kind": "baseline"},
         {"label": "lowest-carbon", "agent": "lowest-carbon", "kwargs": {}, "forecast": "noisy", "kind": "spatial"},
@@ -235,4 +236,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

@@ -73,6 +73,7 @@ import numpy as np
 from scipy import stats
 
 from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
+from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.runs.progress import EpisodesBar
 from sfenv.runs.results import atomic_write_json, read_results
@@ -190,7 +191,7 @@ def _select(only: Sequence[str] | None) -> list[Claim]:
     known = {c.group for c in CLAIMS} | {c.key for c in CLAIMS}
     bad = [o for o in only if o not in known]
     if bad:
-        raise ValueError(f"unknown claim or group {bad}; known: {sorted(known)}")
+        raise InvalidInput(f"unknown claim or group {bad}; known: {sorted(known)}")
     return [c for c in CLAIMS if c.group in only or c.key in only]
 
 
@@ -202,7 +203,7 @@ def restrict_scenarios(claims: Sequence[Claim], scenarios: Sequence[str]) -> lis
     used = {sc for c in claims for sc in c.scenarios}
     bad = [s for s in scenarios if s not in used]
     if bad:
-        raise ValueError(f"no selected claim runs on {bad}; they run on {sorted(used)}")
+        raise InvalidInput(f"no selected claim runs on {bad}; they run on {sorted(used)}")
     out = [replace(c, scenarios=tuple(s for s in c.scenarios if s in scenarios)) for c in claims]
     return [c for c in out if c.scenarios]
 
@@ -270,7 +271,7 @@ def run_claims(
     if cfg_path.exists():
         old = json.loads(cfg_path.read_text())
         if old != config:
-            raise ValueError(f"{out} holds runs made with other settings ({old}, now {config}); "
+            raise InvalidInput(f"{out} holds runs made with other settings ({old}, now {config}); "
                              "use another --out or delete that directory")
     else:
         atomic_write_json(cfg_path, config)
@@ -345,7 +346,7 @@ def interval(log_q: Sequence[float] | np.ndarray, method: str = "t", level: floa
     :raises ValueError: for an unknown method.
     """
     if method not in INTERVALS:
-        raise ValueError(f"interval method must be one of {sorted(INTERVALS)}, not {method!r}")
+        raise InvalidInput(f"interval method must be one of {sorted(INTERVALS)}, not {method!r}")
     x = np.asarray(log_q, dtype=float)
     if len(x) < 2:
         return math.nan, math.nan
@@ -605,4 +606,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

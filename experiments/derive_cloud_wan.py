@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sfenv.errors import InvalidInput
+
 #: the regions of sfenv's measured grid (shared data README; scenarios/geo-8.yaml)
 GEO8_REGIONS = frozenset({
     "aws:us-east-1", "aws:us-west-1", "azure:canadacentral", "aws:eu-central-1", "aws:ap-northeast-1",
@@ -37,7 +39,7 @@ def goodput_statistics(path: Path) -> dict[str, float]:
     with path.open(newline="") as f:
         rows = [r for r in csv.DictReader(f) if _kept(r) and r.get("success", "True") == "True"]
     if not rows:
-        raise ValueError(f"{path}: no premium-tier pair of two regions (expected Skyplane's throughput.csv)")
+        raise InvalidInput(f"{path}: no premium-tier pair of two regions (expected Skyplane's throughput.csv)")
     gbps = np.array([float(r["throughput_received"]) / 1e9 for r in rows])
     same = np.array([r["src_region"].split(":")[0] == r["dst_region"].split(":")[0] for r in rows])
     return {"pairs": float(len(rows)), "median_gbps_same_cloud": float(np.median(gbps[same])),
@@ -51,7 +53,7 @@ def rtt_statistics(path: Path) -> dict[str, float]:
     with path.open(newline="") as f:
         rtt = np.array([float(r["avg_rtt"]) for r in csv.DictReader(f) if _kept(r) and r["avg_rtt"]])
     if not len(rtt):
-        raise ValueError(f"{path}: no premium-tier pair of two regions (expected Skyplane's latency.csv)")
+        raise InvalidInput(f"{path}: no premium-tier pair of two regions (expected Skyplane's latency.csv)")
     return {"pairs": float(len(rtt)), "median_rtt_ms": float(np.median(rtt)),
             "p10_rtt_ms": float(np.percentile(rtt, 10)), "p90_rtt_ms": float(np.percentile(rtt, 90))}
 
@@ -69,4 +71,6 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
 
 
 if __name__ == "__main__":
-    main()
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

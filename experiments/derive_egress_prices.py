@@ -81,4 +81,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

@@ -123,4 +123,6 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

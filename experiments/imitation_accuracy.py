@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from sfenv.errors import InvalidInput
 from sfenv.runs.results import atomic_path
 from sfenv.scenario import Scenario, load_scenario
 
@@ -141,7 +141,7 @@ def fit(train_path: Path, validation_path: Path, policy: str = "default", epochs
 
         model = MaskablePPO(CandidateSetPolicy, env, device="cpu", seed=seed, policy_kwargs={"embed_dim": embed_dim})
     else:
-        raise ValueError(f"policy {policy!r}: expected 'default' or 'candidate-set'")
+        raise InvalidInput(f"policy {policy!r}: expected 'default' or 'candidate-set'")
     n = len(train_actions)
     demos = Demonstrations(train_obs, train_masks, train_actions, np.full(n, np.nan), np.zeros(n), np.zeros(n, bool),
                            1.0)
@@ -214,4 +214,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

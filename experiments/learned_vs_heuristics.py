@@ -368,4 +368,6 @@ def report(spec: str, res: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

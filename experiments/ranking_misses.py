@@ -247,4 +247,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

@@ -79,6 +79,7 @@ from typing import Any
 
 import numpy as np
 
+from sfenv.errors import InvalidInput
 from sfenv.model.perf import PerfParams, Plan, PlanPerf, Stage, evaluate_plan, stage_layer_split
 from sfenv.model.planning import fit_plan
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
@@ -300,7 +301,7 @@ def load_runs(path: Path, multi_node: bool) -> list[Run]:
                            num("data parallelism"), num("pipeline parallelism"),
                            float(row["iteration time (ms)"]) / 1e3, multi_node))
         except KeyError as e:
-            raise ValueError(f"{path}: missing column {e}") from None
+            raise InvalidInput(f"{path}: missing column {e}") from None
     return out
 
 
@@ -946,4 +947,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))

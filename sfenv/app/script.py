@@ -1,0 +1,32 @@
+"""The command-line exit of the ``python -m sfenv.experiments...`` scripts, as the ``sfenv`` command's.
+
+Bad input, i.e. any :class:`sfenv.errors.SfenvError` (a missing file, an output another process is
+writing, an unknown name, a value out of range), gives one ``sfenv: ...`` line on stderr and exit
+code 2; Ctrl-C gives one ``sfenv: interrupted`` line and exit code 130.  Any other exception is a
+bug and keeps its traceback.  Argparse's own errors already exit 2 with their usage line.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from sfenv.errors import Interrupted, SfenvError
+
+__all__ = ["run_script"]
+
+
+def run_script(main: Callable[[], object]) -> int:
+    """Run a script's ``main()`` and return its exit code: ``main``'s if it returns an int, else 0; 2 for bad input.
+
+    Use as ``raise SystemExit(run_script(main))`` under ``if __name__ == "__main__":``.
+    """
+    try:
+        code = main()
+    except SfenvError as e:
+        print(f"sfenv: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        print(f"sfenv: {e if isinstance(e, Interrupted) else 'interrupted'}", file=sys.stderr)
+        return 130
+    return code if isinstance(code, int) and not isinstance(code, bool) else 0

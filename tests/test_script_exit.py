@@ -1,0 +1,75 @@
+"""The experiment scripts exit as the ``sfenv`` command does: one ``sfenv: ...`` line and code 2 for bad input."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sfenv.app.script import run_script
+from sfenv.errors import Interrupted, InvalidInput, MissingFile
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bad_input_is_one_line_and_code_2(capsys):
+    def bad() -> None:
+        raise InvalidInput("claims: --scenarios: no selected claim runs on ['nope']")
+
+    assert run_script(bad) == 2
+    assert capsys.readouterr().err == "sfenv: claims: --scenarios: no selected claim runs on ['nope']\n"
+    assert run_script(lambda: (_ for _ in ()).throw(MissingFile("x.csv: no such file"))) == 2
+    assert capsys.readouterr().err.startswith("sfenv: x.csv")
+
+
+def test_ctrl_c_is_one_line_and_code_130(capsys):
+    def interrupted() -> None:
+        raise Interrupted("interrupted: 3 of 10 episodes saved in out.json; run again to continue")
+
+    assert run_script(interrupted) == 130
+    assert capsys.readouterr().err == "sfenv: interrupted: 3 of 10 episodes saved in out.json; run again to continue\n"
+
+    def ctrl_c() -> None:
+        raise KeyboardInterrupt
+
+    assert run_script(ctrl_c) == 130 and capsys.readouterr().err == "sfenv: interrupted\n"
+
+
+def test_other_errors_are_bugs_and_keep_their_traceback():
+    def bug() -> None:
+        raise ZeroDivisionError("a bug")
+
+    with pytest.raises(ZeroDivisionError):
+        run_script(bug)
+
+
+def test_the_scripts_exit_code_is_mains_int_else_0():
+    assert run_script(lambda: 3) == 3
+    assert run_script(lambda: None) == 0
+    assert run_script(lambda: {"a": 1}) == 0  # mains that return their results
+    assert run_script(lambda: True) == 0
+
+
+def test_every_experiment_script_exits_through_run_script():
+    """Each ``experiments/*.py`` with a ``__main__`` block calls ``run_script(main)`` there and nothing else."""
+    scripts = 0
+    for path in sorted((ROOT / "experiments").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        blocks = [node for node in tree.body if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)]
+        if not blocks:
+            continue
+        scripts += 1
+        body = ast.unparse(blocks[0])
+        assert "raise SystemExit(run_script(main))" in body, path.name
+    assert scripts >= 15
+
+
+def test_a_script_run_with_bad_input_prints_one_line_and_exits_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "sfenv.experiments.claims", "--scenarios", "nope", "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("sfenv: ") and proc.stderr.count("\n") == 1 and "nope" in proc.stderr
+    assert not (tmp_path / "out").exists()
