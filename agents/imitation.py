@@ -307,9 +307,10 @@ def soft_targets(scores: dict[int, float], label: int, num_actions: int, tempera
     ``exp(-(v_a - v_best) / (temperature * |v_best|))``, normalised: its rollout objective's relative
     regret against the best, in units of ``temperature`` (0.01: an action whose rollout is 1 % worse
     weighs ``1/e`` of the best).  Near-ties then share the target and a clearly worse action gets
-    almost none: a cost-sensitive imitation loss (our choice, after the softmax over action values
-    of soft Q-imitation; the teacher's argmax is the limit ``temperature -> 0``).  Otherwise a one-hot
-    of ``label``.
+    almost none: a cost-sensitive imitation loss.  Learning from the expert's cost-to-go of each action
+    rather than its argmax follows AggreVaTe (Ross and Bagnell, 2014); the softmax over relative
+    regrets and its temperature are our choice.  The teacher's argmax is the limit
+    ``temperature -> 0``.  Otherwise a one-hot of ``label``.
     """
     target = np.zeros(num_actions, dtype=np.float32)
     if temperature is None or len(scores) < 2:
