@@ -453,7 +453,7 @@ def test_cost_sensitive_cloning_fits_the_soft_targets():
     from sfenv.agents.imitation import fit_policy
 
     vec = _vec()
-    demos = collect(vec, 160, 0.999, expert="lookahead:fastest+swf:present:proposed", score_temperature=0.02)
+    demos = collect(vec, 100, 0.999, expert="lookahead:fastest+swf:present:proposed", score_temperature=0.02)
     assert demos.targets is not None and demos.targets.shape == (len(demos), demos.masks.shape[1])
     assert np.allclose(demos.targets.sum(axis=1), 1.0) and not (demos.targets * ~demos.masks).any()
     assert (demos.targets.max(axis=1) < 0.99).any()  # some states have near-ties to share
