@@ -67,9 +67,25 @@ def test_every_experiment_script_exits_through_run_script():
     assert scripts >= 15
 
 
+def test_a_file_that_cannot_be_opened_is_one_line_naming_it(tmp_path, capsys):
+    def opens() -> None:
+        (tmp_path / "nope.csv").open()
+
+    assert run_script(opens) == 2
+    assert capsys.readouterr().err == f"sfenv: {tmp_path / 'nope.csv'}: No such file or directory\n"
+
+    def unnamed() -> None:
+        raise FileNotFoundError("no file named")
+
+    with pytest.raises(FileNotFoundError):  # not about a named file: a bug
+        run_script(unnamed)
+
+
 def test_a_script_run_with_bad_input_prints_one_line_and_exits_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "sfenv.experiments.claims", "--scenarios", "nope", "--out",
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.startswith("sfenv: ") and proc.stderr.count("\n") == 1 and "nope" in proc.stderr
-    assert not (tmp_path / "out").exists()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("src_region,dst_region,src_tier,dst_tier,avg_rtt\n")
+    for files in ([tmp_path / "missing.csv", bad], [bad, bad]):
+        proc = subprocess.run([sys.executable, "-m", "sfenv.experiments.derive_cloud_wan", "--throughput",
+                               str(files[0]), "--latency", str(files[1])], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(f"sfenv: {files[0]}: ") and proc.stderr.count("\n") == 1, proc.stderr

@@ -1,9 +1,11 @@
 """The command-line exit of the ``python -m sfenv.experiments...`` scripts, as the ``sfenv`` command's.
 
-Bad input, i.e. any :class:`sfenv.errors.SfenvError` (a missing file, an output another process is
-writing, an unknown name, a value out of range), gives one ``sfenv: ...`` line on stderr and exit
-code 2; Ctrl-C gives one ``sfenv: interrupted`` line and exit code 130.  Any other exception is a
-bug and keeps its traceback.  Argparse's own errors already exit 2 with their usage line.
+Bad input gives one ``sfenv: ...`` line on stderr and exit code 2: any
+:class:`sfenv.errors.SfenvError` (a missing file, an output another process is writing, an unknown
+name, a value out of range) and a file that cannot be opened (missing, a folder, no permission; the
+message names it).  Ctrl-C gives one ``sfenv: interrupted`` line and exit code 130.  Any other
+exception is a bug and keeps its traceback.  Argparse's own errors already exit 2 with their usage
+line.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ def run_script(main: Callable[[], object]) -> int:
         code = main()
     except SfenvError as e:
         print(f"sfenv: {e}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
+        if e.filename is None:  # not about a file a user named: a bug, keep the traceback
+            raise
+        print(f"sfenv: {e.filename}: {e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         print(f"sfenv: {e if isinstance(e, Interrupted) else 'interrupted'}", file=sys.stderr)

@@ -29,8 +29,9 @@ from sfenv.sim import Simulator, SimView, evaluation_cache_for, make_simulator
 
 __all__ = ["SPREAD_WAITS", "GeoSchedEnv"]
 
-#: how ``min_spread_speedup`` estimates a job's wait for one region: only for the running jobs, or also
-#: behind the waiting jobs with less work (see :class:`GeoSchedEnv`'s parameter table)
+#: how ``min_spread_speedup`` estimates a job's wait for one region: only for the running jobs, also
+#: behind the waiting jobs with less work, or stretched by the shorter jobs arriving meanwhile (see
+#: :class:`GeoSchedEnv`'s parameter table)
 SPREAD_WAITS = ("running", "queue", "arrivals")
 
 
