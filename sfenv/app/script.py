@@ -1,4 +1,6 @@
-"""The command-line exit of the ``python -m sfenv.experiments...`` scripts, as the ``sfenv`` command's.
+"""The command-line exit of the experiment scripts (``python -m sfenv.experiments.claims`` and the others).
+
+They end as the ``sfenv`` command does.
 
 Bad input gives one ``sfenv: ...`` line on stderr and exit code 2: any
 :class:`sfenv.errors.SfenvError` (a missing file, an output another process is writing, an unknown
