@@ -219,6 +219,7 @@ def compare(spec: str, heuristics: list[str], scenario: Any, seeds: list[int], n
 #: (``<key>_ratio_to_best``; ``cost_usd``'s is ``cost_ratio_to_best``)
 METRICS: tuple[tuple[str, str, float], ...] = (
     ("mean_jct_h", "mean_jct_s", 1 / 3600),  # censored: unfinished jobs counted
+    ("mean_wait_h", "mean_wait_s", 1 / 3600),  # of it, waiting to start (censored too); the rest runs
     ("cost_usd", "cost_usd", 1.0),  # electricity
     ("egress_usd", "egress_usd", 1.0),  # bytes billed between regions
     ("total_cost_usd", "total_cost_usd", 1.0),  # electricity + egress
@@ -332,13 +333,13 @@ def episode_objective(row: dict, scenario: Any, num_jobs: int | None = None) -> 
 
 
 def report(spec: str, res: dict) -> None:
-    """Print one comparison of :func:`compare`: per agent JCT, costs, cross-region TB; the learned policy's ratios."""
-    print(f"  {'agent':<40} {'JCT h':>7} {'elec. USD':>10} {'egress USD':>11} {'total USD':>10} {'WAN TB':>8} "
-          f"{'kg CO2e':>8} {'objective':>9} {'unfinished':>10}")
+    """Print one comparison of :func:`compare`: per agent JCT (and its wait), costs, cross-region TB; the ratios."""
+    print(f"  {'agent':<40} {'JCT h':>7} {'wait h':>7} {'elec. USD':>10} {'egress USD':>11} {'total USD':>10} "
+          f"{'WAN TB':>8} {'kg CO2e':>8} {'objective':>9} {'unfinished':>10}")
     for a, s in sorted(res["summary"].items(), key=lambda kv: kv[1]["mean_jct_h"]):
-        print(f"  {a:<40} {s['mean_jct_h']:7.3f} {s['cost_usd']:10.1f} {s['egress_usd']:11.1f} "
-              f"{s['total_cost_usd']:10.1f} {s['wan_tb']:8.2f} {s.get('carbon_kg', math.nan):8.1f} "
-              f"{s.get('objective', math.nan):9.2f} {s['unfinished']:10.2f}")
+        print(f"  {a:<40} {s['mean_jct_h']:7.3f} {s.get('mean_wait_h', math.nan):7.3f} {s['cost_usd']:10.1f} "
+              f"{s['egress_usd']:11.1f} {s['total_cost_usd']:10.1f} {s['wan_tb']:8.2f} "
+              f"{s.get('carbon_kg', math.nan):8.1f} {s.get('objective', math.nan):9.2f} {s['unfinished']:10.2f}")
     best = res["best_heuristic"]
     r, lo, hi = res["ratio_to_best"]
     print(f"learned / best heuristic ({best}): JCT {r:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")

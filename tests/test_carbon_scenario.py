@@ -130,8 +130,9 @@ def test_the_report_compares_with_the_best_carbon_aware_heuristic_by_objective()
     made = {"model": (1.0, 300.0, 1700.0), "fastest+swf": (1.0, 320.0, 1820.0),
             "forecast-carbon+swf": (1.1, 330.0, 1800.0), "lowest-carbon": (1.3, 360.0, 1850.0)}
     rows = [{"agent": a, "seed": s, "jcts_s": [3600.0 * h * (1 + 0.01 * i)] * 2, "mean_jct_s": 3600.0 * h,
-             "cost_usd": usd * (1 + 0.02 * i), "egress_usd": 0.0, "total_cost_usd": usd * (1 + 0.02 * i),
-             "wan_tb": 0.0, "carbon_kg": kg * (1 - 0.01 * i), "unfinished": 0, "total_tokens": 0.0}
+             "mean_wait_s": 0.0, "cost_usd": usd * (1 + 0.02 * i), "egress_usd": 0.0,
+             "total_cost_usd": usd * (1 + 0.02 * i), "wan_tb": 0.0, "carbon_kg": kg * (1 - 0.01 * i),
+             "unfinished": 0, "total_tokens": 0.0}
             for a, (h, usd, kg) in made.items() for i, s in enumerate(seeds)]
     heuristics = [a for a in made if a != "model"]
     res = _ratios("model", heuristics, rows, seeds, {s: sc for s in seeds}, None)

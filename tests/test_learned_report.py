@@ -38,7 +38,9 @@ def test_cost_and_cross_region_tb_columns_come_from_the_runs(capsys) -> None:
     assert res["total_cost_usd_ratio_to_best"] == pytest.approx(list(paired_ratio(*total)), rel=1e-9)
     report("spinsearch", res)
     out = capsys.readouterr().out
-    assert "WAN TB" in out and f"cross-region TB: {best} has none" in out
+    assert "WAN TB" in out and "wait h" in out and f"cross-region TB: {best} has none" in out
+    for a in agents:  # the wait is part of the JCT
+        assert 0 <= res["summary"][a]["mean_wait_h"] <= res["summary"][a]["mean_jct_h"]
     # against a heuristic that does move data (spinsearch as the only one), the ratios are defined
     mine = _ratios("fifo", ["spinsearch"], res["rows"], SEEDS, {s: sc for s in SEEDS}, None)
     assert mine["best_heuristic"] == "spinsearch"
