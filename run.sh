@@ -43,7 +43,11 @@ elif [[ "$1" == -* && "$1" != "-h" && "$1" != "--help" ]]; then
 elif [ "$1" = "test" ]; then
   shift
   cd "$here"  # the suite and its pytest settings live in the repository
-  exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -rs -n "${SFENV_TEST_WORKERS:-auto}" --timeout=1200 "$@"
+  # --dist worksteal: an idle worker takes tests queued on the other, so the long tests do not leave one
+  # worker running alone at the end (2026-11-26, 2 cores, the same clean clone one after the other:
+  # 825 s against 871 s with the default scheduling)
+  exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -rs -n "${SFENV_TEST_WORKERS:-auto}" --dist worksteal \
+    --timeout=1200 "$@"
 else
   exec "$VENV/bin/sfenv" "$@"
 fi
