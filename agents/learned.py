@@ -153,9 +153,10 @@ PLAY_MODES = ("as-trained", "work-conserving")
 #: env settings a recipe may add for play only (``play_env:``), used as ``play`` is: by the evaluations
 #: that keep the best model and (recorded in ``meta["play_env"]``) wherever the model is played; its
 #: training envs do not have them.  Only settings that leave the spaces as they are:
-#: ``min_relative_mfu``, ``min_spread_speedup`` and ``spread_wait`` (:class:`~sfenv.env.GeoSchedEnv`: WAN-bound
-#: plans, and plans across regions that finish no sooner than waiting for one region, leave the menu)
-PLAY_ENV_KEYS = ("min_relative_mfu", "min_spread_speedup", "spread_wait")
+#: ``min_relative_mfu``, ``min_spread_speedup``, ``spread_wait`` and ``floor_exempt`` (:class:`~sfenv.env.GeoSchedEnv`:
+#: WAN-bound plans, and plans across regions that finish no sooner than waiting for one region, leave the
+#: menu, except the named heuristics' decisions)
+PLAY_ENV_KEYS = ("min_relative_mfu", "min_spread_speedup", "spread_wait", "floor_exempt")
 
 
 def check_play_env(play_env: Any, where: str) -> dict[str, Any]:
@@ -176,6 +177,11 @@ def check_play_env(play_env: Any, where: str) -> dict[str, Any]:
             if value not in SPREAD_WAITS:
                 raise InvalidInput(f"{where}: play_env.spread_wait: expected one of {list(SPREAD_WAITS)}, "
                                    f"got {str(value)[:100]}")
+        elif key == "floor_exempt":
+            if not isinstance(value, list) or len(value) > 16 or not all(
+                    isinstance(name, str) and 0 < len(name) <= 64 for name in value):
+                raise InvalidInput(f"{where}: play_env.floor_exempt: expected a list of agent names "
+                                   f"(e.g. [spantrain+swf]), got {str(value)[:100]}")
         elif value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise InvalidInput(f"{where}: play_env.{key}: expected a number or null, got {str(value)[:100]}")
     return dict(play_env)

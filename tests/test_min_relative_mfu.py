@@ -233,6 +233,33 @@ def test_a_model_played_with_both_floors_records_them(floored_run: Path, tmp_pat
     assert row["spread_wait"] == "queue"
 
 
+def test_a_model_played_with_an_exempt_decision_records_it(floored_run: Path, tmp_path: Path) -> None:
+    """``floor_exempt`` is a play setting: the model's env gets it and its rows name it."""
+    import json
+    import shutil
+
+    from sfenv.agents.learned import LearnedPolicy
+
+    from sfenv.app.evaluate import run_policy_episode
+    from sfenv.scenario import load_scenario
+
+    for f in floored_run.glob("best_model.policy.*"):
+        shutil.copy(f, tmp_path / f.name)
+    spec_path = tmp_path / "best_model.policy.json"
+    spec = json.loads(spec_path.read_text())
+    spec["meta"]["play_env"] = {"min_relative_mfu": 0.7, "floor_exempt": ["spinsearch+swf"]}
+    spec_path.write_text(json.dumps(spec))
+    policy = LearnedPolicy(spec_path)
+    assert policy.meta["env_kwargs"]["floor_exempt"] == ["spinsearch+swf"]
+    row = run_policy_episode(policy, load_scenario(GEO6).with_overrides(workload={"num_jobs": 12}), 10_000)
+    assert row["floor_exempt"] == "spinsearch+swf" and row["min_relative_mfu"] == 0.7 and row["unfinished"] == 0
+    spec["meta"]["play_env"] = {"floor_exempt": ["spantrain+swf"]}  # not among this model's recorded decisions
+    spec_path.write_text(json.dumps(spec))
+    with pytest.raises(InvalidInput, match="floor_exempt"):
+        run_policy_episode(LearnedPolicy(spec_path), load_scenario(GEO6).with_overrides(workload={"num_jobs": 12}),
+                           10_000)
+
+
 def test_a_config_with_a_bad_play_env_is_refused(tmp_path: Path) -> None:
     from sfenv.agents.learned import load_config
 

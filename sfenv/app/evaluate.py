@@ -261,6 +261,8 @@ def _play_setting_fields(env_kwargs: dict[str, Any]) -> dict[str, Any]:
             fields[floor] = float(env_kwargs[floor])
     if env_kwargs.get("min_spread_speedup") is not None:
         fields["spread_wait"] = str(env_kwargs.get("spread_wait", "running"))  # the wait it was compared with
+    if env_kwargs.get("floor_exempt"):  # decisions those floors never left out
+        fields["floor_exempt"] = ",".join(env_kwargs["floor_exempt"])
     return fields
 
 

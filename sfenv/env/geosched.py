@@ -15,6 +15,7 @@ from sfenv.env.observation import OBS_MODES, ObservationEncoder, observation_enc
 from sfenv.env.proposers import (
     PROPOSER_SETS,
     CandidateProposer,
+    DecisionRecorder,
     PlanCache,
     Proposer,
     default_proposers,
@@ -87,6 +88,20 @@ def _proposers_from(proposers: Sequence[CandidateProposer] | str | None, queue_w
                                f"{list(PROPOSER_SETS)} or a list of proposers")
         return named_proposers(proposers, queue_window, cache)
     return list(proposers) if proposers is not None else default_proposers(cache, queue_window)
+
+
+def _floor_exempt_flags(floor_exempt: Sequence[str], proposers: Sequence[CandidateProposer]) -> list[bool]:
+    """Per proposer, whether its recorded decision is exempt from the menu's floors (``floor_exempt``).
+
+    :raises InvalidInput: naming ``floor_exempt`` when it is not a list of names of the proposers'
+        recorded decisions (:class:`~sfenv.env.proposers.DecisionRecorder`).
+    """
+    recorded = [p.name for p in proposers if isinstance(p, DecisionRecorder)]
+    if isinstance(floor_exempt, str) or not isinstance(floor_exempt, (list, tuple)) or any(
+            not isinstance(name, str) or name not in recorded for name in floor_exempt):
+        raise InvalidInput(f"GeoSchedEnv: invalid argument floor_exempt={str(floor_exempt)[:100]!r}: expected a list of "
+                           f"the proposers' recorded decisions, some of {recorded}")
+    return [isinstance(p, DecisionRecorder) and p.name in floor_exempt for p in proposers]
 
 
 class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray]):
@@ -222,6 +237,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``min_relative_mfu`` | float in (0, 1] or None | None | a candidate across regions is left out of the menu when its predicted MFU (tokens/s per peak FLOP/s of its GPUs) is below this share of the best single-region plan's of the same job (each region's whole capacity, up to the job's ``max_gpus``): WAN-bound plans leave the menu, and with ``work_conserving`` they no longer force a start.  None: every proposed plan is a candidate |
     | ``min_spread_speedup`` | float in (0, 10] or None | None | a candidate across regions is left out of the menu unless the job would finish this many times sooner on it, from now, than on its best single-region plan (each region's capacity up to ``max_gpus`` and its halves), waiting until running jobs free that region's GPUs at their predicted ends (an optimistic wait: other waiting jobs and arrivals are not counted).  1: a spread plan must not finish later than waiting for one region.  Combines with ``min_relative_mfu`` (both must pass).  None: no such test |
     | ``spread_wait`` | str | ``"running"`` | the wait ``min_spread_speedup`` counts: ``"running"``, until running jobs free the region (optimistic); ``"queue"``, also behind the waiting jobs with less work, each placed in turn on its earliest-finishing single-region plan (shortest work first, no backfilling; arrivals still not counted); ``"arrivals"``, the running jobs' wait stretched by the jobs with less work that arrive meanwhile and go first: divided by ``1 - rho``, ``rho`` the GPU-seconds per platform GPU-second of the jobs with less work arrived so far (the mean M/G/1 busy period started by a wait ``W`` is ``W / (1 - rho)``); ``rho >= 1`` keeps every spread plan |
+    | ``floor_exempt`` | list of str | ``()`` | recorded decisions that ``min_relative_mfu`` and ``min_spread_speedup`` never leave out: the names of decision proposers among ``proposers`` (e.g. ``["spantrain+swf"]`` with ``"best+spantrain"``); a heuristic that weighs the WAN in its own choice keeps its plans across regions on the menu.  Any other name raises |
 
     >>> import gymnasium as gym, sfenv
     >>> env = gym.make("sfenv/GeoSched-v2", num_jobs=8, max_candidates=4)
@@ -280,6 +296,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         min_relative_mfu: float | None = None,
         min_spread_speedup: float | None = None,
         spread_wait: str = "running",
+        floor_exempt: Sequence[str] = (),
     ) -> None:
         _check_arguments(render_mode, self.metadata["render_modes"], obs_mode, invalid_action_limit, privileged_obs,
                          work_conserving)
@@ -357,6 +374,10 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self.cache = PlanCache()
         self._evaluations = evaluation_cache_for(sc)  # single-region plan evaluations, across episodes
         self.proposers = _proposers_from(proposers, self.queue_window, self.cache)
+        #: per proposer, whether its recorded decision skips ``min_relative_mfu`` and ``min_spread_speedup``
+        self._floor_exempt = _floor_exempt_flags(floor_exempt, self.proposers)
+        #: the names ``floor_exempt`` gave (see the parameter table)
+        self.floor_exempt = tuple(floor_exempt)
         self.sim: Simulator | None = None
         self._view: SimView | None = None
         self._candidates: list[Plan] = []
@@ -643,12 +664,20 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             self._queue_finish = None
             efficient = (self._efficient if self.min_relative_mfu is not None or self.min_spread_speedup is not None
                          else None)
-            for p in self.proposers:
+            rejected: set[Plan] = set()  # left out by a floor (an exempt decision may still bring it back)
+            for p, exempt in zip(self.proposers, self._floor_exempt, strict=True):
                 for plan in p.candidates(view, self.max_candidates - len(cands)):
-                    if plan not in seen:
-                        seen.add(plan)
-                        if efficient is None or efficient(plan):
+                    if plan in seen and plan not in rejected:
+                        continue
+                    seen.add(plan)
+                    if efficient is None or (exempt and plan == cast(DecisionRecorder, p).decision):
+                        cands.append(plan)
+                        rejected.discard(plan)
+                    elif plan not in rejected:
+                        if efficient(plan):
                             cands.append(plan)
+                        else:
+                            rejected.add(plan)
                 if len(cands) >= self.max_candidates:
                     break
         self._candidates = cands[: self.max_candidates]
