@@ -5,35 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from floor_checks import best_single_region_mfu, plan_mfu
 
 from sfenv.env import GeoSchedEnv
-from sfenv.env.proposers import DecisionRecorder, round_budget
+from sfenv.env.proposers import DecisionRecorder
 from sfenv.errors import InvalidInput
 from sfenv.model.perf import Plan
 
 ROOT = Path(__file__).resolve().parents[1]
 GEO6 = ROOT / "docs" / "results" / "learned" / "v2" / "geo-6-contended-validation.yaml"
-
-
-def _mfu(env: GeoSchedEnv, plan: Plan) -> float:
-    """Tokens/s per peak FLOP/s of the plan's GPUs, from a fresh evaluation (as the floor defines it)."""
-    perf = env.view.evaluate(plan)
-    flops = env.scenario.topology.gpu_flops
-    peak = sum(n * s.tp * flops[r] for s in plan.stages for r, n in s.placement)
-    return perf.throughput / peak if perf.feasible else 0.0
-
-
-def _best_single(env: GeoSchedEnv, job_id: int) -> float:
-    """The job's best single-region MFU over every region's whole capacity (up to its max_gpus)."""
-    job = env.view.job(job_id)
-    best = 0.0
-    for r, n in enumerate(env.scenario.topology.gpu_counts.tolist()):
-        budget = round_budget(min(n, job.max_gpus))
-        if budget >= job.min_gpus:
-            res = env.cache.fit(env.view, job, (r,), (budget,))
-            if res is not None:
-                best = max(best, _mfu(env, res[0]))
-    return best
 
 
 def _decision(env: GeoSchedEnv, name: str) -> Plan | None:
@@ -55,7 +35,8 @@ def test_the_exempt_decision_is_added_and_the_rest_of_the_menu_is_the_floored_on
         assert decision is None or decision in exempt.candidates  # never dropped
         if decision is not None and decision not in floored.candidates:
             assert len(decision.regions) > 1
-            assert _mfu(exempt, decision) < 0.7 * _best_single(exempt, decision.job_id)  # the floor did drop it
+            # the floor did drop it
+            assert plan_mfu(exempt, decision) < 0.7 * best_single_region_mfu(exempt, decision.job_id)
             brought_back += 1
         expected = [c for c in exempt.candidates if c in floored.candidates or c != decision]
         assert expected == floored.candidates  # nothing else enters, nothing leaves, the order is kept

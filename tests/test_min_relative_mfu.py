@@ -6,35 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from floor_checks import best_single_region_mfu, plan_mfu
 
 from sfenv.env import GeoSchedEnv
-from sfenv.env.proposers import round_budget
 from sfenv.errors import InvalidInput
 from sfenv.model.perf import Plan
 
 ROOT = Path(__file__).resolve().parents[1]
 GEO6 = ROOT / "docs" / "results" / "learned" / "v2" / "geo-6-contended-validation.yaml"
-
-
-def _mfu(env: GeoSchedEnv, plan: Plan) -> float:
-    """Tokens/s per peak FLOP/s of the plan's GPUs, computed here from the plan and a fresh evaluation."""
-    perf = env.view.evaluate(plan)
-    flops = env.scenario.topology.gpu_flops
-    peak = sum(n * s.tp * flops[r] for s in plan.stages for r, n in s.placement)
-    return perf.throughput / peak if perf.feasible else 0.0
-
-
-def _best_single(env: GeoSchedEnv, job_id: int) -> float:
-    """The job's best single-region MFU over every region's whole capacity (up to its max_gpus)."""
-    job = env.view.job(job_id)
-    best = 0.0
-    for r, n in enumerate(env.scenario.topology.gpu_counts.tolist()):
-        budget = round_budget(min(n, job.max_gpus))
-        if budget >= job.min_gpus:
-            res = env.cache.fit(env.view, job, (r,), (budget,))
-            if res is not None:
-                best = max(best, _mfu(env, res[0]))
-    return best
 
 
 def _play(env: GeoSchedEnv, seed: int, steps: int) -> tuple[int, int, list[tuple[Plan, float, float]]]:
@@ -45,7 +24,7 @@ def _play(env: GeoSchedEnv, seed: int, steps: int) -> tuple[int, int, list[tuple
         for plan in env.candidates:
             if len(plan.regions) > 1:
                 seen += 1
-                rows.append((plan, _mfu(env, plan), _best_single(env, plan.job_id)))
+                rows.append((plan, plan_mfu(env, plan), best_single_region_mfu(env, plan.job_id)))
         mask = env.action_masks()
         _, _, term, trunc, _ = env.step(int(np.flatnonzero(mask)[0]))
         if term or trunc:
@@ -95,7 +74,7 @@ def test_with_work_conserving_the_floored_menu_still_finishes_every_job() -> Non
     for _ in range(400):
         mask = env.action_masks()
         assert mask[-1] == (not mask[:-1].any())
-        assert all(len(p.regions) == 1 or _mfu(env, p) >= _best_single(env, p.job_id) * (1 - 1e-9)
+        assert all(len(p.regions) == 1 or plan_mfu(env, p) >= best_single_region_mfu(env, p.job_id) * (1 - 1e-9)
                    for p in env.candidates)
         _, _, term, trunc, info = env.step(int(np.flatnonzero(mask)[0]))
         assert not info["invalid_action"]
