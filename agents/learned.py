@@ -153,10 +153,10 @@ PLAY_MODES = ("as-trained", "work-conserving")
 #: env settings a recipe may add for play only (``play_env:``), used as ``play`` is: by the evaluations
 #: that keep the best model and (recorded in ``meta["play_env"]``) wherever the model is played; its
 #: training envs do not have them.  Only settings that leave the spaces as they are:
-#: ``min_relative_mfu``, ``min_spread_speedup``, ``spread_wait`` and ``floor_exempt`` (:class:`~sfenv.env.GeoSchedEnv`:
-#: WAN-bound plans, and plans across regions that finish no sooner than waiting for one region, leave the
-#: menu, except the named heuristics' decisions)
-PLAY_ENV_KEYS = ("min_relative_mfu", "min_spread_speedup", "spread_wait", "floor_exempt")
+#: ``min_relative_mfu``, ``min_spread_speedup``, ``spread_wait``, ``floor_exempt`` and ``floor_exempt_from``
+#: (:class:`~sfenv.env.GeoSchedEnv`: WAN-bound plans, and plans across regions that finish no sooner than
+#: waiting for one region, leave the menu, except the named heuristics' decisions, for the floors named)
+PLAY_ENV_KEYS = ("min_relative_mfu", "min_spread_speedup", "spread_wait", "floor_exempt", "floor_exempt_from")
 
 
 def check_play_env(play_env: Any, where: str) -> dict[str, Any]:
@@ -168,7 +168,7 @@ def check_play_env(play_env: Any, where: str) -> dict[str, Any]:
         return {}
     if not isinstance(play_env, dict):
         raise InvalidInput(f"{where}: play_env: expected a mapping of {list(PLAY_ENV_KEYS)}, got {str(play_env)[:100]}")
-    from sfenv.env.geosched import SPREAD_WAITS
+    from sfenv.env.geosched import FLOOR_TESTS, SPREAD_WAITS
 
     for key, value in play_env.items():
         if key not in PLAY_ENV_KEYS:
@@ -177,6 +177,10 @@ def check_play_env(play_env: Any, where: str) -> dict[str, Any]:
             if value not in SPREAD_WAITS:
                 raise InvalidInput(f"{where}: play_env.spread_wait: expected one of {list(SPREAD_WAITS)}, "
                                    f"got {str(value)[:100]}")
+        elif key == "floor_exempt_from":
+            if not isinstance(value, list) or not value or not all(name in FLOOR_TESTS for name in value):
+                raise InvalidInput(f"{where}: play_env.floor_exempt_from: expected a non-empty list of some of "
+                                   f"{list(FLOOR_TESTS)}, got {str(value)[:100]}")
         elif key == "floor_exempt":
             if not isinstance(value, list) or len(value) > 16 or not all(
                     isinstance(name, str) and 0 < len(name) <= 64 for name in value):

@@ -79,3 +79,54 @@ def test_play_env_takes_it_as_data() -> None:
     for bad in ("spantrain+swf", [1], ["x" * 65], ["a"] * 17, [""]):
         with pytest.raises(InvalidInput, match="play_env.floor_exempt"):
             check_play_env({"floor_exempt": bad}, "m")
+
+
+def test_floor_exempt_from_keeps_the_decision_only_past_the_floors_not_named() -> None:
+    """``floor_exempt_from=["min_relative_mfu"]``: the decision skips the MFU floor, not the test against waiting.
+
+    Four envs walk the same states (each step starts a plan on every menu, the decision when it can, or
+    waits): no exemption (``floored``), the wait test alone (``wait_only``), the decision exempt from both
+    floors (``both``) and from the MFU floor only (``mfu_only``).  The last one's menu is the floored menu
+    plus the decision exactly when the wait test alone keeps it.
+    """
+    kw = {"proposers": "best+spantrain", "num_jobs": 60, "max_candidates": 64}
+    floors = {"min_relative_mfu": 0.8, "min_spread_speedup": 1.0}
+    exempt = {"floor_exempt": ["spantrain+swf"]}
+    envs = {"floored": GeoSchedEnv("spider-8-contended", **floors, **kw),
+            "wait_only": GeoSchedEnv("spider-8-contended", min_spread_speedup=1.0, **kw),
+            "both": GeoSchedEnv("spider-8-contended", **floors, **exempt, **kw),
+            "mfu_only": GeoSchedEnv("spider-8-contended", **floors, **exempt, floor_exempt_from=["min_relative_mfu"],
+                                    **kw)}
+    assert envs["both"].floor_exempt_from == frozenset({"min_relative_mfu", "min_spread_speedup"})
+    for env in envs.values():
+        env.reset(seed=10_002)  # a seed with states of both kinds
+    kept = dropped = 0
+    for _ in range(400):
+        decision = _decision(envs["mfu_only"], "spantrain+swf")
+        menus = {name: env.candidates for name, env in envs.items()}
+        if decision is not None and decision not in menus["floored"]:
+            assert decision in menus["both"]
+            passes_wait = decision in menus["wait_only"]
+            assert (decision in menus["mfu_only"]) == passes_wait
+            kept += passes_wait
+            dropped += not passes_wait
+        assert [c for c in menus["mfu_only"] if c != decision or c in menus["floored"]] == menus["floored"]
+        common = [c for c in menus["floored"] if all(c in m for m in menus.values())]
+        plan = decision if decision is not None and all(decision in m for m in menus.values()) else (
+            common[0] if common else None)
+        for name, env in envs.items():
+            *_, term, trunc, _ = env.step(menus[name].index(plan) if plan is not None else env.max_candidates)
+        if term or trunc:
+            break
+    assert kept > 0 and dropped > 0, (kept, dropped)
+
+
+@pytest.mark.parametrize("bad", [[], "min_relative_mfu", ["min_relative_mfu", "x"], None])
+def test_floor_exempt_from_refuses_anything_but_floor_names(bad: object) -> None:
+    with pytest.raises(InvalidInput, match="floor_exempt_from"):
+        GeoSchedEnv("spider-8", num_jobs=4, proposers="best+spantrain", floor_exempt=["spantrain+swf"],
+                    floor_exempt_from=bad)  # type: ignore[arg-type]
+    from sfenv.agents.learned import check_play_env
+
+    with pytest.raises(InvalidInput, match="play_env.floor_exempt_from"):
+        check_play_env({"floor_exempt_from": bad}, "m")

@@ -232,6 +232,13 @@ def test_a_model_played_with_an_exempt_decision_records_it(floored_run: Path, tm
     assert policy.meta["env_kwargs"]["floor_exempt"] == ["spinsearch+swf"]
     row = run_policy_episode(policy, load_scenario(GEO6).with_overrides(workload={"num_jobs": 12}), 10_000)
     assert row["floor_exempt"] == "spinsearch+swf" and row["min_relative_mfu"] == 0.7 and row["unfinished"] == 0
+    assert "floor_exempt_from" not in row  # both floors, the default
+    spec["meta"]["play_env"]["floor_exempt_from"] = ["min_relative_mfu"]
+    spec_path.write_text(json.dumps(spec))
+    policy = LearnedPolicy(spec_path)
+    assert policy.meta["env_kwargs"]["floor_exempt_from"] == ["min_relative_mfu"]
+    row = run_policy_episode(policy, load_scenario(GEO6).with_overrides(workload={"num_jobs": 12}), 10_000)
+    assert row["floor_exempt_from"] == "min_relative_mfu"
     spec["meta"]["play_env"] = {"floor_exempt": ["spantrain+swf"]}  # not among this model's recorded decisions
     spec_path.write_text(json.dumps(spec))
     with pytest.raises(InvalidInput, match="floor_exempt"):

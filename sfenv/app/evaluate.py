@@ -49,6 +49,7 @@ from sfenv.agents.model_files import spec_path_for
 from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spec, plugin_settings
 from sfenv.agents.registry import AGENTS, make_agent
 from sfenv.env import GeoSchedEnv
+from sfenv.env.geosched import FLOOR_TESTS
 from sfenv.errors import Interrupted, InvalidInput
 from sfenv.model.pipeline import prepare_compiled
 from sfenv.runs import protocol, results
@@ -263,6 +264,9 @@ def _play_setting_fields(env_kwargs: dict[str, Any]) -> dict[str, Any]:
         fields["spread_wait"] = str(env_kwargs.get("spread_wait", "running"))  # the wait it was compared with
     if env_kwargs.get("floor_exempt"):  # decisions those floors never left out
         fields["floor_exempt"] = ",".join(env_kwargs["floor_exempt"])
+        skipped = env_kwargs.get("floor_exempt_from")
+        if skipped is not None and set(skipped) != set(FLOOR_TESTS):  # only some floors (default: both)
+            fields["floor_exempt_from"] = ",".join(skipped)
     return fields
 
 

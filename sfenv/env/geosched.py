@@ -104,6 +104,22 @@ def _floor_exempt_flags(floor_exempt: Sequence[str], proposers: Sequence[Candida
     return [isinstance(p, DecisionRecorder) and p.name in floor_exempt for p in proposers]
 
 
+#: the menu's floors an exempt decision can skip (``floor_exempt_from``)
+FLOOR_TESTS = ("min_relative_mfu", "min_spread_speedup")
+
+
+def _floor_exempt_tests(floor_exempt_from: Sequence[str]) -> frozenset[str]:
+    """The floors ``floor_exempt`` decisions skip, checked.
+
+    :raises InvalidInput: naming ``floor_exempt_from`` unless it is a non-empty list of :data:`FLOOR_TESTS`.
+    """
+    if isinstance(floor_exempt_from, str) or not isinstance(floor_exempt_from, (list, tuple)) or not floor_exempt_from \
+            or any(name not in FLOOR_TESTS for name in floor_exempt_from):
+        raise InvalidInput(f"GeoSchedEnv: invalid argument floor_exempt_from={str(floor_exempt_from)[:100]!r}: "
+                           f"expected a non-empty list of some of {list(FLOOR_TESTS)}")
+    return frozenset(floor_exempt_from)
+
+
 class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray]):
     """Schedule LLM training jobs over geo-distributed GPU clusters.
 
@@ -238,6 +254,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``min_spread_speedup`` | float in (0, 10] or None | None | a candidate across regions is left out of the menu unless the job would finish this many times sooner on it, from now, than on its best single-region plan (each region's capacity up to ``max_gpus`` and its halves), waiting until running jobs free that region's GPUs at their predicted ends (an optimistic wait: other waiting jobs and arrivals are not counted).  1: a spread plan must not finish later than waiting for one region.  Combines with ``min_relative_mfu`` (both must pass).  None: no such test |
     | ``spread_wait`` | str | ``"running"`` | the wait ``min_spread_speedup`` counts: ``"running"``, until running jobs free the region (optimistic); ``"queue"``, also behind the waiting jobs with less work, each placed in turn on its earliest-finishing single-region plan (shortest work first, no backfilling; arrivals still not counted); ``"arrivals"``, the running jobs' wait stretched by the jobs with less work that arrive meanwhile and go first: divided by ``1 - rho``, ``rho`` the GPU-seconds per platform GPU-second of the jobs with less work arrived so far (the mean M/G/1 busy period started by a wait ``W`` is ``W / (1 - rho)``); ``rho >= 1`` keeps every spread plan |
     | ``floor_exempt`` | list of str | ``()`` | recorded decisions that ``min_relative_mfu`` and ``min_spread_speedup`` never leave out: the names of decision proposers among ``proposers`` (e.g. ``["spantrain+swf"]`` with ``"best+spantrain"``); a heuristic that weighs the WAN in its own choice keeps its plans across regions on the menu.  Any other name raises |
+    | ``floor_exempt_from`` | list of str | both | the floors ``floor_exempt`` decisions skip: some of ``"min_relative_mfu"`` and ``"min_spread_speedup"``; e.g. ``["min_relative_mfu"]`` keeps the named decision only where it does not finish later than waiting for one region |
 
     >>> import gymnasium as gym, sfenv
     >>> env = gym.make("sfenv/GeoSched-v2", num_jobs=8, max_candidates=4)
@@ -297,6 +314,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         min_spread_speedup: float | None = None,
         spread_wait: str = "running",
         floor_exempt: Sequence[str] = (),
+        floor_exempt_from: Sequence[str] = FLOOR_TESTS,
     ) -> None:
         _check_arguments(render_mode, self.metadata["render_modes"], obs_mode, invalid_action_limit, privileged_obs,
                          work_conserving)
@@ -378,6 +396,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._floor_exempt = _floor_exempt_flags(floor_exempt, self.proposers)
         #: the names ``floor_exempt`` gave (see the parameter table)
         self.floor_exempt = tuple(floor_exempt)
+        #: the floors those decisions skip (see the parameter table)
+        self.floor_exempt_from = _floor_exempt_tests(floor_exempt_from)
         self.sim: Simulator | None = None
         self._view: SimView | None = None
         self._candidates: list[Plan] = []
@@ -670,7 +690,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
                     if plan in seen and plan not in rejected:
                         continue
                     seen.add(plan)
-                    if efficient is None or (exempt and plan == cast(DecisionRecorder, p).decision):
+                    if efficient is None or (exempt and plan == cast(DecisionRecorder, p).decision
+                                             and self._efficient(plan, skip=self.floor_exempt_from)):
                         cands.append(plan)
                         rejected.discard(plan)
                     elif plan not in rejected:
@@ -712,21 +733,23 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
             self._best_single_mfu[job_id] = best
         return best
 
-    def _efficient(self, plan: Plan) -> bool:
+    def _efficient(self, plan: Plan, skip: frozenset[str] = frozenset()) -> bool:
         """False for a plan across regions that fails ``min_relative_mfu`` or ``min_spread_speedup``.
 
         A job no single region can hold keeps every plan.
+
+        :param skip: names of the floors (:data:`FLOOR_TESTS`) not applied (an exempt decision's)
         """
-        if len(plan.regions) < 2:
+        if len(plan.regions) < 2 or skip.issuperset(FLOOR_TESTS):
             return True
         perf = self.cache.recent.get(plan)
         if perf is None:
             perf = self.view.evaluate(plan)
-        if self.min_relative_mfu is not None:
+        if self.min_relative_mfu is not None and "min_relative_mfu" not in skip:
             best = self._best_single_region_mfu(plan.job_id)
             if best > 0.0 and self._mfu(plan, perf) < self.min_relative_mfu * best:
                 return False
-        if self.min_spread_speedup is not None and perf.feasible:
+        if self.min_spread_speedup is not None and perf.feasible and "min_spread_speedup" not in skip:
             single = self._single_region_finish(plan.job_id)
             left = self._iterations_left(plan.job_id)
             if math.isfinite(single) and single < self.min_spread_speedup * left * perf.iter_time:
