@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from floor_checks import best_single_region_mfu, plan_mfu
+from floor_checks import best_single_region_mfu, plan_mfu, single_region_finish
 
 from sfenv.env import GeoSchedEnv
 from sfenv.env.proposers import DecisionRecorder
@@ -130,3 +130,33 @@ def test_floor_exempt_from_refuses_anything_but_floor_names(bad: object) -> None
 
     with pytest.raises(InvalidInput, match="play_env.floor_exempt_from"):
         check_play_env({"floor_exempt_from": bad}, "m")
+
+
+def test_floor_decisions_counts_what_the_floors_leave_out(capsys: pytest.CaptureFixture[str]) -> None:
+    """``experiments.floor_decisions`` agrees with the floors recomputed here (``floor_checks``) on the same walk."""
+    from sfenv.experiments.floor_decisions import count_left_out, main
+
+    counts = count_left_out("spider-8-contended", 10_002, num_jobs=60)
+    env = GeoSchedEnv("spider-8-contended", proposers="best+spantrain", max_candidates=16, queue_window=8,
+                      work_conserving=True, num_jobs=60, min_relative_mfu=0.8, min_spread_speedup=1.0,
+                      floor_exempt=["spantrain+swf"])
+    env.reset(seed=10_002)
+    seen = {"spread": 0, "left_out": 0, "left_out_by_wait": 0}
+    done = False
+    while not done:
+        decision = _decision(env, "spantrain+swf")
+        if decision is not None and len(decision.regions) > 1:
+            left = env.view.job(decision.job_id).iterations - env.view.waiting_progress(decision.job_id)
+            loses_to_waiting = single_region_finish(env, decision.job_id) < left * env.view.evaluate(decision).iter_time
+            wan_bound = plan_mfu(env, decision) < 0.8 * best_single_region_mfu(env, decision.job_id)
+            seen["spread"] += 1
+            seen["left_out"] += loses_to_waiting or wan_bound
+            seen["left_out_by_wait"] += loses_to_waiting
+        action = (env.candidates.index(decision) if decision is not None
+                  else 0 if env.candidates else env.max_candidates)
+        *_, term, trunc, _ = env.step(action)
+        done = term or trunc
+    assert counts == seen
+    assert 0 < seen["left_out_by_wait"] < seen["spread"], seen  # the walk has decisions of both kinds
+    main(["--seeds", "1", "--num-jobs", "10"])
+    assert "left out by both floors" in capsys.readouterr().out

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from floor_checks import single_region_finish
 
 from sfenv.env import GeoSchedEnv
 from sfenv.env.proposers import round_budget
@@ -17,37 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 GEO6 = ROOT / "docs" / "results" / "learned" / "v2" / "geo-6-contended-validation.yaml"
 
 
-def _single_finish(env: GeoSchedEnv, job_id: int) -> float:
-    """The job's earliest finish on one region, from now, recomputed here from the view (no env internals).
-
-    Every region's capacity up to the job's ``max_gpus`` and its halves; each waits until the running jobs
-    it overlaps, at their predicted ends, leave it enough free GPUs.
-    """
-    view = env.view
-    job = view.job(job_id)
-    left = job.iterations - view.waiting_progress(job_id)
-    best = math.inf
-    for region, capacity in enumerate(env.scenario.topology.gpu_counts.tolist()):
-        if view.down[region]:
-            continue
-        ends = sorted((r.remaining_s, r.plan.gpus_by_region().get(region, 0)) for r in view.running)
-        cap = min(capacity, job.max_gpus)
-        for budget in {round_budget(cap), round_budget(cap // 2), round_budget(cap // 4)}:
-            if budget < max(1, job.min_gpus):
-                continue
-            res = env.cache.fit(view, job, (region,), (budget,))
-            if res is None or not res[1].feasible:
-                continue
-            free, wait = int(view.free_gpus[region]), 0.0
-            for at, gpus in ends:
-                if free >= res[0].gpus:
-                    break
-                free, wait = free + gpus, at
-            if free >= res[0].gpus:
-                best = min(best, wait + left * res[1].iter_time)
-    return best
-
-
 def _spread_rows(env: GeoSchedEnv, seed: int, steps: int) -> list[tuple[Plan, float, float]]:
     """Start the first valid candidate each step; per multi-region candidate seen: (plan, its time, waiting's)."""
     env.reset(seed=seed)
@@ -56,7 +26,7 @@ def _spread_rows(env: GeoSchedEnv, seed: int, steps: int) -> list[tuple[Plan, fl
         for plan in env.candidates:
             if len(plan.regions) > 1:
                 left = env.view.job(plan.job_id).iterations - env.view.waiting_progress(plan.job_id)
-                rows.append((plan, left * env.view.evaluate(plan).iter_time, _single_finish(env, plan.job_id)))
+                rows.append((plan, left * env.view.evaluate(plan).iter_time, single_region_finish(env, plan.job_id)))
         _, _, term, trunc, _ = env.step(int(np.flatnonzero(env.action_masks())[0]))
         if term or trunc:
             break
