@@ -117,6 +117,9 @@ def _scenario_env(env: Any) -> Any:
 def parse_lookahead(spec: str) -> dict[str, Any]:
     """The :func:`lookahead_action` arguments of an expert spec ``"lookahead:AGENT[:FUTURE][:proposed][:queueN]"``.
 
+    ``AGENT`` may name several heuristics separated by ``|`` (``spantrain+swf|fastest+swf``): each
+    action is scored by the best of their rollouts.
+
     ``FUTURE``: absent or ``0``, the episode's own future (privileged); ``K`` > 0, ``K`` sampled
     futures; ``present``, no future (the jobs in the system only).  ``proposed``: score only the
     decisions the env's proposers record (and waiting) instead of every valid action.
@@ -126,8 +129,8 @@ def parse_lookahead(spec: str) -> dict[str, Any]:
     :raises ValueError: on a malformed spec, naming the part and what was expected.
     """
     parts = spec.split(":")
-    if len(parts) < 2 or parts[0] != "lookahead" or not parts[1]:
-        raise ValueError(f"expert {spec!r}: expected 'lookahead:AGENT[:FUTURE][:proposed][:queueN]'")
+    if len(parts) < 2 or parts[0] != "lookahead" or not parts[1] or "" in parts[1].split("|"):
+        raise ValueError(f"expert {spec!r}: expected 'lookahead:AGENT[|AGENT...][:FUTURE][:proposed][:queueN]'")
     args: dict[str, Any] = {"base": parts[1], "futures": 0, "among": "valid", "max_waiting": None}
     for part in parts[2:]:
         if part == "present":
@@ -198,21 +201,26 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | Literal
     at every step, 0.938x with ``N=2`` and 0.949x with ``N=1`` (docs/training.md, "Choosing the
     teacher").
 
+    ``base="A|B|..."``: several rollout heuristics; an action's score is the best of its rollouts under
+    each (the rollout algorithm with several base heuristics, Bertsekas, Tsitsiklis and Wu, "Rollout
+    algorithms for combinatorial optimization", *Journal of Heuristics* 3, 1997: the improved policy
+    is then no worse than any of them on the rollouts' own objective).  Ties and ``max_waiting`` go to
+    the first one's decision.  Costs one set of rollouts per heuristic.
+
     ``scores``: if given, filled with each scored action's objective (lower is better), for a student that
     learns how much worse each action is (:func:`soft_targets`); left empty when no rollout is played.
 
     Costs ``max(K, 1)`` rollouts per scored action (about 40 ms each on a 40-job spider-8 episode).
     """
-    from sfenv.agents.registry import make_agent
-
     e = _scenario_env(env)
-    agent = _ROLLOUT_AGENTS.get(base)
-    if agent is None:
-        agent = _ROLLOUT_AGENTS[base] = make_agent(base)
-    own = expert_action(env, base) if base in {p.name for p in e.proposers if isinstance(p, DecisionRecorder)} else None
+    bases = base.split("|")
+    agents = [_rollout_agent(name) for name in bases]
+    first = bases[0]
+    recorded = {p.name for p in e.proposers if isinstance(p, DecisionRecorder)}
+    own = expert_action(env, first) if first in recorded else None
     if max_waiting is not None:
         if own is None:
-            raise ValueError(f"max_waiting needs the decision of {base!r} recorded: build the env with proposers "
+            raise ValueError(f"max_waiting needs the decision of {first!r} recorded: build the env with proposers "
                              "that include it (e.g. proposers=\"best+spantrain\" for spantrain+swf)")
         if len(e.sim.waiting) > max_waiting:
             return int(own)
@@ -221,12 +229,22 @@ def lookahead_action(env: Any, base: str = "fastest+swf", futures: int | Literal
     draws = _rollout_draws(e, futures, seed) if resample else [([], None)]
     best, best_v = e.wait_action, None
     for a in valid:
-        v = _rollout_objective(e, agent, a, draws, resample)
+        v = min(_rollout_objective(e, agent, a, draws, resample) for agent in agents)
         if scores is not None:
             scores[a] = v
         if best_v is None or v < best_v - 1e-9 or (a == own and v <= best_v + 1e-9):
             best, best_v = a, v
     return int(best)
+
+
+def _rollout_agent(name: str) -> Any:
+    """The heuristic a rollout plays, made once per process (its state is reset by each rollout's episode)."""
+    from sfenv.agents.registry import make_agent
+
+    agent = _ROLLOUT_AGENTS.get(name)
+    if agent is None:
+        agent = _ROLLOUT_AGENTS[name] = make_agent(name)
+    return agent
 
 
 def _actions_to_score(e: Any, among: str, own: int | None) -> list[int]:

@@ -665,7 +665,16 @@ def _pretrain_settings(pretrain: dict | None, algo: str, env_kwargs: dict | None
             lookahead = parse_lookahead(str(pre_cfg["expert"]))
         except ValueError as exc:
             raise InvalidInput(f"train: pretrain.{exc}") from None
-        needs = lookahead["base"] if lookahead["max_waiting"] is not None else None
+        bases = str(lookahead["base"]).split("|")
+        from sfenv.agents.registry import make_agent
+
+        for name in bases:  # each rollout heuristic exists (found here, not at the first decision)
+            try:
+                make_agent(name)
+            except (InvalidInput, ValueError, KeyError) as exc:
+                raise InvalidInput(f"train: pretrain.expert {pre_cfg['expert']!r}: rollout heuristic {name!r}: "
+                                   f"{str(exc)[:200]}") from None
+        needs = bases[0] if lookahead["max_waiting"] is not None else None
     else:
         needs = None if pre_cfg["expert"] is None else str(pre_cfg["expert"])
     if needs is not None:  # the expert answers with this heuristic's recorded decision

@@ -304,6 +304,45 @@ def test_max_waiting_looks_ahead_only_when_few_jobs_wait():
         lookahead_action(env, "spantrain+swf", futures="present", max_waiting=1)  # "best" does not record it
 
 
+def test_several_rollout_heuristics_score_each_action_by_the_best_of_their_rollouts():
+    """``lookahead:A|B``: each scored action's objective is the smaller of its rollouts under A and under B, the
+    choice is the best of those, and the second heuristic changes the choice somewhere."""
+    from sfenv.agents.imitation import lookahead_action, parse_lookahead
+
+    assert parse_lookahead("lookahead:fifo+swf|fastest+swf:present:proposed")["base"] == "fifo+swf|fastest+swf"
+    for bad in ("lookahead:fifo+swf|", "lookahead:|fifo+swf", "lookahead:a||b"):
+        with pytest.raises(ValueError, match="AGENT"):
+            parse_lookahead(bad)
+    env = _contended_env(20)
+    env.reset(seed=6)
+    states = differs = 0
+    for _ in range(40):
+        e = env.unwrapped
+        if e.sim.done:
+            break
+        both: dict[int, float] = {}
+        choice = lookahead_action(env, "fifo+swf|fastest+swf", futures="present", among="proposed", scores=both)
+        fifo: dict[int, float] = {}
+        fastest: dict[int, float] = {}
+        alone = [lookahead_action(env, "fifo+swf", futures="present", among="proposed", scores=fifo),
+                 lookahead_action(env, "fastest+swf", futures="present", among="proposed", scores=fastest)]
+        assert set(both) == set(fifo) == set(fastest)
+        assert all(abs(both[a] - min(fifo[a], fastest[a])) <= 1e-9 for a in both)
+        assert both[choice] <= min(both.values()) + 1e-9
+        states += 1
+        differs += choice != alone[0]  # the second heuristic changed the choice
+        env.step(choice)
+    assert states >= 10 and differs >= 1, (states, differs)
+
+
+def test_a_recipe_naming_an_unknown_rollout_heuristic_is_refused_before_training():
+    from sfenv.agents.learned import _pretrain_settings
+
+    with pytest.raises(InvalidInput, match="rollout heuristic 'nosuch'"):
+        _pretrain_settings({"expert": "lookahead:fifo+swf|nosuch:present:proposed"}, "maskable-ppo",
+                           {"proposers": "best"})
+
+
 def _expert_episode_jct(env: gym.Env, expert: str, seed: int) -> float:
     """Mean JCT (s) of one episode from ``reset(seed)`` with ``expert`` choosing every action; every job must finish."""
     env.reset(seed=seed)
