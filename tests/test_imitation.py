@@ -174,6 +174,16 @@ def _contended_env(num_jobs: int | None = None, proposers: str = "best") -> gym.
                     obs_mode="compact")
 
 
+def _decision_states(env: gym.Env, seed: int, steps: int):
+    """Reset ``env`` with ``seed``; yield its GeoSchedEnv at each of up to ``steps`` decisions (the caller steps it)."""
+    env.reset(seed=seed)
+    for _ in range(steps):
+        e = env.unwrapped
+        if e.sim.done:
+            return
+        yield e
+
+
 def _sim_after(decisions: int, seed: int = 4):
     from sfenv.scenario import load_scenario
 
@@ -249,12 +259,8 @@ def test_state_only_lookahead_knows_only_the_present(spec):
 
     args = parse_lookahead(spec)
     env = _contended_env(12)
-    env.reset(seed=3)
     checked = deviations = 0
-    for _ in range(10):
-        e = env.unwrapped
-        if e.sim.done:
-            break
+    for e in _decision_states(env, seed=3, steps=10):
         if any(js.status == "pending" for js in e.sim.jobs) and e.action_masks().sum() > 1:
             ahead = lookahead_action(env, **args)
             assert expert_action(env, spec) == ahead
@@ -314,12 +320,8 @@ def test_several_rollout_heuristics_score_each_action_by_the_best_of_their_rollo
         with pytest.raises(ValueError, match="AGENT"):
             parse_lookahead(bad)
     env = _contended_env(20)
-    env.reset(seed=6)
     states = differs = 0
-    for _ in range(40):
-        e = env.unwrapped
-        if e.sim.done:
-            break
+    for _ in _decision_states(env, seed=6, steps=40):
         both: dict[int, float] = {}
         choice = lookahead_action(env, "fifo+swf|fastest+swf", futures="present", among="proposed", scores=both)
         fifo: dict[int, float] = {}
