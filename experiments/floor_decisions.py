@@ -10,7 +10,7 @@ both floors, and the test against waiting alone (the decision exempt from the MF
 
 Run: ``python -m sfenv.experiments.floor_decisions [--scenario spider-8-contended] [--seeds 3]
 [--heuristic spantrain+swf] [--min-relative-mfu 0.8] [--min-spread-speedup 1.0]``.  docs/training.md
-(issue 34, "A third round") gives the figures it printed.
+(issue 34, "The exemption from one floor only") gives the figures it printed.
 """
 
 from __future__ import annotations
