@@ -12,6 +12,7 @@ over days, optionally with noise).  :func:`read_price_csv` loads an hourly CSV.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -23,9 +24,19 @@ from sfenv.errors import InvalidInput
 from sfenv.world.csvread import csv_number, csv_rows
 from sfenv.world.limits import MAX_ABS_PRICE, MAX_PRICE_DAYS
 
-__all__ = ["JOULES_PER_MWH", "PriceSeries", "from_daily_profiles", "read_price_csv", "time_of_use"]
+__all__ = ["JOULES_PER_MWH", "PriceSeries", "from_daily_profiles", "read_price_csv", "time_of_use", "zone_dot"]
 
 JOULES_PER_MWH = 3.6e9
+
+
+def zone_dot(weights: np.ndarray, values: np.ndarray) -> float:
+    """``sum(weights * values)`` over zones, rounded once (:func:`math.fsum` of the products).
+
+    The same float on every machine: ``np.dot`` goes to the BLAS library, whose kernel (chosen at run
+    time by CPU) sums in its own order, so the same episode's cost and carbon differed in the last bit
+    from one CPU to another (a leaderboard entry recorded on one machine failed its replay on another).
+    """
+    return math.fsum((weights * values).tolist())
 
 
 class PriceSeries:
