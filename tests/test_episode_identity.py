@@ -5,10 +5,6 @@ commit before the move (see that file's docstring).  Each case is played again h
 recorded figure must match exactly: the episode report (every float's ``repr``), the rewards' sum,
 the digests of every observation and ``info``, and, for reference agents on the simulator, their
 re-plans, events and job records.  A change that moves any float by one ulp fails.
-
-Recorded again on 2026-11-26, when cost and carbon went from ``np.dot`` (whose BLAS kernel depends on the
-CPU) to ``zone_dot``: only ``info`` digests moved (CHANGELOG, "cost and carbon are the same float on every
-machine").
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ their ``cloud`` but no ``cloud_region``, so egress is priced at the scenario's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -228,7 +229,7 @@ def cloud_topology(
         for w in range(u + 1, num_regions):
             same = regions[u]["cloud"] == regions[w]["cloud"]
             median = median_gbps_same_cloud if same else median_gbps_cross_cloud
-            ab, ba = (float(round(median * np.exp(sigma_log * z), 2)) for z in rng.standard_normal(2))
+            ab, ba = (float(round(median * math.exp(sigma_log * float(z)), 2)) for z in rng.standard_normal(2))
             ab, ba = max(ab, 0.01), max(ba, 0.01)
             links.append(
                 {

@@ -12,7 +12,6 @@ over days, optionally with noise).  :func:`read_price_csv` loads an hourly CSV.
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -23,20 +22,11 @@ import numpy as np
 from sfenv.errors import InvalidInput
 from sfenv.world.csvread import csv_number, csv_rows
 from sfenv.world.limits import MAX_ABS_PRICE, MAX_PRICE_DAYS
+from sfenv.world.portable import portable_exp
 
-__all__ = ["JOULES_PER_MWH", "PriceSeries", "from_daily_profiles", "read_price_csv", "time_of_use", "zone_dot"]
+__all__ = ["JOULES_PER_MWH", "PriceSeries", "from_daily_profiles", "read_price_csv", "time_of_use"]
 
 JOULES_PER_MWH = 3.6e9
-
-
-def zone_dot(weights: np.ndarray, values: np.ndarray) -> float:
-    """``sum(weights * values)`` over zones, rounded once (:func:`math.fsum` of the products).
-
-    The same float on every machine: ``np.dot`` goes to the BLAS library, whose kernel (chosen at run
-    time by CPU) sums in its own order, so the same episode's cost and carbon differed in the last bit
-    from one CPU to another (a leaderboard entry recorded on one machine failed its replay on another).
-    """
-    return math.fsum((weights * values).tolist())
 
 
 class PriceSeries:
@@ -108,8 +98,8 @@ class PriceSeries:
 
 def _tou_curve(local_hours: np.ndarray) -> np.ndarray:
     """A unit time-of-use shape: low at night, a morning shoulder and an evening peak (0..1)."""
-    morning = np.exp(-0.5 * ((local_hours - 9.0) / 2.5) ** 2)
-    evening = np.exp(-0.5 * ((local_hours - 19.0) / 2.0) ** 2)
+    morning = portable_exp(-0.5 * ((local_hours - 9.0) / 2.5) ** 2)
+    evening = portable_exp(-0.5 * ((local_hours - 19.0) / 2.0) ** 2)
     return np.clip(0.6 * morning + 1.0 * evening, 0.0, 1.0)
 
 
