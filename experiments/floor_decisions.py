@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from sfenv.env import GeoSchedEnv
 from sfenv.env.proposers import DecisionRecorder
 from sfenv.runs import protocol
+from sfenv.scenario import load_scenario
 
 __all__ = ["count_left_out", "main"]
 
@@ -66,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     total = {"spread": 0, "left_out": 0, "left_out_by_wait": 0}
     seeds = protocol.seeds("validation", args.seeds)
+    load_scenario(args.scenario)  # a bad scenario is refused before anything is printed
     print(f"{args.heuristic} on {args.scenario}, validation seeds {seeds}, min_relative_mfu {args.min_relative_mfu}, "
           f"min_spread_speedup {args.min_spread_speedup}")
     for seed in seeds:
