@@ -2,7 +2,7 @@
 
 Static checks read the source (every import, also those inside functions, but not those under
 ``if TYPE_CHECKING:``); runtime checks import in a fresh interpreter and look at ``sys.modules``.
-The layers, from the bottom: ``base`` (errors, hashing, registration, the package itself) ->
+The layers, from the bottom: ``base`` (errors, hashing, interrupts, registration, the package itself) ->
 ``world`` -> ``model`` -> ``scenario`` -> ``sim`` -> ``env`` and ``runs`` (side by side, neither
 importing the other) -> ``agents`` -> ``app``; ``experiments`` are scripts on top.  A module imports
 modules of its own layer and of the layers below it, never above.
@@ -133,7 +133,7 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if module == "sfenv.__main__":
         return "app"
-    if len(parts) == 1 or parts[1] in ("errors", "hashing", "registration", "_moved"):
+    if len(parts) == 1 or parts[1] in ("errors", "hashing", "interrupts", "registration", "_moved"):
         return "base"
     if parts[1] == "scenario":
         return "scenario"

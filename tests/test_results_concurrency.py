@@ -23,6 +23,7 @@ import pytest
 
 from sfenv.app.cli import main
 from sfenv.errors import Interrupted
+from sfenv.interrupts import ctrl_c_held
 from sfenv.runs import results
 from sfenv.runs.results import OutputError, OutputInUse, ResultsWriter, atomic_path, output_lock, read_results
 
@@ -246,7 +247,7 @@ def test_ctrl_c_saves_every_finished_episode_however_long_the_interval(tmp_path,
 def test_a_second_ctrl_c_during_the_last_save_waits_for_it(monkeypatch):
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
     try:
-        with results.ctrl_c_held():
+        with ctrl_c_held():
             signal.raise_signal(signal.SIGINT)  # ignored: no KeyboardInterrupt here
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         with pytest.raises(KeyboardInterrupt):

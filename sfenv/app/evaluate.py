@@ -51,6 +51,7 @@ from sfenv.agents.registry import AGENTS, make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.env.geosched import FLOOR_TESTS
 from sfenv.errors import Interrupted, InvalidInput
+from sfenv.interrupts import ctrl_c_deferred, ctrl_c_held
 from sfenv.model.pipeline import prepare_compiled
 from sfenv.runs import protocol, results
 from sfenv.runs.progress import progress_bar
@@ -143,13 +144,15 @@ def prepare_decisions(agent: SchedulerAgent | None = None) -> None:
     replays pass; importing numba and reading its on-disk cache takes about 0.5-2.5 s, compiling
     without the cache 5-25 s) and creates HiGHS's first solver instance (:func:`quiet_solver_banner`);
     then it calls ``agent.prepare()`` (:meth:`SchedulerAgent.prepare`: the agent's own one-off imports).
+    A Ctrl-C pressed meanwhile is raised when they end (:func:`sfenv.interrupts.ctrl_c_deferred`).
     :func:`run_episode` and :func:`run_policy_episode` call it first, so every process that times
     decisions does (the serial evaluator, each Ray worker, ``sfenv run``, the experiments).
     """
-    prepare_compiled()
-    quiet_solver_banner()
-    if agent is not None:
-        agent.prepare()
+    with ctrl_c_deferred():  # a Ctrl-C inside these third-party loads is raised when they end, not lost
+        prepare_compiled()
+        quiet_solver_banner()
+        if agent is not None:
+            agent.prepare()
 
 
 #: an ``agents`` entry ``"model:PATH"`` is a saved SB3 model (see :mod:`sfenv.agents.learned`)
@@ -439,7 +442,7 @@ def _interrupted(writer: results.ResultsWriter | None, run_now: int) -> Interrup
     if writer is None:
         return Interrupted(f"interrupted: {run_now} episodes run now (no --out file: nothing was saved)")
     note = ""
-    with results.ctrl_c_held():
+    with ctrl_c_held():
         try:
             writer.flush()
         except results.OutputError as e:
@@ -735,23 +738,25 @@ def quiet_solver_banner() -> None:
     from C++ when the process creates its first solver instance, before ``output_flag`` can be
     switched off, so PuLP's ``msg=False`` cannot stop it.  This creates that first instance with
     file descriptor 1 pointed at the null device; later instances print nothing.  A no-op without
-    highspy or after the first call.
+    highspy or after the first call.  A Ctrl-C meanwhile is raised when it ends
+    (:func:`sfenv.interrupts.ctrl_c_deferred`).
     """
     global _BANNER_DONE
     if _BANNER_DONE:
         return
     _BANNER_DONE = True
-    try:
-        import highspy
-    except ImportError:
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
+    with ctrl_c_deferred():
+        try:
+            import highspy
+        except ImportError:
+            return
+        sys.stdout.flush()
+        saved = os.dup(1)
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 1)
+            highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(null)

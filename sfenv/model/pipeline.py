@@ -69,6 +69,8 @@ from typing import Literal
 
 import numpy as np
 
+from sfenv.interrupts import ctrl_c_deferred
+
 __all__ = [
     "SCHEDULES",
     "default_windows",
@@ -954,11 +956,12 @@ def _jit_kernels() -> ModuleType | None:
     global _jit
     kernels = _jit
     if kernels is False:
-        from sfenv.model import _pipeline_jit
+        with ctrl_c_deferred():  # numba and llvmlite lose or mangle a KeyboardInterrupt raised inside them
+            from sfenv.model import _pipeline_jit
 
-        if _pipeline_jit.AVAILABLE:
-            _pipeline_jit.warm_up()
-        kernels = _jit = _pipeline_jit if _pipeline_jit.AVAILABLE else None
+            if _pipeline_jit.AVAILABLE:
+                _pipeline_jit.warm_up()
+            kernels = _jit = _pipeline_jit if _pipeline_jit.AVAILABLE else None
     return kernels
 
 

@@ -35,8 +35,6 @@ import hashlib
 import json
 import math
 import os
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -67,7 +65,6 @@ __all__ = [
     "atomic_write_text",
     "cannot_write",
     "check_writable",
-    "ctrl_c_held",
     "differences",
     "file_hash",
     "make_folder",
@@ -358,23 +355,6 @@ def _holder(lock: Path) -> int | None:
         return int(lock.read_text().strip())
     except (OSError, ValueError):
         return None
-
-
-@contextmanager
-def ctrl_c_held() -> Iterator[None]:
-    """Ignore Ctrl-C (SIGINT) inside the block: for the save that must end a run that is being interrupted.
-
-    Only in the main thread of a process whose Ctrl-C raises ``KeyboardInterrupt`` (elsewhere a no-op).
-    """
-    if threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class ResultsWriter:
