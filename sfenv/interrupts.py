@@ -11,7 +11,7 @@ SIGINT handler, the ``sfenv`` command while it imports) they do nothing.
   Ctrl-Cs pressed in the first seconds of ``sfenv evaluate`` went wrong: one was raised inside an
   llvmlite ``ctypes`` callback, printed as "Exception ignored" and lost (the run went on to its end
   and exited 0); two left the interpreter exiting by SIGINT (code -2) after sfenv had reported the
-  interrupt and returned 130.  With the loads deferred, 0 of 100 did.
+  interrupt and returned 130.  With the loads deferred, 0 of 250 did.
 """
 
 from __future__ import annotations
