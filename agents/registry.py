@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +9,7 @@ from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.plugins import make_plugin, resolve_plugin, split_agent_list
 
 from sfenv.errors import InvalidInput, UnknownName, did_you_mean
+from sfenv.interrupts import import_module
 
 __all__ = ["AGENTS", "DESCRIPTIONS", "GROUPS", "available_agents", "describe", "make_agent", "resolve_names"]
 
@@ -89,7 +89,7 @@ def _load(name: str) -> type[SchedulerAgent]:
         raise UnknownName(f"unknown agent {name!r}{hint}; known: {', '.join(sorted(AGENTS))}, "
                           f"groups: {', '.join(sorted(GROUPS))}, or 'all'")
     module, cls = AGENTS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return getattr(import_module(module), cls)  # Ctrl-C deferred: PuLP's import would swallow it
 
 
 def available_agents() -> list[str]:

@@ -11,18 +11,22 @@ SIGINT handler, the ``sfenv`` command while it imports) they do nothing.
   Ctrl-Cs pressed in the first seconds of ``sfenv evaluate`` went wrong: one was raised inside an
   llvmlite ``ctypes`` callback, printed as "Exception ignored" and lost (the run went on to its end
   and exited 0); two left the interpreter exiting by SIGINT (code -2) after sfenv had reported the
-  interrupt and returned 130.  With the loads deferred, 0 of 250 did.
+  interrupt and returned 130.  With the loads deferred, 0 of 250 did.  PuLP imports highspy inside a
+  bare ``except:``, so a Ctrl-C pressed while PuLP is first imported was lost too (2 of 40 runs of the
+  command-line Ctrl-C tests on busy cores): :func:`import_module` imports the registered agents' and
+  proposer sets' modules with Ctrl-C deferred.
 """
 
 from __future__ import annotations
 
+import importlib
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType
+from types import FrameType, ModuleType
 
-__all__ = ["ctrl_c_deferred", "ctrl_c_held"]
+__all__ = ["ctrl_c_deferred", "ctrl_c_held", "import_module"]
 
 
 def _ctrl_c_raises_here() -> bool:
@@ -66,3 +70,14 @@ def ctrl_c_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if pressed:
         raise KeyboardInterrupt
+
+
+def import_module(name: str) -> ModuleType:
+    """``importlib.import_module(name)`` with Ctrl-C deferred (:func:`ctrl_c_deferred`) until it returns.
+
+    For the modules sfenv imports by name when they are first needed (registered agents, proposer
+    sets): they import libraries such as PuLP, which swallows any exception raised while it
+    imports highspy, a ``KeyboardInterrupt`` included.
+    """
+    with ctrl_c_deferred():
+        return importlib.import_module(name)

@@ -111,3 +111,33 @@ def test_an_agents_one_off_imports_keep_a_ctrl_c(ctrl_c_as_in_a_terminal, monkey
     monkeypatch.setattr(agent, "prepare", _press_ctrl_c_and_swallow_it)
     with pytest.raises(KeyboardInterrupt):
         evaluate.prepare_decisions(agent)
+
+
+def _importing_swallows_a_ctrl_c(monkeypatch):
+    """``sfenv.interrupts.import_module``'s import, made to meet a Ctrl-C that PuLP's bare ``except:`` swallows."""
+    import importlib
+    import types
+
+    from sfenv import interrupts
+
+    def import_module(name):
+        _press_ctrl_c_and_swallow_it()
+        return importlib.import_module(name)
+
+    monkeypatch.setattr(interrupts, "importlib", types.SimpleNamespace(import_module=import_module))
+
+
+def test_importing_a_registered_agent_keeps_a_ctrl_c(ctrl_c_as_in_a_terminal, monkeypatch):
+    from sfenv.agents.registry import make_agent
+
+    _importing_swallows_a_ctrl_c(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        make_agent("tpa")  # its module imports PuLP
+
+
+def test_importing_a_proposer_set_keeps_a_ctrl_c(ctrl_c_as_in_a_terminal, monkeypatch):
+    from sfenv.env.proposers import named_proposers
+
+    _importing_swallows_a_ctrl_c(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        named_proposers("best")

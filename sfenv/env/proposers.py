@@ -22,7 +22,6 @@ the only link state its modelled performance reads).
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -32,6 +31,7 @@ import networkx as nx
 import numpy as np
 
 from sfenv.hashing import HashedKey
+from sfenv.interrupts import import_module
 from sfenv.model.perf import Plan, PlanPerf, Stage
 from sfenv.model.planning import fit_plan
 from sfenv.sim import SimView
@@ -400,5 +400,5 @@ def named_proposers(name: str, queue_window: int = 8, cache: PlanCache | None = 
     if name not in PROPOSER_SETS:
         raise ValueError(f"proposers={name!r}: expected one of {list(PROPOSER_SETS)}")
     module, function = PROPOSER_SET_FACTORIES[name].split(":")
-    factory: Callable[[int, PlanCache], list[CandidateProposer]] = getattr(importlib.import_module(module), function)
+    factory: Callable[[int, PlanCache], list[CandidateProposer]] = getattr(import_module(module), function)
     return factory(queue_window, PlanCache() if cache is None else cache)
