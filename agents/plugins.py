@@ -58,6 +58,7 @@ from typing import Any
 from sfenv.agents.base import SchedulerAgent
 
 from sfenv.errors import InvalidInput, MissingFile
+from sfenv.interrupts import ctrl_c_deferred, import_module
 from sfenv.model.perf import Plan
 from sfenv.sim import SimView
 from sfenv.world.workload import JobSpec
@@ -237,7 +238,8 @@ def _file_module(path_text: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses, pickling by reference and typing need the module registered
     try:
-        spec.loader.exec_module(module)
+        with ctrl_c_deferred():  # the file may import a library that swallows a Ctrl-C (PuLP)
+            spec.loader.exec_module(module)
     except SyntaxError as e:
         del sys.modules[name]
         raise InvalidInput(f"agent file {path_text}: not valid Python (line {e.lineno}: {e.msg})") from None
@@ -254,7 +256,7 @@ def _module(name: str, spec: str) -> Any:
     if importlib.util.find_spec(top) is None and os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())  # last: nothing installed is shadowed
     try:
-        return importlib.import_module(name)
+        return import_module(name)  # Ctrl-C deferred, as for the registered agents
     except ModuleNotFoundError as e:
         if e.name is not None and (name == e.name or name.startswith(e.name + ".")):
             raise InvalidInput(f"agent {spec!r}: no module named {e.name!r} (install it, put it on PYTHONPATH "

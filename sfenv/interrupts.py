@@ -13,8 +13,9 @@ SIGINT handler, the ``sfenv`` command while it imports) they do nothing.
   and exited 0); two left the interpreter exiting by SIGINT (code -2) after sfenv had reported the
   interrupt and returned 130.  With the loads deferred, 0 of 250 did.  PuLP imports highspy inside a
   bare ``except:``, so a Ctrl-C pressed while PuLP is first imported was lost too (2 of 40 runs of the
-  command-line Ctrl-C tests on busy cores): :func:`import_module` imports the registered agents' and
-  proposer sets' modules with Ctrl-C deferred.
+  command-line Ctrl-C tests on busy cores): :func:`import_module` imports the registered agents',
+  proposer sets' and plug-ins' modules with Ctrl-C deferred (a plug-in file runs under
+  :func:`ctrl_c_deferred`).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def import_module(name: str) -> ModuleType:
     """``importlib.import_module(name)`` with Ctrl-C deferred (:func:`ctrl_c_deferred`) until it returns.
 
     For the modules sfenv imports by name when they are first needed (registered agents, proposer
-    sets): they import libraries such as PuLP, which swallows any exception raised while it
+    sets, plug-ins): they import libraries such as PuLP, which swallows any exception raised while it
     imports highspy, a ``KeyboardInterrupt`` included.
     """
     with ctrl_c_deferred():

@@ -141,3 +141,41 @@ def test_importing_a_proposer_set_keeps_a_ctrl_c(ctrl_c_as_in_a_terminal, monkey
     _importing_swallows_a_ctrl_c(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         named_proposers("best")
+
+
+SWALLOWING_PLUGIN = '''
+import signal
+
+try:  # a library that swallows every exception while it imports, as PuLP does around highspy
+    signal.raise_signal(signal.SIGINT)
+except BaseException:
+    pass
+'''
+
+
+def test_a_plugin_file_keeps_a_ctrl_c(ctrl_c_as_in_a_terminal, tmp_path):
+    import sys
+
+    from sfenv.agents.registry import make_agent
+
+    plugin = tmp_path / "swallows.py"
+    plugin.write_text(SWALLOWING_PLUGIN)
+    before = set(sys.modules)
+    with pytest.raises(KeyboardInterrupt):
+        make_agent(f"{plugin}:Anything")
+    assert not any(name.startswith("sfenv_plugin_swallows") for name in set(sys.modules) - before)
+
+
+def test_a_plugin_module_keeps_a_ctrl_c(ctrl_c_as_in_a_terminal, tmp_path, monkeypatch):
+    import sys
+
+    from sfenv.agents.registry import make_agent
+
+    (tmp_path / "sfenv_test_swallows.py").write_text(SWALLOWING_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "sfenv_test_swallows", raising=False)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            make_agent("sfenv_test_swallows:Anything")
+    finally:
+        sys.modules.pop("sfenv_test_swallows", None)
