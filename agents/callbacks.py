@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+from sfenv.agents.deferral import Deferral, check_play_defer, deferred_action
 
 from sfenv.runs.progress import progress_bar
 from sfenv.runs.results import atomic_write_text
@@ -36,6 +37,7 @@ __all__ = ["StepsProgress", "eval_postfix", "heuristic_levels", "make_eval_callb
 
 def play_episode(
     predict: Callable[..., Any], env: Any, seed: int, masked: bool, normalize: Callable[[Any], Any] | None = None,
+    defer: Deferral | None = None, policy: Any = None,
 ) -> tuple[dict[str, Any], float]:
     """Play one seeded episode with ``predict(obs, deterministic=True[, action_masks=...])``.
 
@@ -44,6 +46,8 @@ def play_episode(
     :param seed: the episode seed (the episode of ``make_simulator(scenario, seed)``).
     :param masked: pass the env's action masks to ``predict``.
     :param normalize: applied to every observation before ``predict`` (VecNormalize's ``normalize_obs``).
+    :param defer: play the recipe's deferral (:func:`sfenv.agents.deferral.deferred_action`) with
+        ``policy``, the SB3 policy network, instead of ``predict``.
     :return: the report of the finished episode (a dict, with ``stopped_early``) and the raw
         undiscounted return.  A policy whose episode does not end within ``max(max_episode_steps,
         100 x jobs)`` steps is stopped there and the episode is played on to its end with waits
@@ -57,7 +61,10 @@ def play_episode(
     ret, steps, done = 0.0, 0, False
     while not done and steps < limit:
         x = normalize(obs) if normalize is not None else obs
-        if masked:
+        if defer is not None:
+            action, _ = deferred_action(policy, x, base.action_masks() if masked else None,
+                                        base.decision_action(defer.to), defer.margin)
+        elif masked:
             action, _ = predict(x, deterministic=True, action_masks=base.action_masks())
         else:
             action, _ = predict(x, deterministic=True)
@@ -80,6 +87,7 @@ def make_eval_callback(
     history: list[dict] | None = None,
     evaluate_first: bool = False,
     log: Callable[[str], None] | None = None,
+    defer: Deferral | None = None,
 ) -> Any:
     """Build an :class:`EvalJCTCallback` (SB3's ``BaseCallback`` is imported here, lazily).
 
@@ -93,6 +101,7 @@ def make_eval_callback(
     :param evaluate_first: also evaluate when training starts (a warm-started policy is then a
         candidate for the best model).
     :param log: called with one line per evaluation (None: silent).
+    :param defer: the recipe's ``play_defer``: the evaluations play it (:func:`play_episode`).
     """
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -130,7 +139,7 @@ def make_eval_callback(
             normalize = vn.normalize_obs if vn is not None and vn.norm_obs else None
             reports, returns = [], []
             for s in self.seeds:
-                rep, ret = play_episode(self.model.predict, self.env, s, masked, normalize)
+                rep, ret = play_episode(self.model.predict, self.env, s, masked, normalize, defer, self.model.policy)
                 reports.append(rep)
                 returns.append(ret)
             point = {
@@ -304,18 +313,26 @@ def plot_learning_curve(history: Sequence[dict], levels: dict[str, dict[str, flo
     return path
 
 
-def played_as(play: str, play_env: dict | None = None) -> str:
+def played_as(play: str, play_env: dict | None = None, deferral: Deferral | dict | None = None) -> str:
     """How a recipe's model is played, as a progress or summary line says it.
 
-    :return: ``", played work-conserving"`` and its ``play_env`` settings (``", min_relative_mfu 0.7"``);
-        empty when it is played as trained with none.
+    :param deferral: the recipe's ``play_defer`` (a :class:`~sfenv.agents.deferral.Deferral` or its record).
+    :return: ``", played work-conserving"``, its ``play_env`` settings (``", min_relative_mfu 0.7"``) and its
+        deferral (``", deferring to spantrain+swf unless 1 nats surer"``); empty when it is played as
+        trained with none.
     """
     said = ", played work-conserving" if play == "work-conserving" else ""
-    return said + "".join(f", {k} {v}" for k, v in sorted((play_env or {}).items()) if v is not None)
+    said += "".join(f", {k} {v}" for k, v in sorted((play_env or {}).items()) if v is not None)
+    if isinstance(deferral, dict):
+        deferral = check_play_defer(deferral, "play_defer")
+    if deferral is not None:
+        said += f", deferring to {deferral.to} unless {deferral.margin:g} nats surer"
+    return said
 
 
 def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]], seeds: Sequence[int],
-                     play: str = "as-trained", play_env: dict | None = None) -> str:
+                     play: str = "as-trained", play_env: dict | None = None,
+                     deferral: Deferral | dict | None = None) -> str:
     """One line: the best model's held-out mean JCT against FIFO's and the best reference agent's.
 
     E.g. ``best model (step 8,192): mean JCT 2.01 h on seeds 10000..10015; fifo 2.64 h (0.76x),
@@ -328,6 +345,7 @@ def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]
     :param seeds: the evaluation seeds.
     :param play: the recipe's play mode (the evaluations played it so); ``work-conserving`` is said in the line.
     :param play_env: the recipe's play-only env settings (the evaluations had them), said in the line.
+    :param deferral: the recipe's ``play_defer`` (the evaluations played it so), said in the line.
     :return: the line ("no evaluation" when ``history`` is empty).
     """
     best = [h for h in history if h.get("best")]
@@ -336,7 +354,7 @@ def training_summary(history: Sequence[dict], levels: dict[str, dict[str, float]
     point = best[-1]
     jct = point["mean_jct_h"]
     span = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
-    played = played_as(play, play_env)
+    played = played_as(play, play_env, deferral)
     line = f"best model (step {point['timesteps']:,}{played}): mean JCT {jct:.2f} h on {span}"
     if point.get("unfinished"):
         line += f" ({point['unfinished']:.1f} jobs unfinished per episode)"

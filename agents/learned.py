@@ -52,11 +52,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 from sfenv.agents import model_files
+from sfenv.agents.deferral import Deferral, check_play_defer, deferred_action
 
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import InvalidInput, MissingFile, UntrustedCode, did_you_mean
@@ -143,6 +144,7 @@ RECIPE_DEFAULTS: dict[str, Any] = {
     "n_envs": 4, "normalize": "all", "env_kwargs": {}, "hp": {}, "eval_every": None,
     "eval_seeds": protocol.seeds("validation", 5), "baselines": ["fifo", "spinsearch"],
     "checkpoint_every": 0, "pretrain": None, "policy": "default", "play": "as-trained", "play_env": {},
+    "play_defer": None,
 }
 #: how a recipe's model is played, named once (``play:``) and used everywhere it is played: by the
 #: evaluation that keeps the best model, by the run's summary, and (recorded in the model's metadata)
@@ -248,6 +250,9 @@ def load_config(spec: str | Path) -> dict[str, Any]:
         raise InvalidInput(f"config {spec}: play = {data['play']!r}; expected one of {list(PLAY_MODES)}")
     if "play_env" in data:
         data["play_env"] = check_play_env(data["play_env"], f"config {spec}")
+    if data.get("play_defer") is not None:
+        deferral = check_play_defer(data["play_defer"], f"config {spec}")
+        data["play_defer"] = None if deferral is None else deferral.record()
     return data
 
 
@@ -712,6 +717,7 @@ def train(
     trust_code: bool = False,
     play: str = "as-trained",
     play_env: dict[str, Any] | None = None,
+    play_defer: dict[str, Any] | None = None,
 ) -> Path:
     """Train ``algo`` with the recipe of this module; returns the final model's path, ``<run>/model.zip``.
 
@@ -768,6 +774,11 @@ def train(
     :param play_env: env settings of :data:`PLAY_ENV_KEYS` the model is played with and not trained
         with (``{"min_relative_mfu": 0.7}``): the evaluations that keep the best model have them, and
         the saved models record them (``meta["play_env"]``) for :class:`LearnedPolicy`.
+    :param play_defer: ``{"to": NAME, "margin": NATS}``: the model is played taking the recorded decision
+        ``NAME`` unless its own greedy action is more than ``NATS`` more log-probable
+        (:mod:`sfenv.agents.deferral`); the evaluations that keep the best model play it so and the
+        saved models record it (``meta["play_defer"]``).  Needs a policy with action probabilities
+        and ``NAME`` among the env's recorded decisions (``proposers="best+spantrain"``).
     :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
     :raises InvalidInput: (among others) for evaluation seeds in the protocol's test split.
@@ -785,6 +796,7 @@ def train(
         policy = cfg.get("policy", "default")
         play = cfg.get("play", "as-trained")  # a run folder written before the play mode was recorded
         play_env = cfg.get("play_env")
+        play_defer = cfg.get("play_defer")
     play_env = check_play_env(play_env, "train")
     if play not in PLAY_MODES:
         raise InvalidInput(f"train: play = {play!r}; expected one of {list(PLAY_MODES)}")
@@ -803,7 +815,7 @@ def train(
     eval_kw.update(play_env)
     eval_run_sc = eval_sc.with_overrides(workload={"num_jobs": kw_env["num_jobs"]}) if "num_jobs" in kw_env else eval_sc
     eval_fn = make_env_fn(eval_run_sc, spec.flatten, eval_kw)
-    eval_fn().close()
+    deferral = _checked_deferral(play_defer, algo, eval_fn)
     torch = _rl_module("torch")
     cls = getattr(_rl_module(spec.module), spec.cls)
     make_vec_env = _rl_module("stable_baselines3.common.env_util").make_vec_env
@@ -833,7 +845,7 @@ def train(
                "seed": seed, "n_envs": n_envs, "normalize": normalize, "env_kwargs": kw_env, "hp": hp,
                "eval_every": eval_every, "eval_seeds": seeds, "baselines": list(baselines),
                "checkpoint_every": checkpoint_every, "tensorboard": tensorboard, "pretrain": pre_cfg, "policy": policy,
-               "play": play, "play_env": play_env}
+               "play": play, "play_env": play_env, "play_defer": None if deferral is None else deferral.record()}
         (run / "config.yml").write_text(dump_yaml(cfg))  # no aliases: read_yaml refuses them
         model.tensorboard_log = str(run / "tb") if tensorboard else None
     else:
@@ -842,11 +854,13 @@ def train(
     meta = {"algo": algo, "scenario": sc_name, "eval_scenario": eval_sc.name, "seed": seed,
             "total_timesteps": total_timesteps, "env_kwargs": kw_env, "algo_kwargs": hp, "normalize": normalize,
             "policy": policy, "play": play, "play_env": play_env}
+    if deferral is not None:  # absent when off: models saved before play_defer hash as they did
+        meta["play_defer"] = deferral.record()
     history = _eval_history(run, done) if resume is not None else []
     every = eval_every if eval_every is not None else max(MIN_EVAL_EVERY, total_timesteps // 10)
     if log is not None:
         log(_start_line(run, algo, sc_name, total_timesteps - done, pre_cfg, len(seeds), eval_sc.name, play,
-                        play_env))
+                        play_env, deferral))
     if pre_cfg is not None:
         from sfenv.agents.imitation import pretrain as behaviour_clone
 
@@ -855,7 +869,7 @@ def train(
         meta["pretrain"] = records
     evaluator = make_eval_callback(eval_fn, seeds, every or 10**12, run, spec.masked,
                                    lambda m, prefix: _save(m, run, prefix, meta), history,
-                                   evaluate_first=pre_cfg is not None, log=log)
+                                   evaluate_first=pre_cfg is not None, log=log, defer=deferral)
     callbacks = [evaluator]
     if checkpoint_every > 0:
         callbacks.append(sb3_callbacks.CheckpointCallback(max(1, checkpoint_every // n_envs), str(run / "checkpoints"),
@@ -873,6 +887,25 @@ def train(
     vec.close()
     evaluator.env.close()
     return path
+
+
+def _checked_deferral(play_defer: Any, algo: str, eval_fn: Callable[[], gym.Env]) -> Deferral | None:
+    """A recipe's ``play_defer``, checked against its algorithm and its evaluation env (which it closes).
+
+    :raises InvalidInput: for a malformed setting, DQN (no action probabilities) or a heuristic that
+        is not a recorded decision of the evaluation env.
+    """
+    deferral = check_play_defer(play_defer, "train")
+    probe = eval_fn()
+    try:
+        if deferral is not None:
+            if algo == "dqn":
+                raise InvalidInput("train: play_defer needs a policy with action probabilities "
+                                   "(maskable-ppo, ppo, a2c), not dqn")
+            cast(GeoSchedEnv, probe.unwrapped).decision_action(deferral.to)
+    finally:
+        probe.close()
+    return deferral
 
 
 def _run_config(run: Path, trust_code: bool = False) -> dict[str, Any]:
@@ -975,12 +1008,13 @@ def _env_settings(env_kwargs: dict | None, masked: bool, first: Scenario) -> dic
 
 
 def _start_line(run: Path, algo: str, scenario: str, steps: int, pre_cfg: dict | None, seeds: int,
-                eval_scenario: str, play: str = "as-trained", play_env: dict | None = None) -> str:
+                eval_scenario: str, play: str = "as-trained", play_env: dict | None = None,
+                deferral: Deferral | None = None) -> str:
     """The first progress line of a run: its folder and what it will do."""
     from sfenv.agents.callbacks import played_as
 
     cloning = f" after behaviour cloning of {pre_cfg['expert']}" if pre_cfg is not None else ""
-    played = played_as(play, play_env)
+    played = played_as(play, play_env, deferral)
     return (f"run folder {run}: {algo} on {scenario}, {steps:,} steps{cloning}; evaluations on {seeds} "
             f"held-out seeds of {eval_scenario}{played}")
 
@@ -1017,7 +1051,7 @@ def run_summary(run: str | Path) -> str:
     levels = json.loads((run / "levels.json").read_text()) if (run / "levels.json").is_file() else {}
     cfg = read_yaml(run / "config.yml", "run configuration (config.yml)") or {}
     return training_summary(history, levels, cfg.get("eval_seeds") or [0], play=cfg.get("play", "as-trained"),
-                            play_env=cfg.get("play_env"))
+                            play_env=cfg.get("play_env"), deferral=cfg.get("play_defer"))
 
 
 def _describe_scenario(given: Any, loaded: Scenario | list[Scenario]) -> Any:
@@ -1084,18 +1118,24 @@ class LearnedPolicy:
         Only masked algorithms read the mask.
     :param trust_code: allow loading an SB3 ``.zip`` and pickled VecNormalize statistics when no
         weights-only form is there (this runs code from those files: only for files you trust).
+    :param defer: None or True: play the recipe's deferral to a heuristic if it has one
+        (``meta["play_defer"]``, :attr:`play_defer`; :mod:`sfenv.agents.deferral`); False: never defer.
+        A player that can read the env (the evaluator, the keep-best evaluations) calls :meth:`choose`
+        with the heuristic's action; :meth:`predict` alone never defers.
     :raises UntrustedCode: for a zip without its weights-only twin and ``trust_code=False``.
     :raises MissingFile: for a missing model file.
     :raises InvalidInput: for a malformed file, naming it and the field.
     """
 
     def __init__(self, path: str | Path, algo: str | None = None, work_conserving: bool | None = None,
-                 trust_code: bool = False):
+                 trust_code: bool = False, defer: bool | None = None):
         if work_conserving is not None and not isinstance(work_conserving, bool):
             raise InvalidInput(f"LearnedPolicy: invalid argument work_conserving={work_conserving!r}: "
                                "expected True, False or None")
         if not isinstance(trust_code, bool):
             raise InvalidInput(f"LearnedPolicy: invalid argument trust_code={trust_code!r}: expected True or False")
+        if defer is not None and not isinstance(defer, bool):
+            raise InvalidInput(f"LearnedPolicy: invalid argument defer={defer!r}: expected True, False or None")
         if algo is None:
             algo, path = split_model_spec(str(path))
         path = Path(path)
@@ -1127,6 +1167,11 @@ class LearnedPolicy:
         play_env = check_play_env(self.meta.get("play_env"), f"{path}: meta")
         if play_env:  # the recipe's play settings (PLAY_ENV_KEYS), which its training envs did not have
             self.meta = {**self.meta, "env_kwargs": {**self.meta.get("env_kwargs", {}), **play_env}}
+        #: the recipe's deferral to a heuristic (``meta["play_defer"]``); None: the policy always chooses alone
+        self.play_defer: Deferral | None = (None if defer is False else
+                                            check_play_defer(self.meta.get("play_defer"), f"{path}: meta"))
+        if self.play_defer is not None and self.algo == "dqn":
+            raise InvalidInput(f"{path}: meta.play_defer needs a policy with action probabilities; dqn has none")
         #: how this policy is played: ``work-conserving`` or ``as-trained`` (:data:`PLAY_MODES`)
         self.play = "work-conserving" if self.meta.get("env_kwargs", {}).get("work_conserving") else "as-trained"
         self.name = f"model:{path.name}"
@@ -1183,6 +1228,20 @@ class LearnedPolicy:
         :func:`sfenv.app.evaluate.run_policy_episode` calls it before it times the first decision.
         """
         self.predict(observation, deterministic=True, action_masks=action_masks)
+
+    def choose(self, observation: Any, action_masks: np.ndarray | None, baseline: int | None) -> tuple[int, bool]:
+        """The action to play with the recipe's deferral, and whether it is the heuristic's in place of the policy's.
+
+        :param baseline: the action of the heuristic :attr:`play_defer` names on this step's menu
+            (:meth:`sfenv.env.GeoSchedEnv.decision_action`; None when it offers none).
+        :raises InvalidInput: if this policy has no deferral (:attr:`play_defer` is None).
+        """
+        if self.play_defer is None:
+            raise InvalidInput(f"{self.name}: choose() plays a recipe's play_defer; this model has none (use predict)")
+        if self.normalize_obs is not None:
+            observation = self.normalize_obs(observation)
+        return deferred_action(self.model.policy, observation, action_masks if self.spec.masked else None,
+                               baseline, self.play_defer.margin)
 
     def predict(
         self,

@@ -438,7 +438,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
                  checkpoint_every=cfg["checkpoint_every"], progress_bar=not args.quiet, normalize=cfg["normalize"],
                  eval_every=cfg["eval_every"], eval_seeds=cfg["eval_seeds"], eval_scenario=cfg["eval_scenario"],
                  baselines=cfg["baselines"], plot=not args.no_plot, pretrain=pretrain, log=log,
-                 policy=cfg["policy"], play=cfg["play"], play_env=cfg["play_env"])
+                 policy=cfg["policy"], play=cfg["play"], play_env=cfg["play_env"],
+                 play_defer=cfg["play_defer"])
     print(f"saved {path} (best: {path.with_name('best_model.zip')})")
     print(run_summary(path.parent))
     return 0

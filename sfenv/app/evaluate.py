@@ -159,7 +159,7 @@ def prepare_decisions(agent: SchedulerAgent | None = None) -> None:
 MODEL_PREFIX = "model:"
 #: keyword arguments a ``model:PATH`` agent takes from ``agent_kwargs`` (those of :class:`LearnedPolicy` that
 #: change how it is played)
-MODEL_PLAY_KWARGS = ("work_conserving",)
+MODEL_PLAY_KWARGS = ("work_conserving", "defer")
 #: an ``agents`` entry ``"rllib:PATH"`` is an RLlib PPO checkpoint (see :mod:`sfenv.agents.rllib`)
 RLLIB_PREFIX = "rllib:"
 
@@ -216,15 +216,22 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     if callable(warm_up):
         warm_up(obs, base.action_masks())
     limit = max(scenario.cfg.env.max_episode_steps, 100 * sim.view().num_jobs)
+    # a recipe's deferral to a heuristic (sfenv.agents.deferral)
+    defer = policy.play_defer if isinstance(policy, LearnedPolicy) else None
+    deferred = 0
     times: list[float] = []
     log: list[dict | None] | None = [] if record_actions else None
     steps, done = 0, False
     while not done and steps < limit:
         mask = base.action_masks()
         t = time.perf_counter()
-        action, _ = policy.predict(obs, deterministic=True, action_masks=mask)
+        if defer is not None and isinstance(policy, LearnedPolicy):
+            index, took_heuristic = policy.choose(obs, mask, base.decision_action(defer.to))
+            deferred += took_heuristic
+        else:
+            action, _ = policy.predict(obs, deterministic=True, action_masks=mask)
+            index = int(np.asarray(action).item())
         times.append(time.perf_counter() - t)
-        index = int(np.asarray(action).item())
         plan = base.candidates[index] if index < base.wait_action and mask[index] else None
         obs, _, terminated, truncated, info = env.step(index)
         if log is not None and (not info["invalid_action"] or info["forced_wait"]):
@@ -246,6 +253,8 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     row["decision_time_max_s"] = float(np.max(times)) if times else 0.0
     row["stopped_early"] = not done
     row.update(_play_setting_fields(env_kwargs))
+    if defer is not None:  # the heuristic's decision replaced the policy's this many times
+        row.update(defer_to=defer.to, defer_margin=defer.margin, deferred=deferred)
     if log is not None:
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = {"decisions": log, "replans": []}

@@ -402,6 +402,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._view: SimView | None = None
         self._candidates: list[Plan] = []
         self._cand_perf: list[PlanPerf | None] = []
+        #: the recorded decisions on this step's menu, by proposer name (:meth:`decision_action`)
+        self._decisions: dict[str, Plan | None] = {}
         #: job id -> its best single-region tokens/s per peak FLOP/s (``min_relative_mfu``), this episode
         self._best_single_mfu: dict[int, float] = {}
         #: job id -> its single-region options (region, GPUs, iteration time) (``min_spread_speedup``), this episode
@@ -622,6 +624,28 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._mask[idx] = self.view.can_start(plan)
         return idx
 
+    def decision_action(self, name: str) -> int | None:
+        """The action that starts the decision heuristic ``name`` made for this step's menu, if the menu offers it.
+
+        ``name`` is a recorded decision among the env's proposers (a
+        :class:`~sfenv.env.proposers.DecisionRecorder`, e.g. ``"spantrain+swf"`` with
+        ``proposers="best+spantrain"``).  None when that heuristic would wait, when a floor
+        (``min_relative_mfu``, ``min_spread_speedup``) or a full menu left its decision out, or when
+        no job is waiting.  A policy that defers to a heuristic (``play_defer`` in a recipe,
+        :mod:`sfenv.agents.deferral`) reads it before each action.
+
+        :raises InvalidInput: naming ``name`` when no proposer of the env records that decision.
+        """
+        recorded = [p.name for p in self.proposers if isinstance(p, DecisionRecorder)]
+        if name not in recorded:
+            raise InvalidInput(f"GeoSchedEnv.decision_action: invalid argument name={str(name)[:100]!r}: no proposer "
+                               f"of this env records that decision; recorded: {recorded} (e.g. proposers=\"best\")")
+        plan = self._decisions.get(name)
+        if plan is None or plan not in self._candidates:
+            return None
+        index = self._candidates.index(plan)
+        return index if self._mask[index] else None
+
     def render(self) -> Any:
         """``"ansi"``: a text table; ``"rgb_array"``: an image of the map, prices and utilisation."""
         if self.render_mode is None:
@@ -676,6 +700,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         sim, view = self.sim, self._view
         assert sim is not None and view is not None
         cands: list[Plan] = []
+        asked: set[int] = set()  # ids of the proposers asked this step (the loop stops on a full menu)
         self.cache.new_step()
         if not sim.done and sim.waiting:
             seen: set[Plan] = set()
@@ -686,6 +711,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
                          else None)
             rejected: set[Plan] = set()  # left out by a floor (an exempt decision may still bring it back)
             for p, exempt in zip(self.proposers, self._floor_exempt, strict=True):
+                asked.add(id(p))
                 for plan in p.candidates(view, self.max_candidates - len(cands)):
                     if plan in seen and plan not in rejected:
                         continue
@@ -702,6 +728,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
                 if len(cands) >= self.max_candidates:
                     break
         self._candidates = cands[: self.max_candidates]
+        self._decisions = {p.name: p.decision for p in self.proposers  # asked this step: read now, not stale
+                           if isinstance(p, DecisionRecorder) and id(p) in asked}
         recent = self.cache.recent
         self._cand_perf = [recent.get(p) for p in self._candidates]
         self._mask[:] = self._mask_rows[len(self._candidates)]  # proposers return plans startable now; wait

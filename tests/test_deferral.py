@@ -1,0 +1,265 @@
+"""``play_defer``: a learned policy plays a heuristic's decision unless it is surer of its own by a margin."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sfenv.agents.deferral import Deferral, check_play_defer, deferred_action
+
+from sfenv.env import GeoSchedEnv
+from sfenv.env.proposers import DecisionRecorder
+from sfenv.errors import InvalidInput
+
+ROOT = Path(__file__).resolve().parents[1]
+GEO6 = ROOT / "docs" / "results" / "learned" / "v2" / "geo-6-contended-validation.yaml"
+
+
+# ---------------------------------------------------------------- the setting
+
+
+def test_a_setting_is_read_as_data() -> None:
+    assert check_play_defer(None, "m") is None
+    got = check_play_defer({"to": "spantrain+swf", "margin": 1}, "m")
+    assert got == Deferral("spantrain+swf", 1.0) and isinstance(got.margin, float)
+    assert got.record() == {"to": "spantrain+swf", "margin": 1.0}
+
+
+@pytest.mark.parametrize(("bad", "field"), [
+    ({"to": "spantrain+swf"}, "play_defer:"),
+    ({"to": "x", "margin": 1.0, "extra": 1}, "play_defer:"),
+    ([1.0], "play_defer:"),
+    ({"to": 3, "margin": 1.0}, "play_defer.to"),
+    ({"to": "", "margin": 1.0}, "play_defer.to"),
+    ({"to": "x" * 65, "margin": 1.0}, "play_defer.to"),
+    ({"to": "x", "margin": -0.5}, "play_defer.margin"),
+    ({"to": "x", "margin": float("nan")}, "play_defer.margin"),
+    ({"to": "x", "margin": 51.0}, "play_defer.margin"),
+    ({"to": "x", "margin": True}, "play_defer.margin"),
+    ({"to": "x", "margin": "1"}, "play_defer.margin"),
+])
+def test_a_bad_setting_is_refused_naming_the_field(bad: Any, field: str) -> None:
+    with pytest.raises(InvalidInput, match=f"where: {field}"):
+        check_play_defer(bad, "where")
+
+
+# ---------------------------------------------------------------- the rule
+
+
+class _Logits:
+    """A stand-in SB3 policy whose action distribution has the given log-probabilities."""
+
+    def __init__(self, log_probs: list[float]) -> None:
+        import torch
+
+        self.logits = torch.tensor([log_probs], dtype=torch.float32)
+        self.masks: Any = "unset"
+
+    def set_training_mode(self, mode: bool) -> None:
+        assert mode is False
+
+    def obs_to_tensor(self, observation: Any) -> tuple[Any, bool]:
+        return observation, False
+
+    def get_distribution(self, obs: Any, action_masks: Any = None) -> Any:
+        self.masks = action_masks
+        logits = self.logits
+
+        class _Dist:
+            class distribution:
+                pass
+
+        _Dist.distribution.logits = logits  # type: ignore[attr-defined]
+        return _Dist
+
+
+def test_the_heuristic_is_played_unless_the_policy_is_surer_by_more_than_the_margin() -> None:
+    log_probs = [np.log(0.5), np.log(0.3), np.log(0.2)]  # greedy 0; 0.51 nats over 1, 0.92 over 2
+    policy = _Logits(log_probs)
+    mask = np.array([True, True, True])
+    assert deferred_action(policy, None, mask, None, 5.0) == (0, False)  # no decision on the menu
+    assert deferred_action(policy, None, mask, 0, 5.0) == (0, False)  # the same action: nothing deferred
+    assert deferred_action(policy, None, mask, 1, 0.6) == (1, True)
+    assert deferred_action(policy, None, mask, 1, 0.5) == (0, False)
+    assert deferred_action(policy, None, mask, 2, 0.9) == (0, False)
+    assert deferred_action(policy, None, mask, 2, 1.0) == (2, True)
+    assert deferred_action(policy, None, mask, 2, 0.0) == (0, False)  # margin 0: the policy's choice
+    assert policy.masks is mask  # the mask reaches the distribution
+    assert deferred_action(policy, None, np.array([True, True, False]), 2, 50.0) == (0, False)  # masked
+    assert deferred_action(policy, None, None, 1, 1.0) == (1, True) and policy.masks is None  # unmasked policy
+    assert deferred_action(policy, None, mask, 7, 50.0) == (0, False)  # no such action
+
+
+def test_a_policy_without_action_probabilities_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="play_defer needs a policy with action probabilities"):
+        deferred_action(object(), None, None, 0, 1.0)
+
+
+# ---------------------------------------------------------------- the env's side: decision_action
+
+
+def _decision(env: GeoSchedEnv, name: str) -> Any:
+    return next(p.decision for p in env.proposers if isinstance(p, DecisionRecorder) and p.name == name)
+
+
+def test_decision_action_is_the_slot_of_the_recorded_decision_and_none_when_the_menu_lacks_it() -> None:
+    """Walked over states where the floor drops spantrain's decision and states where it does not."""
+    if not GEO6.exists():
+        pytest.skip("the validation scenario is not in this checkout")
+    env = GeoSchedEnv(GEO6, proposers="best+spantrain", num_jobs=30, max_candidates=64, min_relative_mfu=0.7)
+    env.reset(seed=10_000)
+    offered = dropped = 0
+    for _ in range(30):
+        for name in ("fastest+swf", "fifo+swf", "spantrain+swf"):
+            decision, index = _decision(env, name), env.decision_action(name)
+            if decision is None or decision not in env.candidates:
+                assert index is None
+                dropped += decision is not None
+            else:
+                assert index is not None and env.candidates[index] == decision and env.action_masks()[index]
+                offered += 1
+        assert env.decision_action("fastest+swf") in (0, None)  # candidate 0 when there is one
+        *_, term, trunc, _ = env.step(0)
+        if term or trunc:
+            break
+    assert offered > 0 and dropped > 0, (offered, dropped)
+
+
+def test_decision_action_refuses_a_name_no_proposer_records() -> None:
+    env = GeoSchedEnv("spider-8", num_jobs=6)  # the default proposers record no decision
+    env.reset(seed=0)
+    with pytest.raises(InvalidInput, match="name='fastest\\+swf'.*recorded: \\[\\]"):
+        env.decision_action("fastest+swf")
+    env = GeoSchedEnv("spider-8", num_jobs=6, proposers="first-fit")
+    env.reset(seed=0)
+    with pytest.raises(InvalidInput, match="recorded: \\['fastest\\+swf', 'fifo\\+swf'\\]"):
+        env.decision_action("spantrain+swf")
+    assert env.decision_action("fastest+swf") == 0
+
+
+def test_decision_action_is_none_once_no_job_waits() -> None:
+    env = GeoSchedEnv("spider-8", num_jobs=2, proposers="first-fit")
+    env.reset(seed=0)
+    done = False
+    while not done:
+        *_, term, trunc, _ = env.step(env.decision_action("fastest+swf") or env.wait_action)
+        done = term or trunc
+    assert env.decision_action("fastest+swf") is None
+
+
+# ---------------------------------------------------------------- a recipe played with it
+
+
+@pytest.fixture(scope="module")
+def deferring_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny recipe whose model defers to ``fastest+swf`` unless 50 nats surer (so nearly always)."""
+    pytest.importorskip("sb3_contrib")
+    from sfenv.agents.learned import train
+
+    out = tmp_path_factory.mktemp("defer")
+    final = train("maskable-ppo", "spider-8", total_timesteps=128, seed=0, n_envs=2, out_dir=out,
+                  env_kwargs={"num_jobs": 12, "obs_mode": "compact", "proposers": "best"},
+                  algo_kwargs={"n_steps": 64, "batch_size": 64, "n_epochs": 1}, eval_every=64,
+                  eval_seeds=[10_000, 10_001], tensorboard=False, plot=False, play="work-conserving",
+                  play_defer={"to": "fastest+swf", "margin": 50.0})
+    return final.parent
+
+
+def test_the_recipe_records_it_and_its_evaluations_play_it(deferring_run: Path) -> None:
+    """The config and the model record the deferral; the kept model's evaluation is the deferring play's."""
+    import yaml
+    from sfenv.agents.learned import LearnedPolicy, run_summary
+
+    from sfenv.app.evaluate import run_policy_episode
+    from sfenv.scenario import load_scenario
+
+    cfg = yaml.safe_load((deferring_run / "config.yml").read_text())
+    assert cfg["play_defer"] == {"to": "fastest+swf", "margin": 50.0}
+    policy = LearnedPolicy(deferring_run / "best_model.policy.json")
+    assert policy.play_defer == Deferral("fastest+swf", 50.0)
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 12})
+    rows = [run_policy_episode(policy, sc, s) for s in (10_000, 10_001)]
+    assert all(r["defer_to"] == "fastest+swf" and r["defer_margin"] == 50.0 for r in rows)
+    assert sum(r["deferred"] for r in rows) > 0
+    best = [h for h in json.loads((deferring_run / "eval.json").read_text()) if h["best"]][-1]
+    assert np.mean([r["mean_jct_s"] for r in rows]) / 3600 == pytest.approx(best["mean_jct_h"], rel=1e-12)
+    alone = LearnedPolicy(deferring_run / "best_model.policy.json", defer=False)
+    assert alone.play_defer is None
+    rows_alone = [run_policy_episode(alone, sc, s) for s in (10_000, 10_001)]
+    assert not any("deferred" in r for r in rows_alone)
+    assert [r["mean_jct_s"] for r in rows_alone] != [r["mean_jct_s"] for r in rows]  # the deferral changed play
+    assert "deferring to fastest+swf unless 50 nats surer" in run_summary(deferring_run)
+    with pytest.raises(InvalidInput, match="this model has none"):
+        alone.choose(None, None, 0)
+
+
+def test_deferring_to_the_heuristic_always_plays_its_decisions(deferring_run: Path) -> None:
+    """At 50 nats every offered decision of ``fastest+swf`` is played: the actions are the heuristic's slot."""
+    from sfenv.agents.learned import LearnedPolicy, make_env_fn
+
+    from sfenv.scenario import load_scenario
+
+    policy = LearnedPolicy(deferring_run / "best_model.policy.json")
+    kwargs = {k: v for k, v in policy.meta["env_kwargs"].items() if k != "num_jobs"}
+    env = make_env_fn(load_scenario("spider-8").with_overrides(workload={"num_jobs": 12}), policy.spec.flatten,
+                      kwargs)()
+    base = env.unwrapped
+    obs, _ = env.reset(seed=10_000)
+    offered = 0
+    done = False
+    while not done:
+        heuristic = base.decision_action("fastest+swf")
+        action, took = policy.choose(obs, base.action_masks(), heuristic)
+        if heuristic is not None:
+            assert action == heuristic
+            offered += 1
+        obs, _, term, trunc, _ = env.step(action)
+        done = term or trunc
+    assert offered > 0
+
+
+def test_a_tampered_play_defer_is_refused_naming_it(deferring_run: Path, tmp_path: Path) -> None:
+    from sfenv.agents.learned import LearnedPolicy
+
+    cases = ((["x"], "play_defer: expected"), ({"to": "x", "margin": 99}, "play_defer.margin"))
+    for i, (bad, match) in enumerate(cases):
+        folder = tmp_path / f"m{i}"
+        folder.mkdir()
+        for f in deferring_run.glob("best_model.policy.*"):
+            shutil.copy(f, folder / f.name)
+        spec_path = folder / "best_model.policy.json"
+        spec = json.loads(spec_path.read_text())
+        spec["meta"]["play_defer"] = bad
+        spec_path.write_text(json.dumps(spec))
+        with pytest.raises(InvalidInput, match=match):
+            LearnedPolicy(spec_path)
+
+
+def test_train_refuses_a_deferral_it_cannot_play_before_writing_anything(tmp_path: Path) -> None:
+    pytest.importorskip("sb3_contrib")
+    from sfenv.agents.learned import train
+
+    kw: dict[str, Any] = {"total_timesteps": 64, "n_envs": 1, "out_dir": tmp_path, "tensorboard": False,
+                          "plot": False, "env_kwargs": {"num_jobs": 6, "proposers": "first-fit"}}
+    with pytest.raises(InvalidInput, match="name='spantrain\\+swf'"):
+        train("maskable-ppo", "spider-8", play_defer={"to": "spantrain+swf", "margin": 1.0}, **kw)
+    with pytest.raises(InvalidInput, match="not dqn"):
+        train("dqn", "spider-8", play_defer={"to": "fastest+swf", "margin": 1.0}, **kw)
+    with pytest.raises(InvalidInput, match="play_defer.margin"):
+        train("maskable-ppo", "spider-8", play_defer={"to": "fastest+swf", "margin": -1}, **kw)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_config_with_a_bad_deferral_is_refused_naming_the_field(tmp_path: Path) -> None:
+    from sfenv.agents.learned import load_config
+
+    path = tmp_path / "c.yml"
+    path.write_text("play_defer: {to: spantrain+swf, margin: fast}\n")
+    with pytest.raises(InvalidInput, match="play_defer.margin"):
+        load_config(path)
+    path.write_text("play_defer: {to: spantrain+swf, margin: 2}\n")
+    assert load_config(path)["play_defer"] == {"to": "spantrain+swf", "margin": 2.0}
