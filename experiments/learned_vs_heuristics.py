@@ -149,8 +149,11 @@ def main(argv: list[str] | None = None) -> dict:
     play_env = loaded.meta.get("play_env") or {}  # the recipe's play settings (e.g. the menu's floor), recorded
     result = {"scenario": scenario, **choice.record(), "model": str(model), "train_wall_s": train_s,
               "play": played, "work_conserving": played == "work-conserving", "play_env": play_env,
+              "play_defer": None if loaded.play_defer is None else loaded.play_defer.record(),
               **compare(spec, heuristics, scenario, seeds, args.num_jobs, play=play, **saved)}
     floor = "".join(f", {key} {value}" for key, value in sorted(play_env.items()) if value is not None)
+    if loaded.play_defer is not None:
+        floor += f", deferring to {loaded.play_defer.to} unless {loaded.play_defer.margin:g} nats surer"
     print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min, the model played {played}"
           + (" (its recipe's play mode)" if mode is None else " (--play)") + floor)
     report(spec, result)

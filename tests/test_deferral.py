@@ -263,3 +263,13 @@ def test_a_config_with_a_bad_deferral_is_refused_naming_the_field(tmp_path: Path
         load_config(path)
     path.write_text("play_defer: {to: spantrain+swf, margin: 2}\n")
     assert load_config(path)["play_defer"] == {"to": "spantrain+swf", "margin": 2.0}
+
+
+def test_learned_vs_heuristics_records_and_says_the_deferral(deferring_run: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from sfenv.experiments.learned_vs_heuristics import main
+
+    res = main(["--model", str(deferring_run / "best_model.policy.json"), "--split", "validation", "--seeds", "1",
+                "--num-jobs", "6", "--heuristics", "fifo", "--scenario", "spider-8", "--out", str(tmp_path)])
+    assert res["play_defer"] == {"to": "fastest+swf", "margin": 50.0}
+    assert "deferring to fastest+swf unless 50 nats surer" in capsys.readouterr().out
