@@ -1,0 +1,53 @@
+"""The recommended recipe's test-split figures in the README are those of its committed result files.
+
+The README quotes the recipe's test-split ratios to the best heuristic; the files they come from are
+committed under ``docs/results/learned/v2/``.  This test reads the files, checks that they were
+played with the recipe's play settings as the bundled config now names them, formats each ratio and
+its interval as the README writes it, and finds it there: a README figure that no longer matches a
+result file (or a config changed without a new test-split run) fails here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results" / "learned" / "v2"
+#: the recipe's test-split files (learned_vs_heuristics --split test --seeds 10, docs/training.md, round E)
+FILES = {"a": RESULTS / "generalise-rollout-defer-0.5-test-split-a.json",
+         "b": RESULTS / "generalise-rollout-defer-0.5-test-split-b.json"}
+
+
+def _groups() -> dict[str, dict[str, Any]]:
+    a = json.loads(FILES["a"].read_text())
+    b = json.loads(FILES["b"].read_text())
+    unseen = {Path(name).stem: group for name, group in a["unseen"].items()}
+    return {"spider-8-contended": a, "geo-8-contended": unseen["geo-8-contended"],
+            "geo-6-contended-heldout": unseen["geo-6-contended-heldout"], "spider-16": b,
+            "generated": b["unseen_generated"]}
+
+
+def test_the_files_were_played_as_the_recipe_says() -> None:
+    from sfenv.agents.learned import load_config
+
+    cfg = load_config("generalise-rollout")
+    for path in FILES.values():
+        res = json.loads(path.read_text())
+        assert res["split"] == "test" and len(res["seeds"]) == 10, path
+        assert res["play"] == cfg["play"], path
+        assert res["play_env"] == cfg["play_env"], path
+        assert res.get("play_defer") == cfg.get("play_defer"), path
+
+
+@pytest.mark.parametrize("group", ["spider-8-contended", "geo-8-contended", "geo-6-contended-heldout", "spider-16",
+                                   "generated"])
+def test_the_readme_quotes_each_group_as_measured(group: str) -> None:
+    ratio, low, high = _groups()[group]["ratio_to_best"]
+    readme = " ".join((ROOT / "README.md").read_text().split())  # line breaks as spaces
+    quoted = f"{ratio:.3f}x"
+    interval = f"{low:.3f}-{high:.3f}"
+    assert quoted in readme and interval in readme, (group, quoted, interval)
