@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from sfenv.agents.deferral import Deferral, check_play_defer, deferred_action
+from sfenv.agents.deferral import Deferral, check_play_defer, deferred_action, heuristic_actions
 
 from sfenv.runs.progress import progress_bar
 from sfenv.runs.results import atomic_write_text
@@ -63,7 +63,7 @@ def play_episode(
         x = normalize(obs) if normalize is not None else obs
         if defer is not None:
             action, _ = deferred_action(policy, x, base.action_masks() if masked else None,
-                                        base.decision_action(defer.to), defer.margin)
+                                        heuristic_actions(base, defer), defer.margin)
         elif masked:
             action, _ = predict(x, deterministic=True, action_masks=base.action_masks())
         else:
@@ -326,7 +326,7 @@ def played_as(play: str, play_env: dict | None = None, deferral: Deferral | dict
     if isinstance(deferral, dict):
         deferral = check_play_defer(deferral, "play_defer")
     if deferral is not None:
-        said += f", deferring to {deferral.to} unless {deferral.margin:g} nats surer"
+        said += f", {deferral.describe()}"
     return said
 
 

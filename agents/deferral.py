@@ -5,7 +5,9 @@ A recipe's ``play_defer: {to: NAME, margin: M}`` plays, at each decision, the ac
 unless the policy's own greedy action has a log-probability more than ``M`` nats above that
 action's.  Where the heuristic's decision is not on the menu (it would wait, or a floor left it
 out), the policy chooses alone.  ``M = 0`` keeps the policy's choice except on exact ties; a large
-``M`` follows the heuristic wherever it can.
+``M`` follows the heuristic wherever it can.  ``to`` may also list several heuristics
+(``[fastest+swf, spantrain+swf]``): the action deferred to is then the one of their decisions on the
+menu that the policy ranks highest.
 
 What follows a source and what is ours: keeping a baseline's action where the evidence for a change
 is weak is the idea of safe policy improvement with baseline bootstrapping (Laroche, Trichelair
@@ -18,6 +20,7 @@ log-probability margin, and the heuristic chosen as the baseline, are this proje
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +28,7 @@ import numpy as np
 
 from sfenv.errors import InvalidInput
 
-__all__ = ["MAX_MARGIN", "Deferral", "check_play_defer", "deferred_action"]
+__all__ = ["MAX_MARGIN", "Deferral", "check_play_defer", "deferred_action", "heuristic_actions"]
 
 #: the largest margin a recipe may give, in nats (a probability ratio of about e^50: "always defer")
 MAX_MARGIN = 50.0
@@ -35,21 +38,26 @@ MAX_MARGIN = 50.0
 class Deferral:
     """A recipe's ``play_defer``: the heuristic deferred to and the margin the policy must beat it by.
 
-    :param to: the name of a recorded decision among the env's proposers (``"spantrain+swf"``).
+    :param to: the names of recorded decisions among the env's proposers (``("spantrain+swf",)``).
     :param margin: nats: the policy's greedy action is played only if its log-probability exceeds
         the heuristic's action's by more than this.
     """
 
-    to: str
+    to: tuple[str, ...]
     margin: float
 
     def record(self) -> dict[str, Any]:
-        """The setting as plain data (a model's ``meta["play_defer"]``, a recipe's ``play_defer``)."""
-        return {"to": self.to, "margin": self.margin}
+        """The setting as plain data (``meta["play_defer"]``, a recipe's ``play_defer``); one name as a string."""
+        return {"to": self.to[0] if len(self.to) == 1 else list(self.to), "margin": self.margin}
+
+    def describe(self) -> str:
+        """How a progress or summary line says it: ``deferring to spantrain+swf unless 1 nats surer``."""
+        names = self.to[0] if len(self.to) == 1 else "the highest-ranked of " + ", ".join(self.to)
+        return f"deferring to {names} unless {self.margin:g} nats surer"
 
 
 def check_play_defer(value: Any, where: str) -> Deferral | None:
-    """A recipe's or a model's ``play_defer`` (None or ``{to: NAME, margin: M}``) as a :class:`Deferral`.
+    """A recipe's or a model's ``play_defer`` (None or ``{to: NAME or [NAME, ...], margin: M}``) as a :class:`Deferral`.
 
     :raises InvalidInput: naming ``where`` and the field, for anything else.
     """
@@ -59,14 +67,26 @@ def check_play_defer(value: Any, where: str) -> Deferral | None:
         raise InvalidInput(f"{where}: play_defer: expected {{to: NAME, margin: NATS}} (e.g. {{to: spantrain+swf, "
                            f"margin: 1.0}}) or null, got {str(value)[:100]}")
     to, margin = value["to"], value["margin"]
-    if not isinstance(to, str) or not 0 < len(to) <= 64:
-        raise InvalidInput(f"{where}: play_defer.to: expected the name of a recorded decision (e.g. spantrain+swf), "
-                           f"got {str(to)[:100]}")
+    names = [to] if isinstance(to, str) else to
+    if not isinstance(names, list) or not 0 < len(names) <= 16 or len(set(map(str, names))) < len(names) \
+            or not all(isinstance(name, str) and 0 < len(name) <= 64 for name in names):
+        raise InvalidInput(f"{where}: play_defer.to: expected the name of a recorded decision (e.g. spantrain+swf) "
+                           f"or a list of up to 16 different ones, got {str(to)[:100]}")
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) \
             or not 0.0 <= margin <= MAX_MARGIN:
         raise InvalidInput(f"{where}: play_defer.margin: expected a number of nats from 0 to {MAX_MARGIN:g}, "
                            f"got {str(margin)[:100]}")
-    return Deferral(to, float(margin))
+    return Deferral(tuple(names), float(margin))
+
+
+def heuristic_actions(env: Any, deferral: Deferral) -> list[int | None]:
+    """The actions of the deferral's heuristics on ``env``'s menu now (:meth:`sfenv.env.GeoSchedEnv.decision_action`).
+
+    :param env: a GeoSchedEnv, possibly wrapped.
+    :raises InvalidInput: for a name that is not a recorded decision of the env.
+    """
+    base = env.unwrapped
+    return [base.decision_action(name) for name in deferral.to]
 
 
 def _log_probs(policy: Any, observation: Any, action_masks: np.ndarray | None) -> np.ndarray:
@@ -87,15 +107,15 @@ def _log_probs(policy: Any, observation: Any, action_masks: np.ndarray | None) -
     return np.asarray(logits.cpu().numpy(), dtype=np.float64).reshape(-1)
 
 
-def deferred_action(policy: Any, observation: Any, action_masks: np.ndarray | None, baseline: int | None,
-                    margin: float) -> tuple[int, bool]:
-    """The action to play under deferral, and whether the heuristic's action replaced the policy's.
+def deferred_action(policy: Any, observation: Any, action_masks: np.ndarray | None,
+                    baseline: int | Sequence[int | None] | None, margin: float) -> tuple[int, bool]:
+    """The action to play under deferral, and whether a heuristic's action replaced the policy's.
 
     :param policy: the SB3 policy network (``model.policy``) whose greedy action is the policy's choice.
     :param observation: one observation, already normalised as the policy was trained (VecNormalize).
     :param action_masks: the env's action mask (None for an unmasked policy).
-    :param baseline: the heuristic's action (:meth:`sfenv.env.GeoSchedEnv.decision_action`); None: the
-        policy chooses alone.
+    :param baseline: the heuristic's action (:meth:`sfenv.env.GeoSchedEnv.decision_action`), or several
+        heuristics' (the one the policy ranks highest is deferred to); None: the policy chooses alone.
     :param margin: nats the policy's greedy action must beat the heuristic's by.
     :raises InvalidInput: for a policy that has no action distribution (DQN's Q-network).
     """
@@ -104,10 +124,13 @@ def deferred_action(policy: Any, observation: Any, action_masks: np.ndarray | No
                            f"{type(policy).__name__} has none")
     log_probs = _log_probs(policy, observation, action_masks)
     greedy = int(np.argmax(log_probs))
-    if baseline is None or baseline == greedy or not 0 <= baseline < log_probs.size:
+    mask = None if action_masks is None else np.asarray(action_masks).reshape(-1)
+    offered = [int(b) for b in ([baseline] if baseline is None or isinstance(baseline, (int, np.integer))
+                                else baseline)
+               if b is not None and 0 <= b < log_probs.size and (mask is None or bool(mask[b]))]
+    if not offered:
         return greedy, False
-    if action_masks is not None and not bool(np.asarray(action_masks).reshape(-1)[baseline]):
+    chosen = max(offered, key=lambda b: (log_probs[b], -b))  # the highest-ranked; the first slot on a tie
+    if chosen == greedy or log_probs[greedy] - log_probs[chosen] > margin:
         return greedy, False
-    if log_probs[greedy] - log_probs[baseline] > margin:
-        return greedy, False
-    return baseline, True
+    return chosen, True

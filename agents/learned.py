@@ -52,12 +52,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from sfenv.agents import model_files
-from sfenv.agents.deferral import Deferral, check_play_defer, deferred_action
+from sfenv.agents.deferral import Deferral, check_play_defer, deferred_action, heuristic_actions
 
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import InvalidInput, MissingFile, UntrustedCode, did_you_mean
@@ -902,7 +902,7 @@ def _checked_deferral(play_defer: Any, algo: str, eval_fn: Callable[[], gym.Env]
             if algo == "dqn":
                 raise InvalidInput("train: play_defer needs a policy with action probabilities "
                                    "(maskable-ppo, ppo, a2c), not dqn")
-            cast(GeoSchedEnv, probe.unwrapped).decision_action(deferral.to)
+            heuristic_actions(probe, deferral)
     finally:
         probe.close()
     return deferral
@@ -1229,11 +1229,12 @@ class LearnedPolicy:
         """
         self.predict(observation, deterministic=True, action_masks=action_masks)
 
-    def choose(self, observation: Any, action_masks: np.ndarray | None, baseline: int | None) -> tuple[int, bool]:
-        """The action to play with the recipe's deferral, and whether it is the heuristic's in place of the policy's.
+    def choose(self, observation: Any, action_masks: np.ndarray | None,
+               baseline: int | Sequence[int | None] | None) -> tuple[int, bool]:
+        """The action to play with the recipe's deferral, and whether it is a heuristic's in place of the policy's.
 
-        :param baseline: the action of the heuristic :attr:`play_defer` names on this step's menu
-            (:meth:`sfenv.env.GeoSchedEnv.decision_action`; None when it offers none).
+        :param baseline: the actions of the heuristics :attr:`play_defer` names on this step's menu
+            (:func:`sfenv.agents.deferral.heuristic_actions`; None for one that offers none).
         :raises InvalidInput: if this policy has no deferral (:attr:`play_defer` is None).
         """
         if self.play_defer is None:

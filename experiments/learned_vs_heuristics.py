@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
               **compare(spec, heuristics, scenario, seeds, args.num_jobs, play=play, **saved)}
     floor = "".join(f", {key} {value}" for key, value in sorted(play_env.items()) if value is not None)
     if loaded.play_defer is not None:
-        floor += f", deferring to {loaded.play_defer.to} unless {loaded.play_defer.margin:g} nats surer"
+        floor += f", {loaded.play_defer.describe()}"
     print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min, the model played {played}"
           + (" (its recipe's play mode)" if mode is None else " (--play)") + floor)
     report(spec, result)

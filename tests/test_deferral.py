@@ -25,8 +25,13 @@ GEO6 = ROOT / "docs" / "results" / "learned" / "v2" / "geo-6-contended-validatio
 def test_a_setting_is_read_as_data() -> None:
     assert check_play_defer(None, "m") is None
     got = check_play_defer({"to": "spantrain+swf", "margin": 1}, "m")
-    assert got == Deferral("spantrain+swf", 1.0) and isinstance(got.margin, float)
+    assert got == Deferral(("spantrain+swf",), 1.0) and isinstance(got.margin, float)
     assert got.record() == {"to": "spantrain+swf", "margin": 1.0}
+    assert got.describe() == "deferring to spantrain+swf unless 1 nats surer"
+    several = check_play_defer({"to": ["fastest+swf", "spantrain+swf"], "margin": 2.5}, "m")
+    assert several == Deferral(("fastest+swf", "spantrain+swf"), 2.5)
+    assert several.record() == {"to": ["fastest+swf", "spantrain+swf"], "margin": 2.5}
+    assert several.describe() == "deferring to the highest-ranked of fastest+swf, spantrain+swf unless 2.5 nats surer"
 
 
 @pytest.mark.parametrize(("bad", "field"), [
@@ -36,6 +41,10 @@ def test_a_setting_is_read_as_data() -> None:
     ({"to": 3, "margin": 1.0}, "play_defer.to"),
     ({"to": "", "margin": 1.0}, "play_defer.to"),
     ({"to": "x" * 65, "margin": 1.0}, "play_defer.to"),
+    ({"to": [], "margin": 1.0}, "play_defer.to"),
+    ({"to": ["a", "a"], "margin": 1.0}, "play_defer.to"),
+    ({"to": ["a", 2], "margin": 1.0}, "play_defer.to"),
+    ({"to": [f"h{i}" for i in range(17)], "margin": 1.0}, "play_defer.to"),
     ({"to": "x", "margin": -0.5}, "play_defer.margin"),
     ({"to": "x", "margin": float("nan")}, "play_defer.margin"),
     ({"to": "x", "margin": 51.0}, "play_defer.margin"),
@@ -92,6 +101,17 @@ def test_the_heuristic_is_played_unless_the_policy_is_surer_by_more_than_the_mar
     assert deferred_action(policy, None, np.array([True, True, False]), 2, 50.0) == (0, False)  # masked
     assert deferred_action(policy, None, None, 1, 1.0) == (1, True) and policy.masks is None  # unmasked policy
     assert deferred_action(policy, None, mask, 7, 50.0) == (0, False)  # no such action
+
+
+def test_among_several_heuristics_the_one_the_policy_ranks_highest_is_deferred_to() -> None:
+    policy = _Logits([np.log(0.5), np.log(0.1), np.log(0.3), np.log(0.1)])  # greedy 0, then 2
+    mask = np.array([True, True, True, True])
+    assert deferred_action(policy, None, mask, [1, 2, 3], 1.0) == (2, True)  # 0.51 nats below the greedy
+    assert deferred_action(policy, None, mask, [3, 1], 2.0) == (1, True)  # a tie: the first slot
+    assert deferred_action(policy, None, mask, [1, None, 3], 1.0) == (0, False)  # 1.61 nats below
+    assert deferred_action(policy, None, mask, [None, None], 50.0) == (0, False)  # none offered
+    assert deferred_action(policy, None, mask, [2, 0], 50.0) == (0, False)  # the greedy action is a heuristic's
+    assert deferred_action(policy, None, np.array([True, True, False, True]), [2, 3], 50.0) == (3, True)  # 2 masked
 
 
 def test_a_policy_without_action_probabilities_is_refused() -> None:
@@ -180,7 +200,7 @@ def test_the_recipe_records_it_and_its_evaluations_play_it(deferring_run: Path) 
     cfg = yaml.safe_load((deferring_run / "config.yml").read_text())
     assert cfg["play_defer"] == {"to": "fastest+swf", "margin": 50.0}
     policy = LearnedPolicy(deferring_run / "best_model.policy.json")
-    assert policy.play_defer == Deferral("fastest+swf", 50.0)
+    assert policy.play_defer == Deferral(("fastest+swf",), 50.0)
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 12})
     rows = [run_policy_episode(policy, sc, s) for s in (10_000, 10_001)]
     assert all(r["defer_to"] == "fastest+swf" and r["defer_margin"] == 50.0 for r in rows)
@@ -273,3 +293,38 @@ def test_learned_vs_heuristics_records_and_says_the_deferral(deferring_run: Path
                 "--num-jobs", "6", "--heuristics", "fifo", "--scenario", "spider-8", "--out", str(tmp_path)])
     assert res["play_defer"] == {"to": "fastest+swf", "margin": 50.0}
     assert "deferring to fastest+swf unless 50 nats surer" in capsys.readouterr().out
+
+
+def test_deferring_to_several_plays_one_of_their_decisions_and_rows_name_them(deferring_run: Path,
+                                                                              tmp_path: Path) -> None:
+    """A model whose meta defers to two heuristics at 50 nats plays one of their offered actions at every step."""
+    from sfenv.agents.deferral import heuristic_actions
+    from sfenv.agents.learned import LearnedPolicy, make_env_fn
+
+    from sfenv.app.evaluate import run_policy_episode
+    from sfenv.scenario import load_scenario
+
+    for f in deferring_run.glob("best_model.policy.*"):
+        shutil.copy(f, tmp_path / f.name)
+    spec_path = tmp_path / "best_model.policy.json"
+    spec = json.loads(spec_path.read_text())
+    spec["meta"]["play_defer"] = {"to": ["fifo+swf", "fastest+swf"], "margin": 50.0}
+    spec_path.write_text(json.dumps(spec))
+    policy = LearnedPolicy(spec_path)
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 12})
+    kwargs = {k: v for k, v in policy.meta["env_kwargs"].items() if k != "num_jobs"}
+    env = make_env_fn(sc, policy.spec.flatten, kwargs)()
+    obs, _ = env.reset(seed=10_000)
+    offered = 0
+    done = False
+    while not done:
+        heuristics = heuristic_actions(env, policy.play_defer)
+        action, _ = policy.choose(obs, env.unwrapped.action_masks(), heuristics)
+        if any(h is not None for h in heuristics):
+            assert action in heuristics
+            offered += 1
+        obs, _, term, trunc, _ = env.step(action)
+        done = term or trunc
+    assert offered > 0
+    row = run_policy_episode(policy, sc, 10_000)
+    assert row["defer_to"] == "fifo+swf,fastest+swf" and row["defer_margin"] == 50.0

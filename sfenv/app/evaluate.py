@@ -44,6 +44,7 @@ import gymnasium as gym
 import numpy as np
 
 from sfenv.agents.base import SchedulerAgent
+from sfenv.agents.deferral import heuristic_actions
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
 from sfenv.agents.model_files import spec_path_for
 from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spec, plugin_settings
@@ -226,7 +227,7 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
         mask = base.action_masks()
         t = time.perf_counter()
         if defer is not None and isinstance(policy, LearnedPolicy):
-            index, took_heuristic = policy.choose(obs, mask, base.decision_action(defer.to))
+            index, took_heuristic = policy.choose(obs, mask, heuristic_actions(base, defer))
             deferred += took_heuristic
         else:
             action, _ = policy.predict(obs, deterministic=True, action_masks=mask)
@@ -254,7 +255,7 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     row["stopped_early"] = not done
     row.update(_play_setting_fields(env_kwargs))
     if defer is not None:  # the heuristic's decision replaced the policy's this many times
-        row.update(defer_to=defer.to, defer_margin=defer.margin, deferred=deferred)
+        row.update(defer_to=",".join(defer.to), defer_margin=defer.margin, deferred=deferred)
     if log is not None:
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = {"decisions": log, "replans": []}
