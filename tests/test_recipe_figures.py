@@ -17,9 +17,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results" / "learned" / "v2"
-#: the recipe's test-split files (learned_vs_heuristics --split test --seeds 10, docs/training.md, round E)
-FILES = {"a": RESULTS / "generalise-rollout-defer-0.5-test-split-a.json",
-         "b": RESULTS / "generalise-rollout-defer-0.5-test-split-b.json"}
+#: the recipe's test-split files (learned_vs_heuristics --split test --seeds 10, docs/training.md, round F)
+FILES = {"a": RESULTS / "generalise-rollout-any-defer-2-test-split-a.json",
+         "b": RESULTS / "generalise-rollout-any-defer-2-test-split-b.json"}
 
 
 def _groups() -> dict[str, dict[str, Any]]:
