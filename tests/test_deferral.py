@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from model_copies import copy_with_meta
 from sfenv.agents.deferral import Deferral, check_play_defer, deferred_action
 
 from sfenv.env import GeoSchedEnv
@@ -246,17 +246,9 @@ def test_a_tampered_play_defer_is_refused_naming_it(deferring_run: Path, tmp_pat
     from sfenv.agents.learned import LearnedPolicy
 
     cases = ((["x"], "play_defer: expected"), ({"to": "x", "margin": 99}, "play_defer.margin"))
-    for i, (bad, match) in enumerate(cases):
-        folder = tmp_path / f"m{i}"
-        folder.mkdir()
-        for f in deferring_run.glob("best_model.policy.*"):
-            shutil.copy(f, folder / f.name)
-        spec_path = folder / "best_model.policy.json"
-        spec = json.loads(spec_path.read_text())
-        spec["meta"]["play_defer"] = bad
-        spec_path.write_text(json.dumps(spec))
+    for bad, match in cases:
         with pytest.raises(InvalidInput, match=match):
-            LearnedPolicy(spec_path)
+            LearnedPolicy(copy_with_meta(deferring_run, tmp_path, play_defer=bad))
 
 
 def test_train_refuses_a_deferral_it_cannot_play_before_writing_anything(tmp_path: Path) -> None:
@@ -304,13 +296,8 @@ def test_deferring_to_several_plays_one_of_their_decisions_and_rows_name_them(de
     from sfenv.app.evaluate import run_policy_episode
     from sfenv.scenario import load_scenario
 
-    for f in deferring_run.glob("best_model.policy.*"):
-        shutil.copy(f, tmp_path / f.name)
-    spec_path = tmp_path / "best_model.policy.json"
-    spec = json.loads(spec_path.read_text())
-    spec["meta"]["play_defer"] = {"to": ["fifo+swf", "fastest+swf"], "margin": 50.0}
-    spec_path.write_text(json.dumps(spec))
-    policy = LearnedPolicy(spec_path)
+    policy = LearnedPolicy(copy_with_meta(deferring_run, tmp_path,
+                                          play_defer={"to": ["fifo+swf", "fastest+swf"], "margin": 50.0}))
     sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 12})
     kwargs = {k: v for k, v in policy.meta["env_kwargs"].items() if k != "num_jobs"}
     env = make_env_fn(sc, policy.spec.flatten, kwargs)()

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from floor_checks import best_single_region_mfu, plan_mfu
+from model_copies import copy_with_meta
 
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import InvalidInput
@@ -170,41 +171,25 @@ def test_play_env_is_recorded_kept_out_of_training_and_played(floored_run: Path)
 
 def test_a_tampered_play_env_is_refused_naming_it(floored_run: Path, tmp_path: Path) -> None:
     """A model file's play_env may hold only play settings with plain values: it is data, not arguments."""
-    import json
-    import shutil
 
     from sfenv.agents.learned import LearnedPolicy
 
     for bad, match in (({"obs_mode": "full"}, "play_env.obs_mode"), ({"min_relative_mfu": "x"}, "play_env.min_"),
                        ([0.7], "play_env: expected a mapping")):
-        folder = tmp_path / f"m{len(list(tmp_path.iterdir()))}"
-        folder.mkdir()
-        for f in floored_run.glob("best_model.policy.*"):
-            shutil.copy(f, folder / f.name)
-        spec_path = folder / "best_model.policy.json"
-        spec = json.loads(spec_path.read_text())
-        spec["meta"]["play_env"] = bad
-        spec_path.write_text(json.dumps(spec))
         with pytest.raises(InvalidInput, match=match):
-            LearnedPolicy(spec_path)
+            LearnedPolicy(copy_with_meta(floored_run, tmp_path, play_env=bad))
 
 
 def test_a_model_played_with_both_floors_records_them(floored_run: Path, tmp_path: Path) -> None:
     """``min_spread_speedup`` is a play setting too: a model recording it is played with it, and rows say so."""
-    import json
-    import shutil
 
     from sfenv.agents.learned import LearnedPolicy
 
     from sfenv.app.evaluate import run_policy_episode
     from sfenv.scenario import load_scenario
 
-    for f in floored_run.glob("best_model.policy.*"):
-        shutil.copy(f, tmp_path / f.name)
-    spec_path = tmp_path / "best_model.policy.json"
-    spec = json.loads(spec_path.read_text())
-    spec["meta"]["play_env"] = {"min_relative_mfu": 0.7, "min_spread_speedup": 1.0, "spread_wait": "queue"}
-    spec_path.write_text(json.dumps(spec))
+    spec_path = copy_with_meta(floored_run, tmp_path, play_env={"min_relative_mfu": 0.7, "min_spread_speedup": 1.0,
+                                                                "spread_wait": "queue"})
     policy = LearnedPolicy(spec_path)
     assert policy.meta["env_kwargs"]["min_spread_speedup"] == 1.0
     row = run_policy_episode(policy, load_scenario(GEO6).with_overrides(workload={"num_jobs": 12}), 10_000)
@@ -214,33 +199,26 @@ def test_a_model_played_with_both_floors_records_them(floored_run: Path, tmp_pat
 
 def test_a_model_played_with_an_exempt_decision_records_it(floored_run: Path, tmp_path: Path) -> None:
     """``floor_exempt`` is a play setting: the model's env gets it and its rows name it."""
-    import json
-    import shutil
 
     from sfenv.agents.learned import LearnedPolicy
 
     from sfenv.app.evaluate import run_policy_episode
     from sfenv.scenario import load_scenario
 
-    for f in floored_run.glob("best_model.policy.*"):
-        shutil.copy(f, tmp_path / f.name)
-    spec_path = tmp_path / "best_model.policy.json"
-    spec = json.loads(spec_path.read_text())
-    spec["meta"]["play_env"] = {"min_relative_mfu": 0.7, "floor_exempt": ["spinsearch+swf"]}
-    spec_path.write_text(json.dumps(spec))
+    spec_path = copy_with_meta(floored_run, tmp_path,
+                               play_env={"min_relative_mfu": 0.7, "floor_exempt": ["spinsearch+swf"]})
     policy = LearnedPolicy(spec_path)
     assert policy.meta["env_kwargs"]["floor_exempt"] == ["spinsearch+swf"]
     row = run_policy_episode(policy, load_scenario(GEO6).with_overrides(workload={"num_jobs": 12}), 10_000)
     assert row["floor_exempt"] == "spinsearch+swf" and row["min_relative_mfu"] == 0.7 and row["unfinished"] == 0
     assert "floor_exempt_from" not in row  # both floors, the default
-    spec["meta"]["play_env"]["floor_exempt_from"] = ["min_relative_mfu"]
-    spec_path.write_text(json.dumps(spec))
+    copy_with_meta(floored_run, tmp_path, play_env={"min_relative_mfu": 0.7, "floor_exempt": ["spinsearch+swf"],
+                                                    "floor_exempt_from": ["min_relative_mfu"]})
     policy = LearnedPolicy(spec_path)
     assert policy.meta["env_kwargs"]["floor_exempt_from"] == ["min_relative_mfu"]
     row = run_policy_episode(policy, load_scenario(GEO6).with_overrides(workload={"num_jobs": 12}), 10_000)
     assert row["floor_exempt_from"] == "min_relative_mfu"
-    spec["meta"]["play_env"] = {"floor_exempt": ["spantrain+swf"]}  # not among this model's recorded decisions
-    spec_path.write_text(json.dumps(spec))
+    copy_with_meta(floored_run, tmp_path, play_env={"floor_exempt": ["spantrain+swf"]})  # not a recorded decision
     with pytest.raises(InvalidInput, match="floor_exempt"):
         run_policy_episode(LearnedPolicy(spec_path), load_scenario(GEO6).with_overrides(workload={"num_jobs": 12}),
                            10_000)
