@@ -774,11 +774,12 @@ def train(
     :param play_env: env settings of :data:`PLAY_ENV_KEYS` the model is played with and not trained
         with (``{"min_relative_mfu": 0.7}``): the evaluations that keep the best model have them, and
         the saved models record them (``meta["play_env"]``) for :class:`LearnedPolicy`.
-    :param play_defer: ``{"to": NAME, "margin": NATS}``: the model is played taking the recorded decision
-        ``NAME`` unless its own greedy action is more than ``NATS`` more log-probable
-        (:mod:`sfenv.agents.deferral`); the evaluations that keep the best model play it so and the
-        saved models record it (``meta["play_defer"]``).  Needs a policy with action probabilities
-        and ``NAME`` among the env's recorded decisions (``proposers="best+spantrain"``).
+    :param play_defer: ``{"to": NAME or [NAME, ...], "margin": NATS}``: the model is played taking the
+        recorded decision ``NAME`` (of several, the one it ranks highest) unless its own greedy action
+        is more than ``NATS`` more log-probable (:mod:`sfenv.agents.deferral`); the evaluations that
+        keep the best model play it so and the saved models record it (``meta["play_defer"]``).
+        Needs a policy with action probabilities and each ``NAME`` among the env's recorded
+        decisions (``proposers="best+spantrain"``).
     :return: the path of ``<run>/model.zip``.
     :raises DependencyNotInstalled: without the ``rl`` extra.
     :raises InvalidInput: (among others) for evaluation seeds in the protocol's test split.
