@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -315,3 +316,68 @@ def test_deferring_to_several_plays_one_of_their_decisions_and_rows_name_them(de
     assert offered > 0
     row = run_policy_episode(policy, sc, 10_000)
     assert row["defer_to"] == "fifo+swf,fastest+swf" and row["defer_margin"] == 50.0
+
+
+# ---------------------------------------------------------------- whose decisions it starts (experiments)
+
+
+def _agreement_by_hand(policy: Any, sc: Any, seed: int, reference: str) -> Counter[str]:
+    """The counts of ``decision_agreement`` for one episode, classified here step by step."""
+    from sfenv.agents.deferral import heuristic_actions
+    from sfenv.agents.learned import make_env_fn
+
+    kwargs = {k: v for k, v in policy.meta["env_kwargs"].items() if k != "num_jobs"}
+    env = make_env_fn(sc, policy.spec.flatten, kwargs)()
+    obs, _ = env.reset(seed=seed)
+    counts: Counter[str] = Counter()
+    done = False
+    while not done:
+        mask = env.unwrapped.action_masks()
+        actions = dict(zip(policy.play_defer.to, heuristic_actions(env, policy.play_defer), strict=True))
+        action, took = policy.choose(obs, mask, list(actions.values()))
+        counts["deferred"] += took
+        if action == len(mask) - 1:
+            counts["waits"] += 1
+        else:
+            counts["starts"] += 1
+            same = sorted(n for n, a in actions.items() if a == action)
+            if actions[reference] is None:
+                counts[f"{reference} offered none"] += 1
+            elif actions[reference] == action:  # the reference's, whoever else recorded the same decision
+                counts[f"= {reference}"] += 1
+            else:
+                counts["= " + ("|".join(same) if same else "no heuristic's")] += 1
+        obs, _, term, trunc, _ = env.step(action)
+        done = term or trunc
+    return counts
+
+
+def test_decision_agreement_counts_each_start_once_as_classified_by_hand(deferring_run: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Its counts are the same episode's classified independently; the categories add up to the starts."""
+    from sfenv.agents.learned import LearnedPolicy
+    from sfenv.experiments.decision_agreement import count_agreement, main
+
+    from sfenv.scenario import load_scenario
+
+    spec = copy_with_meta(deferring_run, tmp_path, play_defer={"to": ["fifo+swf", "fastest+swf"], "margin": 0.5})
+    counts = count_agreement(str(spec), "spider-8", [10_000, 10_001], reference="fifo+swf", num_jobs=12)
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 12})
+    by_hand = _agreement_by_hand(LearnedPolicy(spec), sc, 10_000, "fifo+swf")
+    by_hand += _agreement_by_hand(LearnedPolicy(spec), sc, 10_001, "fifo+swf")
+    assert counts == dict(sorted(by_hand.items()))
+    kinds = [k for k in counts if k.startswith("=") or k.endswith("offered none")]
+    assert counts["starts"] == sum(counts[k] for k in kinds) >= 12
+    assert len(kinds) >= 2  # the policy does not always start fifo+swf's decision here
+    assert main(["--model", str(spec), "--scenario", "spider-8", "--reference", "fifo+swf", "--seeds", "1"]) is None
+    assert "split validation" in capsys.readouterr().out
+
+
+def test_decision_agreement_refuses_a_model_without_deferral_or_a_reference_it_does_not_name(
+        deferring_run: Path, tmp_path: Path) -> None:
+    from sfenv.experiments.decision_agreement import AgreementCounter
+
+    with pytest.raises(InvalidInput, match="reference: 'spantrain\\+swf' is not one of"):
+        AgreementCounter(deferring_run / "best_model.policy.json")
+    with pytest.raises(InvalidInput, match="has no play_defer"):
+        AgreementCounter(copy_with_meta(deferring_run, tmp_path, play_defer=None), reference="fastest+swf")
