@@ -51,3 +51,41 @@ def test_the_readme_quotes_each_group_as_measured(group: str) -> None:
     quoted = f"{ratio:.3f}x"
     interval = f"{low:.3f}-{high:.3f}"
     assert quoted in readme and interval in readme, (group, quoted, interval)
+
+
+#: the held-out set's files (the same recipe, --split test --seeds 20, docs/training.md, "A larger held-out set")
+HELD_OUT = {"a": RESULTS / "generalise-rollout-any-defer-2-heldout-20-a.json",
+            "b": RESULTS / "generalise-rollout-any-defer-2-heldout-20-b.json"}
+
+
+def _held_out_groups() -> dict[str, dict[str, Any]]:
+    groups = {}
+    for path in HELD_OUT.values():
+        res = json.loads(path.read_text())
+        groups[Path(res["scenario"]).stem] = res
+        groups.update({Path(name).stem: group for name, group in res["unseen"].items()})
+    return groups
+
+
+def test_the_held_out_files_were_played_as_the_recipe_says_on_20_test_seeds() -> None:
+    from sfenv.agents.learned import load_config
+
+    cfg = load_config("generalise-rollout")
+    for path in HELD_OUT.values():
+        res = json.loads(path.read_text())
+        assert res["split"] == "test" and len(res["seeds"]) == 20, path
+        assert (res["play"], res["play_env"], res.get("play_defer")) == (cfg["play"], cfg["play_env"],
+                                                                        cfg.get("play_defer")), path
+    assert sorted(_held_out_groups()) == ["geo-4-contended-heldout-d", "geo-5-contended-heldout-b",
+                                          "geo-6-contended-heldout", "geo-7-contended-heldout-c", "geo-8-contended"]
+
+
+@pytest.mark.parametrize("group", ["geo-4-contended-heldout-d", "geo-5-contended-heldout-b", "geo-6-contended-heldout",
+                                   "geo-7-contended-heldout-c", "geo-8-contended"])
+def test_the_readme_and_training_page_quote_each_held_out_group_as_measured(group: str) -> None:
+    """docs/training.md's table and the README quote each group's ratio and interval as its file holds them."""
+    ratio, low, high = _held_out_groups()[group]["ratio_to_best"]
+    training = " ".join((ROOT / "docs" / "training.md").read_text().split())
+    assert f"| {group}" in training and f"{ratio:.3f} ({low:.3f}-{high:.3f})" in training, group
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"{ratio:.3f}x" in readme and f"{low:.3f}-{high:.3f}" in readme, group
