@@ -776,7 +776,8 @@ def train(
         the saved models record them (``meta["play_env"]``) for :class:`LearnedPolicy`.
     :param play_defer: ``{"to": NAME or [NAME, ...], "margin": NATS}``: the model is played taking the
         recorded decision ``NAME`` (of several, the one it ranks highest) unless its own greedy action
-        is more than ``NATS`` more log-probable (:mod:`sfenv.agents.deferral`); the evaluations that
+        is more than ``NATS`` more log-probable (``NATS`` may map each name to its own margin;
+        :mod:`sfenv.agents.deferral`); the evaluations that
         keep the best model play it so and the saved models record it (``meta["play_defer"]``).
         Needs a policy with action probabilities and each ``NAME`` among the env's recorded
         decisions (``proposers="best+spantrain"``).

@@ -115,6 +115,47 @@ def test_among_several_heuristics_the_one_the_policy_ranks_highest_is_deferred_t
     assert deferred_action(policy, None, np.array([True, True, False, True]), [2, 3], 50.0) == (3, True)  # 2 masked
 
 
+def test_each_heuristic_may_have_its_own_margin() -> None:
+    """With margins per heuristic the action with the largest log-probability plus its margin is deferred to."""
+    policy = _Logits([np.log(0.6), np.log(0.25), np.log(0.1), np.log(0.05)])  # greedy 0; 1 is 0.88, 2 is 1.79 below
+    mask = np.array([True, True, True, True])
+    assert deferred_action(policy, None, mask, [1, 2], 2.0) == (1, True)  # one margin: the highest-ranked
+    assert deferred_action(policy, None, mask, [1, 2], [2.0, 4.0]) == (2, True)  # 2's margin lifts it over 1
+    assert deferred_action(policy, None, mask, [1, 2], [2.0, 1.0]) == (1, True)
+    assert deferred_action(policy, None, mask, [1, 2], [0.5, 1.5]) == (0, False)  # neither margin is enough
+    assert deferred_action(policy, None, mask, [2, 2], [0.5, 2.0]) == (2, True)  # two heuristics' action: the larger
+    assert deferred_action(policy, None, mask, [2, None], [4.0, 9.0]) == (2, True)
+    assert deferred_action(policy, None, np.array([True, True, False, True]), [1, 2], [0.5, 50.0]) == (0, False)
+    rng = np.random.default_rng(0)  # one margin for all, as a number or as a list: the same action
+    for _ in range(200):
+        log_probs = np.log(rng.dirichlet(np.ones(5)))
+        offered = [int(a) if a < 5 else None for a in rng.integers(0, 7, size=3)]
+        margin = float(rng.uniform(0, 3))
+        assert deferred_action(_Logits(list(log_probs)), None, None, offered, margin) == \
+            deferred_action(_Logits(list(log_probs)), None, None, offered, [margin] * 3)
+    with pytest.raises(InvalidInput, match="2 margins for 3 heuristic actions"):
+        deferred_action(policy, None, mask, [1, 2, 3], [1.0, 2.0])
+
+
+def test_margins_per_heuristic_are_read_as_data() -> None:
+    got = check_play_defer({"to": ["fastest+swf", "spantrain+swf"], "margin": {"spantrain+swf": 4, "fastest+swf": 2}},
+                           "m")
+    assert got == Deferral(("fastest+swf", "spantrain+swf"), (2.0, 4.0)) and got.margins() == (2.0, 4.0)
+    assert got.record() == {"to": ["fastest+swf", "spantrain+swf"],
+                            "margin": {"fastest+swf": 2.0, "spantrain+swf": 4.0}}
+    assert check_play_defer(got.record(), "m") == got
+    assert got.row_margin() == "fastest+swf:2,spantrain+swf:4"
+    assert got.describe() == ("deferring to the highest-ranked of fastest+swf, spantrain+swf unless surer by each "
+                              "one's margin in nats (fastest+swf 2, spantrain+swf 4)")
+    one = check_play_defer({"to": ["a", "b"], "margin": 2}, "m")
+    assert one is not None and one.margins() == (2.0, 2.0) and one.row_margin() == 2.0
+    for bad, field in (({"a": 1}, "play_defer.margin: a mapping must give"),
+                       ({"a": 1, "b": 1, "c": 1}, "play_defer.margin: a mapping"),
+                       ({"a": 1, "b": -1}, "play_defer.margin.b"), ({"a": "x", "b": 1}, "play_defer.margin.a")):
+        with pytest.raises(InvalidInput, match=f"where: {field}"):
+            check_play_defer({"to": ["a", "b"], "margin": bad}, "where")
+
+
 def test_a_policy_without_action_probabilities_is_refused() -> None:
     with pytest.raises(InvalidInput, match="play_defer needs a policy with action probabilities"):
         deferred_action(object(), None, None, 0, 1.0)
@@ -381,3 +422,34 @@ def test_decision_agreement_refuses_a_model_without_deferral_or_a_reference_it_d
         AgreementCounter(deferring_run / "best_model.policy.json")
     with pytest.raises(InvalidInput, match="has no play_defer"):
         AgreementCounter(copy_with_meta(deferring_run, tmp_path, play_defer=None), reference="fastest+swf")
+
+
+def test_a_model_with_margins_per_heuristic_plays_them_and_its_rows_say_so(deferring_run: Path,
+                                                                          tmp_path: Path) -> None:
+    """At 50 nats for fifo+swf and 0 for fastest+swf, fifo+swf's offered decision is played at every step."""
+    from sfenv.agents.deferral import heuristic_actions
+    from sfenv.agents.learned import LearnedPolicy, make_env_fn
+
+    from sfenv.app.evaluate import run_policy_episode
+    from sfenv.scenario import load_scenario
+
+    policy = LearnedPolicy(copy_with_meta(deferring_run, tmp_path, play_defer={
+        "to": ["fifo+swf", "fastest+swf"], "margin": {"fifo+swf": 50.0, "fastest+swf": 0.0}}))
+    assert policy.play_defer is not None and policy.play_defer.margins() == (50.0, 0.0)
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 12})
+    env = make_env_fn(sc, policy.spec.flatten, {k: v for k, v in policy.meta["env_kwargs"].items()
+                                                 if k != "num_jobs"})()
+    obs, _ = env.reset(seed=10_000)
+    offered = 0
+    done = False
+    while not done:
+        fifo, fastest = heuristic_actions(env, policy.play_defer)
+        action, _ = policy.choose(obs, env.unwrapped.action_masks(), [fifo, fastest])
+        if fifo is not None:
+            assert action == fifo
+            offered += 1
+        obs, _, term, trunc, _ = env.step(action)
+        done = term or trunc
+    assert offered > 0
+    row = run_policy_episode(policy, sc, 10_000)
+    assert row["defer_to"] == "fifo+swf,fastest+swf" and row["defer_margin"] == "fifo+swf:50,fastest+swf:0"

@@ -255,7 +255,7 @@ def run_policy_episode(policy: SavedPolicy, scenario: Scenario, seed: int, env_k
     row["stopped_early"] = not done
     row.update(_play_setting_fields(env_kwargs))
     if defer is not None:  # the heuristic's decision replaced the policy's this many times
-        row.update(defer_to=",".join(defer.to), defer_margin=defer.margin, deferred=deferred)
+        row.update(defer_to=",".join(defer.to), defer_margin=defer.row_margin(), deferred=deferred)
     if log is not None:
         row["scenario_sha"] = scenario_sha(scenario)
         row["actions"] = {"decisions": log, "replans": []}
