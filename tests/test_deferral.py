@@ -216,6 +216,28 @@ def test_decision_action_is_none_once_no_job_waits() -> None:
 # ---------------------------------------------------------------- a recipe played with it
 
 
+def _deferring_walk(policy: Any, seed: int = 10_000) -> list[tuple[int, list[int | None]]]:
+    """One episode of spider-8 (12 jobs) played with ``policy.choose``: each step's action and the heuristics'."""
+    from sfenv.agents.deferral import heuristic_actions
+    from sfenv.agents.learned import make_env_fn
+
+    from sfenv.scenario import load_scenario
+
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 12})
+    env = make_env_fn(sc, policy.spec.flatten, {k: v for k, v in policy.meta["env_kwargs"].items()
+                                                 if k != "num_jobs"})()
+    obs, _ = env.reset(seed=seed)
+    steps: list[tuple[int, list[int | None]]] = []
+    done = False
+    while not done:
+        heuristics = heuristic_actions(env, policy.play_defer)
+        action, _ = policy.choose(obs, env.unwrapped.action_masks(), heuristics)
+        steps.append((action, heuristics))
+        obs, _, term, trunc, _ = env.step(action)
+        done = term or trunc
+    return steps
+
+
 @pytest.fixture(scope="module")
 def deferring_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny recipe whose model defers to ``fastest+swf`` unless 50 nats surer (so nearly always)."""
@@ -261,27 +283,11 @@ def test_the_recipe_records_it_and_its_evaluations_play_it(deferring_run: Path) 
 
 def test_deferring_to_the_heuristic_always_plays_its_decisions(deferring_run: Path) -> None:
     """At 50 nats every offered decision of ``fastest+swf`` is played: the actions are the heuristic's slot."""
-    from sfenv.agents.learned import LearnedPolicy, make_env_fn
+    from sfenv.agents.learned import LearnedPolicy
 
-    from sfenv.scenario import load_scenario
-
-    policy = LearnedPolicy(deferring_run / "best_model.policy.json")
-    kwargs = {k: v for k, v in policy.meta["env_kwargs"].items() if k != "num_jobs"}
-    env = make_env_fn(load_scenario("spider-8").with_overrides(workload={"num_jobs": 12}), policy.spec.flatten,
-                      kwargs)()
-    base = env.unwrapped
-    obs, _ = env.reset(seed=10_000)
-    offered = 0
-    done = False
-    while not done:
-        heuristic = base.decision_action("fastest+swf")
-        action, took = policy.choose(obs, base.action_masks(), heuristic)
-        if heuristic is not None:
-            assert action == heuristic
-            offered += 1
-        obs, _, term, trunc, _ = env.step(action)
-        done = term or trunc
-    assert offered > 0
+    steps = _deferring_walk(LearnedPolicy(deferring_run / "best_model.policy.json"))
+    offered = [(action, heuristic) for action, (heuristic,) in steps if heuristic is not None]
+    assert offered and all(action == heuristic for action, heuristic in offered)
 
 
 def test_a_tampered_play_defer_is_refused_naming_it(deferring_run: Path, tmp_path: Path) -> None:
@@ -332,30 +338,16 @@ def test_learned_vs_heuristics_records_and_says_the_deferral(deferring_run: Path
 def test_deferring_to_several_plays_one_of_their_decisions_and_rows_name_them(deferring_run: Path,
                                                                               tmp_path: Path) -> None:
     """A model whose meta defers to two heuristics at 50 nats plays one of their offered actions at every step."""
-    from sfenv.agents.deferral import heuristic_actions
-    from sfenv.agents.learned import LearnedPolicy, make_env_fn
+    from sfenv.agents.learned import LearnedPolicy
 
     from sfenv.app.evaluate import run_policy_episode
     from sfenv.scenario import load_scenario
 
     policy = LearnedPolicy(copy_with_meta(deferring_run, tmp_path,
                                           play_defer={"to": ["fifo+swf", "fastest+swf"], "margin": 50.0}))
-    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 12})
-    kwargs = {k: v for k, v in policy.meta["env_kwargs"].items() if k != "num_jobs"}
-    env = make_env_fn(sc, policy.spec.flatten, kwargs)()
-    obs, _ = env.reset(seed=10_000)
-    offered = 0
-    done = False
-    while not done:
-        heuristics = heuristic_actions(env, policy.play_defer)
-        action, _ = policy.choose(obs, env.unwrapped.action_masks(), heuristics)
-        if any(h is not None for h in heuristics):
-            assert action in heuristics
-            offered += 1
-        obs, _, term, trunc, _ = env.step(action)
-        done = term or trunc
-    assert offered > 0
-    row = run_policy_episode(policy, sc, 10_000)
+    offered = [(action, hs) for action, hs in _deferring_walk(policy) if any(h is not None for h in hs)]
+    assert offered and all(action in hs for action, hs in offered)
+    row = run_policy_episode(policy, load_scenario("spider-8").with_overrides(workload={"num_jobs": 12}), 10_000)
     assert row["defer_to"] == "fifo+swf,fastest+swf" and row["defer_margin"] == 50.0
 
 
@@ -427,8 +419,7 @@ def test_decision_agreement_refuses_a_model_without_deferral_or_a_reference_it_d
 def test_a_model_with_margins_per_heuristic_plays_them_and_its_rows_say_so(deferring_run: Path,
                                                                           tmp_path: Path) -> None:
     """At 50 nats for fifo+swf and 0 for fastest+swf, fifo+swf's offered decision is played at every step."""
-    from sfenv.agents.deferral import heuristic_actions
-    from sfenv.agents.learned import LearnedPolicy, make_env_fn
+    from sfenv.agents.learned import LearnedPolicy
 
     from sfenv.app.evaluate import run_policy_episode
     from sfenv.scenario import load_scenario
@@ -436,20 +427,7 @@ def test_a_model_with_margins_per_heuristic_plays_them_and_its_rows_say_so(defer
     policy = LearnedPolicy(copy_with_meta(deferring_run, tmp_path, play_defer={
         "to": ["fifo+swf", "fastest+swf"], "margin": {"fifo+swf": 50.0, "fastest+swf": 0.0}}))
     assert policy.play_defer is not None and policy.play_defer.margins() == (50.0, 0.0)
-    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 12})
-    env = make_env_fn(sc, policy.spec.flatten, {k: v for k, v in policy.meta["env_kwargs"].items()
-                                                 if k != "num_jobs"})()
-    obs, _ = env.reset(seed=10_000)
-    offered = 0
-    done = False
-    while not done:
-        fifo, fastest = heuristic_actions(env, policy.play_defer)
-        action, _ = policy.choose(obs, env.unwrapped.action_masks(), [fifo, fastest])
-        if fifo is not None:
-            assert action == fifo
-            offered += 1
-        obs, _, term, trunc, _ = env.step(action)
-        done = term or trunc
-    assert offered > 0
-    row = run_policy_episode(policy, sc, 10_000)
+    offered = [(action, fifo) for action, (fifo, _) in _deferring_walk(policy) if fifo is not None]
+    assert offered and all(action == fifo for action, fifo in offered)
+    row = run_policy_episode(policy, load_scenario("spider-8").with_overrides(workload={"num_jobs": 12}), 10_000)
     assert row["defer_to"] == "fifo+swf,fastest+swf" and row["defer_margin"] == "fifo+swf:50,fastest+swf:0"
