@@ -48,7 +48,7 @@ import dataclasses
 import inspect
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -69,6 +69,7 @@ from sfenv.world.files import dump_yaml, load_yaml, names_a_file, read_yaml
 __all__ = [
     "ALGOS",
     "DEFAULT_HP",
+    "JOB_MIX_KEYS",
     "PLAY_MODES",
     "POLICIES",
     "RECIPE_DEFAULTS",
@@ -298,8 +299,9 @@ def generated_scenarios(
     load: tuple[float, float] = (0.5, 0.95),
     price_noise: tuple[float, float] = (0.02, 0.15),
     num_jobs: int | None = None,
+    job_mixes: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[Scenario]:
-    """A distribution of training scenarios: generated topologies, offered loads and price noise.
+    """A distribution of training scenarios: generated topologies, offered loads, price noise and job mixes.
 
     Scenario ``i`` is ``base`` with a ``generators[...]`` topology of ``num_regions[...]`` regions
     (topology seed drawn), time-of-use prices with noise drawn in ``price_noise`` and a Poisson
@@ -308,10 +310,18 @@ def generated_scenarios(
 
     :param count: scenarios to make (> 0).
     :param num_jobs: jobs per episode (None: the base scenario's).
+    :param job_mixes: job mixes to draw from, one per scenario (None: the base scenario's): each a
+        mapping of some of :data:`JOB_MIX_KEYS` (``{models: [{name: gpt-350m, weight: 2}],
+        global_batch: [128, 256]}``) that replaces those keys of the base's ``workload``.  Mixes
+        are drawn from a generator of their own (``default_rng([seed, 1])``), so the topologies,
+        loads and prices are those of the same call without ``job_mixes``.
+    :raises InvalidInput: for a count below 1 or a job mix that is not such a mapping (naming it).
     """
     if count < 1:
         raise InvalidInput(f"generated_scenarios: count = {count!r}; expected an integer >= 1")
+    mixes = _checked_job_mixes(job_mixes)
     rng = np.random.default_rng(seed)
+    mix_rng = np.random.default_rng([seed, 1])  # its own stream: the other draws stay as without mixes
     sc = load_scenario(base)
     out = []
     for i in range(count):
@@ -326,9 +336,31 @@ def generated_scenarios(
         data["topology"] = {"generator": gen, "num_regions": regions, "seed": int(rng.integers(1, 2**31))}
         data["prices"] = {"kind": "time_of_use", "days": int(data.get("prices", {}).get("days", 14) or 14),
                           "noise": float(round(rng.uniform(*price_noise), 3))}
+        if mixes:
+            k = int(mix_rng.integers(len(mixes)))
+            workload.update(mixes[k])
+            data["name"] += f"-mix{k}"
         data["workload"] = _merge(data["workload"], workload)
         out.append(Scenario.from_dict(data, source=f"generated_scenarios[{i}]", base_dir=sc.base_dir))
     return out
+
+
+#: the ``workload`` keys a job mix of :func:`generated_scenarios` may set
+JOB_MIX_KEYS = ("models", "global_batch", "iterations", "iterations_choices", "min_gpus", "max_gpus")
+
+
+def _checked_job_mixes(job_mixes: Any) -> list[dict[str, Any]]:
+    """``job_mixes`` as a list of mappings of :data:`JOB_MIX_KEYS` (their values are checked with the scenario)."""
+    if job_mixes is None:
+        return []
+    if not isinstance(job_mixes, (list, tuple)) or not 0 < len(job_mixes) <= 64:
+        raise InvalidInput(f"generated_scenarios: job_mixes: expected a list of 1 to 64 mappings, got "
+                           f"{str(job_mixes)[:100]}")
+    for k, mix in enumerate(job_mixes):
+        if not isinstance(mix, Mapping) or not mix or not set(mix) <= set(JOB_MIX_KEYS):
+            raise InvalidInput(f"generated_scenarios: job_mixes[{k}]: expected a mapping of some of "
+                               f"{list(JOB_MIX_KEYS)}, got {str(mix)[:100]}")
+    return [dict(mix) for mix in job_mixes]
 
 
 def generated_platforms(split: str, count: int, num_jobs: int | None = None,

@@ -90,3 +90,31 @@ def test_cloud_platform_family_of_a_split() -> None:
     assert len(seeds) == 2  # validation and test draw other platforms
     with pytest.raises(InvalidInput, match="family"):
         generated_platforms("validation", 1, family="clouds")
+
+
+def test_generated_scenarios_draw_job_mixes_apart_from_everything_else() -> None:
+    """With job_mixes each scenario takes one mix; topologies, loads and prices are those drawn without them."""
+    mixes = [{"models": [{"name": "gpt-350m", "weight": 1}], "global_batch": [128]},
+             {"models": [{"name": "gpt-6.7b", "weight": 1}], "global_batch": [1024], "min_gpus": 16}]
+    plain = generated_scenarios(12, seed=7, base="spider-8-contended", num_jobs=5)
+    mixed = generated_scenarios(12, seed=7, base="spider-8-contended", num_jobs=5, job_mixes=mixes)
+    drawn = set()
+    for p, m in zip(plain, mixed, strict=True):
+        assert m.name.startswith(p.name + "-mix")
+        k = int(m.name.rsplit("-mix", 1)[1])
+        drawn.add(k)
+        assert m.cfg.topology == p.cfg.topology and m.cfg.prices == p.cfg.prices
+        assert m.cfg.workload.load == p.cfg.workload.load and m.cfg.workload.num_jobs == 5
+        assert [x.name for x in m.cfg.workload.models] == [mixes[k]["models"][0]["name"]]
+        assert m.cfg.workload.global_batch == mixes[k]["global_batch"]
+        assert m.cfg.workload.min_gpus == mixes[k].get("min_gpus", p.cfg.workload.min_gpus)
+        assert m.cfg.workload.iterations == p.cfg.workload.iterations  # a key the mix leaves is the base's
+    assert drawn == {0, 1}
+    assert [s.name for s in generated_scenarios(12, seed=7, base="spider-8-contended", num_jobs=5,
+                                                job_mixes=mixes)] == [s.name for s in mixed]
+    for bad, match in (({"models": []}, "job_mixes: expected a list"), ([{"load": 0.5}], r"job_mixes\[0\]"),
+                       ([{}], r"job_mixes\[0\]"), ([mixes[0], "x"], r"job_mixes\[1\]")):
+        with pytest.raises(InvalidInput, match=match):
+            generated_scenarios(2, seed=7, job_mixes=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown model 'gpt-1t'"):  # the scenario's own check (ScenarioError)
+        generated_scenarios(2, seed=7, job_mixes=[{"models": [{"name": "gpt-1t", "weight": 1}]}])
