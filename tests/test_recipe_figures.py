@@ -17,9 +17,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results" / "learned" / "v2"
-#: the recipe's test-split files (learned_vs_heuristics --split test --seeds 10, docs/training.md, round G)
-FILES = {"a": RESULTS / "generalise-rollout-spantrain-3-test-split-a.json",
-         "b": RESULTS / "generalise-rollout-spantrain-3-test-split-b.json"}
+#: the recipe's test-split files (learned_vs_heuristics --split test --seeds 10, docs/training.md, round H)
+FILES = {"a": RESULTS / "generalise-rollout-mix-abc-test-split-a.json",
+         "b": RESULTS / "generalise-rollout-mix-abc-test-split-b.json"}
 
 
 def _groups() -> dict[str, dict[str, Any]]:
@@ -54,8 +54,8 @@ def test_the_readme_quotes_each_group_as_measured(group: str) -> None:
 
 
 #: the held-out set's files (the same recipe, --split test --seeds 20, docs/training.md, "A larger held-out set")
-HELD_OUT = {"a": RESULTS / "generalise-rollout-spantrain-3-heldout-20-a.json",
-            "b": RESULTS / "generalise-rollout-spantrain-3-heldout-20-b.json"}
+HELD_OUT = {"a": RESULTS / "generalise-rollout-mix-abc-heldout-20-a.json",
+            "b": RESULTS / "generalise-rollout-mix-abc-heldout-20-b.json"}
 
 
 def _held_out_groups() -> dict[str, dict[str, Any]]:
