@@ -46,7 +46,7 @@ UNSEEN = ("geo-8-contended", "spider-16", "geo-6-contended-heldout", "generated"
 #: recipe with its play settings (floor 0.8, min_spread_speedup 1.5, spantrain+swf exempt from the MFU floor
 #: only, deferring to the highest-ranked heuristic's decision unless surer by 3 nats for spantrain+swf's, 2 for
 #: the others') trained over three job mixes; 9 heuristics on the 10-seed groups, the 3 left out were never the
-#: best there; 13 on the held-out set: 359 CPU s beside another run (met), spider-16 0.932x (0.888-0.981), the
+#: best there; 13 on the held-out set: 209 CPU s alone (met), spider-16 0.932x (0.888-0.981), the
 #: generated test platforms 0.932x (0.899-0.956), geo-6-contended-heldout 1.004x (0.994-1.014),
 #: geo-7-contended-heldout-c 0.859x (0.848-0.871) and geo-4-contended-heldout-d 0.913x (0.887-0.967) (met)
 MISSED: dict[str, str] = {
