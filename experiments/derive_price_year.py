@@ -1,0 +1,125 @@
+"""Pivot one year of sustain-cluster's hourly electricity prices into sfenv's price CSV, and its daily profiles.
+
+Usage: ``python -m sfenv.experiments.derive_price_year --source DIR --year 2024 --out prices-2024.csv``
+where DIR is a checkout of ``HewlettPackard/sustain-cluster`` (MIT; the files
+``data/electricity_prices/standardized/<ZONE>/<YEAR>/<ZONE>_electricity_prices_<YEAR>.csv``, columns
+``Datetime (UTC)`` and ``Price (USD/MWh)``, UTC, converted to USD at fixed rates by the source).  It writes
+the format of the shared ``energy/electricity_price_usd_per_mwh_2023.csv`` (``datetime_utc``, then one
+column per zone, USD/MWh rounded to 0.001), made as that file was (the data README): one row per hour,
+rows at HH:30 (IN-WE) floored to HH:00, nothing filled.  ``--profiles`` also prints each zone's mean price
+per UTC hour of the day, the ``prices.profiles`` of the geo-8 scenarios (as ``derive_geo8`` does for 2023).
+
+The check that it is made as the shared file was: ``--year 2023`` reproduces that file value for value
+(``tests/test_derive_price_year.py`` does so when both are on the machine).  The source is data: each
+file is read within :mod:`sfenv.world.files`' bounds, every timestamp must be the next hour, every price a
+finite number within :data:`sfenv.world.limits.MAX_ABS_PRICE`; the output is written atomically and an
+existing file is replaced only with ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+from sfenv.errors import InvalidInput
+from sfenv.runs.results import atomic_write_text
+from sfenv.world.csvread import csv_number, csv_rows
+from sfenv.world.limits import MAX_ABS_PRICE
+
+__all__ = ["GEO8_ZONES", "daily_profiles", "pivot_csv", "read_zone_year", "source_file"]
+
+#: the grid zones of the geo-8 scenarios, in the shared price CSV's column order
+GEO8_ZONES = ("US-MIDA-PJM", "US-CAL-CISO", "CA-ON", "DE-LU", "JP-TK", "SG", "AU-NSW", "IN-WE")
+TIME_COLUMN = "Datetime (UTC)"
+PRICE_COLUMN = "Price (USD/MWh)"
+
+
+def source_file(source: Path, zone: str, year: int) -> Path:
+    """The sustain-cluster file of one zone and year under the checkout ``source``."""
+    return source / "data" / "electricity_prices" / "standardized" / zone / str(year) / f"{zone}_electricity_prices_{year}.csv"
+
+
+def _hour(path: Path, line: int, text: str) -> datetime:
+    """The UTC hour a row's timestamp falls in (HH:30 floored to HH:00); an unreadable one raises naming the line."""
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(f"{path}, line {line}: column {TIME_COLUMN!r}: {text!r} is not an ISO timestamp") from None
+    if stamp.tzinfo is None or stamp.utcoffset() != timedelta(0):
+        raise InvalidInput(f"{path}, line {line}: column {TIME_COLUMN!r}: {text!r} is not in UTC (+00:00)")
+    return stamp.replace(minute=0, second=0, microsecond=0)
+
+
+def read_zone_year(source: Path, zone: str, year: int) -> np.ndarray:
+    """One zone's hourly prices of ``year`` (USD/MWh), one per hour from 1 January 00:00 UTC, none missing.
+
+    :raises InvalidInput: naming the file and line: a missing file or column, a timestamp that is not the
+        next UTC hour of the year, a price that is not a finite number within ``MAX_ABS_PRICE``, or
+        fewer rows than the year has hours.
+    """
+    path = source_file(source, zone, year)
+    start = datetime(year, 1, 1, tzinfo=timezone.utc)
+    hours = (datetime(year + 1, 1, 1, tzinfo=timezone.utc) - start) // timedelta(hours=1)
+    prices: list[float] = []
+    for line, row in csv_rows(path, [TIME_COLUMN, PRICE_COLUMN], "sustain-cluster price CSV"):
+        expected = start + timedelta(hours=len(prices))
+        if len(prices) >= hours or _hour(path, line, row[TIME_COLUMN]) != expected:
+            raise InvalidInput(f"{path}, line {line}: column {TIME_COLUMN!r}: {row[TIME_COLUMN]!r}; expected the "
+                               f"hour {expected:%Y-%m-%d %H:00} UTC (one row per hour of {year}, none missing)")
+        prices.append(csv_number(path, line, PRICE_COLUMN, row[PRICE_COLUMN], -MAX_ABS_PRICE, MAX_ABS_PRICE))
+    if len(prices) != hours:
+        raise InvalidInput(f"{path}: {len(prices)} hourly rows; {year} has {hours}")
+    return np.array(prices)
+
+
+def pivot_csv(source: Path, year: int, zones: tuple[str, ...] = GEO8_ZONES) -> str:
+    """The price CSV of ``year``: ``datetime_utc`` and one column per zone, USD/MWh rounded to 0.001."""
+    series = [read_zone_year(source, z, year) for z in zones]
+    start = datetime(year, 1, 1, tzinfo=timezone.utc)
+    lines = ["datetime_utc," + ",".join(zones)]
+    for h in range(len(series[0])):
+        cells = ",".join(repr(float(np.round(s[h], 3))) for s in series)  # NumPy's rounding, as the shared file's
+        lines.append(f"{start + timedelta(hours=h):%Y-%m-%dT%H:%M:%SZ},{cells}")
+    return "\n".join(lines) + "\n"
+
+
+def daily_profiles(hourly: np.ndarray, zones: tuple[str, ...]) -> dict[str, list[float]]:
+    """Each zone's mean price per UTC hour of the day over whole days (``hourly``: zones x hours), 0.1 USD/MWh."""
+    days = hourly.shape[1] // 24
+    return {z: [round(float(x), 1) for x in hourly[i, : days * 24].reshape(days, 24).mean(axis=0)]
+            for i, z in enumerate(zones)}
+
+
+def main() -> None:
+    """The command line (module docstring)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", type=Path, required=True, help="a checkout of HewlettPackard/sustain-cluster")
+    ap.add_argument("--year", type=int, required=True, help="the price year, e.g. 2022 or 2024")
+    ap.add_argument("--out", type=Path, help="write the pivoted CSV here")
+    ap.add_argument("--force", action="store_true", help="replace --out if it exists")
+    ap.add_argument("--profiles", action="store_true", help="print the zones' daily profiles as YAML")
+    args = ap.parse_args()
+    if not 2000 <= args.year <= 2100:
+        raise InvalidInput(f"--year: {args.year} is not a year sustain-cluster can hold; expected 2000-2100")
+    if args.out is None and not args.profiles:
+        raise InvalidInput("nothing to do: give --out PATH, --profiles or both")
+    if args.out is not None and args.out.exists() and not args.force:
+        raise InvalidInput(f"--out: {args.out} exists; pass --force to replace it")
+    text = pivot_csv(args.source, args.year)
+    if args.out is not None:
+        atomic_write_text(args.out, text)
+    if args.profiles:
+        rows = [line.split(",") for line in text.splitlines()[1:]]
+        hourly = np.array([[float(r[1 + i]) for r in rows] for i in range(len(GEO8_ZONES))])
+        print("  profiles:")
+        for zone, profile in sorted(daily_profiles(hourly, GEO8_ZONES).items()):
+            print(f"    {zone}: [{', '.join(str(x) for x in profile)}]")
+
+
+if __name__ == "__main__":
+    from sfenv.app.script import run_script
+
+    raise SystemExit(run_script(main))
