@@ -21,6 +21,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+from sfenv.experiments.derive_price_year import daily_profiles
 
 from sfenv.world.csvread import csv_number, csv_rows
 from sfenv.world.prices import read_price_csv
@@ -56,12 +57,7 @@ def derive(data_dir: Path, gateways: float = 4.0) -> dict:
                       "pair_gbps_ba": round(directed[(b, a)], 2)})
     series = read_price_csv(data_dir / "energy" / "electricity_price_usd_per_mwh_2023.csv",
                             sorted(set(zones.values())))
-    hourly = series.hourly
-    days = hourly.shape[1] // 24
-    profiles = {
-        z: [round(float(x), 1) for x in hourly[i, : days * 24].reshape(days, 24).mean(axis=0)]
-        for i, z in enumerate(series.zones)
-    }
+    profiles = daily_profiles(series.hourly, tuple(series.zones))
     return {"zones": {region_name(k): v for k, v in zones.items()}, "links": links, "profiles": profiles}
 
 

@@ -39,7 +39,8 @@ PRICE_COLUMN = "Price (USD/MWh)"
 
 def source_file(source: Path, zone: str, year: int) -> Path:
     """The sustain-cluster file of one zone and year under the checkout ``source``."""
-    return source / "data" / "electricity_prices" / "standardized" / zone / str(year) / f"{zone}_electricity_prices_{year}.csv"
+    folder = source / "data" / "electricity_prices" / "standardized" / zone / str(year)
+    return folder / f"{zone}_electricity_prices_{year}.csv"
 
 
 def _hour(path: Path, line: int, text: str) -> datetime:
@@ -93,15 +94,15 @@ def daily_profiles(hourly: np.ndarray, zones: tuple[str, ...]) -> dict[str, list
             for i, z in enumerate(zones)}
 
 
-def main() -> None:
-    """The command line (module docstring)."""
+def main(argv: list[str] | None = None) -> None:
+    """The command line (module docstring); ``argv`` defaults to ``sys.argv[1:]``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", type=Path, required=True, help="a checkout of HewlettPackard/sustain-cluster")
     ap.add_argument("--year", type=int, required=True, help="the price year, e.g. 2022 or 2024")
     ap.add_argument("--out", type=Path, help="write the pivoted CSV here")
     ap.add_argument("--force", action="store_true", help="replace --out if it exists")
     ap.add_argument("--profiles", action="store_true", help="print the zones' daily profiles as YAML")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if not 2000 <= args.year <= 2100:
         raise InvalidInput(f"--year: {args.year} is not a year sustain-cluster can hold; expected 2000-2100")
     if args.out is None and not args.profiles:
