@@ -44,6 +44,35 @@ OTHER_CLOUDS: tuple[tuple[str, str, str, str, float], ...] = (
     # Azure to another cloud: from North America 0.0875, from Oceania 0.12
     ("azure", "canadacentral", "*", "*", 0.0875),
     ("azure", "australiaeast", "*", "*", 0.12),
+    # The regions of the held-out other-regions scenarios (docs/results/learned/v2/other-regions/), by
+    # the same rules.  GCP between continents: 0.15 from or to Australia, else 0.08
+    *((("gcp", src, "gcp", dst, 0.15 if "australia" in src + dst else 0.08)
+       for src in ("northamerica-northeast2", "europe-west4", "australia-southeast2", "asia-southeast1", "asia-south1")
+       for dst in ("northamerica-northeast2", "europe-west4", "australia-southeast2", "asia-southeast1", "asia-south1")
+       if src != dst and not (src.startswith("asia") and dst.startswith("asia")))),
+    # GCP to another cloud (premium tier): from North America and Europe 0.12, 0.19 to Australia;
+    # from Australia 0.19 to any destination
+    ("gcp", "northamerica-northeast2", "aws", "ap-southeast-2", 0.19),
+    ("gcp", "northamerica-northeast2", "azure", "australiaeast", 0.19),
+    ("gcp", "northamerica-northeast2", "*", "*", 0.12),
+    ("gcp", "europe-west4", "aws", "ap-southeast-2", 0.19),
+    ("gcp", "europe-west4", "azure", "australiaeast", 0.19),
+    ("gcp", "europe-west4", "*", "*", 0.12),
+    ("gcp", "australia-southeast2", "*", "*", 0.19),
+    # Azure between continents: from North America and Europe 0.05, from Asia and Oceania 0.08
+    ("azure", "francecentral", "azure", "koreacentral", 0.05),
+    ("azure", "francecentral", "azure", "canadacentral", 0.05),
+    ("azure", "francecentral", "azure", "australiaeast", 0.05),
+    ("azure", "koreacentral", "azure", "francecentral", 0.08),
+    ("azure", "koreacentral", "azure", "canadacentral", 0.08),
+    ("azure", "koreacentral", "azure", "australiaeast", 0.08),
+    ("azure", "canadacentral", "azure", "francecentral", 0.05),
+    ("azure", "canadacentral", "azure", "koreacentral", 0.05),
+    ("azure", "australiaeast", "azure", "francecentral", 0.08),
+    ("azure", "australiaeast", "azure", "koreacentral", 0.08),
+    # Azure to another cloud: from Europe 0.0875, from Asia 0.12
+    ("azure", "francecentral", "*", "*", 0.0875),
+    ("azure", "koreacentral", "*", "*", 0.12),
 )
 
 

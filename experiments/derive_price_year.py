@@ -8,6 +8,7 @@ the format of the shared ``energy/electricity_price_usd_per_mwh_2023.csv`` (``da
 column per zone, USD/MWh rounded to 0.001), made as that file was (the data README): one row per hour,
 rows at HH:30 (IN-WE) floored to HH:00, nothing filled.  ``--profiles`` also prints each zone's mean price
 per UTC hour of the day, the ``prices.profiles`` of the geo-8 scenarios (as ``derive_geo8`` does for 2023).
+``--zones`` names other zone folders of the source (default: geo-8's eight).
 
 The check that it is made as the shared file was: ``--year 2023`` reproduces that file value for value
 (``tests/test_derive_price_year.py`` does so when both are on the machine).  The source is data: each
@@ -102,21 +103,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, help="write the pivoted CSV here")
     ap.add_argument("--force", action="store_true", help="replace --out if it exists")
     ap.add_argument("--profiles", action="store_true", help="print the zones' daily profiles as YAML")
+    ap.add_argument("--zones", default=",".join(GEO8_ZONES),
+                    help="comma list of the source's zone folders (default: the eight of geo-8)")
     args = ap.parse_args(argv)
+    zones = tuple(z.strip() for z in args.zones.split(",") if z.strip())
+    if not zones or len(set(zones)) != len(zones) or any("/" in z or z.startswith(".") for z in zones):
+        raise InvalidInput(f"--zones: {args.zones!r}; expected different zone names such as US-MIDA-PJM,DE-LU")
     if not 2000 <= args.year <= 2100:
         raise InvalidInput(f"--year: {args.year} is not a year sustain-cluster can hold; expected 2000-2100")
     if args.out is None and not args.profiles:
         raise InvalidInput("nothing to do: give --out PATH, --profiles or both")
     if args.out is not None and args.out.exists() and not args.force:
         raise InvalidInput(f"--out: {args.out} exists; pass --force to replace it")
-    text = pivot_csv(args.source, args.year)
+    text = pivot_csv(args.source, args.year, zones)
     if args.out is not None:
         atomic_write_text(args.out, text)
     if args.profiles:
         rows = [line.split(",") for line in text.splitlines()[1:]]
-        hourly = np.array([[float(r[1 + i]) for r in rows] for i in range(len(GEO8_ZONES))])
+        hourly = np.array([[float(r[1 + i]) for r in rows] for i in range(len(zones))])
         print("  profiles:")
-        for zone, profile in sorted(daily_profiles(hourly, GEO8_ZONES).items()):
+        for zone, profile in sorted(daily_profiles(hourly, zones).items()):
             print(f"    {zone}: [{', '.join(str(x) for x in profile)}]")
 
 

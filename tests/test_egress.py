@@ -52,7 +52,16 @@ def test_the_bundled_table_loads_and_names_its_source():
     assert table.usd_per_gb(CloudSite("gcp", "asia-south1"), CloudSite("gcp", "asia-southeast1")) == 0.05
     assert table.usd_per_gb(CloudSite("azure", "canadacentral"), AZ_SYDNEY) == 0.05
     assert table.usd_per_gb(AZ_SYDNEY, CloudSite("azure", "canadacentral")) == 0.08
-    assert len(table.prices) == 684 and sum(1 for k in table.prices if k[0] == "aws") == 674
+    assert len(table.prices) == 721 and sum(1 for k in table.prices if k[0] == "aws") == 674
+    # the held-out other regions, by the same rules: GCP between continents 0.08, 0.15 from or to
+    # Australia; Azure from Europe 0.05 between continents, from Asia 0.08; to another cloud 0.0875 / 0.12
+    gcp_toronto, gcp_melbourne = CloudSite("gcp", "northamerica-northeast2"), CloudSite("gcp", "australia-southeast2")
+    az_paris, az_seoul = CloudSite("azure", "francecentral"), CloudSite("azure", "koreacentral")
+    assert table.usd_per_gb(gcp_toronto, CloudSite("gcp", "europe-west4")) == 0.08
+    assert table.usd_per_gb(gcp_toronto, gcp_melbourne) == table.usd_per_gb(gcp_melbourne, GCP_MUMBAI) == 0.15
+    assert table.usd_per_gb(gcp_toronto, AWS_EAST) == 0.12 and table.usd_per_gb(gcp_melbourne, AWS_EAST) == 0.19
+    assert table.usd_per_gb(az_paris, az_seoul) == 0.05 and table.usd_per_gb(az_seoul, az_paris) == 0.08
+    assert table.usd_per_gb(az_paris, AWS_EAST) == 0.0875 and table.usd_per_gb(az_seoul, gcp_toronto) == 0.12
 
 
 def test_inter_cloud_bytes_pay_the_source_clouds_internet_egress():
