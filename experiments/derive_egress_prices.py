@@ -46,10 +46,10 @@ OTHER_CLOUDS: tuple[tuple[str, str, str, str, float], ...] = (
     ("azure", "australiaeast", "*", "*", 0.12),
     # The regions of the held-out other-regions scenarios (docs/results/learned/v2/other-regions/), by
     # the same rules.  GCP between continents: 0.15 from or to Australia, else 0.08
-    *((("gcp", src, "gcp", dst, 0.15 if "australia" in src + dst else 0.08)
+    *(("gcp", src, "gcp", dst, 0.15 if "australia" in src + dst else 0.08)
        for src in ("northamerica-northeast2", "europe-west4", "australia-southeast2", "asia-southeast1", "asia-south1")
        for dst in ("northamerica-northeast2", "europe-west4", "australia-southeast2", "asia-southeast1", "asia-south1")
-       if src != dst and not (src.startswith("asia") and dst.startswith("asia")))),
+       if src != dst and not (src.startswith("asia") and dst.startswith("asia"))),
     # GCP to another cloud (premium tier): from North America and Europe 0.12, 0.19 to Australia;
     # from Australia 0.19 to any destination
     ("gcp", "northamerica-northeast2", "aws", "ap-southeast-2", 0.19),
