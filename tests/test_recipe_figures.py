@@ -54,80 +54,56 @@ def test_the_readme_quotes_each_group_as_measured(group: str) -> None:
 
 
 #: the held-out set's files (the same recipe, --split test --seeds 20, docs/training.md, "A larger held-out set")
-HELD_OUT = {"a": RESULTS / "generalise-rollout-mix-abc-heldout-20-a.json",
-            "b": RESULTS / "generalise-rollout-mix-abc-heldout-20-b.json"}
+HELD_OUT = [RESULTS / f"generalise-rollout-mix-abc-heldout-20-{part}.json" for part in "ab"]
+HELD_OUT_GROUPS = ["geo-4-contended-heldout-d", "geo-5-contended-heldout-b", "geo-6-contended-heldout",
+                   "geo-7-contended-heldout-c", "geo-8-contended"]
+#: its later additions (docs/training.md, "Another price year" and "Other cloud regions")
+LATER = [RESULTS / f"generalise-rollout-mix-abc-{name}.json" for name in (
+    "prices-2022", "prices-2024", "geo-8-other-contended-heldout", "geo-6-other-contended-heldout-b")]
+PRICE_YEAR_BASES = ("geo-5-contended-heldout-b", "geo-6-contended-heldout", "geo-8-contended")
+LATER_GROUPS = sorted(f"{b}-prices-{y}" for b in PRICE_YEAR_BASES for y in (2022, 2024)) + [
+    "geo-6-other-contended-heldout-b", "geo-8-other-contended-heldout"]
 
 
-def _held_out_groups() -> dict[str, dict[str, Any]]:
+def _groups_of(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """Each scenario's result in ``paths`` (the played scenario's and its ``--unseen`` ones), by file stem."""
     groups = {}
-    for path in HELD_OUT.values():
+    for path in paths:
         res = json.loads(path.read_text())
         groups[Path(res["scenario"]).stem] = res
         groups.update({Path(name).stem: group for name, group in res["unseen"].items()})
     return groups
 
 
-def test_the_held_out_files_were_played_as_the_recipe_says_on_20_test_seeds() -> None:
+@pytest.mark.parametrize(("paths", "groups"), [(HELD_OUT, HELD_OUT_GROUPS), (LATER, LATER_GROUPS)],
+                         ids=["held-out", "later"])
+def test_the_held_out_files_were_played_as_the_recipe_says_on_20_test_seeds(paths: list[Path],
+                                                                            groups: list[str]) -> None:
     from sfenv.agents.learned import load_config
 
     cfg = load_config("generalise-rollout")
-    for path in HELD_OUT.values():
+    for path in paths:
         res = json.loads(path.read_text())
         assert res["split"] == "test" and len(res["seeds"]) == 20, path
         assert (res["play"], res["play_env"], res.get("play_defer")) == (cfg["play"], cfg["play_env"],
                                                                         cfg.get("play_defer")), path
-    assert sorted(_held_out_groups()) == ["geo-4-contended-heldout-d", "geo-5-contended-heldout-b",
-                                          "geo-6-contended-heldout", "geo-7-contended-heldout-c", "geo-8-contended"]
+    assert sorted(_groups_of(paths)) == sorted(groups)
 
 
-@pytest.mark.parametrize("group", ["geo-4-contended-heldout-d", "geo-5-contended-heldout-b", "geo-6-contended-heldout",
-                                   "geo-7-contended-heldout-c", "geo-8-contended"])
+@pytest.mark.parametrize("group", HELD_OUT_GROUPS)
 def test_the_readme_and_training_page_quote_each_held_out_group_as_measured(group: str) -> None:
     """docs/training.md's table and the README quote each group's ratio and interval as its file holds them."""
-    ratio, low, high = _held_out_groups()[group]["ratio_to_best"]
+    ratio, low, high = _groups_of(HELD_OUT)[group]["ratio_to_best"]
     training = " ".join((ROOT / "docs" / "training.md").read_text().split())
     assert f"| {group}" in training and f"{ratio:.3f} ({low:.3f}-{high:.3f})" in training, group
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"{ratio:.3f}x" in readme and f"{low:.3f}-{high:.3f}" in readme, group
 
 
-#: the held-out set's later additions (docs/training.md, "Another price year" and "Other cloud regions")
-LATER = {"prices-2022": RESULTS / "generalise-rollout-mix-abc-prices-2022.json",
-         "prices-2024": RESULTS / "generalise-rollout-mix-abc-prices-2024.json",
-         "other-8": RESULTS / "generalise-rollout-mix-abc-geo-8-other-contended-heldout.json",
-         "other-6": RESULTS / "generalise-rollout-mix-abc-geo-6-other-contended-heldout-b.json"}
-
-
-def _later_groups() -> dict[str, dict[str, Any]]:
-    groups = {}
-    for path in LATER.values():
-        res = json.loads(path.read_text())
-        groups[Path(res["scenario"]).stem] = res
-        groups.update({Path(name).stem: group for name, group in res["unseen"].items()})
-    return groups
-
-
-def test_the_later_held_out_files_were_played_as_the_recipe_says_on_20_test_seeds() -> None:
-    from sfenv.agents.learned import load_config
-
-    cfg = load_config("generalise-rollout")
-    for path in LATER.values():
-        res = json.loads(path.read_text())
-        assert res["split"] == "test" and len(res["seeds"]) == 20, path
-        assert (res["play"], res["play_env"], res.get("play_defer")) == (cfg["play"], cfg["play_env"],
-                                                                        cfg.get("play_defer")), path
-    assert sorted(_later_groups()) == sorted(LATER_GROUPS)
-
-
-PRICE_YEAR_BASES = ("geo-5-contended-heldout-b", "geo-6-contended-heldout", "geo-8-contended")
-LATER_GROUPS = sorted(f"{b}-prices-{y}" for b in PRICE_YEAR_BASES for y in (2022, 2024)) + [
-    "geo-6-other-contended-heldout-b", "geo-8-other-contended-heldout"]
-
-
 @pytest.mark.parametrize("group", LATER_GROUPS)
 def test_the_training_page_quotes_each_later_group_as_measured(group: str) -> None:
     """docs/training.md quotes each group's ratio and interval as its file holds them, and no job was unfinished."""
-    res = _later_groups()[group]
+    res = _groups_of(LATER)[group]
     ratio, low, high = res["ratio_to_best"]
     training = " ".join((ROOT / "docs" / "training.md").read_text().split())
     assert f"{ratio:.3f} ({low:.3f}-{high:.3f})" in training, group
