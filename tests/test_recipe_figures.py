@@ -111,3 +111,16 @@ def test_the_training_page_quotes_each_later_group_as_measured(group: str) -> No
     if "other" in group or group.startswith("geo-5"):  # the README quotes these (the others in words)
         readme = " ".join((ROOT / "README.md").read_text().split())
         assert (f"{ratio:.3f}x" in readme and f"{low:.3f}-{high:.3f}" in readme) or f"{high:.3f}" in readme, group
+
+
+@pytest.mark.parametrize("path", sorted((RESULTS / "validation-seeds").glob("*.json")), ids=lambda p: p.stem)
+def test_the_training_page_quotes_the_seed_study_as_measured(path: Path) -> None:
+    """The recipe retrained with seeds 1 and 2: each validation group's figure as its file holds it."""
+    res = json.loads(path.read_text())
+    assert res["split"] == "validation" and f"-mix-s{path.stem[len('seed')]}/" in res["model"], path
+    groups = [res["unseen_generated"], res["unseen_cloud"]] if res.get("unseen_generated") else [res]
+    training = " ".join((ROOT / "docs" / "training.md").read_text().split())
+    for group in groups:
+        ratio, low, high = group["ratio_to_best"]
+        assert f"{ratio:.3f} ({low:.3f}-{high:.3f})" in training, path
+        assert all(row["unfinished"] == 0 for name, row in group["summary"].items() if name.startswith("model:")), path
