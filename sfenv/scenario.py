@@ -464,7 +464,9 @@ class SimCfg(_Strict):
     :meth:`sfenv.world.topology.Topology.route_for` picks for its payload at nominal capacities;
     ``load`` picks, when a job starts or re-plans, the best of a few candidate routes at the rates
     it would get given the flows already running, and pins it until the job ends or re-plans
-    (:mod:`sfenv.model.routing`).
+    (:mod:`sfenv.model.routing`); ``adaptive`` picks them so too, and moves a running job to the
+    routes best at the load whenever the WAN changes, if its iteration time falls by more than 1 %
+    (:mod:`sfenv.sim.reroute`).
     """
 
     horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0

@@ -11,7 +11,9 @@ transfer's flow group against the running jobs' load (duty-weighted sharing, the
 the round trip, the VM-pair caps of its links) and the plan's own groups routed before it (in
 :func:`~sfenv.model.perf.plan_wan_transfers` order; only its co-active groups count, as in the
 fast path's first pass).  The routes are then pinned in the plan (:attr:`sfenv.model.perf.Plan.routes`)
-and kept until the job ends or re-plans: running flows are never re-routed mid-transfer.
+and kept until the job ends or re-plans: running flows are never re-routed mid-transfer.  Under
+``adaptive`` they are also offered again, to every running job a change of the WAN touches
+(:mod:`sfenv.sim.reroute`).
 
 **Candidates** (:func:`candidate_routes`): the static route for the payload, the widest path, and
 the :data:`ROUTE_CANDIDATES` lowest-latency loop-free paths (Yen's k shortest paths, Yen,
@@ -42,8 +44,9 @@ from sfenv.world.workload import JobSpec
 
 __all__ = ["ROUTE_CANDIDATES", "ROUTING_MODES", "candidate_routes", "route_plan"]
 
-#: the values of ``sim.routing``: the static routes, or routes chosen at the current rates when a job starts
-ROUTING_MODES = ("static", "load")
+#: the values of ``sim.routing``: the static routes; routes chosen at the current rates when a job starts;
+#: and those re-chosen for running jobs whenever the WAN changes (:mod:`sfenv.sim.reroute`)
+ROUTING_MODES = ("static", "load", "adaptive")
 #: lowest-latency loop-free paths considered per pair of regions (besides the widest path)
 ROUTE_CANDIDATES = 3
 

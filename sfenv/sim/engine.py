@@ -53,6 +53,7 @@ import numpy as np
 
 import sfenv.sim.lookahead as _lookahead
 import sfenv.sim.replan as _replan
+import sfenv.sim.reroute as _reroute
 from sfenv.model.perf import PerfParams, Plan, PlanPerf, plan_flows
 from sfenv.sim.billing import Billing
 from sfenv.sim.events import Arrival, BandwidthChange, Completion, Event, EventKind, LinkDynamics, Outage, Straggler
@@ -176,6 +177,8 @@ class Simulator:
         #: call the re-planning hook at every hour boundary while a job runs too (:meth:`set_replanner`)
         self.replan_hourly = False
         self.replans = 0
+        #: running jobs moved to other routes (``sim.routing: adaptive``, :mod:`sfenv.sim.reroute`)
+        self.reroutes = 0
         self.links_changed = False  # a link capacity or a straggler changed rates at this event time (re-plan after it)
         #: the stragglers on running jobs (:mod:`sfenv.sim.stragglers`)
         self.stragglers = Stragglers()
@@ -260,10 +263,14 @@ class Simulator:
         """Recompute rates of running jobs whose traffic shares directed links with ``links`` (all if None).
 
         The jobs crossing them, and the jobs sharing links with those, and so on, are settled together
-        (:meth:`sfenv.sim.links.LinkState.settle`); a paused job keeps its rates until it resumes.
+        (:meth:`sfenv.sim.links.LinkState.settle`); a paused job keeps its rates until it resumes.  Under
+        ``sim.routing: adaptive`` those jobs are first offered the routes best at the load now
+        (:func:`sfenv.sim.reroute.reroute`).
         """
         wan = self.links
         ids = sorted(wan.jobs) if links is None else wan.affected(links)
+        if wan.routing == "adaptive":  # the jobs offered better routes first (sfenv.sim.reroute)
+            ids = _reroute.reroute(self, ids)
         for jid, perf in sorted(wan.settle(ids).items()):
             js = self.jobs[jid]
             self.billing.accrue(js, self.time)

@@ -38,9 +38,10 @@ class SimConfig:
     :param replan_state_bytes_per_param: training state moved per parameter when a re-plan moves
         a layer to another region, bytes (2 bf16 weights + 12 fp32 master weights and Adam
         moments; gradients are not needed between iterations).
-    :param routing: ``"static"`` (each transfer on :meth:`Topology.route_for`'s route) or ``"load"``
+    :param routing: ``"static"`` (each transfer on :meth:`Topology.route_for`'s route), ``"load"``
         (routes chosen at the current rates when a job starts or re-plans, then pinned:
-        :mod:`sfenv.model.routing`).
+        :mod:`sfenv.model.routing`) or ``"adaptive"`` (as ``load``, and running jobs move to better
+        routes whenever the WAN changes: :mod:`sfenv.sim.reroute`).
     """
 
     horizon_s: float = 14 * 86400.0
