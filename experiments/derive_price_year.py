@@ -30,7 +30,7 @@ from sfenv.runs.results import atomic_write_text
 from sfenv.world.csvread import csv_number, csv_rows
 from sfenv.world.limits import MAX_ABS_PRICE
 
-__all__ = ["GEO8_ZONES", "daily_profiles", "pivot_csv", "read_zone_year", "source_file"]
+__all__ = ["GEO8_ZONES", "daily_profiles", "pivot_csv", "read_zone_year", "source_file", "year_prices"]
 
 #: the grid zones of the geo-8 scenarios, in the shared price CSV's column order
 GEO8_ZONES = ("US-MIDA-PJM", "US-CAL-CISO", "CA-ON", "DE-LU", "JP-TK", "SG", "AU-NSW", "IN-WE")
@@ -77,13 +77,22 @@ def read_zone_year(source: Path, zone: str, year: int) -> np.ndarray:
     return np.array(prices)
 
 
+def year_prices(source: Path, year: int, zones: tuple[str, ...] = GEO8_ZONES) -> np.ndarray:
+    """The zones' hourly prices of ``year`` (zones x hours, USD/MWh) rounded to 0.001 as the shared file's are.
+
+    NumPy's rounding (``np.round``), which reproduces the shared 2023 file; Python's ``round`` differs in
+    the last digit of a few hundred cells.
+    """
+    return np.round(np.array([read_zone_year(source, z, year) for z in zones]), 3)
+
+
 def pivot_csv(source: Path, year: int, zones: tuple[str, ...] = GEO8_ZONES) -> str:
     """The price CSV of ``year``: ``datetime_utc`` and one column per zone, USD/MWh rounded to 0.001."""
-    series = [read_zone_year(source, z, year) for z in zones]
+    prices = year_prices(source, year, zones)
     start = datetime(year, 1, 1, tzinfo=timezone.utc)
     lines = ["datetime_utc," + ",".join(zones)]
-    for h in range(len(series[0])):
-        cells = ",".join(repr(float(np.round(s[h], 3))) for s in series)  # NumPy's rounding, as the shared file's
+    for h in range(prices.shape[1]):
+        cells = ",".join(repr(float(x)) for x in prices[:, h])
         lines.append(f"{start + timedelta(hours=h):%Y-%m-%dT%H:%M:%SZ},{cells}")
     return "\n".join(lines) + "\n"
 
@@ -115,14 +124,11 @@ def main(argv: list[str] | None = None) -> None:
         raise InvalidInput("nothing to do: give --out PATH, --profiles or both")
     if args.out is not None and args.out.exists() and not args.force:
         raise InvalidInput(f"--out: {args.out} exists; pass --force to replace it")
-    text = pivot_csv(args.source, args.year, zones)
     if args.out is not None:
-        atomic_write_text(args.out, text)
+        atomic_write_text(args.out, pivot_csv(args.source, args.year, zones))
     if args.profiles:
-        rows = [line.split(",") for line in text.splitlines()[1:]]
-        hourly = np.array([[float(r[1 + i]) for r in rows] for i in range(len(zones))])
         print("  profiles:")
-        for zone, profile in sorted(daily_profiles(hourly, zones).items()):
+        for zone, profile in sorted(daily_profiles(year_prices(args.source, args.year, zones), zones).items()):
             print(f"    {zone}: [{', '.join(str(x) for x in profile)}]")
 
 

@@ -7,12 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from sfenv.experiments.derive_geo8 import derive
 from sfenv.experiments.derive_grid import COLUMNS, grid_csv, grid_rows
-from sfenv.experiments.derive_price_year import daily_profiles, pivot_csv
+from sfenv.experiments.derive_price_year import daily_profiles, year_prices
 
 from sfenv.errors import InvalidInput
 from sfenv.scenario import load_scenario
@@ -136,7 +135,5 @@ def test_the_other_regions_scenarios_follow_the_cut(name: str, tmp_path: Path) -
 def test_the_other_regions_profiles_are_2024s(name: str) -> None:
     cfg = yaml.safe_load((OTHER.parent / f"{name}.yaml").read_text())
     zones = tuple(sorted(cfg["prices"]["profiles"]))
-    text = pivot_csv(Path(os.environ["SFENV_SUSTAIN_CLUSTER"]), 2024, zones)
-    rows = [line.split(",") for line in text.splitlines()[1:]]
-    hourly = np.array([[float(r[1 + i]) for r in rows] for i in range(len(zones))])
+    hourly = year_prices(Path(os.environ["SFENV_SUSTAIN_CLUSTER"]), 2024, zones)
     assert cfg["prices"]["profiles"] == daily_profiles(hourly, zones)
