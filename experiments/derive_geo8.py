@@ -59,10 +59,22 @@ def derive(data_dir: Path | None = None, gateways: float = 4.0, *, grid: Path | 
     pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     directed: dict[tuple[str, str], float] = {}  # goodput of one VM pair, src -> dst
     for line, row in csv_rows(grid, ["src_region", "dst_region", "throughput_gbps", "rtt_avg_ms"], "WAN grid CSV"):
-        a, b = sorted((row["src_region"], row["dst_region"]))
-        gbps = csv_number(grid, line, "throughput_gbps", row["throughput_gbps"])
-        pairs.setdefault((a, b), []).append((gbps, csv_number(grid, line, "rtt_avg_ms", row["rtt_avg_ms"])))
-        directed[(row["src_region"], row["dst_region"])] = gbps
+        src, dst = row["src_region"], row["dst_region"]
+        for column, region in (("src_region", src), ("dst_region", dst)):
+            if region not in zones:
+                raise InvalidInput(f"{grid}, line {line}: column {column!r}: {region!r} is not in the zone map "
+                                   f"{zone_map}")
+        if src == dst or (src, dst) in directed:
+            what = "a region with itself" if src == dst else "a pair measured twice"
+            raise InvalidInput(f"{grid}, line {line}: {src} -> {dst} is {what}; expected each directed pair of two "
+                               "regions once")
+        gbps = csv_number(grid, line, "throughput_gbps", row["throughput_gbps"], 1e-6, 1e6)
+        rtt = csv_number(grid, line, "rtt_avg_ms", row["rtt_avg_ms"], 0.0, 1e5)
+        pairs.setdefault((min(src, dst), max(src, dst)), []).append((gbps, rtt))
+        directed[(src, dst)] = gbps
+    for a, b in pairs:
+        if (a, b) not in directed or (b, a) not in directed:
+            raise InvalidInput(f"{grid}: {a} and {b} are measured one way only; a link needs both directions")
     order = list(zones)
     links = []
     for (a, b), vals in sorted(pairs.items(), key=lambda kv: (order.index(kv[0][0]), order.index(kv[0][1]))):

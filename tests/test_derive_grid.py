@@ -137,3 +137,24 @@ def test_the_other_regions_profiles_are_2024s(name: str) -> None:
     zones = tuple(sorted(cfg["prices"]["profiles"]))
     hourly = year_prices(Path(os.environ["SFENV_SUSTAIN_CLUSTER"]), 2024, zones)
     assert cfg["prices"]["profiles"] == daily_profiles(hourly, zones)
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    (["c-x,c-w,1,10"], r"line 4: column 'dst_region': 'c-w' is not in the zone map"),
+    (["c-x,c-y,1,10"], r"line 4: c-x -> c-y is a pair measured twice"),
+    (["c-x,c-x,1,10"], r"line 4: c-x -> c-x is a region with itself"),
+    (["c-y,c-z,1,10"], r"c-y and c-z are measured one way only"),
+    (["c-y,c-z,0,10", "c-z,c-y,1,10"], r"line 4, column .throughput_gbps.: 0 is below"),
+])
+def test_derive_geo8_names_a_grid_it_cannot_turn_into_links(tmp_path: Path, rows: list[str], message: str) -> None:
+    grid = tmp_path / "grid.csv"
+    grid.write_text("\n".join(["src_region,dst_region,throughput_gbps,rtt_avg_ms", "c-x,c-y,1,10", "c-y,c-x,2,12",
+                               *rows]) + "\n")
+    zone_map = tmp_path / "zones.csv"
+    zone_map.write_text("cloud_region,grid_zone\nc-x,A\nc-y,B\nc-z,B\n")
+    with pytest.raises(InvalidInput, match=message):
+        derive(grid=grid, zone_map=zone_map, prices=_flat_prices(tmp_path, ["A", "B"]))
+    grid.write_text("src_region,dst_region,throughput_gbps,rtt_avg_ms\nc-x,c-y,1,10\nc-y,c-x,2,12\n")
+    d = derive(grid=grid, zone_map=zone_map, prices=_flat_prices(tmp_path, ["A", "B"]))
+    assert d["links"] == [{"a": "c-x", "b": "c-y", "bandwidth_gbps": 4.0, "latency_ms": 5.5, "pair_gbps_ab": 1.0,
+                           "pair_gbps_ba": 2.0}]
