@@ -12,7 +12,7 @@ the round trip, the VM-pair caps of its links) and the plan's own groups routed 
 :func:`~sfenv.model.perf.plan_wan_transfers` order; only its co-active groups count, as in the
 fast path's first pass).  The routes are then pinned in the plan (:attr:`sfenv.model.perf.Plan.routes`)
 and kept until the job ends or re-plans: running flows are never re-routed mid-transfer.  Under
-``adaptive`` they are also offered again, to every running job a change of the WAN touches
+``adaptive`` every running job across regions is offered them again whenever the WAN changes
 (:mod:`sfenv.sim.reroute`).
 
 **Candidates** (:func:`candidate_routes`): the static route for the payload, the widest path, and
