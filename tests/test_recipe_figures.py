@@ -124,3 +124,16 @@ def test_the_training_page_quotes_the_seed_study_as_measured(path: Path) -> None
         ratio, low, high = group["ratio_to_best"]
         assert f"{ratio:.3f} ({low:.3f}-{high:.3f})" in training, path
         assert all(row["unfinished"] == 0 for name, row in group["summary"].items() if name.startswith("model:")), path
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_training_page_quotes_the_other_seeds_on_other_regions_as_measured(seed: int) -> None:
+    """Seeds 1 and 2 of the recipe on geo-8-other-contended-heldout (test split, 20 seeds): the page's figures."""
+    path = RESULTS / f"generalise-rollout-mix-abc-seed{seed}-geo-8-other-contended-heldout.json"
+    res = json.loads(path.read_text())
+    assert res["split"] == "test" and len(res["seeds"]) == 20 and f"-mix-s{seed}/" in res["model"]
+    ratio, low, high = res["ratio_to_best"]
+    training = " ".join((ROOT / "docs" / "training.md").read_text().split())
+    assert f"seed {seed} is at **{ratio:.3f} ({low:.3f}-{high:.3f})**" in training or (
+        f"seed {seed} at **{ratio:.3f} ({low:.3f}-{high:.3f})**" in training)
+    assert all(row["unfinished"] == 0 for name, row in res["summary"].items() if name.startswith("model:"))
