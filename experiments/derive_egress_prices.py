@@ -23,6 +23,9 @@ import argparse
 import csv
 from pathlib import Path
 
+from sfenv.errors import InvalidInput
+from sfenv.runs.results import atomic_path
+from sfenv.world.csvread import csv_number, csv_rows
 from sfenv.world.egress import EGRESS_TABLE_PATH
 
 #: GCP and Azure egress prices (USD/GB) of the measured grid's regions, as Skyplane's pricing code at
@@ -77,22 +80,28 @@ OTHER_CLOUDS: tuple[tuple[str, str, str, str, float], ...] = (
 
 
 def rows_from(aws_csv: Path) -> list[tuple[str, str, str, str, float]]:
-    """The table's rows: the AWS grid of ``aws_csv`` in sfenv's columns, then :data:`OTHER_CLOUDS`."""
+    """The table's rows: the AWS grid of ``aws_csv`` in sfenv's columns, then :data:`OTHER_CLOUDS`.
+
+    :raises InvalidInput: naming the file and line: a missing column, an empty region or a price that is
+        not a number from 0 to 10 USD/GB (the file is read within :mod:`sfenv.world.files`' bounds).
+    """
     out: list[tuple[str, str, str, str, float]] = []
-    with open(aws_csv, newline="") as fh:
-        for row in csv.DictReader(fh):
-            src, dst, cost = row["src"].strip(), row["dst"].strip(), float(row["cost"])
-            if dst == "internet":
-                out.append(("aws", src, "*", "*", cost))
-            else:
-                out.append(("aws", src, "aws", dst, cost))
+    for line, row in csv_rows(aws_csv, ["src", "dst", "cost"], "AWS transfer-cost CSV"):
+        src, dst = row["src"].strip(), row["dst"].strip()
+        if not src or not dst:
+            raise InvalidInput(f"{aws_csv}, line {line}: an empty region (src {src!r}, dst {dst!r})")
+        cost = csv_number(aws_csv, line, "cost", row["cost"], 0.0, 10.0)
+        if dst == "internet":
+            out.append(("aws", src, "*", "*", cost))
+        else:
+            out.append(("aws", src, "aws", dst, cost))
     out.extend(OTHER_CLOUDS)
     return out
 
 
 def write_table(rows: list[tuple[str, str, str, str, float]], out: Path) -> None:
     """Write ``rows`` with the header ``src_cloud,src_region,dst_cloud,dst_region,usd_per_gb``."""
-    with open(out, "w", newline="") as fh:
+    with atomic_path(out) as tmp, open(tmp, "w", newline="") as fh:  # a crash leaves the old table whole
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["src_cloud", "src_region", "dst_cloud", "dst_region", "usd_per_gb"])
         for r in rows:
@@ -100,6 +109,7 @@ def write_table(rows: list[tuple[str, str, str, str, float]], out: Path) -> None
 
 
 def main() -> None:
+    """The command line (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aws-csv", type=Path, required=True, help="Skyplane's skyplane/data/aws_transfer_costs.csv")
     ap.add_argument("--out", type=Path, default=EGRESS_TABLE_PATH, help="the table to write (default: the bundled one)")

@@ -8,6 +8,7 @@ against the episodes recorded before egress existed.
 from __future__ import annotations
 
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -448,3 +449,23 @@ def test_a_scenario_can_name_its_own_price_table(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ScenarioError, match=r"egress\.table.*missing\.csv"):
         load_scenario(path)
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    ("us-east-1,internet,-0.09\n", r"line 2, column 'cost'"),
+    ("us-east-1,internet,cheap\n", r"line 2, column 'cost'"),
+    (" ,us-west-1,0.02\n", r"line 2: an empty region"),
+])
+def test_the_table_script_names_a_bad_source_row_and_keeps_the_table(tmp_path, rows, message):
+    from sfenv.experiments.derive_egress_prices import rows_from
+
+    aws = tmp_path / "aws_transfer_costs.csv"
+    aws.write_text("src,dst,cost\n" + rows)
+    with pytest.raises(InvalidInput, match=message):
+        rows_from(aws)
+    out = tmp_path / "table.csv"
+    out.write_text("kept")
+    proc = subprocess.run([sys.executable, "-m", "sfenv.experiments.derive_egress_prices", "--aws-csv", str(aws),
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("sfenv: ") and proc.stderr.count("\n") == 1
+    assert out.read_text() == "kept"
