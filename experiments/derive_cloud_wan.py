@@ -14,12 +14,12 @@ ln(goodput) and the round-trip percentiles.  Only these statistics enter the gen
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
 
 from sfenv.errors import InvalidInput
+from sfenv.world.csvread import csv_number, csv_rows
 
 #: the regions of sfenv's measured grid (shared data README; scenarios/geo-8.yaml)
 GEO8_REGIONS = frozenset({
@@ -36,11 +36,15 @@ def _kept(row: dict[str, str]) -> bool:
 
 def goodput_statistics(path: Path) -> dict[str, float]:
     """Median goodput (Gbit/s) within one cloud and across clouds, and the log-standard deviation."""
-    with path.open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if _kept(r) and r.get("success", "True") == "True"]
+    needed = ["src_region", "dst_region", "src_tier", "dst_tier", "throughput_received"]
+    rows, bits = [], []
+    for line, r in csv_rows(path, needed, "Skyplane throughput CSV"):  # bounded; a bad cell names its line
+        if _kept(r) and r.get("success", "True") == "True":
+            rows.append(r)
+            bits.append(csv_number(path, line, "throughput_received", r["throughput_received"], 1.0, 1e15))
     if not rows:
         raise InvalidInput(f"{path}: no premium-tier pair of two regions (expected Skyplane's throughput.csv)")
-    gbps = np.array([float(r["throughput_received"]) / 1e9 for r in rows])
+    gbps = np.array(bits) / 1e9
     same = np.array([r["src_region"].split(":")[0] == r["dst_region"].split(":")[0] for r in rows])
     return {"pairs": float(len(rows)), "median_gbps_same_cloud": float(np.median(gbps[same])),
             "median_gbps_cross_cloud": float(np.median(gbps[~same])),
@@ -50,8 +54,9 @@ def goodput_statistics(path: Path) -> dict[str, float]:
 
 def rtt_statistics(path: Path) -> dict[str, float]:
     """Median and 10th/90th percentile of the mean round trip, ms."""
-    with path.open(newline="") as f:
-        rtt = np.array([float(r["avg_rtt"]) for r in csv.DictReader(f) if _kept(r) and r["avg_rtt"]])
+    needed = ["src_region", "dst_region", "src_tier", "dst_tier", "avg_rtt"]
+    rtt = np.array([csv_number(path, line, "avg_rtt", r["avg_rtt"], 0.0, 1e6)
+                    for line, r in csv_rows(path, needed, "Skyplane latency CSV") if _kept(r) and r["avg_rtt"]])
     if not len(rtt):
         raise InvalidInput(f"{path}: no premium-tier pair of two regions (expected Skyplane's latency.csv)")
     return {"pairs": float(len(rtt)), "median_rtt_ms": float(np.median(rtt)),
