@@ -88,4 +88,6 @@ def test_a_script_run_with_bad_input_prints_one_line_and_exits_2(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "sfenv.experiments.derive_cloud_wan", "--throughput",
                                str(files[0]), "--latency", str(files[1])], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, proc.stderr
-        assert proc.stderr.startswith(f"sfenv: {files[0]}: ") and proc.stderr.count("\n") == 1, proc.stderr
+        # one line naming the file (and, for a file it could read, the line: "FILE, line 1: ...")
+        assert proc.stderr.startswith((f"sfenv: {files[0]}: ", f"sfenv: {files[0]}, line ")), proc.stderr
+        assert proc.stderr.count("\n") == 1, proc.stderr
