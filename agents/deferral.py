@@ -31,7 +31,8 @@ import numpy as np
 
 from sfenv.errors import InvalidInput
 
-__all__ = ["MAX_MARGIN", "Deferral", "check_play_defer", "deferred_action", "heuristic_actions"]
+__all__ = ["MAX_MARGIN", "Deferral", "check_play_defer", "deferred_action", "deferred_choice", "heuristic_actions",
+           "policy_log_probs"]
 
 #: the largest margin a recipe may give, in nats (a probability ratio of about e^50: "always defer")
 MAX_MARGIN = 50.0
@@ -118,13 +119,18 @@ def heuristic_actions(env: Any, deferral: Deferral) -> list[int | None]:
     return [base.decision_action(name) for name in deferral.to]
 
 
-def _log_probs(policy: Any, observation: Any, action_masks: np.ndarray | None) -> np.ndarray:
+def policy_log_probs(policy: Any, observation: Any, action_masks: np.ndarray | None) -> np.ndarray:
     """The policy's log-probability of each action (masked ones about -1e8), as SB3's greedy predict sees them.
 
     :param policy: an SB3 actor-critic policy (MaskablePPO's with ``action_masks``, or PPO's, A2C's).
+    :param observation: one observation, already normalised as the policy was trained (VecNormalize).
+    :raises InvalidInput: for a policy that has no action distribution (DQN's Q-network).
     """
     import torch
 
+    if not hasattr(policy, "get_distribution"):
+        raise InvalidInput(f"play_defer needs a policy with action probabilities (maskable-ppo, ppo, a2c); "
+                           f"{type(policy).__name__} has none")
     policy.set_training_mode(False)
     obs, _ = policy.obs_to_tensor(observation)
     with torch.no_grad():
@@ -152,14 +158,23 @@ def deferred_action(policy: Any, observation: Any, action_masks: np.ndarray | No
     :raises InvalidInput: for a policy that has no action distribution (DQN's Q-network), or margins
         that do not match the heuristics' actions one to one.
     """
-    if not hasattr(policy, "get_distribution"):
-        raise InvalidInput(f"play_defer needs a policy with action probabilities (maskable-ppo, ppo, a2c); "
-                           f"{type(policy).__name__} has none")
+    return deferred_choice(policy_log_probs(policy, observation, action_masks), action_masks, baseline, margin)
+
+
+def deferred_choice(log_probs: np.ndarray, action_masks: np.ndarray | None,
+                    baseline: int | Sequence[int | None] | None,
+                    margin: float | Sequence[float]) -> tuple[int, bool]:
+    """:func:`deferred_action` on given log-probabilities.
+
+    E.g. an ensemble's (:meth:`sfenv.agents.learned.LearnedPolicy.log_probs`).
+
+    :param log_probs: the policy's log-probability of each action (masked ones very low).
+    :raises InvalidInput: for margins that do not match the heuristics' actions one to one.
+    """
     baselines = [baseline] if baseline is None or isinstance(baseline, (int, np.integer)) else list(baseline)
     margins = [float(margin)] * len(baselines) if isinstance(margin, (int, float)) else [float(m) for m in margin]
     if len(margins) != len(baselines):
         raise InvalidInput(f"play_defer: {len(margins)} margins for {len(baselines)} heuristic actions")
-    log_probs = _log_probs(policy, observation, action_masks)
     greedy = int(np.argmax(log_probs))
     mask = None if action_masks is None else np.asarray(action_masks).reshape(-1)
     bonus: dict[int, float] = {}  # each offered action: the largest margin of a heuristic that recorded it

@@ -57,7 +57,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from sfenv.agents import model_files
-from sfenv.agents.deferral import Deferral, check_play_defer, deferred_action, heuristic_actions
+from sfenv.agents.deferral import Deferral, check_play_defer, deferred_choice, heuristic_actions, policy_log_probs
 
 from sfenv.env import GeoSchedEnv
 from sfenv.errors import InvalidInput, MissingFile, UntrustedCode, did_you_mean
@@ -74,6 +74,7 @@ __all__ = [
     "POLICIES",
     "RECIPE_DEFAULTS",
     "AlgoSpec",
+    "EnsembleModel",
     "LearnedPolicy",
     "ScenarioLike",
     "ScenarioMix",
@@ -1178,9 +1179,14 @@ class LearnedPolicy:
         self.model: Any = None  # the weights-only model, or the SB3 algorithm of a trusted zip
         self.spec = _algo("maskable-ppo")  # the algorithm's settings, set by the loader
         self.vec_normalize: Any = None
+        #: an ensemble's members (:meth:`_load_ensemble`); empty for one policy
+        self.members: list[LearnedPolicy] = []
         #: the weights-only spec this policy was loaded from; None for an SB3 zip loaded with ``trust_code``
-        self.spec_path = model_files.spec_path_for(path)
-        if self.spec_path is not None:
+        #: or an ensemble
+        self.spec_path = None if path.name.endswith(model_files.ENSEMBLE_SUFFIX) else model_files.spec_path_for(path)
+        if path.name.endswith(model_files.ENSEMBLE_SUFFIX):
+            self._load_ensemble(path, algo, work_conserving, defer)
+        elif self.spec_path is not None:
             self._load_weights_only(self.spec_path, algo)
         elif not path.exists():
             raise MissingFile(f"{path}: no such model file (sfenv train writes <out>/<run>/model.zip with "
@@ -1212,6 +1218,49 @@ class LearnedPolicy:
         self.normalize_obs: Callable[[Any], Any] | None = None
         if self.vec_normalize is not None and self.vec_normalize.norm_obs:
             self.normalize_obs = self.vec_normalize.normalize_obs
+
+    def _load_ensemble(self, path: Path, algo: str | None, work_conserving: bool | None, defer: bool | None) -> None:
+        """Load an ensemble file's members (:func:`sfenv.agents.model_files.read_ensemble_file`), checked alike.
+
+        Every member must be the same algorithm, with action probabilities, on the same spaces, and
+        recorded with the same play settings (``play``, ``play_env``, ``play_defer``, ``env_kwargs``): the
+        ensemble is played as they say, and a member that says otherwise is an error, not a guess.
+        """
+        self.members = [LearnedPolicy(member, algo, work_conserving=work_conserving, defer=defer)
+                        for member in model_files.read_ensemble_file(path)]
+        first = self.members[0]
+        if first.algo == "dqn":
+            raise InvalidInput(f"{path}: an ensemble averages action probabilities; dqn has none")
+        for member in self.members[1:]:
+            for field in ("play", "play_env", "play_defer", "env_kwargs"):
+                if member.meta.get(field) != first.meta.get(field):
+                    raise InvalidInput(f"{path}: members disagree on {field}: {member.spec_path} records "
+                                       f"{str(member.meta.get(field))[:200]}, {first.spec_path} "
+                                       f"{str(first.meta.get(field))[:200]}")
+            if member.algo != first.algo or member.model.observation_space != first.model.observation_space \
+                    or member.model.action_space != first.model.action_space:
+                raise InvalidInput(f"{path}: members disagree on the algorithm or the spaces: {member.spec_path} "
+                                   f"and {first.spec_path}")
+        self.algo = first.algo
+        self.spec = first.spec
+        self.model = EnsembleModel(self.members)
+        self.meta = {**first.meta, "ensemble": {"members": [str(m.spec_path) for m in self.members],
+                                                 "combine": "mean-probability"}}
+
+    def log_probs(self, observation: Any, action_masks: np.ndarray | None) -> np.ndarray:
+        """The log-probability of each action (masked ones very low) on the raw observation.
+
+        One policy: its own, on the observation normalised by its statistics.  An ensemble: the log of
+        the mean of its members' probabilities (deep ensembles: Lakshminarayanan, Pritzel and Blundell,
+        NeurIPS 2017), each member on the observation normalised by its own statistics.
+
+        :raises InvalidInput: for a policy without action probabilities (DQN).
+        """
+        if self.members:
+            return self.model.log_probs(observation, action_masks)
+        if self.normalize_obs is not None:
+            observation = self.normalize_obs(observation)
+        return policy_log_probs(self.model.policy, observation, action_masks if self.spec.masked else None)
 
     def _load_weights_only(self, spec_path: Path, algo: str | None) -> None:
         """Load the weights-only form (:func:`sfenv.agents.model_files.read_policy_files`)."""
@@ -1273,10 +1322,8 @@ class LearnedPolicy:
         """
         if self.play_defer is None:
             raise InvalidInput(f"{self.name}: choose() plays a recipe's play_defer; this model has none (use predict)")
-        if self.normalize_obs is not None:
-            observation = self.normalize_obs(observation)
-        return deferred_action(self.model.policy, observation, action_masks if self.spec.masked else None,
-                               baseline, self.play_defer.margin)
+        masks = action_masks if self.spec.masked else None
+        return deferred_choice(self.log_probs(observation, masks), masks, baseline, self.play_defer.margin)
 
     def predict(
         self,
@@ -1286,12 +1333,51 @@ class LearnedPolicy:
         deterministic: bool = True,
         action_masks: np.ndarray | None = None,
     ) -> tuple[np.ndarray, Any]:
-        """SB3 ``predict`` on the normalised observation; masks go to maskable models, others ignore them."""
+        """SB3 ``predict`` on the normalised observation; masks go to maskable models, others ignore them.
+
+        An ensemble plays the action most probable under its members' mean probabilities
+        (``deterministic=False``: one drawn from them, by torch's generator as SB3's ``predict`` draws).
+        """
+        if self.members:
+            return self.model.predict(observation, state, episode_start, deterministic, action_masks=action_masks)
         if self.normalize_obs is not None:
             observation = self.normalize_obs(observation)
         if self.spec.masked:
             return self.model.predict(observation, state, episode_start, deterministic, action_masks=action_masks)
         return self.model.predict(observation, state, episode_start, deterministic)
+
+
+class EnsembleModel:
+    """What the evaluator plays of an ensemble (:attr:`LearnedPolicy.members`): its spaces and ``predict``.
+
+    :param members: the loaded member policies (same algorithm and spaces, checked by :class:`LearnedPolicy`).
+    """
+
+    def __init__(self, members: Sequence[LearnedPolicy]):
+        self.members = list(members)
+        self.observation_space = self.members[0].model.observation_space
+        self.action_space = self.members[0].model.action_space
+        self.masked = self.members[0].spec.masked
+        self.num_timesteps = int(sum(int(getattr(m.model, "num_timesteps", 0)) for m in self.members))
+
+    def log_probs(self, observation: Any, action_masks: np.ndarray | None) -> np.ndarray:
+        """The log of the members' mean probability of each action (:meth:`LearnedPolicy.log_probs`)."""
+        each = np.stack([member.log_probs(observation, action_masks) for member in self.members])
+        top = each.max(axis=0)
+        return np.asarray(top + np.log(np.exp(each - top).mean(axis=0)), dtype=np.float64)
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False,
+                action_masks: np.ndarray | None = None) -> tuple[np.ndarray, Any]:
+        """The most probable action under the mean probabilities, or one drawn from them; SB3's return shape."""
+        import torch
+
+        log_probs = self.log_probs(observation, action_masks if self.masked else None)
+        if deterministic:
+            action = int(np.argmax(log_probs))
+        else:
+            probs = torch.as_tensor(np.exp(log_probs - log_probs.max()))
+            action = int(torch.multinomial(probs / probs.sum(), 1).item())
+        return np.asarray(action), state
 
 
 def _pickled_vec_normalize(stats_path: Path, named_by: str) -> Any:

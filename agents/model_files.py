@@ -55,8 +55,11 @@ from sfenv.runs.results import atomic_path, atomic_write_text
 
 __all__ = [
     "ALLOWED_CLASSES",
+    "ENSEMBLE_FORMAT",
+    "ENSEMBLE_SUFFIX",
     "FORMAT",
     "FORMAT_VERSION",
+    "MAX_ENSEMBLE_MEMBERS",
     "MAX_SIDECAR_BYTES",
     "MAX_SPEC_BYTES",
     "MAX_WEIGHTS_BYTES",
@@ -68,12 +71,14 @@ __all__ = [
     "WeightsOnlyPolicy",
     "check_recordable",
     "file_inside",
+    "read_ensemble_file",
     "read_json_file",
     "read_policy_files",
     "read_regular_file",
     "refuse_code",
     "rl_module",
     "spec_path_for",
+    "write_ensemble_file",
     "write_policy_files",
 ]
 
@@ -87,6 +92,14 @@ FORMAT = "sfenv-policy"
 FORMAT_VERSION = 1
 #: the largest spec file read, in bytes (1 MiB)
 MAX_SPEC_BYTES = 1 << 20
+#: an ensemble of weights-only policies played as one: ``<stem>.ensemble.json`` (:func:`read_ensemble_file`)
+ENSEMBLE_SUFFIX = ".ensemble.json"
+#: the ensemble file's ``format`` field (its ``format_version`` is :data:`FORMAT_VERSION`)
+ENSEMBLE_FORMAT = "sfenv-ensemble"
+#: how the members' action probabilities are combined (the only way this version reads)
+ENSEMBLE_COMBINE = "mean-probability"
+#: the most members an ensemble file may list
+MAX_ENSEMBLE_MEMBERS = 16
 #: the largest weights file read, in bytes (256 MiB: about 64 million float32 parameters)
 MAX_WEIGHTS_BYTES = 256 << 20
 #: the largest training sidecar (``model.json``) read, in bytes (1 MiB)
@@ -246,6 +259,69 @@ def spec_path_for(path: Path) -> Path | None:
     stem = name[: -len(WEIGHTS_SUFFIX)] if name.endswith(WEIGHTS_SUFFIX) else path.stem
     twin = path.with_name(stem + SPEC_SUFFIX)
     return twin if twin.exists() or name.endswith(WEIGHTS_SUFFIX) else None
+
+
+def read_ensemble_file(path: Path) -> list[Path]:
+    """The member specs an ensemble file lists, each checked to be a ``*.policy.json`` inside its folder.
+
+    The file (at most :data:`MAX_SPEC_BYTES`) holds ``{"format": "sfenv-ensemble", "format_version": 1,
+    "combine": "mean-probability", "members": ["s0/best_model.policy.json", ...]}``: 2 to
+    :data:`MAX_ENSEMBLE_MEMBERS` different member specs, relative to the file's folder.  The members
+    themselves are read by :func:`read_policy_files` (:class:`~sfenv.agents.learned.LearnedPolicy`).
+
+    :raises MissingFile: if the file does not exist.
+    :raises InvalidInput: naming the file and the field, for anything else.
+    """
+    data = read_json_file(path, MAX_SPEC_BYTES, "ensemble")
+    fields = {"format", "format_version", "combine", "members"}
+    if set(data) != fields:
+        raise InvalidInput(f"{path}: an ensemble file has exactly the fields {sorted(fields)}, got {sorted(data)[:10]}")
+    if data["format"] != ENSEMBLE_FORMAT or data["format_version"] != FORMAT_VERSION:
+        raise InvalidInput(f"{path}: format: expected {ENSEMBLE_FORMAT!r} version {FORMAT_VERSION}, got "
+                           f"{str(data['format'])[:60]!r} version {str(data['format_version'])[:20]}")
+    if data["combine"] != ENSEMBLE_COMBINE:
+        raise InvalidInput(f"{path}: combine: expected {ENSEMBLE_COMBINE!r}, got {str(data['combine'])[:60]!r}")
+    members = data["members"]
+    if not isinstance(members, list) or not 2 <= len(members) <= MAX_ENSEMBLE_MEMBERS:
+        raise InvalidInput(f"{path}: members: expected a list of 2 to {MAX_ENSEMBLE_MEMBERS} member specs, got "
+                           f"{str(members)[:100]}")
+    found: list[Path] = []
+    for i, name in enumerate(members):
+        member = file_inside(path.parent, name, f"{path}: members[{i}]")
+        if not member.name.endswith(SPEC_SUFFIX):
+            raise InvalidInput(f"{path}: members[{i}]: {str(name)[:100]!r} is not a weights-only spec (*{SPEC_SUFFIX})")
+        if member in found:
+            raise InvalidInput(f"{path}: members[{i}]: {str(name)[:100]!r} is listed twice")
+        found.append(member)
+    return found
+
+
+def write_ensemble_file(path: Path, members: list[Path], overwrite: bool = False) -> Path:
+    """Write an ensemble file listing ``members`` (weights-only specs inside its folder), atomically.
+
+    :param overwrite: replace an existing file (otherwise it is an error).
+    :raises InvalidInput: for a name without :data:`ENSEMBLE_SUFFIX`, members outside the folder or not
+        specs, fewer than 2 or more than :data:`MAX_ENSEMBLE_MEMBERS`, or an existing file without ``overwrite``.
+    """
+    if not path.name.endswith(ENSEMBLE_SUFFIX):
+        raise InvalidInput(f"{path}: an ensemble file's name ends with {ENSEMBLE_SUFFIX}")
+    if path.exists() and not overwrite:
+        raise InvalidInput(f"{path}: exists; not overwritten")
+    base = path.parent.resolve()
+    names = []
+    for member in members:
+        resolved = Path(member).resolve()
+        if not resolved.is_relative_to(base):
+            raise InvalidInput(f"{path}: member {member} is not inside the ensemble's folder {base}")
+        if not resolved.name.endswith(SPEC_SUFFIX):
+            raise InvalidInput(f"{path}: member {member} is not a weights-only spec (*{SPEC_SUFFIX})")
+        names.append(resolved.relative_to(base).as_posix())
+    if not 2 <= len(set(names)) == len(names) <= MAX_ENSEMBLE_MEMBERS:
+        raise InvalidInput(f"{path}: an ensemble has 2 to {MAX_ENSEMBLE_MEMBERS} different members, got {names}")
+    record = {"format": ENSEMBLE_FORMAT, "format_version": FORMAT_VERSION, "combine": ENSEMBLE_COMBINE,
+              "members": names}
+    atomic_write_text(path, json.dumps(record, indent=1) + "\n")
+    return path
 
 
 # ------------------------------------------------------------------------------------------ spaces as JSON
