@@ -137,3 +137,16 @@ def test_the_training_page_quotes_the_other_seeds_on_other_regions_as_measured(s
     assert f"seed {seed} is at **{ratio:.3f} ({low:.3f}-{high:.3f})**" in training or (
         f"seed {seed} at **{ratio:.3f} ({low:.3f}-{high:.3f})**" in training)
     assert all(row["unfinished"] == 0 for name, row in res["summary"].items() if name.startswith("model:"))
+
+
+@pytest.mark.parametrize("path", sorted((RESULTS / "validation-ensemble").glob("*.json")), ids=lambda p: p.stem)
+def test_the_training_page_quotes_round_i_as_measured(path: Path) -> None:
+    """Round I, the ensemble of the recipe's three training seeds: each validation group's figure as its file holds it."""
+    res = json.loads(path.read_text())
+    assert res["split"] == "validation" and res["model"].endswith(".ensemble.json"), path
+    groups = [res["unseen_generated"], res["unseen_cloud"]] if res.get("unseen_generated") else [res]
+    training = " ".join((ROOT / "docs" / "training.md").read_text().split())
+    for group in groups:
+        ratio, low, high = group["ratio_to_best"]
+        assert f"| {ratio:.3f} ({low:.3f}-{high:.3f}) |" in training, path
+        assert all(row["unfinished"] == 0 for name, row in group["summary"].items() if name.startswith("model:")), path
