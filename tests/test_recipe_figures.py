@@ -113,17 +113,24 @@ def test_the_training_page_quotes_each_later_group_as_measured(group: str) -> No
         assert (f"{ratio:.3f}x" in readme and f"{low:.3f}-{high:.3f}" in readme) or f"{high:.3f}" in readme, group
 
 
+def _assert_validation_figures_quoted(path: Path, cell: str) -> None:
+    """Each validation group of ``path`` (one scenario, or generated and cloud-like platforms) is quoted as ``cell``
+    says (``{}``: the ratio and interval as the page writes them), and left no job unfinished."""
+    res = json.loads(path.read_text())
+    groups = [res["unseen_generated"], res["unseen_cloud"]] if res.get("unseen_generated") else [res]
+    training = " ".join((ROOT / "docs" / "training.md").read_text().split())
+    for group in groups:
+        ratio, low, high = group["ratio_to_best"]
+        assert cell.format(f"{ratio:.3f} ({low:.3f}-{high:.3f})") in training, path
+        assert all(row["unfinished"] == 0 for name, row in group["summary"].items() if name.startswith("model:")), path
+
+
 @pytest.mark.parametrize("path", sorted((RESULTS / "validation-seeds").glob("*.json")), ids=lambda p: p.stem)
 def test_the_training_page_quotes_the_seed_study_as_measured(path: Path) -> None:
     """The recipe retrained with seeds 1 and 2: each validation group's figure as its file holds it."""
     res = json.loads(path.read_text())
     assert res["split"] == "validation" and f"-mix-s{path.stem[len('seed')]}/" in res["model"], path
-    groups = [res["unseen_generated"], res["unseen_cloud"]] if res.get("unseen_generated") else [res]
-    training = " ".join((ROOT / "docs" / "training.md").read_text().split())
-    for group in groups:
-        ratio, low, high = group["ratio_to_best"]
-        assert f"{ratio:.3f} ({low:.3f}-{high:.3f})" in training, path
-        assert all(row["unfinished"] == 0 for name, row in group["summary"].items() if name.startswith("model:")), path
+    _assert_validation_figures_quoted(path, "{}")
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -141,12 +148,7 @@ def test_the_training_page_quotes_the_other_seeds_on_other_regions_as_measured(s
 
 @pytest.mark.parametrize("path", sorted((RESULTS / "validation-ensemble").glob("*.json")), ids=lambda p: p.stem)
 def test_the_training_page_quotes_round_i_as_measured(path: Path) -> None:
-    """Round I, the ensemble of the recipe's three training seeds: each validation group's figure as its file holds it."""
+    """Round I, the ensemble of the recipe's three seeds: each validation group's figure as its file holds it."""
     res = json.loads(path.read_text())
     assert res["split"] == "validation" and res["model"].endswith(".ensemble.json"), path
-    groups = [res["unseen_generated"], res["unseen_cloud"]] if res.get("unseen_generated") else [res]
-    training = " ".join((ROOT / "docs" / "training.md").read_text().split())
-    for group in groups:
-        ratio, low, high = group["ratio_to_best"]
-        assert f"| {ratio:.3f} ({low:.3f}-{high:.3f}) |" in training, path
-        assert all(row["unfinished"] == 0 for name, row in group["summary"].items() if name.startswith("model:")), path
+    _assert_validation_figures_quoted(path, "| {} |")
