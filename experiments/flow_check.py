@@ -8,9 +8,11 @@ and prints the error distribution, then the errors by job kind, by the case's mi
 pipeline share a link with a ring?) and by the average load of the busiest directed link the job
 crosses (bits per played iteration over capacity).
 
-Run: ``python -m sfenv.experiments.flow_check [--seeds 0:110] [--json out.json]``; seeds ``A:B`` or a
-comma list.  The seeds split: 0-109 are the set docs/model.md first measured (and tuned against:
-"training"), 1000-1109 a fresh set reported after tuning, 0-9 the default test's.
+Run: ``python -m sfenv.experiments.flow_check [--seeds 0:110] [--iterations N] [--warmup W] [--offsets K]
+[--json out.json]``; seeds ``A:B`` or a comma list; ``--offsets K`` plays each case from K seeded start
+offsets and compares with their mean (the played time's own dependence on them is printed).  The
+seeds split: 0-109 are the set docs/model.md first measured (and tuned against: "training"),
+1000-1109 a fresh set reported after tuning, 0-9 the default test's.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from sfenv.errors import InvalidInput
 from sfenv.model.flowcheck import simulate_jobs
 from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan, plan_flow_groups, stage_layer_split
 from sfenv.sim.links import LinkState
@@ -104,10 +107,24 @@ def job_kind(plan: Plan) -> str:
     return "chain" if all(len(st.placement) == 1 for st in plan.stages) else "hybrid"
 
 
-def case_errors(seed: int, iterations: int = 5, warmup: int = 2) -> list[dict[str, Any]]:
-    """Per job of case ``seed``: signed error of the fast path against the check, and what describes the job."""
+#: the step between the start-offset seeds of one case's plays (:func:`case_errors`, ``offsets`` > 1)
+OFFSET_SEED_STEP = 1_000_003
+
+
+def case_errors(seed: int, iterations: int = 5, warmup: int = 2, offsets: int = 1) -> list[dict[str, Any]]:
+    """Per job of case ``seed``: signed error of the fast path against the check, and what describes the job.
+
+    :param offsets: plays of the case from different seeded start offsets (seeds ``seed + k x``
+        :data:`OFFSET_SEED_STEP`); the check's time is their mean, and ``check_spread`` (max - min over
+        the mean) says how much the played time itself depends on where the jobs started.
+    """
+    if offsets < 1:
+        raise ValueError(f"offsets: expected at least 1, got {offsets}")
     topo, params, jobs = random_case(seed)
-    played = simulate_jobs(topo, jobs, params, iterations=iterations, warmup=warmup, seed=seed)
+    plays = np.array([simulate_jobs(topo, jobs, params, iterations=iterations, warmup=warmup,
+                                    seed=seed + k * OFFSET_SEED_STEP) for k in range(offsets)])
+    played = plays.mean(axis=0).tolist()
+    spread = ((plays.max(axis=0) - plays.min(axis=0)) / plays.mean(axis=0)).tolist()
     fast = settled_times(topo, params, jobs)
     alone = [evaluate_plan(p, j, topo, params).iter_time for p, j in jobs]
     # average load per directed link in the played run: every bit of an iteration crosses it once per iteration
@@ -130,7 +147,7 @@ def case_errors(seed: int, iterations: int = 5, warmup: int = 2) -> list[dict[st
         rows.append({
             "seed": seed, "job": jid, "kind": job_kind(plan), "schedule": plan.schedule,
             "overlap": params.dp_overlap, "jobs": len(jobs), "played_s": t, "fast_s": fast[jid],
-            "err": fast[jid] / t - 1.0, "alone_err": alone[jid] / t - 1.0,
+            "err": fast[jid] / t - 1.0, "alone_err": alone[jid] / t - 1.0, "check_spread": spread[jid],
             "max_load": float(max((load[e] for e in links), default=0.0)),
             "gpipe_ring_mix": ("gpipe-hop" in mix or "gpipe-ring" in mix) and any("ring" in k for k in mix)
             and len(jobs) > 1,
@@ -140,10 +157,21 @@ def case_errors(seed: int, iterations: int = 5, warmup: int = 2) -> list[dict[st
 
 
 def _seeds(spec: str) -> list[int]:
-    if ":" in spec:
-        a, b = spec.split(":")
-        return list(range(int(a), int(b)))
-    return [int(s) for s in spec.split(",") if s]
+    """``"A:B"`` (A to B - 1) or ``"0,3,7"`` as a list of case seeds.
+
+    :raises InvalidInput: naming ``--seeds``, for anything else or an empty list.
+    """
+    try:
+        if ":" in spec:
+            a, b = spec.split(":")
+            seeds = list(range(int(a), int(b)))
+        else:
+            seeds = [int(s) for s in spec.split(",") if s.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds or min(seeds) < 0:
+        raise InvalidInput(f"--seeds: expected A:B (A < B) or a comma list of seeds >= 0, got {spec[:60]!r}")
+    return seeds
 
 
 def _summary(err: np.ndarray) -> str:
@@ -160,6 +188,8 @@ def report(rows: Sequence[dict[str, Any]]) -> None:
     err = np.array([r["err"] for r in rows])
     print(f"all jobs      {_summary(err)}")
     print(f"alone         {_summary(np.array([r['alone_err'] for r in rows]))}")
+    if any(r["check_spread"] for r in rows):  # several start offsets: how much the played time depends on them
+        print(f"check spread  {_summary(np.array([r['check_spread'] for r in rows]))}  (over the start offsets)")
     for key in ("kind", "schedule", "overlap", "gpipe_ring_mix"):
         for val in sorted({r[key] for r in rows}, key=str):
             sub = np.array([r["err"] for r in rows if r[key] == val])
@@ -180,12 +210,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--seeds", default="0:110", help="case seeds: A:B (range) or a comma list")
     ap.add_argument("--iterations", type=int, default=5, help="played iterations averaged per job")
     ap.add_argument("--warmup", type=int, default=2, help="played iterations dropped per job")
+    ap.add_argument("--offsets", type=int, default=1,
+                    help="plays per case from different start offsets, averaged (its spread is printed)")
     ap.add_argument("--json", default=None, help="write every job's row to this file")
     args = ap.parse_args(argv)
+    for name in ("iterations", "offsets"):
+        if getattr(args, name) < 1:
+            raise InvalidInput(f"--{name}: expected at least 1, got {getattr(args, name)}")
+    if args.warmup < 0:
+        raise InvalidInput(f"--warmup: expected 0 or more, got {args.warmup}")
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for seed in _seeds(args.seeds):
-        rows += case_errors(seed, args.iterations, args.warmup)
+        rows += case_errors(seed, args.iterations, args.warmup, args.offsets)
     print(f"{len(rows)} jobs in {len(_seeds(args.seeds))} cases, {time.perf_counter() - t0:.0f} s")
     report(rows)
     if args.json:
