@@ -248,3 +248,14 @@ def test_played_longer_the_check_hardly_depends_on_where_the_jobs_started():
     assert len(steady) >= 12 and max(row["check_spread"] for row in steady) <= 0.02
     bistable = case_errors(86, iterations=30, warmup=5, offsets=4)
     assert all(row["check_spread"] > 0.3 for row in bistable)
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-h2"])
+def test_the_check_refuses_a_schedule_it_does_not_play(schedule):
+    """A zero-bubble plan is refused by name, not played as 1F1B (which would overstate its bubble)."""
+    import dataclasses
+
+    topo, params, jobs = random_case(0)
+    plan, job = jobs[0]
+    with pytest.raises(ValueError, match=f"schedule '{schedule}': the check plays gpipe and 1f1b only"):
+        simulate_jobs(topo, [(dataclasses.replace(plan, schedule=schedule), job)], params)

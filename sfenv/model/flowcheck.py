@@ -42,7 +42,10 @@ from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, evaluate_plan, plan_wa
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec
 
-__all__ = ["FlowSim", "max_min_rates", "simulate_jobs"]
+__all__ = ["PLAYED_SCHEDULES", "FlowSim", "max_min_rates", "simulate_jobs"]
+
+#: the pipeline schedules :func:`simulate_jobs` plays (any other is refused, not played as 1F1B)
+PLAYED_SCHEDULES = ("gpipe", "1f1b")
 
 _F, _B = 0, 1
 
@@ -388,6 +391,7 @@ def simulate_jobs(
 ) -> list[float]:
     """Play ``jobs`` together (see the module docstring); each one's mean iteration time after ``warmup`` iterations.
 
+    :param jobs: each job's plan (GPipe or 1F1B, :data:`PLAYED_SCHEDULES`) and spec.
     :param params: the model's constants: ``dp_overlap`` must be 0 or 1; the transport bound uses
         ``wan_streams`` and ``tcp_window_bytes``.
     :param iterations: iterations averaged per job (every job runs until all have done
@@ -398,6 +402,11 @@ def simulate_jobs(
     """
     if params.dp_overlap not in (0.0, 1.0):
         raise ValueError(f"dp_overlap must be 0 or 1 for a timeline, not {params.dp_overlap}")
+    for plan, _job in jobs:
+        if plan.schedule not in PLAYED_SCHEDULES:
+            raise ValueError(f"job {plan.job_id}: schedule {plan.schedule!r}: the check plays "
+                             f"{' and '.join(PLAYED_SCHEDULES)} only (zero-bubble orders are checked by "
+                             "sfenv.model.pipeline's replay, one pipeline at a time)")
     rng = np.random.default_rng(seed)
     sim = FlowSim(topo.directed_bw_bps.tolist() if capacity_bps is None else capacity_bps)
     runs = [_Job(sim, topo, plan, job, params, int(params.dp_overlap), rng, jitter) for plan, job in jobs]
