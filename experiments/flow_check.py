@@ -34,7 +34,7 @@ from sfenv.world.hardware import get_gpu
 from sfenv.world.topology import Link, Region, Topology
 from sfenv.world.workload import MODEL_ZOO, JobSpec
 
-__all__ = ["case_errors", "job_kind", "main", "random_case", "settled_times"]
+__all__ = ["case_errors", "episode_starts", "job_kind", "lone_errors", "main", "random_case", "settled_times"]
 
 #: the default test's and docs' region hardware
 _GPU = "A100-80GB"
@@ -156,6 +156,73 @@ def case_errors(seed: int, iterations: int = 5, warmup: int = 2, offsets: int = 
     return rows
 
 
+def episode_starts(scenario: str, agent: str, seeds: Sequence[int]) -> dict[str, Any]:
+    """What an agent really starts across regions in a scenario's episodes, and how often it shares the WAN.
+
+    Plays each seeded episode and, at every start of a plan across regions, records whether the job
+    shares a directed link with another running job, and the plan (one per distinct plan and job shape).
+
+    :return: ``starts``, ``shared`` (starts that shared a directed link), ``plans`` (distinct
+        ``(plan, job)`` pairs, job ids 0) and ``topo`` and ``params`` of the scenario.
+    """
+    import dataclasses
+
+    from sfenv.agents.registry import make_agent
+
+    from sfenv.scenario import load_scenario
+    from sfenv.sim.episode import make_simulator
+
+    sc = load_scenario(scenario)
+    found: dict[str, Any] = {"starts": 0, "shared": 0, "plans": {}}
+    sim = None
+    for seed in seeds:
+        sim = make_simulator(sc, seed)
+        player = make_agent(agent)
+        player.reset(seed)
+        links = sim.links
+        start = links.start
+
+        def recording_start(job_id: int, plan: Plan, job: JobSpec, perf: Any, fixed: bool = False,
+                            _links: LinkState = links, _start: Any = start) -> set[int]:
+            touched = _start(job_id, plan, job, perf, fixed)
+            mine = _links.jobs.get(job_id)
+            if mine is not None and len(mine.links):
+                found["starts"] += 1
+                others = [set(map(int, o.links)) for k, o in _links.jobs.items() if k != job_id]
+                found["shared"] += any(set(map(int, mine.links)) & o for o in others)
+                key = (plan.stages, plan.micro_batch, plan.schedule, plan.recompute, job.model.name, job.global_batch)
+                found["plans"].setdefault(key, (dataclasses.replace(plan, job_id=0),
+                                                dataclasses.replace(job, job_id=0)))
+            return touched
+
+        links.start = recording_start  # type: ignore[method-assign]
+        sim.run(player.decide, replan=player.replan if player.replans else None, replan_hourly=player.replan_hourly)
+    assert sim is not None
+    found["plans"] = list(found["plans"].values())
+    found["topo"], found["params"] = sim.links.topo, sim.links.params
+    return found
+
+
+def lone_errors(topo: Topology, params: PerfParams, plans: Sequence[tuple[Plan, JobSpec]],
+                iterations: int = 3, warmup: int = 1) -> list[dict[str, Any]]:
+    """Each plan alone, ``dp_overlap`` 0 and 1: the fast path against the check (plans the check plays only)."""
+    import dataclasses
+
+    from sfenv.model.flowcheck import PLAYED_SCHEDULES
+
+    rows = []
+    for plan, job in plans:
+        if plan.schedule not in PLAYED_SCHEDULES:
+            continue
+        for overlap in (0.0, 1.0):
+            at = dataclasses.replace(params, dp_overlap=overlap)
+            fast = settled_times(topo, at, [(plan, job)])[0]
+            played = simulate_jobs(topo, [(plan, job)], at, iterations=iterations, warmup=warmup)[0]
+            rows.append({"stages": len(plan.stages), "schedule": plan.schedule, "overlap": overlap,
+                         "fast_s": fast, "played_s": played, "err": fast / played - 1.0})
+    return rows
+
+
 def _seeds(spec: str) -> list[int]:
     """``"A:B"`` (A to B - 1) or ``"0,3,7"`` as a list of case seeds.
 
@@ -204,6 +271,20 @@ def report(rows: Sequence[dict[str, Any]]) -> None:
               f"load {r['max_load']:.2f} err {100 * r['err']:+6.1f} %  mix {','.join(r['mix'])}")
 
 
+def _report_episodes(spec: str, seeds: list[int]) -> None:
+    """Print :func:`episode_starts` and :func:`lone_errors` for each ``SCENARIO:AGENT`` of ``spec``."""
+    for pair in [p.strip() for p in spec.split(",") if p.strip()]:
+        scenario, sep, agent = pair.rpartition(":")
+        if not sep or not scenario or not agent:
+            raise InvalidInput(f"--episodes: expected SCENARIO:AGENT pairs, got {pair[:80]!r}")
+        found = episode_starts(scenario, agent, seeds)
+        rows = lone_errors(found["topo"], found["params"], found["plans"])
+        worst = max((abs(r["err"]) for r in rows), default=float("nan"))
+        print(f"{scenario} {agent} seeds {seeds}: {found['starts']} starts across regions, {found['shared']} sharing "
+              f"a directed link with another job; {len(found['plans'])} distinct plans, {len(rows) // 2} played alone "
+              f"(dp_overlap 0 and 1): largest error {100 * worst:.2f} %")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the cases and print the report (``--json``: also write every job's row)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -213,7 +294,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--offsets", type=int, default=1,
                     help="plays per case from different start offsets, averaged (its spread is printed)")
     ap.add_argument("--json", default=None, help="write every job's row to this file")
+    ap.add_argument("--episodes", default=None, metavar="SCENARIO:AGENT,...",
+                    help="instead of random cases: what these agents start across regions in these scenarios' "
+                         "episodes (seeds --episode-seeds), how often it shares a link, and each plan alone")
+    ap.add_argument("--episode-seeds", default="10000,10001", help="episode seeds for --episodes")
     args = ap.parse_args(argv)
+    if args.episodes:
+        _report_episodes(args.episodes, _seeds(args.episode_seeds))
+        return
     for name in ("iterations", "offsets"):
         if getattr(args, name) < 1:
             raise InvalidInput(f"--{name}: expected at least 1, got {getattr(args, name)}")

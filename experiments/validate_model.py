@@ -28,7 +28,7 @@ data-parallel all-reduce is not overlapped (Megatron reduces gradients after the
 inside one server it runs over NVLink (300 GB/s per direction); across servers the region's
 per-GPU bandwidth is one 200 Gbit/s HDR InfiniBand link per GPU (DGX A100: 8 per server), and each of
 a stage's t rings uses the 8/t links of its members in a server, NVLink inside it
-(``sfenv.model.perf._dp_ring_bps``).  Plans with tensor parallelism across
+(``sfenv.model.perf.dp_ring_bps``).  Plans with tensor parallelism across
 servers (TP 16) are rejected by the model (``tp exceeds GPUs/server``) and counted.
 
 Per measured set it prints: runs modelled (and rejected, with reasons), MAPE, the median

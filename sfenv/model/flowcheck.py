@@ -13,8 +13,12 @@ plays one pipeline operation by operation, and shares nothing with the fast path
   when its slowest edge has arrived;
 - a message or ring step across regions is a *transfer* on the directed links of its route
   (the plan's pinned :attr:`~sfenv.model.perf.Plan.routes` under ``sim.routing: load``, else
-  :meth:`sfenv.world.topology.Topology.route_for`); inside a region it takes its bytes over the
-  intra-region bandwidth, alone.  It arrives the route's latency after its last bit;
+  :meth:`sfenv.world.topology.Topology.route_for`); inside a region it takes its bytes alone, a
+  pipeline message over the intra-region bandwidth, a ring step of a stage inside one region over
+  the servers the model packs its replicas into (:func:`sfenv.model.perf.dp_ring_bps`; until
+  2026-11-27 over one GPU's network bandwidth, the model's charge before its data-parallel
+  correction, which made every such ring slower than the model meant).  It arrives the route's
+  latency after its last bit;
 - at every instant the transfers sending share the links max-min fairly (progressive filling,
   Bertsekas & Gallager, *Data Networks*, §6.5.2), each also bounded by its TCP connections
   (``streams x window / RTT``, on each hop of a relayed route: relays terminate the connections), and
@@ -38,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, evaluate_plan, plan_wan_transfers
+from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, Stage, dp_ring_bps, evaluate_plan, plan_wan_transfers
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec
 
@@ -359,6 +363,19 @@ class _Job:
         self.sim.send(route, weight, bits, bound, done)
 
     # ---------------------------------------------------------------- rings
+    def _intra_ring_bps(self, st: Stage, region: int) -> float:
+        """Bandwidth of one of ``st``'s ``tp`` rings on an edge inside ``region``, bit/s (the model's servers).
+
+        A stage inside one region packs its replicas into servers, so its rings run on the GPU link
+        inside a server and on the servers' NICs across them (:func:`sfenv.model.perf.dp_ring_bps`, a
+        physical assumption the check takes as given: it checks the sharing of the WAN, not that);
+        a ring across regions has each GPU's network bandwidth on its edges inside a region, as the
+        model charges it.
+        """
+        if len(st.placement) == 1:
+            return dp_ring_bps(self.topo.scalars, region, st.tp, self.d)
+        return float(self.topo.intra_bw_bps[region])
+
     def _ring_step(self, k: int, step: int) -> None:
         if step == 2 * (self.d - 1):
             self._part_done()
@@ -368,7 +385,7 @@ class _Job:
         chunk = self.grad[k] / self.d
         edges = [(regs[i], regs[(i + 1) % self.d]) for i in range(self.d)]
         wan_edges = [(a, b) for a, b in edges if a != b]
-        intra = max((chunk * 8.0 / (float(self.topo.intra_bw_bps[a]) * st.tp) + float(self.topo.intra_latency_s[a])
+        intra = max((chunk * 8.0 / (self._intra_ring_bps(st, a) * st.tp) + float(self.topo.intra_latency_s[a])
                      for a, b in edges if a == b), default=0.0)
         pending = [len(wan_edges) + 1]
 

@@ -36,7 +36,7 @@ first stage and, when p > 1, a copy on the last; in compute on the last stage, t
 - data-parallel gradient sync of stage k: a ring all-reduce of ``2 P_k`` bytes (bf16) over d
   replicas: ``2 (d-1)/d * bytes / bw + 2 (d-1) lat``; in one region ``t_k`` rings of ``2 P_k / t_k``
   bytes, each on the NICs of its members in a server, ``min(GPU link, g / t_k x per-GPU bandwidth)``
-  for ``g`` GPUs per server (the GPU link when the ring fits in one server: :func:`_dp_ring_bps`)
+  for ``g`` GPUs per server (the GPU link when the ring fits in one server: :func:`dp_ring_bps`)
   or, when replicas span regions, at the narrowest rate of its WAN ring edges
   (:mod:`sfenv.model.sharing`);
   overlapped with the pipeline by a fraction ``dp_overlap``;
@@ -78,6 +78,7 @@ __all__ = [
     "allreduce_time",
     "bubble_rate",
     "compute_lower_bound",
+    "dp_ring_bps",
     "evaluate_plan",
     "flow_group_on",
     "moved_perf",
@@ -554,7 +555,7 @@ def bubble_rate(p: int, m: int, schedule: str) -> float:
     return BUBBLE_FACTOR[schedule] * (p - 1) / m
 
 
-def _dp_ring_bps(sc: Scalars, r: int, tp: int, d: int) -> float:
+def dp_ring_bps(sc: Scalars, r: int, tp: int, d: int) -> float:
     """Bandwidth of each of a stage's ``tp`` data-parallel rings of ``d`` replicas in region ``r``, bit/s.
 
     The input of :func:`allreduce_time` for the ring's ``2 P_k / t`` bytes.  A stage's GPUs are taken
@@ -998,7 +999,7 @@ def _allreduce_times(
 ) -> list[float]:
     """Each stage's data-parallel gradient sync: a ring all-reduce of its bf16 gradients over its ``d`` replicas.
 
-    In one region, each of the stage's ``t`` rings carries ``2 P_k / t`` bytes at :func:`_dp_ring_bps`
+    In one region, each of the stage's ``t`` rings carries ``2 P_k / t`` bytes at :func:`dp_ring_bps`
     (its servers' NICs, the GPU link inside a server); replicas across regions sync over the WAN at
     the narrowest rate of the ring's edges (its bulk flow groups, in stage order) and the largest
     of their latencies.
@@ -1014,7 +1015,7 @@ def _allreduce_times(
         regs = st.regions
         if len(regs) == 1:
             r = regs[0]
-            allreduce.append(allreduce_time(grad_bytes / st.tp, d, _dp_ring_bps(sc, r, st.tp, d), intra_lat[r])
+            allreduce.append(allreduce_time(grad_bytes / st.tp, d, dp_ring_bps(sc, r, st.tp, d), intra_lat[r])
                              if d > 1 else 0.0)
             continue
         bw = min(float(topo.intra_bw_bps[r]) * st.tp for r in regs)
@@ -1251,7 +1252,7 @@ def _evaluate_chain(
             return _out_of_memory(k, need, avail, mem, min_headroom)
         if d > 1:  # allreduce_time of each of the t rings' 2 P_k / t bytes, written out
             nbytes = 2.0 * pk_mem / tp
-            ring_bps = _dp_ring_bps(sc, r, tp, d)
+            ring_bps = dp_ring_bps(sc, r, tp, d)
             allreduce.append(2.0 * (d - 1) / d * nbytes * 8.0 / ring_bps + 2.0 * (d - 1) * intra_lat[r])
         else:
             allreduce.append(0.0)
