@@ -133,3 +133,22 @@ def test_the_wan_share_report_is_computed():
     plan, perf = fit_plan(job, topo, [0, 1], [16, 16], lambda p, j: evaluate_plan(p, j, topo, params))
     free = evaluate_plan(plan, job, _free_wan(topo), params)
     assert r["median"] == pytest.approx(1.0 - free.iter_time / perf.iter_time, rel=1e-12)
+
+
+def test_the_flow_check_plays_the_pair_rates_too():
+    """The independent check bounds each transfer by its direction's VM-pair rate, so it agrees with the fast path
+    on a capped hop (and the caps matter: uncapped, both are faster)."""
+    import dataclasses
+
+    from sfenv.model.flowcheck import simulate_jobs
+
+    plan = Plan(0, (Stage.at(0, 12, dp=1), Stage.at(1, 12, dp=1)))
+    params = dataclasses.replace(PARAMS, dp_overlap=0.0)
+    times = []
+    for ab, ba in ((8.0, 4.0), (0.5, 0.5), (None, None)):
+        topo = _topo(ab, ba)
+        fast = evaluate_plan(plan, JOB, topo, params).iter_time
+        played = simulate_jobs(topo, [(plan, JOB)], params, iterations=3, warmup=1)[0]
+        assert played == pytest.approx(fast, rel=1e-6), (ab, ba)
+        times.append(played)
+    assert times[1] > times[0] > times[2]

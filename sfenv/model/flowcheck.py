@@ -21,7 +21,9 @@ plays one pipeline operation by operation, and shares nothing with the fast path
   latency after its last bit;
 - at every instant the transfers sending share the links max-min fairly (progressive filling,
   Bertsekas & Gallager, *Data Networks*, §6.5.2), each also bounded by its TCP connections
-  (``streams x window / RTT``, on each hop of a relayed route: relays terminate the connections), and
+  (``streams x window / RTT``, on each hop of a relayed route: relays terminate the connections) and,
+  on a measured grid, by the VM-pair rate of each hop in its direction (one VM pair per hop; until
+  2026-11-27 the check had no such bound), and
   rates change whenever a transfer starts or ends.
 
 Jobs start at seeded random offsets, so their phases are independent.  Optionally each message's
@@ -355,7 +357,9 @@ class _Job:
         links = self._route(a, b, nbytes, tag)[0]
         route = topo.directed_route(a, b, links)
         pr = self.params
-        bound = math.inf  # each hop of a relayed route is its own TCP connections (the relay terminates them)
+        # one VM pair per hop carries the transfer (a measured grid's per-pair rates; inf without them), and each hop
+        # of a relayed route is its own TCP connections (the relay terminates them)
+        bound = topo.flow_cap_bps(a, tuple(links)) if topo.has_pair_caps else math.inf
         for k in links:
             hop_lat = float(topo.link_latency_s[k])
             if hop_lat > 0:
