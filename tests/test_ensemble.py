@@ -175,3 +175,20 @@ def test_the_cli_refuses_a_bad_ensemble_in_one_line(members: Path, tmp_path: Pat
                            str(tmp_path / "r.json")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and done.stderr.startswith("sfenv: ") and "combine" in done.stderr
+
+
+def test_a_results_file_names_an_ensemble_by_its_file_and_every_member(members: Path) -> None:
+    """Another member's weights make another agent: a results file never mixes the two ensembles' episodes."""
+    from sfenv.app.evaluate import agent_settings
+
+    path = _ensemble(members, ["m0/best_model.policy.json", "m1/best_model.policy.json"], "settings")
+    spec = f"model:{path}"
+    before = agent_settings(spec)["model_sha"]
+    assert before and agent_settings(spec)["model_sha"] == before
+    copy_with_meta(members / "m1", members / "m1-retouched", note="another member")
+    path.write_text(path.read_text().replace('"m1/', '"m1-retouched/'))
+    assert agent_settings(spec)["model_sha"] != before
+    spec_file = members / "m1-retouched" / "best_model.policy.json"
+    retouched = agent_settings(spec)["model_sha"]
+    spec_file.write_text(spec_file.read_text().replace("another member", "yet another"))
+    assert agent_settings(spec)["model_sha"] != retouched  # the ensemble file unchanged, a member's spec changed

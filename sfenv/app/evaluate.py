@@ -46,7 +46,7 @@ import numpy as np
 from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.deferral import heuristic_actions
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
-from sfenv.agents.model_files import spec_path_for
+from sfenv.agents.model_files import ENSEMBLE_SUFFIX, read_ensemble_file, spec_path_for
 from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spec, plugin_settings
 from sfenv.agents.registry import AGENTS, make_agent
 from sfenv.env import GeoSchedEnv
@@ -536,7 +536,8 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
 
     A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the hash of the file played
     (another model saved under the same path is another agent): the weights-only spec when there is
-    one (it records its weights' SHA-256), else the file named; ``rllib:PATH``: the checkpoint's
+    one (it records its weights' SHA-256), an ensemble file with each of its members' specs, else the
+    file named; ``rllib:PATH``: the checkpoint's
     absolute path; a plug-in (``module:Class``, ``file.py:Class``, an entry point): its spec, keywords and a
     hash of its source (:func:`sfenv.agents.plugins.plugin_settings`); an agent instance: its class and
     name.  Nothing is loaded or built.
@@ -547,10 +548,13 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
         return {"class": f"{type(agent).__module__}.{type(agent).__qualname__}"}
     if agent.startswith(MODEL_PREFIX):
         algo, name = split_model_spec(agent[len(MODEL_PREFIX):])
-        played = spec_path_for(Path(name)) or Path(name)
         kwargs = dict((agent_kwargs or {}).get(agent, {}))
-        return {"algo": algo, "model_sha": results.file_hash(played) if played.is_file() else None,
-                **({"kwargs": kwargs} if kwargs else {})}
+        if name.endswith(ENSEMBLE_SUFFIX) and Path(name).is_file():  # the ensemble file and every member's spec
+            sha = results.files_hash([Path(name), *read_ensemble_file(Path(name))])
+        else:
+            played = spec_path_for(Path(name)) or Path(name)
+            sha = results.file_hash(played) if played.is_file() else None
+        return {"algo": algo, "model_sha": sha, **({"kwargs": kwargs} if kwargs else {})}
     if agent.startswith(RLLIB_PREFIX):
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
     if agent not in AGENTS and (is_plugin_spec(agent) or agent in entry_point_agents()):

@@ -67,6 +67,7 @@ __all__ = [
     "check_writable",
     "differences",
     "file_hash",
+    "files_hash",
     "make_folder",
     "make_settings",
     "merge_settings",
@@ -464,6 +465,11 @@ def file_hash(path: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()[:16]
+
+
+def files_hash(paths: Sequence[str | Path]) -> str:
+    """The first 16 hex digits of the SHA-256 of the files' hashes in order (a model made of several files)."""
+    return hashlib.sha256("".join(file_hash(p) for p in paths).encode()).hexdigest()[:16]
 
 
 def make_settings(scenario: Any, agents: Mapping[str, Mapping[str, Any]], **extra: Any) -> dict[str, Any]:
