@@ -34,7 +34,8 @@ from sfenv.world.hardware import get_gpu
 from sfenv.world.topology import Link, Region, Topology
 from sfenv.world.workload import MODEL_ZOO, JobSpec
 
-__all__ = ["case_errors", "episode_starts", "job_kind", "lone_errors", "main", "random_case", "settled_times"]
+__all__ = ["case_errors", "episode_starts", "job_kind", "lone_errors", "main", "random_case", "settled_times",
+           "together_errors"]
 
 #: the default test's and docs' region hardware
 _GPU = "A100-80GB"
@@ -163,7 +164,9 @@ def episode_starts(scenario: str, agent: str, seeds: Sequence[int]) -> dict[str,
     shares a directed link with another running job, and the plan (one per distinct plan and job shape).
 
     :return: ``starts``, ``shared`` (starts that shared a directed link), ``plans`` (distinct
-        ``(plan, job)`` pairs, job ids 0) and ``topo`` and ``params`` of the scenario.
+        ``(plan, job)`` pairs, job ids 0), ``together`` (at each shared start with every link at its
+        nominal capacity, the running jobs across regions as ``(plan, job)`` pairs, job ids 0, 1, ...)
+        and ``topo`` and ``params`` of the scenario.
     """
     import dataclasses
 
@@ -173,7 +176,7 @@ def episode_starts(scenario: str, agent: str, seeds: Sequence[int]) -> dict[str,
     from sfenv.sim.episode import make_simulator
 
     sc = load_scenario(scenario)
-    found: dict[str, Any] = {"starts": 0, "shared": 0, "plans": {}}
+    found: dict[str, Any] = {"starts": 0, "shared": 0, "plans": {}, "together": []}
     sim = None
     for seed in seeds:
         sim = make_simulator(sc, seed)
@@ -189,7 +192,12 @@ def episode_starts(scenario: str, agent: str, seeds: Sequence[int]) -> dict[str,
             if mine is not None and len(mine.links):
                 found["starts"] += 1
                 others = [set(map(int, o.links)) for k, o in _links.jobs.items() if k != job_id]
-                found["shared"] += any(set(map(int, mine.links)) & o for o in others)
+                shared = any(set(map(int, mine.links)) & o for o in others)
+                found["shared"] += shared
+                if shared and bool(np.all(_links.factor == 1.0)):
+                    found["together"].append([(dataclasses.replace(o.plan, job_id=i),
+                                               dataclasses.replace(o.job, job_id=i))
+                                              for i, o in enumerate(_links.jobs.values())])
                 key = (plan.stages, plan.micro_batch, plan.schedule, plan.recompute, job.model.name, job.global_batch)
                 found["plans"].setdefault(key, (dataclasses.replace(plan, job_id=0),
                                                 dataclasses.replace(job, job_id=0)))
@@ -220,6 +228,30 @@ def lone_errors(topo: Topology, params: PerfParams, plans: Sequence[tuple[Plan, 
             played = simulate_jobs(topo, [(plan, job)], at, iterations=iterations, warmup=warmup)[0]
             rows.append({"stages": len(plan.stages), "schedule": plan.schedule, "overlap": overlap,
                          "fast_s": fast, "played_s": played, "err": fast / played - 1.0})
+    return rows
+
+
+def together_errors(topo: Topology, params: PerfParams, sets: Sequence[Sequence[tuple[Plan, JobSpec]]],
+                    iterations: int = 30, warmup: int = 5, offsets: int = 4) -> list[dict[str, Any]]:
+    """Each set of jobs played together, ``dp_overlap`` 0 and 1: per job, the fast path against the check.
+
+    The check's time is its mean over ``offsets`` start offsets; sets with a plan it does not play are left out.
+    """
+    import dataclasses
+
+    from sfenv.model.flowcheck import PLAYED_SCHEDULES
+
+    rows = []
+    for n, jobs in enumerate(sets):
+        if any(plan.schedule not in PLAYED_SCHEDULES for plan, _ in jobs):
+            continue
+        for overlap in (0.0, 1.0):
+            at = dataclasses.replace(params, dp_overlap=overlap)
+            fast = settled_times(topo, at, jobs)
+            played = np.mean([simulate_jobs(topo, jobs, at, iterations=iterations, warmup=warmup,
+                                            seed=k * OFFSET_SEED_STEP) for k in range(offsets)], axis=0)
+            rows += [{"set": n, "job": j, "overlap": overlap, "fast_s": f, "played_s": float(t), "err": f / t - 1.0}
+                     for j, (f, t) in enumerate(zip(fast, played, strict=True))]
     return rows
 
 
@@ -279,10 +311,16 @@ def _report_episodes(spec: str, seeds: list[int]) -> None:
             raise InvalidInput(f"--episodes: expected SCENARIO:AGENT pairs, got {pair[:80]!r}")
         found = episode_starts(scenario, agent, seeds)
         rows = lone_errors(found["topo"], found["params"], found["plans"])
-        worst = max((abs(r["err"]) for r in rows), default=float("nan"))
+        worst = (f"largest error {100 * max(abs(r['err']) for r in rows):.2f} %" if rows
+                 else "none is a schedule the check plays")
         print(f"{scenario} {agent} seeds {seeds}: {found['starts']} starts across regions, {found['shared']} sharing "
               f"a directed link with another job; {len(found['plans'])} distinct plans, {len(rows) // 2} played alone "
-              f"(dp_overlap 0 and 1): largest error {100 * worst:.2f} %")
+              f"(dp_overlap 0 and 1): {worst}")
+        together = together_errors(found["topo"], found["params"], found["together"])
+        if together:
+            err = np.array([r["err"] for r in together])
+            print(f"  played together as they ran at the shared starts ({len({r['set'] for r in together})} sets, "
+                  f"{len(err) // 2} jobs, dp_overlap 0 and 1): {_summary(err)}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

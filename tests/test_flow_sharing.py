@@ -271,3 +271,15 @@ def test_the_plans_an_agent_really_starts_agree_with_the_check_alone():
     rows = lone_errors(found["topo"], found["params"], found["plans"][:6])
     assert len(rows) == 2 * min(6, len(found["plans"])) and {r["overlap"] for r in rows} == {0.0, 1.0}
     assert max(abs(r["err"]) for r in rows) <= 0.05
+
+
+def test_jobs_that_really_shared_a_link_agree_with_the_check_played_together():
+    """geo-8-contended, spinsearch+swf, validation seed 10001: three starts shared a link with other running jobs
+    (measured 2026-11-27); those jobs, played together as they ran, agree within 5 % (measured: at most 0.2 %)."""
+    from sfenv.experiments.flow_check import episode_starts, together_errors
+
+    found = episode_starts("geo-8-contended", "spinsearch+swf", [10_001])
+    assert found["shared"] == len(found["together"]) == 3
+    assert all(len(jobs) >= 2 and [p.job_id for p, _ in jobs] == list(range(len(jobs))) for jobs in found["together"])
+    rows = together_errors(found["topo"], found["params"], found["together"][:1], iterations=6, warmup=2, offsets=2)
+    assert len(rows) == 2 * len(found["together"][0]) and max(abs(r["err"]) for r in rows) <= 0.05
