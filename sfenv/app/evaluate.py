@@ -549,6 +549,7 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
     if agent.startswith(MODEL_PREFIX):
         algo, name = split_model_spec(agent[len(MODEL_PREFIX):])
         kwargs = dict((agent_kwargs or {}).get(agent, {}))
+        sha: str | None
         if name.endswith(ENSEMBLE_SUFFIX) and Path(name).is_file():  # the ensemble file and every member's spec
             sha = results.files_hash([Path(name), *read_ensemble_file(Path(name))])
         else:
