@@ -7,7 +7,15 @@ plays one pipeline operation by operation, and shares nothing with the fast path
 - each job runs its plan iteration after iteration: every distinct replica pipeline (replicas whose
   stages sit in the same regions run identically, so one stands for all, with their count as its
   weight) replays GPipe or 1F1B with the plan's windows (forward ``c/3``, backward ``2c/3`` per
-  micro-batch, the model's compute times), each hop and direction a FIFO channel; then (or, with
+  micro-batch, the model's compute times), or a zero-bubble schedule (forward, input gradient and
+  weight gradient ``c/3`` each; Qi et al., ICLR 2024) in its hand-crafted order or greedily (each
+  stage runs a ready input gradient, else a forward its window allows, else a pending weight
+  gradient), each hop and direction a FIFO channel; the schedule's order and the greedy rule are the
+  model's (:mod:`sfenv.model.pipeline`), the timing of every operation and transfer the check's own.
+  Under ZB-H2 the next iteration may start on each stage when that stage is done (the optimizer step
+  off the critical path), so the model takes its longest stage span as its pipeline time; the check
+  plays the iterations one after another and takes that span too (it does not play the overlap).
+  Until 2026-11-27 the check refused zero-bubble plans (and before that played them as 1F1B).  Then (or, with
   ``dp_overlap`` 1, from the iteration's start) every stage whose replicas span regions runs its
   ring all-reduce: ``2 (d - 1)`` steps in which every ring edge sends ``bytes / d``, a step ending
   when its slowest edge has arrived;
@@ -37,6 +45,7 @@ mix of the two (its iteration time interpolates them), so the check takes those 
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -45,15 +54,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, Stage, dp_ring_bps, evaluate_plan, plan_wan_transfers
+from sfenv.model.pipeline import _zero_bubble_order, _zero_bubble_split
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec
 
-__all__ = ["PLAYED_SCHEDULES", "FlowSim", "max_min_rates", "simulate_jobs"]
+__all__ = ["PLAYED_SCHEDULES", "ZERO_BUBBLE_ORDERS", "FlowSim", "max_min_rates", "simulate_jobs",
+           "zero_bubble_candidates"]
 
-#: the pipeline schedules :func:`simulate_jobs` plays (any other is refused, not played as 1F1B)
-PLAYED_SCHEDULES = ("gpipe", "1f1b")
+#: the pipeline schedules :func:`simulate_jobs` plays (any other is refused)
+PLAYED_SCHEDULES = ("gpipe", "1f1b", "zb-h1", "zb-h2")
+#: the operation orders a zero-bubble plan may be played in: Qi et al.'s hand-crafted one, or greedy
+ZERO_BUBBLE_ORDERS = ("hand", "greedy")
 
-_F, _B = 0, 1
+_F, _B, _W = 0, 1, 2  # forward, backward (zero-bubble: input gradient), weight gradient
 
 
 def max_min_rates(
@@ -177,6 +190,12 @@ class _Pipe:
     fwd_in: list[int] = field(default_factory=list)
     grad_in: list[int] = field(default_factory=list)
     fdone: list[int] = field(default_factory=list)
+    nf: list[int] = field(default_factory=list)  # greedy zero-bubble play: forwards, input and weight
+    nb: list[int] = field(default_factory=list)  # gradients started per stage, and weight gradients done
+    nw: list[int] = field(default_factory=list)
+    wdone: list[int] = field(default_factory=list)
+    first: list[float] = field(default_factory=list)  # each stage's first operation's start, last one's end
+    last: list[float] = field(default_factory=list)
     left: int = 0
     queues: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     channel_busy: dict[tuple[int, int], bool] = field(default_factory=dict)
@@ -186,7 +205,7 @@ class _Job:
     """A job iterating its plan in a :class:`FlowSim` (see the module docstring)."""
 
     def __init__(self, sim: FlowSim, topo: Topology, plan: Plan, job: JobSpec, params: PerfParams,
-                 overlap: int, rng: np.random.Generator, jitter: float) -> None:
+                 overlap: int, rng: np.random.Generator, jitter: float, order: str = "hand") -> None:
         perf = evaluate_plan(plan, job, topo, params)  # for the compute times and windows only
         if not perf.feasible:
             raise ValueError(f"infeasible plan: {perf.reason}")
@@ -196,6 +215,12 @@ class _Job:
         self.m = perf.microbatches
         self.d = plan.dp
         self.compute = list(perf.compute_times)
+        self.windows = tuple(perf.windows)
+        self.zero_bubble = plan.schedule in ("zb-h1", "zb-h2")
+        self.greedy = self.zero_bubble and order == "greedy"
+        #: ZB-H2 runs the next iteration on each stage as soon as it is done (the optimizer step off the
+        #: critical path), so its pipeline takes its longest stage span (:mod:`sfenv.model.pipeline`)
+        self.span = plan.schedule == "zb-h2"
         self.orders = [self._order(k, perf.windows[k]) for k in range(self.p)]
         model = job.model
         self.act_bits = 8.0 * ACT_BYTES * plan.micro_batch * model.seq_len * model.hidden
@@ -224,6 +249,9 @@ class _Job:
 
     def _order(self, k: int, w: int) -> list[tuple[int, int]]:
         m = self.m
+        if self.zero_bubble:  # Qi et al.'s hand-crafted order within the windows (the greedy play needs none)
+            u, d = _zero_bubble_split(self.plan.schedule, self.windows)
+            return list(_zero_bubble_order(m, u[k], d[k]))
         if self.plan.schedule == "gpipe":
             return [(_F, i) for i in range(m)] + [(_B, i) for i in range(m)]
         order = [(_F, i) for i in range(min(w, m))]
@@ -239,12 +267,16 @@ class _Job:
         self.start = self.sim.now
         self.rings_started = bool(self.overlap)
         self.waiting = len(self.pipes)
+        self.pipes_left = len(self.pipes)
+        self.pipes_done_at = self.rings_done_at = self.start
         for pipe in self.pipes:
             p = self.p
             pipe.pos, pipe.busy = [0] * p, [False] * p
             pipe.fwd_in = [self.m] + [0] * (p - 1)
             pipe.grad_in, pipe.fdone = [0] * p, [0] * p
-            pipe.left = 2 * self.m * p
+            pipe.nf, pipe.nb, pipe.nw, pipe.wdone = [0] * p, [0] * p, [0] * p, [0] * p
+            pipe.first, pipe.last = [math.inf] * p, [self.start] * p
+            pipe.left = (3 if self.zero_bubble else 2) * self.m * p
             pipe.queues, pipe.channel_busy = {}, {}
         rings = self._ring_stages()
         self.waiting += len(rings)
@@ -255,43 +287,88 @@ class _Job:
             for k in rings:
                 self._ring_step(k, 0)
 
-    def _part_done(self) -> None:
+    def _part_done(self, ring: bool = False) -> None:
         self.waiting -= 1
+        if ring:
+            self.rings_done_at = self.sim.now
+        else:
+            self.pipes_left -= 1
+            if self.pipes_left == 0:
+                self.pipes_done_at = self.sim.now
         rings = self._ring_stages()
         if not self.rings_started and self.waiting == len(rings):  # the pipelines are done: the rings start
             self.rings_started = True
             for k in rings:
                 self._ring_step(k, 0)
         if self.waiting == 0:
-            self.times.append(self.sim.now - self.start)
+            self.times.append(self._iteration_time())
             self.begin()
+
+    def _iteration_time(self) -> float:
+        """The iteration just played: its pipeline time (ZB-H2: the longest stage span), then the rings' rest."""
+        pipeline = self.pipes_done_at - self.start
+        if self.span:
+            pipeline = max(pipe.last[k] - pipe.first[k] for pipe in self.pipes for k in range(self.p))
+        if self.overlap:  # the rings ran from the iteration's start, beside the pipelines
+            return max(pipeline, self.rings_done_at - self.start)
+        return pipeline + max(0.0, self.rings_done_at - self.pipes_done_at)
 
     def _ring_stages(self) -> list[int]:
         return list(range(self.p)) if self.d > 1 else []
 
     # ---------------------------------------------------------------- pipeline
     def _try(self, pipe: _Pipe, k: int) -> None:
-        if pipe.busy[k] or pipe.pos[k] >= len(self.orders[k]):
+        if pipe.busy[k]:
             return
-        kind, i = self.orders[k][pipe.pos[k]]
-        if kind == _F and i >= pipe.fwd_in[k]:
-            return
-        if kind == _B:
-            have = pipe.fdone[k] if k == self.p - 1 else pipe.grad_in[k]
-            if i >= have or i >= pipe.fdone[k]:
+        if self.greedy:
+            picked = self._greedy_op(pipe, k)
+            if picked is None:
                 return
-        pipe.pos[k] += 1
+            kind, i = picked
+        else:
+            if pipe.pos[k] >= len(self.orders[k]):
+                return
+            kind, i = self.orders[k][pipe.pos[k]]
+            if kind == _F and i >= pipe.fwd_in[k]:
+                return
+            if kind == _B:
+                have = pipe.fdone[k] if k == self.p - 1 else pipe.grad_in[k]
+                if i >= have or i >= pipe.fdone[k]:
+                    return
+            pipe.pos[k] += 1
         pipe.busy[k] = True
-        dur = self.compute[k] / 3.0 if kind == _F else 2.0 * self.compute[k] / 3.0
+        pipe.first[k] = min(pipe.first[k], self.sim.now)
+        dur = self.compute[k] / 3.0 if kind == _F or self.zero_bubble else 2.0 * self.compute[k] / 3.0
         self.sim.at(self.sim.now + dur, lambda: self._op_done(pipe, k, kind, i))
+
+    def _greedy_op(self, pipe: _Pipe, k: int) -> tuple[int, int] | None:
+        """The greedy zero-bubble choice at stage ``k``, or None if no operation is ready.
+
+        A ready input gradient, else a forward its window allows (forwards started minus weight
+        gradients done), else a pending weight gradient (:mod:`sfenv.model.pipeline`'s greedy order).
+        """
+        b, f = pipe.nb[k], pipe.nf[k]
+        if b < self.m and b < (pipe.fdone[k] if k == self.p - 1 else pipe.grad_in[k]):
+            pipe.nb[k] += 1
+            return _B, b
+        if f < self.m and f < pipe.fwd_in[k] and f - pipe.wdone[k] < self.windows[k]:
+            pipe.nf[k] += 1
+            return _F, f
+        if pipe.nw[k] < b:
+            pipe.nw[k] += 1
+            return _W, pipe.nw[k] - 1
+        return None
 
     def _op_done(self, pipe: _Pipe, k: int, kind: int, i: int) -> None:
         pipe.busy[k] = False
         pipe.left -= 1
+        pipe.last[k] = self.sim.now
         if kind == _F:
             pipe.fdone[k] += 1
             if k < self.p - 1:
                 self._enqueue(pipe, k, 0, i)
+        elif kind == _W:
+            pipe.wdone[k] += 1
         elif k > 0:
             self._enqueue(pipe, k - 1, 1, i)
         self._try(pipe, k)
@@ -382,7 +459,7 @@ class _Job:
 
     def _ring_step(self, k: int, step: int) -> None:
         if step == 2 * (self.d - 1):
-            self._part_done()
+            self._part_done(ring=True)
             return
         st = self.plan.stages[k]
         regs = st.replica_regions()
@@ -406,9 +483,28 @@ class _Job:
             self._transfer(a, b, self.grad[k], chunk * 8.0, 1, 1, edge_left, k)
 
 
+def zero_bubble_candidates(plan: Plan) -> list[tuple[Plan, str]]:
+    """The ways the model may run ``plan``, as (plan, order) pairs for :func:`simulate_jobs`.
+
+    A zero-bubble plan: its schedule in the hand-crafted and the greedy order, and the schedules it
+    falls back to within its memory when they are faster (ZB-H2: ZB-H1 in both orders, and 1F1B;
+    ZB-H1: 1F1B), each with its own windows, as :func:`sfenv.model.perf.evaluate_plan` takes the
+    fastest of them.  Any other plan: itself.
+    """
+    if plan.schedule not in ("zb-h1", "zb-h2") or len(plan.stages) == 1:
+        return [(plan, "hand")]
+    schedules = [plan.schedule, *(("zb-h1",) if plan.schedule == "zb-h2" else ()), "1f1b"]
+    out: list[tuple[Plan, str]] = []
+    for schedule in schedules:
+        variant = plan if schedule == plan.schedule else dataclasses.replace(plan, schedule=schedule)
+        out += [(variant, order) for order in (ZERO_BUBBLE_ORDERS if schedule != "1f1b" else ("hand",))]
+    return out
+
+
 def simulate_jobs(
     topo: Topology, jobs: Sequence[tuple[Plan, JobSpec]], params: PerfParams, iterations: int = 6, warmup: int = 2,
     seed: int = 0, jitter: float = 0.0, capacity_bps: Sequence[float] | None = None,
+    orders: Sequence[str] | None = None,
 ) -> list[float]:
     """Play ``jobs`` together (see the module docstring); each one's mean iteration time after ``warmup`` iterations.
 
@@ -420,17 +516,24 @@ def simulate_jobs(
     :param seed: seeds the start offsets (and the jitter).
     :param jitter: relative spread of each message's latency (0: none).
     :param capacity_bps: capacity of every directed link (default: the topology's).
+    :param orders: per job, the order a zero-bubble plan is played in, one of :data:`ZERO_BUBBLE_ORDERS`
+        (default ``hand`` for all; other plans ignore it).  The model takes the faster of the two (and of
+        the orders it may fall back to, :func:`zero_bubble_candidates`), so a job played alone is compared
+        with the fastest candidate.
     """
     if params.dp_overlap not in (0.0, 1.0):
         raise ValueError(f"dp_overlap must be 0 or 1 for a timeline, not {params.dp_overlap}")
     for plan, _job in jobs:
         if plan.schedule not in PLAYED_SCHEDULES:
             raise ValueError(f"job {plan.job_id}: schedule {plan.schedule!r}: the check plays "
-                             f"{' and '.join(PLAYED_SCHEDULES)} only (zero-bubble orders are checked by "
-                             "sfenv.model.pipeline's replay, one pipeline at a time)")
+                             f"{', '.join(PLAYED_SCHEDULES)} only")
+    order_of = ["hand"] * len(jobs) if orders is None else list(orders)
+    if len(order_of) != len(jobs) or any(o not in ZERO_BUBBLE_ORDERS for o in order_of):
+        raise ValueError(f"orders: expected one of {list(ZERO_BUBBLE_ORDERS)} per job, got {order_of}")
     rng = np.random.default_rng(seed)
     sim = FlowSim(topo.directed_bw_bps.tolist() if capacity_bps is None else capacity_bps)
-    runs = [_Job(sim, topo, plan, job, params, int(params.dp_overlap), rng, jitter) for plan, job in jobs]
+    runs = [_Job(sim, topo, plan, job, params, int(params.dp_overlap), rng, jitter, order)
+            for (plan, job), order in zip(jobs, order_of, strict=True)]
     for run in runs:
         offset = float(rng.uniform(0.0, 1.0)) * run.m * max(run.compute)
         sim.at(offset, run.begin)
