@@ -229,9 +229,30 @@ def fastest_alone(topo: Topology, params: PerfParams, plan: Plan, job: JobSpec, 
     return best
 
 
+#: :func:`fastest_alone`'s results, shared by :func:`lone_errors` and :func:`together_errors` within one scenario
+Ways = dict[tuple[Plan, JobSpec, float], tuple[Plan, str, float]]
+
+
+def _fastest_cached(ways: Ways | None, topo: Topology, params: PerfParams, plan: Plan,
+                    job: JobSpec) -> tuple[Plan, str, float]:
+    """:func:`fastest_alone` (default iterations), looked up in ``ways`` first (job ids set to 0 for the key)."""
+    import dataclasses
+
+    key = (dataclasses.replace(plan, job_id=0), dataclasses.replace(job, job_id=0), params.dp_overlap)
+    if ways is not None and key in ways:
+        return ways[key]
+    found = fastest_alone(topo, params, plan, job)
+    if ways is not None:
+        ways[key] = found
+    return found
+
+
 def lone_errors(topo: Topology, params: PerfParams, plans: Sequence[tuple[Plan, JobSpec]],
-                iterations: int = 3, warmup: int = 1) -> list[dict[str, Any]]:
-    """Each plan alone, ``dp_overlap`` 0 and 1: the fast path against the check played the fastest way."""
+                ways: Ways | None = None) -> list[dict[str, Any]]:
+    """Each plan alone, ``dp_overlap`` 0 and 1: the fast path against the check played the fastest way.
+
+    :param ways: a cache of :func:`fastest_alone` for this topology and these parameters (filled here).
+    """
     import dataclasses
 
     rows = []
@@ -239,7 +260,7 @@ def lone_errors(topo: Topology, params: PerfParams, plans: Sequence[tuple[Plan, 
         for overlap in (0.0, 1.0):
             at = dataclasses.replace(params, dp_overlap=overlap)
             fast = settled_times(topo, at, [(plan, job)])[0]
-            variant, order, played = fastest_alone(topo, at, plan, job, iterations, warmup)
+            variant, order, played = _fastest_cached(ways, topo, at, plan, job)
             rows.append({"stages": len(plan.stages), "schedule": plan.schedule, "overlap": overlap,
                          "played_as": f"{variant.schedule}/{order}", "fast_s": fast, "played_s": played,
                          "err": fast / played - 1.0})
@@ -247,11 +268,12 @@ def lone_errors(topo: Topology, params: PerfParams, plans: Sequence[tuple[Plan, 
 
 
 def together_errors(topo: Topology, params: PerfParams, sets: Sequence[Sequence[tuple[Plan, JobSpec]]],
-                    iterations: int = 30, warmup: int = 5, offsets: int = 4) -> list[dict[str, Any]]:
+                    iterations: int = 30, warmup: int = 5, offsets: int = 4,
+                    ways: Ways | None = None) -> list[dict[str, Any]]:
     """Each set of jobs played together, ``dp_overlap`` 0 and 1: per job, the fast path against the check.
 
-    Each job is played the way it runs fastest alone (:func:`fastest_alone`); the check's time is its
-    mean over ``offsets`` start offsets.
+    Each job is played the way it runs fastest alone (:func:`fastest_alone`, looked up in ``ways``
+    when :func:`lone_errors` found it already); the check's time is its mean over ``offsets`` start offsets.
     """
     import dataclasses
 
@@ -260,10 +282,11 @@ def together_errors(topo: Topology, params: PerfParams, sets: Sequence[Sequence[
         for overlap in (0.0, 1.0):
             at = dataclasses.replace(params, dp_overlap=overlap)
             fast = settled_times(topo, at, jobs)
-            ways = [fastest_alone(topo, at, plan, job) for plan, job in jobs]
-            played_jobs = [(variant, job) for (variant, _, _), (_, job) in zip(ways, jobs, strict=True)]
+            fastest = [_fastest_cached(ways, topo, at, plan, job) for plan, job in jobs]
+            played_jobs = [(dataclasses.replace(variant, job_id=plan.job_id), job)
+                           for (variant, _, _), (plan, job) in zip(fastest, jobs, strict=True)]
             played = np.mean([simulate_jobs(topo, played_jobs, at, iterations=iterations, warmup=warmup,
-                                            seed=k * OFFSET_SEED_STEP, orders=[order for _, order, _ in ways])
+                                            seed=k * OFFSET_SEED_STEP, orders=[order for _, order, _ in fastest])
                               for k in range(offsets)], axis=0)
             rows += [{"set": n, "job": j, "overlap": overlap, "fast_s": f, "played_s": float(t), "err": f / t - 1.0}
                      for j, (f, t) in enumerate(zip(fast, played, strict=True))]
@@ -325,13 +348,14 @@ def _report_episodes(spec: str, seeds: list[int], max_sets: int) -> None:
         if not sep or not scenario or not agent:
             raise InvalidInput(f"--episodes: expected SCENARIO:AGENT pairs, got {pair[:80]!r}")
         found = episode_starts(scenario, agent, seeds)
-        rows = lone_errors(found["topo"], found["params"], found["plans"])
+        ways: Ways = {}
+        rows = lone_errors(found["topo"], found["params"], found["plans"], ways)
         worst = f"largest error {100 * max(abs(r['err']) for r in rows):.2f} %" if rows else "none"
         print(f"{scenario} {agent} seeds {seeds}: {found['starts']} starts across regions, {found['shared']} sharing "
               f"a directed link with another job; {len(found['plans'])} distinct plans, {len(rows) // 2} played alone "
               f"(dp_overlap 0 and 1): {worst}")
         together = together_errors(found["topo"], found["params"], found["together"][:max_sets],
-                                   iterations=12, warmup=3, offsets=2)
+                                   iterations=12, warmup=3, offsets=2, ways=ways)
         if together:
             err = np.array([r["err"] for r in together])
             print(f"  played together as they ran at the first {len({r['set'] for r in together})} shared starts "
