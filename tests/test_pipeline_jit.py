@@ -18,8 +18,8 @@ from sfenv.model.pipeline import (
     _sweep_plan,
     _sweep_zero_bubble,
     _zero_bubble_rows,
-    _zero_bubble_split,
     default_windows,
+    zero_bubble_split,
 )
 
 jit = pytest.importorskip("sfenv.model._pipeline_jit")
@@ -68,7 +68,7 @@ def test_hand_crafted_zero_bubble_sweep_equals_the_python_loop(schedule: str) ->
         w = default_windows(len(c), m, schedule, cross, extra)
         if shift < 0:  # windows as a caller may give them: any non-increasing values in 1..m
             w = tuple(sorted((random.Random(m).randint(1, m) for _ in c), reverse=True))
-        u, d = _zero_bubble_split(schedule, w)
+        u, d = zero_bubble_split(schedule, w)
         rows = np.array(_zero_bubble_rows(m, u, d), dtype=np.int64).reshape(-1, 4)
         got = jit.zero_bubble_rows(m, np.array(u, dtype=np.int64), np.array(d, dtype=np.int64))
         assert np.array_equal(got, rows)

@@ -17,13 +17,13 @@ from sfenv.model.pipeline import (
     _EventReplay,
     _replay_zero_bubble,
     _sweep_zero_bubble,
-    _zero_bubble_order,
     _zero_bubble_rows,
-    _zero_bubble_split,
     default_windows,
     pipeline_time,
     replay_held,
     replay_pipeline,
+    zero_bubble_order,
+    zero_bubble_split,
 )
 from sfenv.world.topology import Topology
 from sfenv.world.workload import ModelSpec
@@ -84,11 +84,11 @@ def test_hand_crafted_orders_are_the_papers(schedule: str, peak) -> None:
     p, m = 4, 16
     w = default_windows(p, m, schedule)
     assert w == (peak(p),) * p
-    u, d = _zero_bubble_split(schedule, w)
+    u, d = zero_bubble_split(schedule, w)
     step = 1 if schedule == "zb-h1" else 2
     assert u == tuple(step * (p - k) - (step - 1) for k in range(p))
     assert d == tuple(step * k for k in range(p))
-    last = _zero_bubble_order(m, u[-1], d[-1])  # the last stage: F0 B0 F1 B1 ..., weight gradients lagging
+    last = zero_bubble_order(m, u[-1], d[-1])  # the last stage: F0 B0 F1 B1 ..., weight gradients lagging
     assert last[:4] == ((_F, 0), (_B, 0), (_F, 1), (_B, 1))
     assert [op for op in last if op[0] == _W][:2] == [(_W, 0), (_W, 1)]
     assert last.index((_W, 0)) == last.index((_B, d[-1])) + 1
@@ -155,8 +155,8 @@ def test_replayed_zero_bubble_schedules_are_valid(ties: bool) -> None:
         p, m = len(c), rng.choice([1, 2, 3, 5, 8, 13, 24])
         schedule = rng.choice(["zb-h1", "zb-h2"])
         w = list(default_windows(p, m, schedule, cross, rng.choice([0, 0, 1, 3])))
-        u, d = _zero_bubble_split(schedule, tuple(w))
-        for orders in ([_zero_bubble_order(m, u[k], d[k]) for k in range(p)], None):
+        u, d = zero_bubble_split(schedule, tuple(w))
+        for orders in ([zero_bubble_order(m, u[k], d[k]) for k in range(p)], None):
             trace: list = []
             end, held, span = _EventReplay(c, lat, x, m, schedule, w, orders, trace).run()
             _check_schedule(trace, c, lat, x, m, w)
@@ -177,10 +177,10 @@ def test_hand_crafted_sweep_equals_its_event_replay(ties: bool) -> None:
         w = default_windows(p, m, schedule, cross, rng.choice([0, 0, 1, 3]))
         if rng.random() < 0.3:  # windows as a caller may give them: any non-increasing values in 1..m
             w = tuple(sorted((rng.randint(1, m) for _ in range(p)), reverse=True))
-        u, d = _zero_bubble_split(schedule, w)
+        u, d = zero_bubble_split(schedule, w)
         assert all(a >= b for a, b in itertools.pairwise(u))  # no deadlock
         assert all(uk + dk == wk for uk, dk, wk in zip(u, d, w))  # the whole window in use
-        end, _, span = _EventReplay(c, lat, x, m, schedule, list(w), [_zero_bubble_order(m, u[k], d[k])
+        end, _, span = _EventReplay(c, lat, x, m, schedule, list(w), [zero_bubble_order(m, u[k], d[k])
                                                                         for k in range(p)]).run()
         assert _sweep_zero_bubble(c, lat, x, m, _zero_bubble_rows(m, u, d)) == (end, span)
 
@@ -194,7 +194,7 @@ def test_replay_keeps_the_faster_order() -> None:
     # a 200 ms hop before the two slow stages: the greedy order runs ahead with forwards, the paper's waits
     c, lat, x, m = [0.1, 0.3, 0.3], [0.0, 0.2], [0.0, 0.0], 16
     w = default_windows(3, m, "zb-h1")
-    u, d = _zero_bubble_split("zb-h1", w)
+    u, d = zero_bubble_split("zb-h1", w)
     hand = _sweep_zero_bubble(c, lat, x, m, _zero_bubble_rows(m, u, d))[0]
     greedy = _replay_zero_bubble(c, lat, x, m, w)[0]
     assert greedy < 0.8 * hand

@@ -290,7 +290,7 @@ def _sweep_plan(gpipe: bool, m: int, windows: np.ndarray) -> np.ndarray:
 
 
 def _zero_bubble_orders(m: int, u: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each stage's :func:`sfenv.model.pipeline._zero_bubble_order`: ``(kinds, micro-batches)``, ``(p, 3 m)`` each."""
+    """Each stage's :func:`sfenv.model.pipeline.zero_bubble_order`: ``(kinds, micro-batches)``, ``(p, 3 m)`` each."""
     p = u.shape[0]
     size = 3 * m
     kinds = np.empty((p, size), np.int64)

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, Stage, dp_ring_bps, evaluate_plan, plan_wan_transfers
-from sfenv.model.pipeline import _zero_bubble_order, _zero_bubble_split
+from sfenv.model.pipeline import zero_bubble_order, zero_bubble_split
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec
 
@@ -65,6 +65,7 @@ __all__ = ["PLAYED_SCHEDULES", "ZERO_BUBBLE_ORDERS", "FlowSim", "max_min_rates",
 PLAYED_SCHEDULES = ("gpipe", "1f1b", "zb-h1", "zb-h2")
 #: the operation orders a zero-bubble plan may be played in: Qi et al.'s hand-crafted one, or greedy
 ZERO_BUBBLE_ORDERS = ("hand", "greedy")
+_ZERO_BUBBLE = ("zb-h1", "zb-h2")
 
 _F, _B, _W = 0, 1, 2  # forward, backward (zero-bubble: input gradient), weight gradient
 
@@ -216,7 +217,7 @@ class _Job:
         self.d = plan.dp
         self.compute = list(perf.compute_times)
         self.windows = tuple(perf.windows)
-        self.zero_bubble = plan.schedule in ("zb-h1", "zb-h2")
+        self.zero_bubble = plan.schedule in _ZERO_BUBBLE
         self.greedy = self.zero_bubble and order == "greedy"
         #: ZB-H2 runs the next iteration on each stage as soon as it is done (the optimizer step off the
         #: critical path), so its pipeline takes its longest stage span (:mod:`sfenv.model.pipeline`)
@@ -250,8 +251,8 @@ class _Job:
     def _order(self, k: int, w: int) -> list[tuple[int, int]]:
         m = self.m
         if self.zero_bubble:  # Qi et al.'s hand-crafted order within the windows (the greedy play needs none)
-            u, d = _zero_bubble_split(self.plan.schedule, self.windows)
-            return list(_zero_bubble_order(m, u[k], d[k]))
+            u, d = zero_bubble_split(self.plan.schedule, self.windows)
+            return list(zero_bubble_order(m, u[k], d[k]))
         if self.plan.schedule == "gpipe":
             return [(_F, i) for i in range(m)] + [(_B, i) for i in range(m)]
         order = [(_F, i) for i in range(min(w, m))]
@@ -491,7 +492,7 @@ def zero_bubble_candidates(plan: Plan) -> list[tuple[Plan, str]]:
     ZB-H1: 1F1B), each with its own windows, as :func:`sfenv.model.perf.evaluate_plan` takes the
     fastest of them.  Any other plan: itself.
     """
-    if plan.schedule not in ("zb-h1", "zb-h2") or len(plan.stages) == 1:
+    if plan.schedule not in _ZERO_BUBBLE or len(plan.stages) == 1:
         return [(plan, "hand")]
     schedules = [plan.schedule, *(("zb-h1",) if plan.schedule == "zb-h2" else ()), "1f1b"]
     out: list[tuple[Plan, str]] = []

@@ -26,7 +26,7 @@ and weight gradient ``W = c/3``, Qi et al., ICLR 2024):
   (forwards started minus weight gradients done).  Stage k runs ``u_k`` warm-up forwards, then for
   each micro-batch i its input gradient, the weight gradient of micro-batch ``i - d_k`` (deferred
   by ``d_k = w_k - u_k``) and the forward of micro-batch ``i + u_k``, and the deferred weight
-  gradients last (:func:`_zero_bubble_order`).  ZB-H1: ``u_k = p - k`` (1F1B's warm-up) and
+  gradients last (:func:`zero_bubble_order`).  ZB-H1: ``u_k = p - k`` (1F1B's warm-up) and
   ``d_k = k``, so every stage holds ``w_k = p`` micro-batches, 1F1B's peak (its first stage's);
   without communication its bubble is ``(p-1)(T_F + T_B - T_W)``, ``(p-1)/3`` of a micro-batch's
   ``c`` (1F1B: ``p - 1``).  ZB-H2: ``u_k = 2(p-k) - 1`` and ``d_k = 2k``, ``w_k = 2p - 1`` (the
@@ -79,6 +79,8 @@ __all__ = [
     "replay_held",
     "replay_pipeline",
     "steady_period",
+    "zero_bubble_order",
+    "zero_bubble_split",
 ]
 
 SCHEDULES = ("1f1b", "gpipe", "zb-h1", "zb-h2")
@@ -139,7 +141,7 @@ def _fixed_order(schedule: str, m: int, w: int) -> tuple[tuple[int, int], ...]:
 
 
 @lru_cache(maxsize=1 << 12)
-def _zero_bubble_split(schedule: str, windows: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def zero_bubble_split(schedule: str, windows: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The hand-crafted zero-bubble order within ``windows``: warm-up forwards ``u_k`` and deferral ``d_k``.
 
     Qi et al.'s ZB-H1 runs ``p - k`` warm-up forwards at stage k and ZB-H2 ``2(p - k) - 1``; the
@@ -161,12 +163,12 @@ def _zero_bubble_split(schedule: str, windows: tuple[int, ...]) -> tuple[tuple[i
 
 
 @lru_cache(maxsize=1 << 12)
-def _zero_bubble_order(m: int, u: int, d: int) -> tuple[tuple[int, int], ...]:
+def zero_bubble_order(m: int, u: int, d: int) -> tuple[tuple[int, int], ...]:
     """One stage's hand-crafted zero-bubble order: ``[(kind, micro-batch), ...]``.
 
     ``u`` forwards, then for each micro-batch i its input gradient, the weight gradient of ``i - d``
     and the forward of ``i + u``, then the weight gradients still deferred (Qi et al. 2024, ZB-H1
-    and ZB-H2; :func:`_zero_bubble_split` gives ``u`` and ``d``).  At most ``u + d`` micro-batches are
+    and ZB-H2; :func:`zero_bubble_split` gives ``u`` and ``d``).  At most ``u + d`` micro-batches are
     held (forwards started minus weight gradients done).
     """
     order = [(_F, i) for i in range(min(u, m))]
@@ -209,7 +211,7 @@ def replay_held(
 
     A micro-batch's activations are held from the start of its forward until its backward is done
     (1F1B, GPipe) or its weight gradient is done (zero-bubble schedules).  A zero-bubble schedule is
-    replayed twice within the same windows, in its hand-crafted order (:func:`_zero_bubble_order`)
+    replayed twice within the same windows, in its hand-crafted order (:func:`zero_bubble_order`)
     and in the greedy order, and the faster is returned: by its makespan for ZB-H1, by its longest
     stage span for ZB-H2 (whose optimizer step is off the critical path; module docstring).
 
@@ -230,8 +232,8 @@ def replay_held(
         raise ValueError(f"unknown schedule {schedule!r}; expected one of {SCHEDULES}")
     w = list(windows) if windows is not None else list(default_windows(p, m, schedule))
     if schedule.startswith("zb"):
-        u, d = _zero_bubble_split(schedule, tuple(w))
-        orders = [_zero_bubble_order(m, u[k], d[k]) for k in range(p)]
+        u, d = zero_bubble_split(schedule, tuple(w))
+        orders = [zero_bubble_order(m, u[k], d[k]) for k in range(p)]
         hand_end, hand_held, hand_span = _EventReplay(compute, latency, transfer, m, schedule, w, orders).run()
         greedy_end, greedy_held, greedy_span = _replay_zero_bubble(compute, latency, transfer, m, w)
         hand, greedy = (hand_span, greedy_span) if schedule == "zb-h2" else (hand_end, greedy_end)
@@ -658,7 +660,7 @@ _WEIGHT = 4
 
 @lru_cache(maxsize=512)
 def _zero_bubble_rows(m: int, u: tuple[int, ...], d: tuple[int, ...]) -> tuple[_Op, ...]:
-    """The stages' hand-crafted zero-bubble orders (:func:`_zero_bubble_order`) merged for :func:`_sweep_zero_bubble`.
+    """The stages' hand-crafted zero-bubble orders (:func:`zero_bubble_order`) merged for :func:`_sweep_zero_bubble`.
 
     One list in which every operation comes after those it waits for: its stage's previous one,
     the forward of the same micro-batch on the stage before (a forward) or the input gradient on
@@ -668,7 +670,7 @@ def _zero_bubble_rows(m: int, u: tuple[int, ...], d: tuple[int, ...]) -> tuple[_
     """
     p = len(u)
     last = p - 1
-    orders = [_zero_bubble_order(m, u[k], d[k]) for k in range(p)]
+    orders = [zero_bubble_order(m, u[k], d[k]) for k in range(p)]
     pos = [0] * p
     placed = [[0] * p, [0] * p]  # forwards and input gradients placed per stage (in micro-batch order)
     rows: list[_Op] = []
@@ -697,7 +699,7 @@ def _zero_bubble_rows(m: int, u: tuple[int, ...], d: tuple[int, ...]) -> tuple[_
                 placed[kind][k] += 1
             n += 1
         pos[k] = n
-    if len(rows) != 3 * m * p:  # pragma: no cover - _zero_bubble_split keeps u non-increasing
+    if len(rows) != 3 * m * p:  # pragma: no cover - zero_bubble_split keeps u non-increasing
         raise RuntimeError(f"hand-crafted zero-bubble order deadlocks: warm-up {u}, deferral {d}, m {m}")
     return tuple(rows)
 
@@ -829,7 +831,7 @@ def steady_period(
     the activations the window counts), as the replay keeps the faster order.
     """
     if schedule.startswith("zb"):
-        u, _ = _zero_bubble_split(schedule, tuple(windows))
+        u, _ = zero_bubble_split(schedule, tuple(windows))
         return min(_zero_bubble_period(compute, latency, transfer, u),
                    _greedy_period(compute, latency, transfer, windows))
     return _window_period(compute, latency, transfer, windows)
@@ -908,7 +910,7 @@ def _replayed_head(
             raise RuntimeError(f"replay of a zero-bubble schedule deadlocked: windows {windows}, m {m0}")
         return float(duration), float(span)
     if order != "1f1b":  # the hand-crafted zero-bubble order
-        u, d = _zero_bubble_split(order, windows)
+        u, d = zero_bubble_split(order, windows)
         if jit is None:
             return _sweep_zero_bubble(compute, latency, transfer, m0, _zero_bubble_rows(m0, u, d))
         rows = _zero_bubble_row_array(m0, u, d)
@@ -1005,7 +1007,7 @@ def _steady_period_cached(
     if order == _GREEDY:
         return _greedy_period(compute, latency, transfer, windows)
     if order != "1f1b":
-        return _zero_bubble_period(compute, latency, transfer, _zero_bubble_split(order, windows)[0])
+        return _zero_bubble_period(compute, latency, transfer, zero_bubble_split(order, windows)[0])
     return _window_period(compute, latency, transfer, windows)
 
 
