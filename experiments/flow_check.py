@@ -10,7 +10,10 @@ crosses (bits per played iteration over capacity).
 
 Run: ``python -m sfenv.experiments.flow_check [--seeds 0:110] [--iterations N] [--warmup W] [--offsets K]
 [--json out.json]``; seeds ``A:B`` or a comma list; ``--offsets K`` plays each case from K seeded start
-offsets and compares with their mean (the played time's own dependence on them is printed).  The
+offsets and compares with their mean (the played time's own dependence on them is printed).
+``--decompose`` instead tells where the error comes from (:func:`decomposed_errors`): each job is
+played alone at the WAN transfer times it had when played with the others, at their mean and drawn
+from them at random.  The
 seeds split: 0-109 are the set docs/model.md first measured (and tuned against: "training"),
 1000-1109 a fresh set reported after tuning, 0-9 the default test's.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -27,15 +31,16 @@ from typing import Any
 import numpy as np
 
 from sfenv.errors import InvalidInput
-from sfenv.model.flowcheck import simulate_jobs, zero_bubble_candidates
+from sfenv.model.flowcheck import TransferKind, TransferTrace, simulate_jobs, zero_bubble_candidates
 from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan, plan_flow_groups, stage_layer_split
+from sfenv.model.sharing import BURST
 from sfenv.sim.links import LinkState
 from sfenv.world.hardware import get_gpu
 from sfenv.world.topology import Link, Region, Topology
 from sfenv.world.workload import MODEL_ZOO, JobSpec
 
-__all__ = ["case_errors", "episode_starts", "fastest_alone", "job_kind", "lone_errors", "main", "random_case",
-           "settled_times", "together_errors"]
+__all__ = ["case_errors", "decomposed_errors", "episode_starts", "fastest_alone", "job_kind", "lone_errors", "main",
+           "random_case", "report_decomposed", "settled_state", "settled_times", "together_errors"]
 
 #: the default test's and docs' region hardware
 _GPU = "A100-80GB"
@@ -91,14 +96,38 @@ def _random_job(rng: np.random.Generator, jid: int, schedule: str) -> tuple[Plan
                                                                                             512)
 
 
-def settled_times(topo: Topology, params: PerfParams, jobs: Sequence[tuple[Plan, JobSpec]]) -> list[float]:
-    """The fast path's iteration times once the jobs' load settles (as the simulator keeps it)."""
+def settled_state(topo: Topology, params: PerfParams, jobs: Sequence[tuple[Plan, JobSpec]]) -> LinkState:
+    """The links once the jobs (ids 0, 1, ... in order) are started one by one and their load settles."""
     state = LinkState(topo, params)
     for jid, (plan, job) in enumerate(jobs):
         state.start(jid, plan, job, state.evaluate(plan, job))
         state.settle(list(state.jobs))
     state.settle(list(state.jobs))
+    return state
+
+
+def settled_times(topo: Topology, params: PerfParams, jobs: Sequence[tuple[Plan, JobSpec]]) -> list[float]:
+    """The fast path's iteration times once the jobs' load settles (as the simulator keeps it)."""
+    state = settled_state(topo, params, jobs)
     return [state.jobs[j].perf.iter_time for j in range(len(jobs))]
+
+
+def _hop_transfer_error(topo: Topology, plan: Plan, job: JobSpec, perf: Any, played: dict[TransferKind, float],
+                        index: int) -> float:
+    """How much longer the fast path expects a job's hop transfers to take than the check played them.
+
+    The signed mean, over the job's pipeline hop directions across regions, of the fast path's
+    transfer time (bits over its rate) against the mean the check played (nan without such hops).
+    """
+    errors = []
+    for g, rate in zip(plan_flow_groups(plan, topo, job), perf.flow_rates_bps, strict=True):
+        if g.kind != BURST:
+            continue
+        for (jid, a, b, bits, tag), seconds in played.items():
+            if jid == index and tag == -1 - g.key and bits == g.bits and \
+                    topo.directed_route(a, b, topo.route_for(a, b, bits / 8.0)[0]) == g.links:
+                errors.append(g.bits / rate / seconds - 1.0)
+    return float(np.mean(errors)) if errors else math.nan
 
 
 def job_kind(plan: Plan) -> str:
@@ -155,6 +184,67 @@ def case_errors(seed: int, iterations: int = 5, warmup: int = 2, offsets: int = 
             "mix": sorted(mix),
         })
     return rows
+
+
+def decomposed_errors(seed: int, iterations: int = 30, warmup: int = 5) -> list[dict[str, Any]]:
+    """Per job of case ``seed``: how far the fast path is from the check, and how far two plays of the job alone are.
+
+    The jobs are played together once (start offsets seeded by ``seed``), recording each WAN
+    transfer's time (:data:`sfenv.model.flowcheck.TransferTrace`).  Then each job is played alone
+    (same offset seed) with every WAN transfer taking, instead of a share of the network, the time
+    transfers of its kind (hop direction or ring edge) took together after the first
+    ``warmup / (warmup + iterations)`` of the play:
+
+    - ``means_err``: each at their mean.  What is left is the effect of their *variation* (and of
+      when, in the job's own pipeline, the slow ones fall); the fast path's own mean transfer times
+      are what it can get wrong beyond that.
+    - ``draws_err``: each drawn at random from them (independently, seeded): variation kept, its
+      correlation with the pipeline and the other jobs lost.
+
+    :return: rows with ``seed``, ``job``, ``kind``, ``schedule``, ``played_s`` (the check together) and
+        the errors against it of the fast path (``fast_err``), ``means_err`` and ``draws_err``; and
+        ``hop_transfer_err``, the signed mean error of the fast path's hop transfer times (bits over
+        the rate it expects) against their played means (nan for a job without pipeline hops across
+        regions).
+    """
+    topo, params, jobs = random_case(seed)
+    trace: TransferTrace = {}
+    played = simulate_jobs(topo, jobs, params, iterations=iterations, warmup=warmup, seed=seed, trace=trace)
+    state = settled_state(topo, params, jobs)
+    end = max((start for times in trace.values() for start, _ in times), default=0.0)
+    settled = end * warmup / (warmup + iterations)
+    kept = {kind: np.array([x for start, x in times if start >= settled] or [x for _, x in times])
+            for kind, times in trace.items()}
+    played_means = {kind: float(times.mean()) for kind, times in kept.items()}
+    rng = np.random.default_rng(seed)
+    rows = []
+    for jid, (plan, job) in enumerate(jobs):
+        def at_mean(kind: TransferKind, jid: int = jid) -> float:  # played alone, the job's index is 0
+            return float(kept[(jid, kind[1], kind[2], kind[3], kind[4])].mean())
+
+        def drawn(kind: TransferKind, jid: int = jid) -> float:
+            return float(rng.choice(kept[(jid, kind[1], kind[2], kind[3], kind[4])]))
+
+        means, draws = (simulate_jobs(topo, [(plan, job)], params, iterations=iterations, warmup=warmup, seed=seed,
+                                      given=given)[0] for given in (at_mean, drawn))
+        t, perf = played[jid], state.jobs[jid].perf
+        rows.append({"seed": seed, "job": jid, "kind": job_kind(plan), "schedule": plan.schedule, "played_s": t,
+                     "fast_err": perf.iter_time / t - 1.0, "means_err": means / t - 1.0, "draws_err": draws / t - 1.0,
+                     "hop_transfer_err": _hop_transfer_error(topo, plan, job, perf, played_means, jid)})
+    return rows
+
+
+def report_decomposed(rows: Sequence[dict[str, Any]]) -> None:
+    """Print :func:`decomposed_errors`' three error distributions, overall and by schedule."""
+    for label, key in (("fast path", "fast_err"), ("alone at the played means", "means_err"),
+                       ("alone at played times drawn", "draws_err")):
+        print(f"{label:<28} {_summary(np.array([r[key] for r in rows]))}")
+        for schedule in sorted({r["schedule"] for r in rows}):
+            print(f"  {schedule:<26} {_summary(np.array([r[key] for r in rows if r['schedule'] == schedule]))}")
+    for schedule in sorted({r["schedule"] for r in rows}):
+        hops = np.array([r["hop_transfer_err"] for r in rows if r["schedule"] == schedule])
+        hops = hops[~np.isnan(hops)]
+        print(f"the fast path's hop transfer times against their played means, {schedule}: {_summary(hops)}")
 
 
 def episode_starts(scenario: str, agent: str, seeds: Sequence[int]) -> dict[str, Any]:
@@ -376,6 +466,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="instead of random cases: what these agents start across regions in these scenarios' "
                          "episodes (seeds --episode-seeds), how often it shares a link, and each plan alone")
     ap.add_argument("--episode-seeds", default="10000,10001", help="episode seeds for --episodes")
+    ap.add_argument("--decompose", action="store_true",
+                    help="instead: each job alone at the WAN transfer times it played together (their means, "
+                         "and drawn from them), to tell the error of mean times from that of their variation")
     ap.add_argument("--max-sets", type=int, default=3,
                     help="--episodes: the shared starts whose jobs are played together, at most (the first ones)")
     args = ap.parse_args(argv)
@@ -392,9 +485,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for seed in _seeds(args.seeds):
-        rows += case_errors(seed, args.iterations, args.warmup, args.offsets)
+        rows += (decomposed_errors(seed, args.iterations, args.warmup) if args.decompose
+                 else case_errors(seed, args.iterations, args.warmup, args.offsets))
     print(f"{len(rows)} jobs in {len(_seeds(args.seeds))} cases, {time.perf_counter() - t0:.0f} s")
-    report(rows)
+    (report_decomposed if args.decompose else report)(rows)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)

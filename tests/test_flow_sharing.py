@@ -239,6 +239,82 @@ def test_the_flow_check_script_refuses_bad_input_in_one_line(argv):
     assert done.returncode == 2 and done.stderr.startswith("sfenv: --") and done.stderr.count("\n") == 1, done.stderr
 
 
+def _chain_alone() -> tuple[Topology, PerfParams, Plan, JobSpec]:
+    """A 3-stage 1F1B chain over two 1 Gbit/s links, data-parallel 2 (rings across regions too), TCP not binding."""
+    topo = Topology(_regions(3), [Link(0, 1, 1.0, 20.0), Link(1, 2, 1.0, 30.0)])
+    job = JobSpec(0, MODEL_ZOO["gpt-350m"], 32, 1, 0.0, 1, 64)
+    plan = Plan(0, (Stage.at(0, 8, dp=2), Stage.at(1, 8, dp=2), Stage.at(2, 8, dp=2)), recompute="full")
+    return topo, PerfParams(wan_streams=WIDE_TCP, dp_overlap=0.0), plan, job
+
+
+def test_the_check_records_every_wan_transfer_it_plays():
+    """``trace``: each hop direction sends m transfers per iteration (warm-up included), each taking its bits over
+    half the link's capacity when the job is alone (its two replicas send at once); nothing inside a region is
+    recorded."""
+    from sfenv.model.flowcheck import TransferTrace
+
+    topo, params, plan, job = _chain_alone()
+    trace: TransferTrace = {}
+    simulate_jobs(topo, [(plan, job)], params, iterations=3, warmup=1, trace=trace)
+    m = evaluate_plan(plan, job, topo, params).microbatches
+    hops = {kind: times for kind, times in trace.items() if kind[4] < 0}
+    assert sorted((a, b) for _, a, b, _, _ in hops) == [(0, 1), (1, 0), (1, 2), (2, 1)]
+    for (index, _, _, bits, _), times in hops.items():
+        assert index == 0 and len(times) >= 4 * m
+        assert all(x == pytest.approx(2 * bits / 1e9, rel=1e-9) for _, x in times)
+    assert {kind[4] for kind in trace} == {-1, -2, -3, -4}  # the rings of a stage inside one region stay there
+
+
+def test_a_job_played_at_given_transfer_times_plays_as_the_network_made_them():
+    """``given``: a job alone played at the times its transfers took plays as before; twice those times, as on
+    links of half the capacity."""
+    from sfenv.model.flowcheck import TransferKind, TransferTrace
+
+    topo, params, plan, job = _chain_alone()
+    trace: TransferTrace = {}
+    alone = simulate_jobs(topo, [(plan, job)], params, iterations=3, warmup=1, trace=trace)[0]
+    mean = {kind: float(np.mean([x for _, x in times])) for kind, times in trace.items()}
+
+    def twice(kind: TransferKind) -> float:
+        return 2.0 * mean[kind]
+
+    assert simulate_jobs(topo, [(plan, job)], params, iterations=3, warmup=1, given=mean.__getitem__)[0] == \
+        pytest.approx(alone, rel=1e-9)
+    half = simulate_jobs(topo, [(plan, job)], params, iterations=3, warmup=1,
+                         capacity_bps=[c / 2 for c in topo.directed_bw_bps])[0]
+    assert half > 1.2 * alone
+    assert simulate_jobs(topo, [(plan, job)], params, iterations=3, warmup=1, given=twice)[0] == \
+        pytest.approx(half, rel=1e-9)
+
+
+def test_the_decomposition_tells_mean_transfer_times_from_their_variation():
+    """Case 1051 (docs/model.md): the 8-micro-batch 1F1B chain that shares both links with a 4-replica chain plays
+    4.16 s; alone at its transfers' played mean times it would play 13 % faster, and at times drawn from them
+    within 1 %: its transfers' variation is what the fast path (-9 %) misses, while it expects their mean 8 % too
+    long (measured 2026-11-27)."""
+    from sfenv.experiments.flow_check import decomposed_errors
+
+    rows = decomposed_errors(1051, iterations=30, warmup=5)
+    topo, params, jobs = random_case(1051)
+    fast = settled_times(topo, params, jobs)
+    played = simulate_jobs(topo, jobs, params, iterations=30, warmup=5, seed=1051)
+    for row, f, t in zip(rows, fast, played, strict=True):
+        assert row["played_s"] == t and row["fast_err"] == pytest.approx(f / t - 1.0, rel=1e-12)
+    short = rows[1]
+    assert short["played_s"] == pytest.approx(4.16, abs=0.01)
+    assert short["means_err"] < -0.10 and abs(short["draws_err"]) < 0.02 and short["fast_err"] < -0.05
+    assert 0.05 < short["hop_transfer_err"] < 0.10
+
+
+def test_the_decomposition_runs_from_the_command_line(capsys):
+    from sfenv.experiments.flow_check import main
+
+    main(["--seeds", "1051", "--iterations", "3", "--warmup", "1", "--decompose"])
+    out = capsys.readouterr().out
+    assert "2 jobs in 1 cases" in out
+    assert all(label in out for label in ("fast path", "alone at the played means", "alone at played times drawn"))
+
+
 def test_played_longer_the_check_hardly_depends_on_where_the_jobs_started(check_rows):
     """30 iterations after 5 of warm-up, from 4 start offsets: each job's played time spreads by under 2 %
     (measured 2026-11-27 on these cases: at most 1.6 %; docs/model.md), so the check can judge a 5 % bound; the one

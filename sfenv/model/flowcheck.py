@@ -41,6 +41,12 @@ compare with :func:`sfenv.model.perf.evaluate_plan` under the settled load
 (:meth:`sfenv.sim.links.LinkState.settle`).  Only ``dp_overlap`` 0 (the all-reduce after the
 pipeline) and 1 (from the iteration's start) are timelines; the model's values in between are a
 mix of the two (its iteration time interpolates them), so the check takes those two.
+
+To tell where the fast path's error comes from, :func:`simulate_jobs` can also record how long each
+transfer across regions sent (``trace``, by :data:`TransferKind`), and play jobs whose transfers across
+regions take given times instead of sharing the network (``given``): a job played alone at the
+times it had when played with others keeps their effect without their company
+(:func:`experiments.flow_check.decomposed_errors`).
 """
 
 from __future__ import annotations
@@ -57,6 +63,12 @@ from sfenv.model.perf import ACT_BYTES, PerfParams, Plan, Stage, dp_ring_bps, ev
 from sfenv.model.pipeline import zero_bubble_order, zero_bubble_split
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec
+
+#: a kind of WAN transfer of a played job: ``(the job's index in the played list, source region, destination
+#: region, bits, tag)``, the tag as in :func:`sfenv.model.perf.plan_wan_transfers` (a ring step's is its stage's)
+TransferKind = tuple[int, int, int, float, int]
+#: every WAN transfer a play sent, by kind: ``(start, seconds until its last bit left)`` each
+TransferTrace = dict[TransferKind, list[tuple[float, float]]]
 
 __all__ = ["PLAYED_SCHEDULES", "ZERO_BUBBLE_ORDERS", "FlowSim", "max_min_rates", "simulate_jobs",
            "zero_bubble_candidates"]
@@ -244,6 +256,11 @@ class _Job:
                                  "cross-region transfers")
             self.pinned = {(a, b, tag): links for (a, b, _, tag, _), links in zip(transfers, plan.routes)}
         self.times: list[float] = []
+        #: its index in the played list, where its WAN transfers are recorded (if at all), and the times they
+        #: take instead of sharing the network (if given): see :func:`simulate_jobs`
+        self.index = 0
+        self.trace: TransferTrace | None = None
+        self.given: Callable[[TransferKind], float] | None = None
         self.start = 0.0
         self.waiting = 0
         self.rings_started = False
@@ -432,6 +449,12 @@ class _Job:
         if a == b:
             self.sim.at(self.sim.now + bits / (float(topo.intra_bw_bps[a]) * tp), done)
             return
+        kind: TransferKind = (self.index, a, b, bits, tag)
+        if self.trace is not None:
+            done = self._traced(self.trace.setdefault(kind, []), done)
+        if self.given is not None:
+            self.sim.at(self.sim.now + self.given(kind), done)
+            return
         links = self._route(a, b, nbytes, tag)[0]
         route = topo.directed_route(a, b, links)
         pr = self.params
@@ -443,6 +466,16 @@ class _Job:
             if hop_lat > 0:
                 bound = min(bound, pr.wan_streams * pr.tcp_window_bytes * 8.0 / (2.0 * hop_lat))
         self.sim.send(route, weight, bits, bound, done)
+
+    def _traced(self, log: list[tuple[float, float]], done: Callable[[], None]) -> Callable[[], None]:
+        """``done`` that first appends the transfer's ``(start, seconds)`` to ``log``."""
+        start = self.sim.now
+
+        def traced() -> None:
+            log.append((start, self.sim.now - start))
+            done()
+
+        return traced
 
     # ---------------------------------------------------------------- rings
     def _intra_ring_bps(self, st: Stage, region: int) -> float:
@@ -505,7 +538,8 @@ def zero_bubble_candidates(plan: Plan) -> list[tuple[Plan, str]]:
 def simulate_jobs(
     topo: Topology, jobs: Sequence[tuple[Plan, JobSpec]], params: PerfParams, iterations: int = 6, warmup: int = 2,
     seed: int = 0, jitter: float = 0.0, capacity_bps: Sequence[float] | None = None,
-    orders: Sequence[str] | None = None,
+    orders: Sequence[str] | None = None, trace: TransferTrace | None = None,
+    given: Callable[[TransferKind], float] | None = None,
 ) -> list[float]:
     """Play ``jobs`` together (see the module docstring); each one's mean iteration time after ``warmup`` iterations.
 
@@ -521,6 +555,10 @@ def simulate_jobs(
         (default ``hand`` for all; other plans ignore it).  The model takes the faster of the two (and of
         the orders it may fall back to, :func:`zero_bubble_candidates`), so a job played alone is compared
         with the fastest candidate.
+    :param trace: if given, filled with every WAN transfer's start and seconds sending (its latency
+        after), by :data:`TransferKind` (the job's index in ``jobs`` first), warm-up included.
+    :param given: if given, every WAN transfer takes ``given(kind)`` seconds instead of sharing the
+        network (its latency still follows): plays jobs at transfer times measured elsewhere.
     """
     if params.dp_overlap not in (0.0, 1.0):
         raise ValueError(f"dp_overlap must be 0 or 1 for a timeline, not {params.dp_overlap}")
@@ -535,6 +573,8 @@ def simulate_jobs(
     sim = FlowSim(topo.directed_bw_bps.tolist() if capacity_bps is None else capacity_bps)
     runs = [_Job(sim, topo, plan, job, params, int(params.dp_overlap), rng, jitter, order)
             for (plan, job), order in zip(jobs, order_of, strict=True)]
+    for index, run in enumerate(runs):
+        run.index, run.trace, run.given = index, trace, given
     for run in runs:
         offset = float(rng.uniform(0.0, 1.0)) * run.m * max(run.compute)
         sim.at(offset, run.begin)
