@@ -36,6 +36,7 @@ from pydantic import (
 from sfenv.errors import InvalidInput, SfenvError, did_you_mean
 from sfenv.model.perf import SCHEDULES, PerfParams
 from sfenv.model.routing import ROUTING_MODES
+from sfenv.model.sharing import WAN_SHARING
 from sfenv.world import limits as lim
 from sfenv.world.carbon import (
     BUNDLED_CARBON_CSV,
@@ -467,6 +468,10 @@ class SimCfg(_Strict):
     (:mod:`sfenv.model.routing`); ``adaptive`` picks them so too, and moves a running job to the
     routes best at the load whenever the WAN changes, if its iteration time falls by more than 1 %
     (:mod:`sfenv.sim.reroute`).
+
+    ``wan_sharing`` (default ``v2``): how transfers share the WAN (:attr:`sfenv.model.perf.PerfParams.wan_sharing`):
+    ``v2``, env v2's model, or ``v3``, which sees other jobs' bursts come and go and a job's own hops
+    send as its schedule has them (closer to the flow-level check; docs/model.md, meant for env v3).
     """
 
     horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0
@@ -478,11 +483,13 @@ class SimCfg(_Strict):
     tcp_window_mib: PosFloat = 3.0
     schedule: str = "1f1b"
     routing: str = "static"
+    wan_sharing: str = "v2"
 
     def perf_params(self) -> PerfParams:
         """The performance-model constants these settings set."""
         return PerfParams(mfu=self.mfu, dp_overlap=self.dp_overlap, memory_headroom=self.memory_headroom,
-                          wan_streams=self.wan_streams, tcp_window_bytes=self.tcp_window_mib * 2**20)
+                          wan_streams=self.wan_streams, tcp_window_bytes=self.tcp_window_mib * 2**20,
+                          wan_sharing=self.wan_sharing)
 
     @field_validator("schedule")
     @classmethod
@@ -497,6 +504,14 @@ class SimCfg(_Strict):
         if v not in ROUTING_MODES:
             raise ValueError(f"unknown routing {v!r}{did_you_mean(v, ROUTING_MODES)}; expected one of "
                              f"{list(ROUTING_MODES)}")
+        return v
+
+    @field_validator("wan_sharing")
+    @classmethod
+    def _wan_sharing(cls, v: str) -> str:
+        if v not in WAN_SHARING:
+            raise ValueError(f"unknown wan_sharing {v!r}{did_you_mean(v, WAN_SHARING)}; expected one of "
+                             f"{list(WAN_SHARING)}")
         return v
 
 
@@ -634,9 +649,10 @@ class ScenarioCfg(_Strict):
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Dump without ``stragglers``, ``carbon``, ``reward.carbon_weight``, ``sim.routing`` when unset, 0 or static.
+        """Dump without the options scenarios written before them lack, when unset or at their old behaviour.
 
-        Scenarios written before them keep their hash.
+        ``stragglers`` and ``carbon`` unset, ``reward.carbon_weight`` 0, ``sim.routing`` static and
+        ``sim.wan_sharing`` v2 are left out, so those scenarios keep their hash.
         """
         data: dict[str, Any] = handler(self)
         for key in ("stragglers", "carbon"):
@@ -648,6 +664,8 @@ class ScenarioCfg(_Strict):
         sim = data.get("sim")
         if isinstance(sim, dict) and sim.get("routing") == "static":
             del sim["routing"]
+        if isinstance(sim, dict) and sim.get("wan_sharing") == "v2":
+            del sim["wan_sharing"]
         return data
 
     @field_validator("name")

@@ -21,6 +21,7 @@ from sfenv.model.sharing import (
     BULK,
     BURST,
     BURST_BPS,
+    BURST_DECAY,
     BURST_VAR,
     BUSY,
     PHASED_BPS,
@@ -104,6 +105,70 @@ def test_a_ring_step_meets_a_gpipe_pass_frozen_when_shorter_than_that_jobs_itera
     load[PHASED_CYCLE, 0] = 0.5 * 0.9 * step  # an iteration shorter than the step: the ring averages the pass
     rates, _ = group_rates([ring], np.array([1e9, 1e9]), load, None, WIDE_TCP, 3.0 * 2**20)
     assert rates == pytest.approx([0.75e9])
+
+
+def test_the_sharing_model_is_v2_unless_asked_and_named_when_wrong():
+    """``wan_sharing``: env v2's model by default; ``v3`` on request; anything else names the field."""
+    from sfenv.runs.results import scenario_hash
+    from sfenv.scenario import ScenarioError, load_scenario
+
+    assert PerfParams().wan_sharing == "v2" and PerfParams(wan_sharing="v3").wan_sharing == "v3"
+    with pytest.raises(ValueError, match="wan_sharing"):
+        PerfParams(wan_sharing="v4")
+    base = load_scenario("spider-8")
+    v3 = base.with_overrides(sim={"wan_sharing": "v3"})
+    assert base.cfg.sim.perf_params().wan_sharing == "v2" and v3.cfg.sim.perf_params().wan_sharing == "v3"
+    assert scenario_hash(base.with_overrides(sim={"wan_sharing": "v2"})) == scenario_hash(base) != scenario_hash(v3)
+    with pytest.raises(ScenarioError, match=r"sim\.wan_sharing"):
+        base.with_overrides(sim={"wan_sharing": "v4"})
+
+
+def _switching_load(decay_per_s: float) -> np.ndarray:
+    """Another job's burst on link 0 half the time at 0.5 Gbit/s, its on-off state decorrelating at ``decay_per_s``."""
+    load = empty_load(2)
+    load[BUSY, 0] = 0.5
+    load[BURST_BPS, 0] = 0.5 * 0.5e9
+    load[BURST_VAR, 0] = (0.5e9) ** 2 * 0.25
+    load[BURST_DECAY, 0] = load[BURST_VAR, 0] * decay_per_s
+    return load
+
+
+@pytest.mark.parametrize("decay_per_s", [0.0, 1.0 / 1.2, 1e7])
+def test_under_v3_a_burst_sees_other_bursts_come_and_go(decay_per_s):
+    """v3: an 800 Mbit transfer (1.2 s at the frozen share) beside a burst on half the time: frozen (v2's
+    1/1.5 Gbit/s) when that burst never switches during it, fluid (the link less its 0.25 Gbit/s average) when it
+    switches fast, and at one correlation time (u = 1) the two-state Markov chain's exact mean time between
+    (Kulkarni, Nicola & Trivedi 1987): ``1/r = 1/fluid + (1/frozen - 1/fluid)(1 - e^-1)``."""
+    load = _switching_load(decay_per_s)
+    frozen, fluid = 1e9 / 1.5, 0.75e9
+    v2, _ = group_rates([_group(BURST, (0,))], np.array([1e9, 1e9]), load, None, WIDE_TCP, 3.0 * 2**20)
+    v3, _ = group_rates([_group(BURST, (0,))], np.array([1e9, 1e9]), load, None, WIDE_TCP, 3.0 * 2**20,
+                        switching=True)
+    assert v2 == pytest.approx([frozen])
+    u = 8e8 / frozen * decay_per_s
+    expected = frozen if u == 0 else 1.0 / (1.0 / fluid + (1.0 / frozen - 1.0 / fluid) * (1.0 - math.exp(-u)) / u)
+    assert v3 == pytest.approx([expected], rel=1e-6)
+    assert frozen <= v3[0] <= fluid
+
+
+def test_a_pipelines_own_hops_send_together_as_its_schedule_has_them():
+    """``hop_overlap`` replays the schedule: GPipe's forward and backward transfers never send at once; 1F1B's do
+    most of the time when the WAN is the bottleneck and never when short transfers fall between long compute;
+    ``own_load`` takes those shares instead of independent duties."""
+    from sfenv.model.pipeline import default_windows, hop_overlap
+    from sfenv.model.sharing import own_load
+
+    gpipe = hop_overlap([1.0, 1.0], [0.01], [0.2], [0.2], 8, "gpipe", default_windows(2, 8, "gpipe"))
+    assert gpipe == {(0, 1): 0.0, (1, 0): 0.0}
+    windows = default_windows(2, 8, "1f1b")
+    assert min(hop_overlap([1e-3, 1e-3], [0.01], [1.0], [1.0], 8, "1f1b", windows).values()) > 0.8
+    assert max(hop_overlap([1.0, 1.0], [0.01], [0.01], [0.01], 8, "1f1b", windows).values()) == 0.0
+    with pytest.raises(ValueError, match="zb-h1"):
+        hop_overlap([1.0, 1.0], [0.01], [0.2], [0.2], 8, "zb-h1", windows)
+    groups = [_group(BURST, (0,), key=0), _group(BURST, (0,), key=3)]
+    independent = own_load(groups, [0.4, 0.4], 10.0, (0.5, 0.5, 1.0), 0.0)
+    scheduled = own_load(groups, [0.4, 0.4], 10.0, (0.5, 0.5, 1.0), 0.0, {(0, 3): 0.25, (3, 0): 0.25})
+    assert independent[0][1][0] == pytest.approx(0.4) and scheduled[0][1][0] == pytest.approx(0.25)
 
 
 def test_a_bounded_ring_cannot_take_what_the_bursts_leave_beyond_its_bound():
@@ -203,6 +268,23 @@ def test_fast_path_agrees_with_the_flow_level_check(check_errors):
     assert np.median(err) <= 0.015
     assert (err <= 0.05).mean() >= 0.85
     assert err.max() <= 0.11
+
+
+def test_the_v3_sharing_model_agrees_with_the_check_at_least_as_well(check_rows):
+    """The same 30 jobs with ``wan_sharing: v3`` (measured 2026-11-27: median 1.2 %, 87 % within 5 %, largest 7.9 %;
+    v2 1.4 %, 87 %, 8.0 %): the bounds of v2's test hold, and it is no worse than v2 in the mean."""
+    import dataclasses
+
+    v2, v3 = [], []
+    for seed in CHECK_SEEDS:
+        topo, params, jobs = random_case(seed)
+        rows = [r for r in check_rows if r["seed"] == seed]
+        fast = settled_times(topo, dataclasses.replace(params, wan_sharing="v3"), jobs)
+        v3 += [abs(fast[r["job"]] / r["played_s"] - 1.0) for r in rows]
+        v2 += [abs(r["err"]) for r in rows]
+    err = np.array(v3)
+    assert len(err) >= 25 and np.median(err) <= 0.015 and (err <= 0.05).mean() >= 0.85 and err.max() <= 0.11
+    assert err.mean() <= np.mean(v2) + 1e-3
 
 
 def test_sharing_matters_in_the_check_cases(check_errors):
@@ -378,19 +460,40 @@ def test_jobs_that_really_shared_a_link_agree_with_the_check_played_together():
     assert len(rows) == 2 * len(found["together"][0]) and max(abs(r["err"]) for r in rows) <= 0.05
 
 
-@pytest.mark.xfail(strict=True, reason="the sharing model's burst view is pessimistic for a job whose one flow sends "
-                                       "all the time (docs/model.md, 'What the agents really run'): 26 % here")
-def test_spantrain_jobs_that_share_a_link_on_spider_32_agree_with_the_check():
+@pytest.fixture(scope="module")
+def spider32_shared() -> dict:
+    """spider-32, spantrain, validation seed 10000: what it starts, and the jobs of its shared starts."""
+    from sfenv.experiments.flow_check import episode_starts
+
+    return episode_starts("spider-32", "spantrain", [10_000])
+
+
+def _first_shared_set_errors(found: dict, wan_sharing: str) -> list[float]:
+    """Each job's error at the first shared start, played together at dp_overlap 0 as it ran (6 iterations)."""
+    import dataclasses
+
+    from sfenv.experiments.flow_check import together_errors
+
+    assert found["shared"] >= 20 and {p.schedule for p, _ in found["together"][0]} == {"zb-h2"}
+    params = dataclasses.replace(found["params"], dp_overlap=0.0, wan_sharing=wan_sharing)
+    rows = [r for r in together_errors(found["topo"], params, found["together"][:1], iterations=6, warmup=2,
+                                       offsets=1) if r["overlap"] == 0.0]
+    assert len(rows) == 2
+    return [r["err"] for r in rows]
+
+
+@pytest.mark.xfail(strict=True, reason="the v2 sharing model's burst view is pessimistic for a job whose one flow "
+                                       "sends all the time (docs/model.md, 'What the agents really run'): 26 % here")
+def test_spantrain_jobs_that_share_a_link_on_spider_32_agree_with_the_check(spider32_shared):
     """spider-32, spantrain, validation seed 10000, its first shared start: two zero-bubble jobs played together as
     they ran, each the way it runs fastest alone.  Measured 2026-11-27 at dp_overlap 0: the 4-replica job agrees
     (0.0 %), the 8-stage one relaying its hop over five links is 26 % slower in the fast path (186 s against 147 s)."""
-    import dataclasses
+    assert max(abs(e) for e in _first_shared_set_errors(spider32_shared, "v2")) <= 0.05
 
-    from sfenv.experiments.flow_check import episode_starts, together_errors
 
-    found = episode_starts("spider-32", "spantrain", [10_000])
-    assert found["shared"] >= 20 and {p.schedule for p, _ in found["together"][0]} == {"zb-h2"}
-    params = dataclasses.replace(found["params"], dp_overlap=0.0)
-    rows = [r for r in together_errors(found["topo"], params, found["together"][:1], iterations=6, warmup=2,
-                                       offsets=1) if r["overlap"] == 0.0]
-    assert len(rows) == 2 and max(abs(r["err"]) for r in rows) <= 0.05
+def test_under_v3_those_spantrain_jobs_agree_with_the_check(spider32_shared):
+    """The same set under ``wan_sharing: v3``: the relayed hop sees the other job's bursts come and go, 144.5 s
+    against the check's 147.3 s (measured 2026-11-27: -1.9 % and 0.0 %).  The next two shared sets are not
+    within 5 % under v3 either (-17 %, from +37 % under v2; docs/model.md)."""
+    errors = _first_shared_set_errors(spider32_shared, "v3")
+    assert max(abs(e) for e in errors) <= 0.05 and errors[0] < -0.01

@@ -63,8 +63,18 @@ import numpy as np
 
 from sfenv.hashing import HashedKey, cached_hash, cached_value, state_without_hash
 from sfenv.model.compute import RECOMPUTE_MODES, layer_costs, lm_head_time, stage_unit
-from sfenv.model.pipeline import SCHEDULES, _pipeline_time_cached, default_windows, steady_period
-from sfenv.model.sharing import BULK, BURST, FlowGroup, duties, empty_load, group_rates, own_load, self_sharing
+from sfenv.model.pipeline import SCHEDULES, _pipeline_time_cached, default_windows, hop_overlap, steady_period
+from sfenv.model.sharing import (
+    BULK,
+    BURST,
+    WAN_SHARING,
+    FlowGroup,
+    duties,
+    empty_load,
+    group_rates,
+    own_load,
+    self_sharing,
+)
 from sfenv.world.topology import Scalars, Topology
 from sfenv.world.workload import JobSpec
 
@@ -275,6 +285,9 @@ class PerfParams:
         :mod:`sfenv.model.sharing`.
     :param tcp_window_bytes: bytes in flight per connection and round trip: 3 MiB, half of Linux's
         default largest receive buffer (``tcp_rmem`` 6 MiB, ``tcp_adv_win_scale`` 1).
+    :param wan_sharing: how transfers share the WAN, one of :data:`sfenv.model.sharing.WAN_SHARING`:
+        ``v2`` (the default, env v2's) or ``v3`` (other jobs' bursts seen as they come and go, a job's
+        own hops as its schedule has them send; :mod:`sfenv.model.sharing`, docs/model.md).
     """
 
     mfu: float = 0.4
@@ -282,6 +295,11 @@ class PerfParams:
     memory_headroom: float = 0.9
     wan_streams: int = 16
     tcp_window_bytes: float = 3.0 * 2**20
+    wan_sharing: str = "v2"
+
+    def __post_init__(self) -> None:
+        if self.wan_sharing not in WAN_SHARING:
+            raise ValueError(f"wan_sharing: expected one of {list(WAN_SHARING)}, got {self.wan_sharing!r}")
 
 
 @dataclass
@@ -292,7 +310,9 @@ class PlanPerf:
     times are then ``inf``.  All times in seconds, power in watts, throughput in tokens/s.  For a
     plan across regions, ``flow_rates_bps``, ``flow_duty`` and ``flow_levels_bps`` give, per group of
     :func:`plan_flow_groups`, its rate per member while it sends, the share of the iteration it sends,
-    and the rate it could get on each link of its route (:mod:`sfenv.model.sharing`).
+    and the rate it could get on each link of its route (:mod:`sfenv.model.sharing`); ``flow_overlap``
+    how its hop directions overlap under its schedule where its own groups share a link
+    (:func:`sfenv.model.pipeline.hop_overlap`), else None.
     """
 
     feasible: bool
@@ -317,6 +337,7 @@ class PlanPerf:
     flow_rates_bps: list[float] = field(default_factory=list)
     flow_duty: list[float] = field(default_factory=list)
     flow_levels_bps: list[list[float]] = field(default_factory=list)
+    flow_overlap: dict[tuple[int, int], float] | None = None
 
     @property
     def power_w(self) -> float:
@@ -686,29 +707,56 @@ class _Wan:
         pr = self.params
         topo = self.topo
         member_cap = topo.directed_pair_cap_bps if topo.has_pair_caps else None
-        return group_rates(self.groups, self.cap, self.load, own, pr.wan_streams, pr.tcp_window_bytes, member_cap)
+        return group_rates(self.groups, self.cap, self.load, own, pr.wan_streams, pr.tcp_window_bytes, member_cap,
+                           pr.wan_sharing == "v3")
 
     def solve(self, assemble: Callable[[list[float]], PlanPerf], gpipe: bool) -> PlanPerf:
         """The plan's evaluation: ``assemble(rates)`` at the groups' rates, with their duties.
 
         Where the plan's own groups that do not send together cross a common link, a second pass
         takes their overlap (:func:`sfenv.model.sharing.own_load`) from the first pass's iteration
-        time (or from ``own_duty``).
+        time (or from ``own_duty``) and, under the ``v3`` sharing model, for its hops from a replay of
+        its schedule at the first pass's rates (:func:`_schedule_overlap`).
 
         :param gpipe: the plan runs GPipe (its forward and backward transfers never send together).
         """
         groups = self.groups
         rates, levels = self.rates(None)
         perf = assemble(rates)
+        overlap = None
         if self_sharing(groups):
             duty = list(self.own_duty) if self.own_duty is not None else duties(groups, rates, perf.iter_time)
-            own = own_load(groups, duty, perf.iter_time, _phases(perf, gpipe), self.params.dp_overlap)
+            if self.params.wan_sharing == "v3":
+                overlap = _schedule_overlap(self.plan, groups, rates, perf)
+            own = own_load(groups, duty, perf.iter_time, _phases(perf, gpipe), self.params.dp_overlap, overlap)
             rates, levels = self.rates(own)
             perf = assemble(rates)
         perf.flow_rates_bps = rates
         perf.flow_levels_bps = levels
         perf.flow_duty = duties(groups, rates, perf.iter_time)
+        perf.flow_overlap = overlap
         return perf
+
+
+def _schedule_overlap(
+    plan: Plan, groups: Sequence[FlowGroup], rates: Sequence[float], perf: PlanPerf,
+) -> dict[tuple[int, int], float] | None:
+    """How the plan's hop directions overlap under its schedule at these rates.
+
+    :func:`sfenv.model.pipeline.hop_overlap` replays the schedule.  Each hop direction's transfer
+    time is its slowest group's (:func:`_wan_hops`), a hop inside a region keeps its own.  None for
+    one stage, an infeasible first pass, or a zero-bubble schedule (the replay of its greedy order
+    is not a fixed channel sequence; its hops stay independent).
+    """
+    p = len(plan.stages)
+    if p < 2 or plan.schedule not in ("1f1b", "gpipe") or not perf.feasible:
+        return None
+    fwd = list(perf.transfer_times)
+    bwd = list(perf.transfer_times)
+    for k, hop in enumerate(_wan_hops(groups, rates, p - 1)):
+        if hop is not None:
+            fwd[k], bwd[k] = hop[1], hop[2]
+    return hop_overlap(perf.compute_times, perf.latency_times, fwd, bwd, perf.microbatches, plan.schedule, perf.windows)
 
 
 def _phases(perf: PlanPerf, gpipe: bool) -> tuple[float, float, float]:

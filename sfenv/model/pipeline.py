@@ -74,6 +74,7 @@ from sfenv.interrupts import ctrl_c_deferred
 __all__ = [
     "SCHEDULES",
     "default_windows",
+    "hop_overlap",
     "pipeline_time",
     "prepare_compiled",
     "replay_held",
@@ -1036,3 +1037,68 @@ def pipeline_time(
         tuple(float(c) for c in compute), tuple(float(v) for v in latency), tuple(float(v) for v in transfer),
         int(m), schedule, w,
     )
+
+
+class _ChannelReplay(_EventReplay):
+    """:class:`_EventReplay` with its own transfer time per hop and direction, recording when each channel sends."""
+
+    __slots__ = ("sending", "two_ways")
+
+    def __init__(self, compute: Sequence[float], latency: Sequence[float], forward: Sequence[float],
+                 backward: Sequence[float], m: int, schedule: str, w: list[int]) -> None:
+        super().__init__(compute, latency, forward, m, schedule, w)
+        self.two_ways = (forward, backward)
+        self.sending: dict[tuple[int, int], list[tuple[float, float]]] = {}
+
+    def send(self, t: float, hop: int, direction: int, dst: int, kind: int, i: int) -> None:
+        """As :meth:`_EventReplay.send`, with the direction's transfer time, and the channel's busy interval kept."""
+        key = (hop, direction)
+        x = self.two_ways[direction][hop]
+        start = max(t, self.chan_free.get(key, 0.0))
+        self.chan_free[key] = start + x
+        self.sending.setdefault(key, []).append((start, start + x))
+        self.push(start + x + self.latency[hop], kind, dst, i)
+
+
+def hop_overlap(
+    compute: Sequence[float], latency: Sequence[float], forward: Sequence[float], backward: Sequence[float], m: int,
+    schedule: str, windows: Sequence[int],
+) -> dict[tuple[int, int], float]:
+    """How a pipeline's own hop transfers overlap in time under its schedule (one iteration, replayed).
+
+    A schedule fixes when each stage sends (a 1F1B stage alternates forwards and backwards, so two hops
+    that meet on a link may never send at once, or always); their overlap is not the product of their
+    duties.  Each hop direction is a channel busy for its transfer time per micro-batch
+    (:func:`replay_pipeline`'s model, each way its own time).
+
+    :return: ``{(a, b): share of channel a's sending time during which channel b sends}`` for channels
+        ``a != b`` keyed ``2 hop + direction`` (0 forward), as :class:`sfenv.model.sharing.FlowGroup.key`.
+    """
+    if schedule not in ("1f1b", "gpipe"):
+        raise ValueError(f"hop_overlap replays 1f1b and gpipe only, got {schedule!r}")
+    replay = _ChannelReplay(compute, latency, forward, backward, m, schedule, list(windows))
+    replay.run()
+    busy = {2 * hop + d: iv for (hop, d), iv in replay.sending.items()}
+    out: dict[tuple[int, int], float] = {}
+    for a, ia in busy.items():
+        total = sum([e - s for s, e in ia])
+        for b, ib in busy.items():
+            if a != b and total > 0.0:
+                out[(a, b)] = _intersection(ia, ib) / total
+    return out
+
+
+def _intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total length of the intersection of two sorted lists of disjoint intervals."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total

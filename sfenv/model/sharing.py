@@ -25,7 +25,10 @@ of a transfer while it sends under independent activity of other jobs' flows, in
   probability ``delta``, and then an equal sharer.  On one link of capacity ``C`` its expected
   transfer time is ``bits (n + sum delta_g n_g) / (n C)``, exact for equal sharing on one link
   (time is linear in the number of active sharers), i.e. processor sharing among concurrently
-  active flows weighted by their duty cycles;
+  active flows weighted by their duty cycles.  Other jobs' bursts come and go while it sends when their
+  on-off cycle is not long against it: its time is the frozen one's, pulled towards the fluid one
+  (they take their average rate off the link) by the exact result for a rate modulated by a
+  two-state Markov chain (:func:`_modulated`);
 - bulk traffic (an all-reduce step, long) sees bursts come and go many times while it sends: they
   take their average rate ``sum a_g`` off the link (work conservation: whatever they do not use is
   left to it), and other bulk flows are frozen as above.  It gets the larger of that residual
@@ -53,7 +56,13 @@ link: its presence counts with the fraction ``rate / level`` of a share it uses 
 job (:func:`own_load`), groups of the same hop and direction (and all ring steps) send together
 (co-active); its other hops send with their duty within the pipeline's share of the iteration
 (under GPipe a forward hop only in the forward pass, a backward one only in the backward pass);
-its rings and hops overlap by the plan's ``dp_overlap``.
+its rings and hops overlap by the plan's ``dp_overlap``.  Under GPipe and 1F1B the schedule fixes
+when each hop sends, so two of the job's hops that meet on a link send together for the share of
+time a replay of the schedule gives (:func:`sfenv.model.pipeline.hop_overlap`), not as independent
+flows (a 1F1B hop's forward and another hop's backward may never, or always, send at once); and a
+hop meets another of its job's hops as that hop is without it (the arrival theorem,
+:func:`_own_arrival`).  The same overlap gives the covariance of the job's bursts in its load
+(:func:`_burst_covariance`).
 
 The duties depend on the iteration times, which depend on the rates: a fixed point, solved by
 :class:`sfenv.sim.links.LinkState` for the running jobs (a few sweeps) and by
@@ -97,6 +106,7 @@ __all__ = [
     "BULK_BUSY",
     "BURST",
     "BURST_BPS",
+    "BURST_DECAY",
     "BURST_VAR",
     "BUSY",
     "LOAD_ROWS",
@@ -104,6 +114,7 @@ __all__ = [
     "PHASED_BUSY",
     "PHASED_CYCLE",
     "PHASED_VAR",
+    "WAN_SHARING",
     "FlowGroup",
     "duties",
     "empty_load",
@@ -122,8 +133,15 @@ BURST, BULK = 0, 1
 BUSY, BULK_BUSY, BURST_BPS, PHASED_BUSY, PHASED_BPS, PHASED_CYCLE = 0, 1, 2, 3, 4, 5
 #: rows of a load array: the variance of the bursts' rate ((bit/s)^2), all of them and those of one pass
 BURST_VAR, PHASED_VAR = 6, 7
+#: row of a load array: the bursts' rate variance times how fast their on-off state decorrelates
+#: (:func:`_switching`), (bit/s)^2/s
+BURST_DECAY = 8
 #: rows of a load array
-LOAD_ROWS = 8
+LOAD_ROWS = 9
+#: the sharing models (:attr:`sfenv.model.perf.PerfParams.wan_sharing`): ``v2``, env v2's (bursts see other flows
+#: frozen, a job's hops meet as independent flows), and ``v3`` (bursts see other jobs' bursts come and go, a job's
+#: hops meet as its schedule has them send; measured 2026-11-27, docs/model.md), meant for env v3
+WAN_SHARING = ("v2", "v3")
 
 
 class FlowGroup(NamedTuple):
@@ -180,13 +198,16 @@ def self_sharing(groups: Sequence[FlowGroup]) -> bool:
 
 def _level(
     i: int, e: int, cap: float, others: np.ndarray, groups: Sequence[FlowGroup],
-    own: Sequence[Sequence[tuple[float, float]]] | None, bound: float = math.inf,
+    own: Sequence[Sequence[tuple[float, float]]] | None, bound: float = math.inf, switching: bool = False,
 ) -> tuple[float, float]:
     """Per-member rate group ``groups[i]`` expects on directed link ``e`` while it sends (see the module docstring).
 
     :param own: ``own[i][j]``: how many of group j's members send while group i sends, and their rate
         (:func:`own_load`); None: only co-active groups send together.
     :param bound: the most one member carries whatever the link leaves (transport, VM pair), bit/s.
+    :param switching: the sharing model of env v3 (:data:`WAN_SHARING`): a burst meets its job's other
+        hops by the arrival theorem (:func:`_own_arrival`) and other jobs' bursts as they come and go
+        (:func:`_modulated`); False: env v2's frozen view.
     :return: ``(level, rate)``: the link's share for one member, unbounded (what :func:`load_of`
         scales presence by), and the member's expected rate on this link under ``bound``.
     """
@@ -202,6 +223,8 @@ def _level(
         if own is None:
             continue
         presence, usage = own[i][j]
+        if switching and g.kind == BURST and h.kind == BURST and presence > 0.0:
+            presence *= _own_arrival(i, j, e, others, groups, own)
         busy += presence
         if h.kind == BULK:
             bulk_busy += presence
@@ -211,6 +234,8 @@ def _level(
             burst_var += usage * usage * (1.0 - together) / together
     frozen = cap / (co + float(others[BUSY, e]) + busy)
     if g.kind == BURST:
+        if switching:
+            frozen = _modulated(g.bits, frozen, cap, others, e, co + busy)
         return frozen, (frozen if frozen < bound else bound)
     burst += float(others[BURST_BPS, e])
     burst_var += float(others[BURST_VAR, e])
@@ -238,10 +263,81 @@ def _level(
     return level, (1.0 - on) * bound + on * (left if left < bound else bound)
 
 
+def _modulated(bits: float, frozen: float, cap: float, others: np.ndarray, e: int, sharers: float) -> float:
+    """A burst's mean rate on directed link ``e`` when other jobs' bursts come and go while it sends.
+
+    The frozen rate holds when they keep their state for the whole transfer; the fluid rate (they
+    take their average rate off the link, work conservation) when they switch many times during it.
+    For a rate modulated by a two-state Markov chain, the expected time to send ``x`` bits from a
+    random moment is exactly ``x / E[r] + (E[1/r] - 1/E[r]) (1 - e^-u) / u``, ``u`` the transfer's
+    length in units of the chain's correlation time (Kulkarni, Nicola & Trivedi, "The completion
+    time of a job on multimode systems", Adv. Appl. Prob. 19, 1987: in the work clock the chain's
+    generator is ``diag(1/r) Q``, whose stationary law weights states by rate).  We take ``x E[1/r]``
+    as the frozen time, ``x / E[r]`` as the fluid one, and the bursts' correlation time as their
+    rate-variance-weighted mean decorrelation rate (rows :data:`BURST_VAR`, :data:`BURST_DECAY`),
+    the transfer's length as its frozen time.
+
+    :param sharers: this group's co-active members and its own job's presence on ``e`` (frozen).
+    """
+    burst = float(others[BURST_BPS, e])
+    var, decay = float(others[BURST_VAR, e]), float(others[BURST_DECAY, e])
+    if burst <= 0.0 or burst >= cap or var <= 0.0 or decay <= 0.0:
+        return frozen
+    fluid = (cap - burst) / (sharers + float(others[BULK_BUSY, e]))
+    if fluid <= frozen:
+        return frozen
+    u = bits / frozen * decay / var
+    weight = 1.0 if u < 1e-9 else -math.expm1(-u) / u
+    return 1.0 / (1.0 / fluid + (1.0 / frozen - 1.0 / fluid) * weight)
+
+
+def _switching(g: FlowGroup, rate: float, duty: float, iter_time: float) -> float:
+    """How fast a burst group's on-off state decorrelates, ``1 / (t_on (1 - duty))`` in 1/s (0 if always on).
+
+    The rate of an on-off Markov chain with mean on time ``t_on`` and on probability ``duty``;
+    ``t_on`` is one transfer, or for a phased (GPipe) group its whole pass (``duty x iter_time``).
+    """
+    on = duty * iter_time if g.phased else g.bits / rate
+    return 1.0 / (on * (1.0 - duty)) if on > 0.0 and duty < 1.0 else 0.0
+
+
+def _own_arrival(
+    i: int, j: int, e: int, others: np.ndarray, groups: Sequence[FlowGroup],
+    own: Sequence[Sequence[tuple[float, float]]],
+) -> float:
+    """The share of the job's own burst group j's presence on link ``e`` that its burst group i meets.
+
+    j's presence counts the time i's transfers (and those co-active with them) stretch j's own; i
+    meets j as it is without them: the arrival theorem of closed product-form networks (Lavenberg &
+    Reiser, J. Appl. Prob. 17, 1980; Reiser & Lavenberg, "Mean-value analysis of closed multichain
+    queuing networks", JACM 27(2), 1980: a customer arriving at a processor-sharing station sees the
+    network with itself removed, ``R = D (1 + Q(N - 1))``; taking ``Q(N)`` overstates it).  To first
+    order, without i j's frozen time falls by the share ``mine / sharers`` i takes of it, and its
+    duty by that share times ``1 - together`` (the iteration shrinks by the same time; exact for one
+    on-off neighbour whose cycle is its transfer and think time).
+    """
+    g, h = groups[i], groups[j]
+    mine = 0.0
+    sharers = float(h.members) + float(others[BUSY, e])
+    for k, f in enumerate(groups):
+        if k == j or e not in f.links:
+            continue
+        if f.kind == h.kind and f.key == h.key:
+            sharers += f.members
+            continue
+        seen = own[j][k][0]
+        sharers += seen
+        if k == i or (f.kind == g.kind and f.key == g.key):
+            mine += seen
+    together = own[i][j][0] / h.members
+    cut = (1.0 - together) * mine / sharers
+    return 1.0 - cut if cut < 1.0 else 0.0
+
+
 def group_rates(
     groups: Sequence[FlowGroup], cap_bps: np.ndarray, others: np.ndarray,
     own: Sequence[Sequence[tuple[float, float]]] | None, streams: int, window_bytes: float,
-    member_cap_bps: np.ndarray | None = None,
+    member_cap_bps: np.ndarray | None = None, switching: bool = False,
 ) -> tuple[list[float], list[list[float]]]:
     """Rate per member of each group while it sends, against other jobs' load ``others`` and the plan's own groups.
 
@@ -252,6 +348,7 @@ def group_rates(
     :param streams: TCP connections per transfer; ``window_bytes``: their window.
     :param member_cap_bps: the most one member carries over each directed link (the measured rate of
         one VM pair, :attr:`sfenv.world.topology.Topology.directed_pair_cap_bps`), or None: no such cap.
+    :param switching: the sharing model of env v3 (:func:`_level`); False: env v2's.
     :return: ``(rates in bit/s, per group the level on each of its links)``.
     """
     rates: list[float] = []
@@ -261,7 +358,7 @@ def group_rates(
         if member_cap_bps is not None:  # a relayed route runs at its slowest hop's VM-pair rate
             for e in g.links:
                 bound = min(bound, float(member_cap_bps[e]))
-        per_link = [_level(i, e, float(cap_bps[e]), others, groups, own, bound) for e in g.links]
+        per_link = [_level(i, e, float(cap_bps[e]), others, groups, own, bound, switching) for e in g.links]
         rate = min(bounded for _, bounded in per_link) if per_link else math.inf
         rates.append(rate if rate < bound else bound)
         levels.append([level for level, _ in per_link])
@@ -270,7 +367,7 @@ def group_rates(
 
 def own_load(
     groups: Sequence[FlowGroup], duty: Sequence[float], iter_time: float, phases: tuple[float, float, float],
-    overlap: float,
+    overlap: float, hops: dict[tuple[int, int], float] | None = None,
 ) -> list[list[tuple[float, float]]]:
     """How a plan's own groups send together: ``[i][j]`` = (members of group j sending while group i sends, their rate).
 
@@ -283,6 +380,9 @@ def own_load(
 
     :param duty: each group's duty; ``iter_time``: the iteration time it was computed with.
     :param phases: ``(fwd, bwd, pipe)`` shares of the iteration (``fwd + bwd = pipe``).
+    :param hops: the schedule's own overlap of two hop directions (``(a, b)``: the share of a's
+        sending time during which b sends, :func:`sfenv.model.pipeline.hop_overlap`), or None: hops
+        send independently, each with its duty within its share of the iteration.
     """
     fwd, bwd, pipe = phases
     out: list[list[tuple[float, float]]] = []
@@ -291,7 +391,9 @@ def own_load(
         for h, d in zip(groups, duty):
             rate = h.transfers * h.bits / (d * iter_time) if d > 0 and iter_time > 0 else 0.0  # while it sends
             if h.kind == BURST and g.kind == BURST:
-                if h.phased:
+                if hops is not None and (g.key, h.key) in hops:
+                    together = hops[(g.key, h.key)]
+                elif h.phased:
                     together = 0.0 if (g.key & 1) != (h.key & 1) else _within(d, bwd if h.key & 1 else fwd)
                 else:
                     together = _within(d, pipe)
@@ -320,9 +422,45 @@ def duties(groups: Sequence[FlowGroup], rates: Sequence[float], iter_time: float
     return out
 
 
+def _burst_covariance(
+    groups: Sequence[FlowGroup], rates: Sequence[float], duty: Sequence[float], iter_time: float,
+    overlap: dict[tuple[int, int], float] | None, acc: dict[int, list[float]],
+) -> None:
+    """Add to ``acc``'s variance rows the covariance of one plan's bursts that cross a common link.
+
+    Groups of one hop and direction send at the same moments (on together with the smaller duty);
+    two hop directions are on together for the share of the first's sending the schedule gives
+    (``overlap``), else independently: ``Var(sum) = sum Var + 2 sum Cov``; a covariance decorrelates
+    at the mean of its two groups' rates (row :data:`BURST_DECAY`).
+    """
+    bursts = [(g, r, d) for g, r, d in zip(groups, rates, duty) if g.kind == BURST and r > 0.0]
+    touched: set[int] = set()
+    for a, (g, rg, dg) in enumerate(bursts):
+        for h, rh, dh in bursts[a + 1:]:
+            if g.key == h.key:
+                both = dg if dg < dh else dh
+            elif overlap is not None and (g.key, h.key) in overlap:
+                both = dg * overlap[(g.key, h.key)]
+            else:
+                continue
+            cov = g.members * h.members * rg * rh * (both - dg * dh)
+            rate = 0.5 * (_switching(g, rg, dg, iter_time) + _switching(h, rh, dh, iter_time))
+            for e in set(g.links) & set(h.links):
+                row = acc[e]
+                row[BURST_VAR] += 2.0 * cov
+                row[BURST_DECAY] += 2.0 * cov * rate
+                if g.phased and h.phased:
+                    row[PHASED_VAR] += 2.0 * cov
+                touched.add(e)
+    for e in touched:
+        row = acc[e]
+        for k in (BURST_VAR, BURST_DECAY, PHASED_VAR):
+            row[k] = row[k] if row[k] > 0.0 else 0.0
+
+
 def load_of(
     groups: Sequence[FlowGroup], rates: Sequence[float], levels: Sequence[Sequence[float]], duty: Sequence[float],
-    iter_time: float = 0.0,
+    iter_time: float = 0.0, overlap: dict[tuple[int, int], float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """What a plan's groups add to the load of each directed link they cross.
 
@@ -332,6 +470,9 @@ def load_of(
     on with probability ``duty``), a phased (GPipe) one also to the phased rows, with ``iter_time``
     (its job's iteration time, seconds) as its cycle.
 
+    :param overlap: how the plan's hop directions overlap under its schedule
+        (:func:`sfenv.model.pipeline.hop_overlap`), for the covariance of its bursts on a common link
+        (:func:`_burst_covariance`); None: bursts of different hops independent.
     :return: ``(directed link ids, (LOAD_ROWS, len(ids)) values)`` in the :func:`empty_load` row
         layout (a link crossed by several groups appears once, summed).
     """
@@ -348,11 +489,13 @@ def load_of(
                 var = g.members * g.members * r * r * d * (1.0 - d)  # on (all members) with probability d
                 row[BURST_BPS] += n * r
                 row[BURST_VAR] += var
+                row[BURST_DECAY] += var * _switching(g, r, d, iter_time)
                 if g.phased:
                     row[PHASED_BUSY] += n * scale
                     row[PHASED_BPS] += n * r
                     row[PHASED_VAR] += var
                     row[PHASED_CYCLE] += n * scale * iter_time
+    _burst_covariance(groups, rates, duty, iter_time, overlap, acc)
     ids = sorted(acc)
     vals = np.array([acc[e] for e in ids], dtype=float).reshape(len(ids), LOAD_ROWS).T.copy()
     return np.array(ids, dtype=np.intp), vals

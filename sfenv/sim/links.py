@@ -153,7 +153,8 @@ class LinkState:
         groups = plan_flow_groups(plan, self.topo, job)
         if not groups:
             return set()
-        ids, vals = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty, perf.iter_time)
+        ids, vals = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty, perf.iter_time,
+                                  perf.flow_overlap)
         self.jobs[job_id] = JobLoad(plan, job, ids, vals, list(perf.flow_duty), perf, fixed)
         self._rebuild()
         return {int(e) for e in ids}
@@ -219,7 +220,8 @@ class LinkState:
                 if not perf.feasible:  # pragma: no cover - shares never change memory feasibility
                     raise RuntimeError(f"running job {jid} became infeasible: {perf.reason}")
                 groups = plan_flow_groups(entry.plan, self.topo, entry.job)
-                links, load = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty, perf.iter_time)
+                links, load = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty, perf.iter_time,
+                                  perf.flow_overlap)
                 old = entry.perf.iter_time
                 if not math.isclose(perf.iter_time, old, rel_tol=SETTLE_TOLERANCE):
                     moved = True
