@@ -74,10 +74,11 @@ from scipy import stats
 
 from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
 from sfenv.errors import InvalidInput
+from sfenv.model.sharing import WAN_SHARING
 from sfenv.runs import protocol
 from sfenv.runs.progress import EpisodesBar
 from sfenv.runs.results import atomic_write_json, read_results
-from sfenv.scenario import load_scenario
+from sfenv.scenario import Scenario, load_scenario
 
 __all__ = [
     "CLAIMS",
@@ -245,8 +246,13 @@ def run_claims(
     workers: int | None = None,
     caps: dict[str, int] | None = None,
     split: str | None = None,
+    wan_sharing: str = "v2",
 ) -> dict[str, list[dict[str, Any]]]:
     """Run (or resume) every episode the claims need; returns the rows per scenario.
+
+    ``wan_sharing``: the WAN sharing model every scenario is played under (``sim.wan_sharing``,
+    :data:`sfenv.model.sharing.WAN_SHARING`); ``v3`` is recorded in ``out``'s settings, so its runs
+    never mix with ``v2``'s.
 
     ``split``: the protocol split (:mod:`sfenv.runs.protocol`) whose first ``len(seeds)`` seeds of each
     scenario are played (``seeds`` is then ignored); None plays ``seeds`` as explicit seeds, and
@@ -264,9 +270,13 @@ def run_claims(
     """
     out.mkdir(parents=True, exist_ok=True)
     jobs_by = job_caps(list(_plan(claims)), num_jobs, caps)
-    config = {"num_jobs": num_jobs, "job_caps": dict(sorted((caps or {}).items())),
-              "budgets": {k: {n: list(v) if isinstance(v, tuple) else v for n, v in b.items()}
-                          for k, b in sorted((budgets or {}).items())}}
+    if wan_sharing not in WAN_SHARING:
+        raise InvalidInput(f"--wan-sharing: expected one of {', '.join(WAN_SHARING)}, got {wan_sharing!r}")
+    config: dict[str, Any] = {"num_jobs": num_jobs, "job_caps": dict(sorted((caps or {}).items())),
+                              "budgets": {k: {n: list(v) if isinstance(v, tuple) else v for n, v in b.items()}
+                                          for k, b in sorted((budgets or {}).items())}}
+    if wan_sharing != "v2":  # runs made before the option keep their settings
+        config["wan_sharing"] = wan_sharing
     cfg_path = out / "config.json"
     if cfg_path.exists():
         old = json.loads(cfg_path.read_text())
@@ -282,7 +292,9 @@ def run_claims(
         for scenario, names in plan.items():
             played = protocol.seeds(split, len(seeds), scenario) if split else list(seeds)
             on_row = bar.part(scenario, len(names) * len(played))
-            rows[scenario] = evaluate_agents(names, scenario, played, split=split, num_jobs=jobs_by[scenario],
+            played_on: str | Scenario = scenario if wan_sharing == "v2" else load_scenario(scenario).with_overrides(
+                sim={"wan_sharing": wan_sharing})
+            rows[scenario] = evaluate_agents(names, played_on, played, split=split, num_jobs=jobs_by[scenario],
                                              out=out / f"runs-{scenario}.json", resume=True, progress=False,
                                              on_row=on_row, agent_kwargs=budgets, backend=backend, address=address,
                                              workers=workers)
@@ -567,11 +579,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="ray: one Ray task per episode (needs the ray extra)")
     ap.add_argument("--address", default=None, help="with --backend ray: the Ray cluster to join (default: local)")
     ap.add_argument("--workers", type=int, default=None, help="with --backend ray: episodes at once (default: CPUs)")
+    ap.add_argument("--wan-sharing", default="v2", metavar="{" + ",".join(WAN_SHARING) + "}",
+                    help="the WAN sharing model every scenario is played under (sim.wan_sharing; v3: docs/model.md)")
     args = ap.parse_args(argv)
     if args.seeds < 2:
         ap.exit(2, "sfenv: --seeds must be at least 2 (an interval needs two paired seeds)\n")
     if args.num_jobs is not None and args.num_jobs < 0:
         ap.exit(2, "sfenv: --num-jobs must be >= 0 (0: no cap)\n")
+    if args.wan_sharing not in WAN_SHARING:
+        ap.exit(2, f"sfenv: --wan-sharing must be one of {', '.join(WAN_SHARING)}, not {args.wan_sharing[:20]!r}\n")
     quiet_solver_banner()  # HiGHS prints a start-up banner on stdout otherwise
     claims = _select([o.strip() for o in args.only.split(",") if o.strip()])
     if args.scenarios:
@@ -590,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with session:  # one Ray for every scenario
             rows = run_claims(claims, range(args.seeds), args.out, num_jobs, budgets, progress=not args.quiet,
                               backend=args.backend, address=args.address, workers=args.workers, caps=caps,
-                              split=args.split)
+                              split=args.split, wan_sharing=args.wan_sharing)
     results = {c.key: measure(c, rows, args.interval) for c in claims}
     atomic_write_json(args.out / "claims.json", {"claims": [asdict(c) for c in claims], "results": results,
                                                  "interval_method": INTERVALS[args.interval],

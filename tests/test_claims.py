@@ -168,7 +168,8 @@ def test_unknown_claim_is_a_clear_error():
         C.main(["--only", "nope"])
 
 
-@pytest.mark.parametrize("argv, msg", [(["--seeds", "1"], "--seeds"), (["--num-jobs", "-1"], "--num-jobs")])
+@pytest.mark.parametrize("argv, msg", [(["--seeds", "1"], "--seeds"), (["--num-jobs", "-1"], "--num-jobs"),
+                                       (["--wan-sharing", "v4"], "--wan-sharing")])
 def test_bad_arguments_exit_2_with_one_line(argv, msg, capsys):
     with pytest.raises(SystemExit) as exc:
         C.main([*argv, "--only", "spantrain"])
@@ -209,6 +210,21 @@ def test_split_plays_the_splits_first_seeds_and_says_so(tmp_path):
     assert settings["split"] == "test" and settings["seeds"] == first
     assert {r["seed"] for r in rows} == set(first)
     assert f"bace-6 {first[0]}..{first[1]} (the test split's first 2)" in (tmp_path / "claims.md").read_text()
+
+
+def test_the_claims_run_under_another_wan_sharing_model_apart(tmp_path):
+    """``--wan-sharing v3``: every episode played under ``sim.wan_sharing: v3`` (its scenario hash), recorded in the
+    run's settings, so a v2 run in the same folder is refused rather than mixed; v2 runs keep their old settings."""
+    argv = ["--only", "spantrain", "--seeds", "2", "--num-jobs", "2", "--quiet"]
+    assert C.main([*argv, "--out", str(tmp_path / "v3"), "--wan-sharing", "v3"]) == 0
+    assert C.main([*argv, "--out", str(tmp_path / "v2")]) == 0
+    v3 = read_results(tmp_path / "v3" / "runs-cee.json")[0]
+    v2 = read_results(tmp_path / "v2" / "runs-cee.json")[0]
+    assert v3["scenario"] == v2["scenario"] == "cee" and v3["scenario_sha"] != v2["scenario_sha"]
+    assert json.loads((tmp_path / "v3" / "config.json").read_text())["wan_sharing"] == "v3"
+    assert "wan_sharing" not in json.loads((tmp_path / "v2" / "config.json").read_text())
+    with pytest.raises(ValueError, match="other settings"):
+        C.main([*argv, "--out", str(tmp_path / "v3")])
 
 
 def test_scenarios_restrict_a_run():
