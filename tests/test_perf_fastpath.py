@@ -49,25 +49,27 @@ def chain_plans(draw):
     phased = draw(st.sampled_from([0.0, 0.5]))  # the part of the bursts sending in one pass (GPipe)
     burst_bps = busy * 2e8
     var = burst_bps * burst_bps * draw(st.sampled_from([0.0, 1.0]))
+    decay = var * draw(st.sampled_from([0.0, 0.5, 50.0]))  # how fast the bursts' on-off state decorrelates (v3)
     load = np.stack([busy, busy * draw(st.sampled_from([0.0, 0.5])), burst_bps, phased * busy, phased * burst_bps,
-                     phased * busy * draw(st.sampled_from([0.5, 20.0])), var, phased * var])
+                     phased * busy * draw(st.sampled_from([0.5, 20.0])), var, phased * var, decay])
     assert load.shape == (LOAD_ROWS, n)
     cap = TOPO.link_bw_bps * np.array(draw(st.lists(st.sampled_from([0.25, 0.5, 1.0]),
                                                     min_size=TOPO.num_links, max_size=TOPO.num_links)))
-    return plan, job, cap, load
+    params = dataclasses.replace(PARAMS, wan_sharing=draw(st.sampled_from(["v2", "v3"])))
+    return plan, job, cap, load, params
 
 
-def _wan(plan, job, cap=None, load=None):
+def _wan(plan, job, cap=None, load=None, params=PARAMS):
     """The WAN side :func:`evaluate_plan` hands both paths (None inside one region)."""
-    return _Wan(plan, job, TOPO, PARAMS, cap, load, None) if len(plan.regions) > 1 else None
+    return _Wan(plan, job, TOPO, params, cap, load, None) if len(plan.regions) > 1 else None
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(case=chain_plans())
 def test_chain_fast_path_equals_general_path(case):
-    plan, job, cap, load = case
-    fast = _evaluate_chain(plan, job, TOPO, PARAMS, _wan(plan, job, cap, load))
-    general = _evaluate_general(plan, job, TOPO, PARAMS, _wan(plan, job, cap, load))
+    plan, job, cap, load, params = case
+    fast = _evaluate_chain(plan, job, TOPO, params, _wan(plan, job, cap, load, params))
+    general = _evaluate_general(plan, job, TOPO, params, _wan(plan, job, cap, load, params))
     assert fast is not None
     assert dataclasses.asdict(fast) == dataclasses.asdict(general)
     assert [type(x) for x in fast.transfer_times] == [type(x) for x in general.transfer_times]
