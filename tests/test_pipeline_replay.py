@@ -275,3 +275,35 @@ def test_position_sweep_equals_previous_sweep_bit_for_bit(exact_ties):
         for gpipe in (False, True):
             ww = [m] * len(c) if gpipe else w
             assert pipeline._sweep_fixed_order(c, lat, x, m, ww, gpipe) == _previous_sweep(c, lat, x, m, ww, gpipe)
+
+
+def test_hop_overlap_times_channels_as_the_event_replay_does():
+    """:func:`hop_overlap` times each hop direction's sending position by position; the event replay with one
+    transfer time per direction (``_ChannelReplay``) gives the same intervals, so the same shares (seeded grid of
+    depths, micro-batches, GPipe and 1F1B, unequal stages, latencies and transfer times each way, zero included)."""
+    import random
+
+    from sfenv.model.pipeline import _ChannelReplay, default_windows, hop_overlap
+
+    rng = random.Random(0)
+    compared = 0
+    for _ in range(300):
+        p, m, schedule = rng.randint(2, 6), rng.choice([1, 2, 3, 5, 8, 16]), rng.choice(["1f1b", "gpipe"])
+        compute = [rng.choice([0.5, 1.0, 1.3]) for _ in range(p)]
+        latency = [rng.choice([0.0, 0.01, 0.3]) for _ in range(p - 1)]
+        forward = [rng.choice([0.0, 0.05, 0.4, 1.0]) for _ in range(p - 1)]
+        backward = [rng.choice([0.0, 0.05, 0.4, 1.0]) for _ in range(p - 1)]
+        windows = default_windows(p, m, schedule)
+        replay = _ChannelReplay(compute, latency, forward, backward, m, schedule, list(windows))
+        replay.run()
+        busy = {2 * hop + d: iv for (hop, d), iv in replay.sending.items()}
+        shares = hop_overlap(compute, latency, forward, backward, m, schedule, windows)
+        for a, ia in busy.items():
+            total = sum(e - s for s, e in ia)
+            for b, ib in busy.items():
+                if a == b or total <= 0.0:
+                    continue
+                both = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in ia for s2, e2 in ib)
+                assert shares[(a, b)] == pytest.approx(both / total, abs=1e-12)
+                compared += 1
+    assert compared > 5000

@@ -756,7 +756,10 @@ def _schedule_overlap(
     for k, hop in enumerate(_wan_hops(groups, rates, p - 1)):
         if hop is not None:
             fwd[k], bwd[k] = hop[1], hop[2]
-    return hop_overlap(perf.compute_times, perf.latency_times, fwd, bwd, perf.microbatches, plan.schedule, perf.windows)
+    pairs = {(g.key, h.key) for g in groups for h in groups
+             if g.kind == h.kind == BURST and g.key != h.key and set(g.links) & set(h.links)}
+    return hop_overlap(perf.compute_times, perf.latency_times, fwd, bwd, perf.microbatches, plan.schedule, perf.windows,
+                       pairs)
 
 
 def _phases(perf: PlanPerf, gpipe: bool) -> tuple[float, float, float]:

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import lru_cache
 from types import ModuleType
 from typing import Literal
@@ -1062,43 +1062,88 @@ class _ChannelReplay(_EventReplay):
 
 def hop_overlap(
     compute: Sequence[float], latency: Sequence[float], forward: Sequence[float], backward: Sequence[float], m: int,
-    schedule: str, windows: Sequence[int],
+    schedule: str, windows: Sequence[int], pairs: Collection[tuple[int, int]] | None = None,
 ) -> dict[tuple[int, int], float]:
     """How a pipeline's own hop transfers overlap in time under its schedule (one iteration, replayed).
 
     A schedule fixes when each stage sends (a 1F1B stage alternates forwards and backwards, so two hops
     that meet on a link may never send at once, or always); their overlap is not the product of their
     duties.  Each hop direction is a channel busy for its transfer time per micro-batch
-    (:func:`replay_pipeline`'s model, each way its own time).
+    (:func:`replay_pipeline`'s model, each way its own time), timed position by position as
+    :func:`_sweep_fixed_order` times the schedule (the event replay :class:`_ChannelReplay` gives the
+    same, tested).
 
+    :param pairs: the ``(a, b)`` wanted (None: every pair of channels that send).
     :return: ``{(a, b): share of channel a's sending time during which channel b sends}`` for channels
         ``a != b`` keyed ``2 hop + direction`` (0 forward), as :class:`sfenv.model.sharing.FlowGroup.key`.
     """
     if schedule not in ("1f1b", "gpipe"):
         raise ValueError(f"hop_overlap replays 1f1b and gpipe only, got {schedule!r}")
-    replay = _ChannelReplay(compute, latency, forward, backward, m, schedule, list(windows))
-    replay.run()
-    busy = {2 * hop + d: iv for (hop, d), iv in replay.sending.items()}
+    busy = {key: np.asarray(iv, dtype=float) for key, iv in
+            _channel_busy(compute, latency, forward, backward, m, tuple(windows), schedule == "gpipe").items()}
+    sent = {key: _busy_until(iv) for key, iv in busy.items()}
     out: dict[tuple[int, int], float] = {}
     for a, ia in busy.items():
-        total = sum([e - s for s, e in ia])
-        for b, ib in busy.items():
-            if a != b and total > 0.0:
-                out[(a, b)] = _intersection(ia, ib) / total
+        total = float(np.sum(ia[:, 1] - ia[:, 0]))
+        for b, (edges, cum) in sent.items():
+            if a != b and total > 0.0 and (pairs is None or (a, b) in pairs):
+                out[(a, b)] = float(np.sum(np.interp(ia[:, 1], edges, cum) - np.interp(ia[:, 0], edges, cum))) / total
     return out
 
 
-def _intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    """Total length of the intersection of two sorted lists of disjoint intervals."""
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
+def _busy_until(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A channel's busy time up to each edge of its sorted, disjoint ``(start, end)`` intervals: ``(edges, busy)``.
+
+    Piecewise linear in time between them (:func:`numpy.interp`), so another interval meets the
+    channel for its increase across that interval.
+    """
+    edges = intervals.ravel()  # s1, e1, s2, e2, ...: non-decreasing
+    cum = np.zeros(len(edges))
+    cum[1::2] = np.cumsum(intervals[:, 1] - intervals[:, 0])
+    cum[2::2] = cum[1:-1:2]
+    return edges, cum
+
+
+def _channel_busy(
+    compute: Sequence[float], latency: Sequence[float], forward: Sequence[float], backward: Sequence[float], m: int,
+    windows: tuple[int, ...], gpipe: bool,
+) -> dict[int, list[tuple[float, float]]]:
+    """Each hop direction's sending intervals over one iteration, keyed ``2 hop + direction``, in time order.
+
+    :func:`_sweep_fixed_order`'s loop with each direction's own transfer time, recording when each
+    channel sends (a FIFO channel: each transfer starts when it is handed over or when the one before
+    it has left, whichever is later).
+    """
+    p = len(compute)
+    fwd = [c / 3.0 for c in compute]
+    bwd = [2.0 * c / 3.0 for c in compute]
+    f_arr = [-math.inf] * m + [0.0] * ((p - 1) * m)
+    g_arr = [0.0] * (p * m)
+    free = [0.0] * p
+    down = [0.0] * p
+    up = [0.0] * p
+    busy: dict[int, list[tuple[float, float]]] = {}
+    for kind, k, j, to in _sweep_plan(gpipe, m, windows):
+        if kind == _LAST_F or kind == _FIRST_B:
+            t = free[k]
+            ready = f_arr[j] if kind == _LAST_F else g_arr[j]
+            t = (ready if ready > t else t) + (fwd[k] if kind == _LAST_F else bwd[k])
+            free[k] = t
+            if kind == _LAST_F:
+                g_arr[j] = t
+            continue
+        if kind == _SEND_DOWN:
+            ready, hop, op, chan, x = f_arr[j], k, fwd[k], down, forward[k]
         else:
-            j += 1
-    return total
+            ready, hop, op, chan, x = g_arr[j], to, bwd[k], up, backward[to]
+        t = free[k]
+        t = (ready if ready > t else t) + op
+        free[k] = t
+        start = t if t > chan[hop] else chan[hop]
+        chan[hop] = start + x
+        busy.setdefault(2 * hop + (kind == _SEND_UP), []).append((start, start + x))
+        if kind == _SEND_DOWN:
+            f_arr[to] = start + x + latency[hop]
+        else:
+            g_arr[j - m] = start + x + latency[hop]
+    return busy
