@@ -129,3 +129,20 @@ def test_building_an_env_loads_the_compiled_replays_so_no_step_pays_for_it() -> 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded, after_replays = out.stdout.strip().splitlines()
     assert loaded == after_replays == "1 1 1 1 1"  # replays after gym.make need no new compiled version
+
+
+def test_hop_overlap_is_the_same_with_and_without_the_compiled_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`sfenv.model.pipeline.hop_overlap` (the v3 sharing model's own-hop overlap): equal floats, on 400
+    chains under 1F1B and GPipe with each direction's own transfer time, and only the pairs asked for."""
+    rng = random.Random(11)
+    for c, lat, x, m, cross, extra, _ in _cases(400, seed=11):
+        schedule = "gpipe" if rng.random() < 0.5 else "1f1b"
+        back = tuple(rng.choice([0.0, 0.25, v]) for v in x)
+        w = default_windows(len(c), m, schedule, cross, extra)
+        pairs = {(a, b) for a in range(2 * len(c) - 2) for b in range(2 * len(c) - 2) if rng.random() < 0.3}
+        compiled = [pipeline.hop_overlap(c, lat, x, back, m, schedule, w, chosen) for chosen in (None, pairs)]
+        monkeypatch.setattr(pipeline, "_jit", None)
+        python = [pipeline.hop_overlap(c, lat, x, back, m, schedule, w, chosen) for chosen in (None, pairs)]
+        monkeypatch.undo()
+        assert compiled == python
+        assert set(compiled[1]) <= pairs

@@ -23,8 +23,8 @@ from collections.abc import Callable
 import numpy as np
 
 __all__ = [
-    "AVAILABLE", "replay_zero_bubble", "sweep_fixed_order", "sweep_plan", "sweep_zero_bubble", "warm_up",
-    "zero_bubble_rows",
+    "AVAILABLE", "hop_overlap", "replay_zero_bubble", "sweep_fixed_order", "sweep_plan", "sweep_zero_bubble",
+    "warm_up", "zero_bubble_rows",
 ]
 
 try:  # numba is optional: ``pip install sfenv[fast]``
@@ -242,6 +242,78 @@ def _sweep_fixed_order(
     return best
 
 
+def _hop_overlap(
+    compute: np.ndarray, latency: np.ndarray, forward: np.ndarray, backward: np.ndarray, m: int, plan: np.ndarray,
+    wanted: np.ndarray,
+) -> np.ndarray:
+    """:func:`sfenv.model.pipeline.hop_overlap` over arrays: the share of channel a's sending during which b sends.
+
+    Channel ``2 hop + direction``; ``plan`` is :func:`sfenv.model.pipeline._sweep_plan` as rows, and
+    ``wanted[a, b]`` says which shares to compute (the others are returned as -1).  Each channel sends
+    its ``m`` transfers in time order (:func:`sfenv.model.pipeline._channel_busy`'s arithmetic); two
+    channels' shared time is a merge of their sorted intervals.
+    """
+    p = compute.shape[0]
+    fwd = compute / 3.0
+    bwd = 2.0 * compute / 3.0
+    f_arr = np.zeros(p * m)
+    for j in range(m):
+        f_arr[j] = -np.inf
+    g_arr = np.zeros(p * m)
+    free = np.zeros(p)
+    down = np.zeros(p)
+    up = np.zeros(p)
+    channels = 2 * (p - 1)
+    starts = np.zeros((channels, m))
+    ends = np.zeros((channels, m))
+    count = np.zeros(channels, np.int64)
+    for r in range(plan.shape[0]):
+        kind, k, j, to = plan[r, 0], plan[r, 1], plan[r, 2], plan[r, 3]
+        forward_op = kind == 0 or kind == 2
+        t = free[k]
+        ready = f_arr[j] if forward_op else g_arr[j]
+        t = (ready if ready > t else t) + (fwd[k] if forward_op else bwd[k])
+        free[k] = t
+        if kind == 0:
+            start = t if t > down[k] else down[k]
+            down[k] = start + forward[k]
+            c = 2 * k
+            starts[c, count[c]], ends[c, count[c]] = start, start + forward[k]
+            count[c] += 1
+            f_arr[to] = start + forward[k] + latency[k]
+        elif kind == 1:
+            start = t if t > up[to] else up[to]
+            up[to] = start + backward[to]
+            c = 2 * to + 1
+            starts[c, count[c]], ends[c, count[c]] = start, start + backward[to]
+            count[c] += 1
+            g_arr[j - m] = start + backward[to] + latency[to]
+        elif kind == 2:
+            g_arr[j] = t
+    shares = -np.ones((channels, channels))
+    for a in range(channels):
+        total = 0.0
+        for i in range(count[a]):
+            total += ends[a, i] - starts[a, i]
+        for b in range(channels):
+            if a == b or not wanted[a, b] or total <= 0.0:
+                continue
+            both = 0.0
+            i = 0
+            n = 0
+            while i < count[a] and n < count[b]:
+                lo = starts[a, i] if starts[a, i] > starts[b, n] else starts[b, n]
+                hi = ends[a, i] if ends[a, i] < ends[b, n] else ends[b, n]
+                if hi > lo:
+                    both += hi - lo
+                if ends[a, i] < ends[b, n]:
+                    i += 1
+                else:
+                    n += 1
+            shares[a, b] = both / total
+    return shares
+
+
 def _sweep_plan(gpipe: bool, m: int, windows: np.ndarray) -> np.ndarray:
     """:func:`sfenv.model.pipeline._sweep_plan` as an ``(operations, 4)`` array (the same rows in the same order)."""
     p = windows.shape[0]
@@ -420,12 +492,14 @@ def warm_up() -> None:
     rows = sweep_plan(False, 4, w)
     rows.setflags(write=False)  # pipeline._sweep_plan_rows hands out read-only tables
     sweep_fixed_order(c, hops, hops, 4, rows)
+    hop_overlap(c, hops, hops, hops, 4, rows, np.ones((2, 2), dtype=np.bool_))
     rows = zero_bubble_rows(4, w, w - 1)
     rows.setflags(write=False)  # as pipeline._zero_bubble_row_array hands them out
     sweep_zero_bubble(c, hops, hops, 4, rows)
 
 
 #: the kernels :mod:`sfenv.model.pipeline` calls: numba's compiled dispatchers, or the Python functions above
+hop_overlap: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray], np.ndarray]
 replay_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray],
                              tuple[float, float, np.ndarray, bool]]
 sweep_fixed_order: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], float]
@@ -438,12 +512,14 @@ if AVAILABLE:
     _next_op = njit(cache=True, nogil=True)(_next_op)
     _channels = njit(cache=True, nogil=True)(_channels)
     _zero_bubble_orders = njit(cache=True, nogil=True)(_zero_bubble_orders)
+    hop_overlap = njit(cache=True, nogil=True)(_hop_overlap)
     replay_zero_bubble = njit(cache=True, nogil=True)(_replay_zero_bubble)
     sweep_fixed_order = njit(cache=True, nogil=True)(_sweep_fixed_order)
     sweep_plan = njit(cache=True, nogil=True)(_sweep_plan)
     sweep_zero_bubble = njit(cache=True, nogil=True)(_sweep_zero_bubble)
     zero_bubble_rows = njit(cache=True, nogil=True)(_zero_bubble_rows)
 else:  # pragma: no cover - the Python loops of sfenv.model.pipeline run instead
+    hop_overlap = _hop_overlap
     replay_zero_bubble = _replay_zero_bubble
     sweep_fixed_order = _sweep_fixed_order
     sweep_plan = _sweep_plan

@@ -1079,29 +1079,44 @@ def hop_overlap(
     """
     if schedule not in ("1f1b", "gpipe"):
         raise ValueError(f"hop_overlap replays 1f1b and gpipe only, got {schedule!r}")
-    busy = {key: np.asarray(iv, dtype=float) for key, iv in
-            _channel_busy(compute, latency, forward, backward, m, tuple(windows), schedule == "gpipe").items()}
-    sent = {key: _busy_until(iv) for key, iv in busy.items()}
+    jit = _jit_kernels()
+    if jit is not None and len(compute) > 1:
+        channels = 2 * (len(compute) - 1)
+        wanted = np.ones((channels, channels), dtype=np.bool_)
+        if pairs is not None:
+            wanted[:] = False
+            for a, b in pairs:
+                if a < channels and b < channels:
+                    wanted[a, b] = True
+        arrays = [np.array(v, dtype=np.float64) for v in (compute, latency, forward, backward)]
+        shares = jit.hop_overlap(*arrays, m, _sweep_plan_rows(schedule == "gpipe", m, tuple(windows)), wanted)
+        return {(a, b): float(shares[a, b]) for a in range(channels) for b in range(channels) if shares[a, b] >= 0.0}
+    busy = _channel_busy(compute, latency, forward, backward, m, tuple(windows), schedule == "gpipe")
     out: dict[tuple[int, int], float] = {}
     for a, ia in busy.items():
-        total = float(np.sum(ia[:, 1] - ia[:, 0]))
-        for b, (edges, cum) in sent.items():
+        total = 0.0
+        for start, end in ia:
+            total += end - start
+        for b, ib in busy.items():
             if a != b and total > 0.0 and (pairs is None or (a, b) in pairs):
-                out[(a, b)] = float(np.sum(np.interp(ia[:, 1], edges, cum) - np.interp(ia[:, 0], edges, cum))) / total
+                out[(a, b)] = _shared_time(ia, ib) / total
     return out
 
 
-def _busy_until(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A channel's busy time up to each edge of its sorted, disjoint ``(start, end)`` intervals: ``(edges, busy)``.
-
-    Piecewise linear in time between them (:func:`numpy.interp`), so another interval meets the
-    channel for its increase across that interval.
-    """
-    edges = intervals.ravel()  # s1, e1, s2, e2, ...: non-decreasing
-    cum = np.zeros(len(edges))
-    cum[1::2] = np.cumsum(intervals[:, 1] - intervals[:, 0])
-    cum[2::2] = cum[1:-1:2]
-    return edges, cum
+def _shared_time(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """How long two channels send at once: a merge of their sorted, disjoint sending intervals."""
+    both = 0.0
+    i = n = 0
+    while i < len(a) and n < len(b):
+        lo = a[i][0] if a[i][0] > b[n][0] else b[n][0]
+        hi = a[i][1] if a[i][1] < b[n][1] else b[n][1]
+        if hi > lo:
+            both += hi - lo
+        if a[i][1] < b[n][1]:
+            i += 1
+        else:
+            n += 1
+    return both
 
 
 def _channel_busy(
