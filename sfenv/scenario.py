@@ -28,6 +28,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -498,20 +499,13 @@ class SimCfg(_Strict):
             raise ValueError(f"unknown schedule {v!r}; expected one of {list(SCHEDULES)}")
         return v
 
-    @field_validator("routing")
+    @field_validator("routing", "wan_sharing")
     @classmethod
-    def _routing(cls, v: str) -> str:
-        if v not in ROUTING_MODES:
-            raise ValueError(f"unknown routing {v!r}{did_you_mean(v, ROUTING_MODES)}; expected one of "
-                             f"{list(ROUTING_MODES)}")
-        return v
-
-    @field_validator("wan_sharing")
-    @classmethod
-    def _wan_sharing(cls, v: str) -> str:
-        if v not in WAN_SHARING:
-            raise ValueError(f"unknown wan_sharing {v!r}{did_you_mean(v, WAN_SHARING)}; expected one of "
-                             f"{list(WAN_SHARING)}")
+    def _one_of(cls, v: str, info: ValidationInfo) -> str:
+        options = {"routing": ROUTING_MODES, "wan_sharing": WAN_SHARING}[str(info.field_name)]
+        if v not in options:
+            raise ValueError(f"unknown {info.field_name} {v!r}{did_you_mean(v, options)}; expected one of "
+                             f"{list(options)}")
         return v
 
 

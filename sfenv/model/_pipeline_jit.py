@@ -197,6 +197,21 @@ def _replay_zero_bubble(
     return end_time, np.max(done_at - first), peak, bool(np.all(nf + nb + nw == 3 * m))
 
 
+def _sweep_start(
+    compute: np.ndarray, m: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A fixed-order sweep's state before its first operation.
+
+    Forward and backward times per stage, arrival times (activations, ``-inf`` at the first stage;
+    gradients), and when each stage and each hop channel (down, up) is free.
+    """
+    p = compute.shape[0]
+    f_arr = np.zeros(p * m)
+    for j in range(m):
+        f_arr[j] = -np.inf
+    return compute / 3.0, 2.0 * compute / 3.0, f_arr, np.zeros(p * m), np.zeros(p), np.zeros(p), np.zeros(p)
+
+
 def _sweep_fixed_order(
     compute: np.ndarray, latency: np.ndarray, transfer: np.ndarray, m: int, plan: np.ndarray
 ) -> float:
@@ -205,15 +220,7 @@ def _sweep_fixed_order(
     ``plan`` is :func:`sfenv.model.pipeline._sweep_plan` as rows.
     """
     p = compute.shape[0]
-    fwd = compute / 3.0
-    bwd = 2.0 * compute / 3.0
-    f_arr = np.zeros(p * m)
-    for j in range(m):
-        f_arr[j] = -np.inf
-    g_arr = np.zeros(p * m)
-    free = np.zeros(p)
-    down = np.zeros(p)
-    up = np.zeros(p)
+    fwd, bwd, f_arr, g_arr, free, down, up = _sweep_start(compute, m)
     for r in range(plan.shape[0]):
         kind, k, j, to = plan[r, 0], plan[r, 1], plan[r, 2], plan[r, 3]
         forward = kind == 0 or kind == 2  # sends downstream (0), or on the last stage (2)
@@ -254,15 +261,7 @@ def _hop_overlap(
     channels' shared time is a merge of their sorted intervals.
     """
     p = compute.shape[0]
-    fwd = compute / 3.0
-    bwd = 2.0 * compute / 3.0
-    f_arr = np.zeros(p * m)
-    for j in range(m):
-        f_arr[j] = -np.inf
-    g_arr = np.zeros(p * m)
-    free = np.zeros(p)
-    down = np.zeros(p)
-    up = np.zeros(p)
+    fwd, bwd, f_arr, g_arr, free, down, up = _sweep_start(compute, m)
     channels = 2 * (p - 1)
     starts = np.zeros((channels, m))
     ends = np.zeros((channels, m))
@@ -511,6 +510,7 @@ if AVAILABLE:
     _heap_pop = njit(cache=True, nogil=True)(_heap_pop)
     _next_op = njit(cache=True, nogil=True)(_next_op)
     _channels = njit(cache=True, nogil=True)(_channels)
+    _sweep_start = njit(cache=True, nogil=True)(_sweep_start)
     _zero_bubble_orders = njit(cache=True, nogil=True)(_zero_bubble_orders)
     hop_overlap = njit(cache=True, nogil=True)(_hop_overlap)
     replay_zero_bubble = njit(cache=True, nogil=True)(_replay_zero_bubble)
