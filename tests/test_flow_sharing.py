@@ -151,6 +151,23 @@ def test_under_v3_a_burst_sees_other_bursts_come_and_go(decay_per_s):
     assert frozen <= v3[0] <= fluid
 
 
+def test_only_v3_counts_a_jobs_bursts_that_send_together_as_one_variance():
+    """Two groups of one hop direction (replica pairs on different routes) on a common link send at the same
+    moments: under v3 their rate variance adds their covariance, ``2 n1 n2 r1 r2 (min(d) - d1 d2)``; under v2 each
+    group counts alone, as before the option."""
+    from sfenv.model.sharing import load_of
+
+    groups = [FlowGroup(BURST, 0, (0,), 2, 8e8, 10, 0.0, 0.0), FlowGroup(BURST, 0, (0, 1), 1, 8e8, 10, 0.0, 0.0)]
+    rates, duty = [0.3e9, 0.5e9], [0.5, 0.4]
+    levels = [[1e9], [1e9, 1e9]]
+    alone = sum(g.members ** 2 * r * r * d * (1 - d) for g, r, d in zip(groups, rates, duty))
+    _, v2 = load_of(groups, rates, levels, duty, 10.0)
+    _, v3 = load_of(groups, rates, levels, duty, 10.0, None, switching=True)
+    assert v2[BURST_VAR, 0] == pytest.approx(alone)
+    assert v3[BURST_VAR, 0] == pytest.approx(alone + 2 * 2 * 1 * 0.3e9 * 0.5e9 * (0.4 - 0.5 * 0.4))
+    assert v3[BURST_VAR, 1] == v2[BURST_VAR, 1]  # the second link carries one of them only
+
+
 def test_a_pipelines_own_hops_send_together_as_its_schedule_has_them():
     """``hop_overlap`` replays the schedule: GPipe's forward and backward transfers never send at once; 1F1B's do
     most of the time when the WAN is the bottleneck and never when short transfers fall between long compute;

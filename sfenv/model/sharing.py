@@ -460,7 +460,7 @@ def _burst_covariance(
 
 def load_of(
     groups: Sequence[FlowGroup], rates: Sequence[float], levels: Sequence[Sequence[float]], duty: Sequence[float],
-    iter_time: float = 0.0, overlap: dict[tuple[int, int], float] | None = None,
+    iter_time: float = 0.0, overlap: dict[tuple[int, int], float] | None = None, switching: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """What a plan's groups add to the load of each directed link they cross.
 
@@ -473,6 +473,8 @@ def load_of(
     :param overlap: how the plan's hop directions overlap under its schedule
         (:func:`sfenv.model.pipeline.hop_overlap`), for the covariance of its bursts on a common link
         (:func:`_burst_covariance`); None: bursts of different hops independent.
+    :param switching: the sharing model of env v3 (:data:`WAN_SHARING`): the covariance of the plan's
+        bursts is added; False (env v2): each group's variance alone.
     :return: ``(directed link ids, (LOAD_ROWS, len(ids)) values)`` in the :func:`empty_load` row
         layout (a link crossed by several groups appears once, summed).
     """
@@ -495,7 +497,8 @@ def load_of(
                     row[PHASED_BPS] += n * r
                     row[PHASED_VAR] += var
                     row[PHASED_CYCLE] += n * scale * iter_time
-    _burst_covariance(groups, rates, duty, iter_time, overlap, acc)
+    if switching:
+        _burst_covariance(groups, rates, duty, iter_time, overlap, acc)
     ids = sorted(acc)
     vals = np.array([acc[e] for e in ids], dtype=float).reshape(len(ids), LOAD_ROWS).T.copy()
     return np.array(ids, dtype=np.intp), vals
