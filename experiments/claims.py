@@ -78,7 +78,7 @@ from sfenv.model.sharing import WAN_SHARING
 from sfenv.runs import protocol
 from sfenv.runs.progress import EpisodesBar
 from sfenv.runs.results import atomic_write_json, read_results
-from sfenv.scenario import Scenario, load_scenario
+from sfenv.scenario import load_scenario
 
 __all__ = [
     "CLAIMS",
@@ -246,13 +246,13 @@ def run_claims(
     workers: int | None = None,
     caps: dict[str, int] | None = None,
     split: str | None = None,
-    wan_sharing: str = "v2",
+    wan_sharing: str = "v3",
 ) -> dict[str, list[dict[str, Any]]]:
     """Run (or resume) every episode the claims need; returns the rows per scenario.
 
     ``wan_sharing``: the WAN sharing model every scenario is played under (``sim.wan_sharing``,
-    :data:`sfenv.model.sharing.WAN_SHARING`); ``v3`` is recorded in ``out``'s settings, so its runs
-    never mix with ``v2``'s.
+    :data:`sfenv.model.sharing.WAN_SHARING`; ``v3``, the default, is env v3's); ``v3`` is recorded in
+    ``out``'s settings, so its runs never mix with ``v2``'s (env v2's runs, made before the option, record none).
 
     ``split``: the protocol split (:mod:`sfenv.runs.protocol`) whose first ``len(seeds)`` seeds of each
     scenario are played (``seeds`` is then ignored); None plays ``seeds`` as explicit seeds, and
@@ -292,8 +292,7 @@ def run_claims(
         for scenario, names in plan.items():
             played = protocol.seeds(split, len(seeds), scenario) if split else list(seeds)
             on_row = bar.part(scenario, len(names) * len(played))
-            played_on: str | Scenario = scenario if wan_sharing == "v2" else load_scenario(scenario).with_overrides(
-                sim={"wan_sharing": wan_sharing})
+            played_on = load_scenario(scenario).with_overrides(sim={"wan_sharing": wan_sharing})
             rows[scenario] = evaluate_agents(names, played_on, played, split=split, num_jobs=jobs_by[scenario],
                                              out=out / f"runs-{scenario}.json", resume=True, progress=False,
                                              on_row=on_row, agent_kwargs=budgets, backend=backend, address=address,
@@ -579,8 +578,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="ray: one Ray task per episode (needs the ray extra)")
     ap.add_argument("--address", default=None, help="with --backend ray: the Ray cluster to join (default: local)")
     ap.add_argument("--workers", type=int, default=None, help="with --backend ray: episodes at once (default: CPUs)")
-    ap.add_argument("--wan-sharing", default="v2", metavar="{" + ",".join(WAN_SHARING) + "}",
-                    help="the WAN sharing model every scenario is played under (sim.wan_sharing; v3: docs/model.md)")
+    ap.add_argument("--wan-sharing", default="v3", metavar="{" + ",".join(WAN_SHARING) + "}",
+                    help="the WAN sharing model every scenario is played under (sim.wan_sharing; v3, env v3's, is the "
+                         "default; v2 plays env v2's model: docs/model.md)")
     args = ap.parse_args(argv)
     if args.seeds < 2:
         ap.exit(2, "sfenv: --seeds must be at least 2 (an interval needs two paired seeds)\n")

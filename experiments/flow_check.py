@@ -26,7 +26,7 @@ import json
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from sfenv.sim.links import LinkState
 from sfenv.world.hardware import get_gpu
 from sfenv.world.topology import Link, Region, Topology
 from sfenv.world.workload import MODEL_ZOO, JobSpec
+
+if TYPE_CHECKING:
+    from sfenv.scenario import Scenario
 
 __all__ = ["case_errors", "decomposed_errors", "episode_starts", "fastest_alone", "job_kind", "lone_errors", "main",
            "random_case", "report_decomposed", "settled_state", "settled_times", "together_errors"]
@@ -247,8 +250,11 @@ def report_decomposed(rows: Sequence[dict[str, Any]]) -> None:
         print(f"the fast path's hop transfer times against their played means, {schedule}: {_summary(hops)}")
 
 
-def episode_starts(scenario: str, agent: str, seeds: Sequence[int]) -> dict[str, Any]:
+def episode_starts(scenario: str | Scenario, agent: str, seeds: Sequence[int]) -> dict[str, Any]:
     """What an agent really starts across regions in a scenario's episodes, and how often it shares the WAN.
+
+    ``scenario``: a bundled name, a file, or a :class:`~sfenv.scenario.Scenario` (e.g. one played under
+    ``sim.wan_sharing: v2``, as env v2 played it).
 
     Plays each seeded episode and, at every start of a plan across regions, records whether the job
     shares a directed link with another running job, and the plan (one per distinct plan and job shape).

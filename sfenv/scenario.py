@@ -26,6 +26,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
@@ -119,6 +120,8 @@ MAX_EPISODE_STEPS = 10_000_000
 #: may be: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or a digit (so no ``..``, no
 #: separator, no hidden file), at most 100 characters.
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: the serialisation context key of :meth:`ScenarioCfg.identity_json` (leaves ``sim.wan_sharing`` v2 out)
+_IDENTITY = "sfenv_identity"
 #: Most entries of ``workload.models`` and of ``workload.global_batch`` (16 each; the bundled
 #: scenarios use up to 4 and 2).  Deriving a rate from ``workload.load`` fits a plan for every
 #: model, batch size and kind of region.
@@ -470,9 +473,10 @@ class SimCfg(_Strict):
     routes best at the load whenever the WAN changes, if its iteration time falls by more than 1 %
     (:mod:`sfenv.sim.reroute`).
 
-    ``wan_sharing`` (default ``v2``): how transfers share the WAN (:attr:`sfenv.model.perf.PerfParams.wan_sharing`):
-    ``v2``, env v2's model, or ``v3``, which sees other jobs' bursts come and go and a job's own hops
-    send as its schedule has them (closer to the flow-level check; docs/model.md, meant for env v3).
+    ``wan_sharing`` (default ``v3``): how transfers share the WAN (:attr:`sfenv.model.perf.PerfParams.wan_sharing`):
+    ``v3``, env v3's model, which sees other jobs' bursts come and go and a job's own hops send as its
+    schedule has them (closer to the flow-level check; docs/model.md), or ``v2``, env v2's (the ``-v2``
+    ids play it).
     """
 
     horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0
@@ -484,7 +488,7 @@ class SimCfg(_Strict):
     tcp_window_mib: PosFloat = 3.0
     schedule: str = "1f1b"
     routing: str = "static"
-    wan_sharing: str = "v2"
+    wan_sharing: str = "v3"
 
     def perf_params(self) -> PerfParams:
         """The performance-model constants these settings set."""
@@ -642,11 +646,13 @@ class ScenarioCfg(_Strict):
     carbon: CarbonCfg | None = None
 
     @model_serializer(mode="wrap")
-    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         """Dump without the options scenarios written before them lack, when unset or at their old behaviour.
 
-        ``stragglers`` and ``carbon`` unset, ``reward.carbon_weight`` 0, ``sim.routing`` static and
-        ``sim.wan_sharing`` v2 are left out, so those scenarios keep their hash.
+        ``stragglers`` and ``carbon`` unset, ``reward.carbon_weight`` 0 and ``sim.routing`` static (all
+        defaults) are left out, so those scenarios keep their hash.  ``sim.wan_sharing`` v2 (no longer
+        the default) is left out of the identity only (:meth:`identity_json`): a scenario played under
+        v2 keeps env v2's hash, and every other dump round-trips it.
         """
         data: dict[str, Any] = handler(self)
         for key in ("stragglers", "carbon"):
@@ -658,9 +664,17 @@ class ScenarioCfg(_Strict):
         sim = data.get("sim")
         if isinstance(sim, dict) and sim.get("routing") == "static":
             del sim["routing"]
-        if isinstance(sim, dict) and sim.get("wan_sharing") == "v2":
+        if isinstance(sim, dict) and sim.get("wan_sharing") == "v2" and (info.context or {}).get(_IDENTITY):
             del sim["wan_sharing"]
         return data
+
+    def identity_json(self) -> str:
+        """The JSON a scenario's hash is taken of (:func:`sfenv.runs.results.scenario_hash`).
+
+        :meth:`model_dump_json` but without ``sim.wan_sharing`` v2, so that env v2's results keep the
+        hash they were recorded with; under env v3's default the field is in it.
+        """
+        return self.model_dump_json(context={_IDENTITY: True})
 
     @field_validator("name")
     @classmethod

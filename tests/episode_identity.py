@@ -1,7 +1,7 @@
 """Episodes recorded before the layering move (issue 29), replayed after it: the reports must be bit-identical.
 
 ``python tests/episode_identity.py`` (from the repository, with sfenv installed) writes
-``tests/data/episode_identity.json``: for every registered id (current and deprecated) and a few
+``tests/data/episode_identity.json``: for every registered id (current, previous and deprecated) and a few
 settings (compact observations, a named proposer set, work-conserving play), a few seeds played by a
 fixed policy that reads only the action mask.  Each record holds the episode report (``repr`` of every
 float, so equality is bit for bit), the rewards' sum, the step count and SHA-256 digests of every
@@ -28,18 +28,21 @@ MAX_STEPS = 120
 SEEDS = (0, 1)
 #: (label, gym id, keyword arguments): every registered id with its defaults, plus the env's other modes
 EXTRA_CASES: list[tuple[str, str, dict[str, Any]]] = [
-    ("compact", "sfenv/Spider16-v2", {"obs_mode": "compact"}),
-    ("best+spantrain", "sfenv/Spider8Contended-v2", {"proposers": "best+spantrain", "num_jobs": 12}),
-    ("first-fit", "sfenv/Geo8Contended-v2", {"proposers": "first-fit", "num_jobs": 12}),
-    ("work-conserving", "sfenv/Spider8-v2", {"work_conserving": True}),
+    ("compact", "sfenv/Spider16-v3", {"obs_mode": "compact"}),
+    ("best+spantrain", "sfenv/Spider8Contended-v3", {"proposers": "best+spantrain", "num_jobs": 12}),
+    ("first-fit", "sfenv/Geo8Contended-v3", {"proposers": "first-fit", "num_jobs": 12}),
+    ("work-conserving", "sfenv/Spider8-v3", {"work_conserving": True}),
+    # jobs whose hops share WAN links: env v3's sharing model and v2's play them differently
+    ("shared-links", "sfenv/Spider32-v3", {"proposers": "best+spantrain", "num_jobs": 16}),
+    ("shared-links-v2", "sfenv/Spider32-v2", {"proposers": "best+spantrain", "num_jobs": 16}),
 ]
 
 
 def cases() -> list[tuple[str, str, dict[str, Any]]]:
     """Every case the fixture holds: each registered id (smaller episodes), then :data:`EXTRA_CASES`."""
-    from sfenv.registration import DEPRECATED_ENV_IDS, ENV_IDS
+    from sfenv.registration import DEPRECATED_ENV_IDS, ENV_IDS, PREVIOUS_ENV_IDS
 
-    ids = sorted(ENV_IDS) + sorted(DEPRECATED_ENV_IDS)
+    ids = sorted(ENV_IDS) + sorted(PREVIOUS_ENV_IDS) + sorted(DEPRECATED_ENV_IDS)
     return [(env_id, env_id, {"num_jobs": 10}) for env_id in ids] + EXTRA_CASES
 
 

@@ -1,10 +1,12 @@
-"""The layering move (issue 29) changed no episode: every registered id, bit for bit.
+"""No change moves an episode unless the environment's version moves: every registered id, bit for bit.
 
 ``tests/data/episode_identity.json`` was written by ``python tests/episode_identity.py`` at the
-commit before the move (see that file's docstring).  Each case is played again here and every
-recorded figure must match exactly: the episode report (every float's ``repr``), the rewards' sum,
-the digests of every observation and ``info``, and, for reference agents on the simulator, their
-re-plans, events and job records.  A change that moves any float by one ulp fails.
+commit before the layering move (issue 29), and again at the env v3 bump (issue 31), when the
+records of the ``-v2`` ids were kept: the ``-v2`` ids still play env v2's episodes bit for bit.
+Each case is played again here and every recorded figure must match exactly: the episode report
+(every float's ``repr``), the rewards' sum, the digests of every observation and ``info``, and, for
+reference agents on the simulator, their re-plans, events and job records.  A change that moves any
+float by one ulp fails.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ AGENT_CASES = [(f"agent:{name}/seed={seed}", name, seed) for name in ei.AGENTS f
 
 
 def test_the_fixture_covers_every_registered_id():
-    from sfenv.registration import DEPRECATED_ENV_IDS, ENV_IDS
+    from sfenv.registration import DEPRECATED_ENV_IDS, ENV_IDS, PREVIOUS_ENV_IDS
 
     labels = {key.rsplit("/seed=", 1)[0] for key in RECORDED}
-    assert set(ENV_IDS) | set(DEPRECATED_ENV_IDS) <= labels
+    assert set(ENV_IDS) | set(PREVIOUS_ENV_IDS) | set(DEPRECATED_ENV_IDS) <= labels
     assert len(RECORDED) == len(ENV_CASES) + len(AGENT_CASES)
 
 
@@ -36,3 +38,14 @@ def test_env_episode_is_bit_identical(key, env_id, kwargs, seed):
 @pytest.mark.parametrize(("key", "name", "seed"), AGENT_CASES, ids=[c[0] for c in AGENT_CASES])
 def test_agent_episode_is_bit_identical(key, name, seed):
     assert ei.play_agent(name, seed) == RECORDED[key]
+
+
+def test_the_v2_ids_play_env_v2s_sharing_model_and_the_v3_ids_v3s():
+    """Jobs whose hops share links: the two versions' episodes differ (and each matches its record above)."""
+    for seed in ei.SEEDS:
+        v3, v2 = RECORDED[f"shared-links/seed={seed}"], RECORDED[f"shared-links-v2/seed={seed}"]
+        assert v3["report"]["mean_jct_s"] != v2["report"]["mean_jct_s"]
+    import gymnasium as gym
+
+    assert gym.make("sfenv/Spider32-v2").unwrapped.scenario.cfg.sim.wan_sharing == "v2"
+    assert gym.make("sfenv/Spider32-v3").unwrapped.scenario.cfg.sim.wan_sharing == "v3"

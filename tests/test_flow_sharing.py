@@ -107,18 +107,25 @@ def test_a_ring_step_meets_a_gpipe_pass_frozen_when_shorter_than_that_jobs_itera
     assert rates == pytest.approx([0.75e9])
 
 
-def test_the_sharing_model_is_v2_unless_asked_and_named_when_wrong():
-    """``wan_sharing``: env v2's model by default; ``v3`` on request; anything else names the field."""
+def test_the_sharing_model_is_v3_unless_asked_and_named_when_wrong():
+    """``wan_sharing``: env v3's model by default; ``v2`` on request, with env v2's scenario hash and kept
+    through every dump but the hash's; anything else names the field."""
     from sfenv.runs.results import scenario_hash
     from sfenv.scenario import ScenarioError, load_scenario
 
-    assert PerfParams().wan_sharing == "v2" and PerfParams(wan_sharing="v3").wan_sharing == "v3"
+    assert PerfParams().wan_sharing == "v3" and PerfParams(wan_sharing="v2").wan_sharing == "v2"
     with pytest.raises(ValueError, match="wan_sharing"):
         PerfParams(wan_sharing="v4")
     base = load_scenario("spider-8")
-    v3 = base.with_overrides(sim={"wan_sharing": "v3"})
-    assert base.cfg.sim.perf_params().wan_sharing == "v2" and v3.cfg.sim.perf_params().wan_sharing == "v3"
-    assert scenario_hash(base.with_overrides(sim={"wan_sharing": "v2"})) == scenario_hash(base) != scenario_hash(v3)
+    v2 = base.with_overrides(sim={"wan_sharing": "v2"})
+    assert base.cfg.sim.perf_params().wan_sharing == "v3" and v2.cfg.sim.perf_params().wan_sharing == "v2"
+    assert scenario_hash(base.with_overrides(sim={"wan_sharing": "v3"})) == scenario_hash(base) != scenario_hash(v2)
+    # a v2 scenario stays v2 through overrides and plain dumps (only the hash leaves the field out)
+    assert v2.with_overrides(workload={"num_jobs": 3}).cfg.sim.wan_sharing == "v2"
+    assert v2.cfg.model_dump()["sim"]["wan_sharing"] == "v2" and '"wan_sharing"' not in v2.cfg.identity_json()
+    # env v2's hash, as its bundled leaderboard entry (docs/results/leaderboard/entries/bace-6.json) recorded it
+    bace = load_scenario("bace-6").with_overrides(workload={"num_jobs": 5}, sim={"wan_sharing": "v2"})
+    assert scenario_hash(bace) == "c8feacee734bace3"
     with pytest.raises(ScenarioError, match=r"sim\.wan_sharing"):
         base.with_overrides(sim={"wan_sharing": "v4"})
 
@@ -389,8 +396,9 @@ def test_a_job_played_at_given_transfer_times_plays_as_the_network_made_them():
 def test_the_decomposition_tells_mean_transfer_times_from_their_variation():
     """Case 1051 (docs/model.md): the 8-micro-batch 1F1B chain that shares both links with a 4-replica chain plays
     4.16 s; alone at its transfers' played mean times it would play 13 % faster, and at times drawn from them
-    within 1 %: its transfers' variation is what the fast path (-9 %) misses, while it expects their mean 8 % too
-    long (measured 2026-11-27)."""
+    within 1 %: its transfers' variation is what the fast path misses.  Env v2's model (-9 %) expected their mean
+    8 % too long, which hid part of it; env v3's (the default, -17 %) expects it 6 % too short (measured
+    2026-11-27)."""
     from sfenv.experiments.flow_check import decomposed_errors
 
     rows = decomposed_errors(1051, iterations=30, warmup=5)
@@ -401,8 +409,8 @@ def test_the_decomposition_tells_mean_transfer_times_from_their_variation():
         assert row["played_s"] == t and row["fast_err"] == pytest.approx(f / t - 1.0, rel=1e-12)
     short = rows[1]
     assert short["played_s"] == pytest.approx(4.16, abs=0.01)
-    assert short["means_err"] < -0.10 and abs(short["draws_err"]) < 0.02 and short["fast_err"] < -0.05
-    assert 0.05 < short["hop_transfer_err"] < 0.10
+    assert short["means_err"] < -0.10 and abs(short["draws_err"]) < 0.02 and short["fast_err"] < -0.15
+    assert -0.08 < short["hop_transfer_err"] < -0.04
 
 
 def test_the_decomposition_runs_from_the_command_line(capsys):
@@ -479,10 +487,13 @@ def test_jobs_that_really_shared_a_link_agree_with_the_check_played_together():
 
 @pytest.fixture(scope="module")
 def spider32_shared() -> dict:
-    """spider-32, spantrain, validation seed 10000: what it starts, and the jobs of its shared starts."""
+    """spider-32, spantrain, validation seed 10000, as env v2 played it (the episode docs/model.md measured): what
+    it starts, and the jobs of its shared starts."""
     from sfenv.experiments.flow_check import episode_starts
 
-    return episode_starts("spider-32", "spantrain", [10_000])
+    from sfenv.scenario import load_scenario
+
+    return episode_starts(load_scenario("spider-32").with_overrides(sim={"wan_sharing": "v2"}), "spantrain", [10_000])
 
 
 def _first_shared_set_errors(found: dict, wan_sharing: str) -> list[float]:

@@ -22,6 +22,7 @@ from sfenv.agents.spantrain import SpanTrainAgent
 from sfenv.env import GeoSchedEnv
 from sfenv.env.proposers import PlanCache
 from sfenv.model import pipeline
+from sfenv.model.sharing import BULK_BUSY, BURST_BPS, BURST_DECAY, BURST_VAR, BUSY, empty_load
 from sfenv.scenario import load_scenario
 from sfenv.sim import make_simulator
 
@@ -151,7 +152,9 @@ def test_a_cross_region_plan_reads_only_the_links_among_its_regions() -> None:
     job, topo, params = sim.jobs[0].spec, sim.topo, sim.params
     rng = np.random.default_rng(1)
     busy = rng.integers(0, 5, topo.num_directed).astype(float)
-    load = np.stack([busy, 0.5 * busy, 1e8 * busy])  # transfers at once, of which bulk; bursts' bit/s
+    load = empty_load(topo.num_directed)  # every row the sharing model reads (v3's variance and decay too)
+    load[BUSY], load[BULK_BUSY], load[BURST_BPS] = busy, 0.5 * busy, 1e8 * busy  # transfers; of which bulk; bit/s
+    load[BURST_VAR], load[BURST_DECAY] = 1e15 * busy, 1e16 * busy
     cap = topo.link_bw_bps * rng.uniform(0.5, 1.0, topo.num_links)
     for plan in _cross_region_plans(sim, 12, seed=2) + _off_widest_plans(sim, 4):
         among = topo.links_among(plan.regions)

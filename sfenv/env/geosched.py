@@ -255,13 +255,20 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``spread_wait`` | str | ``"running"`` | the wait ``min_spread_speedup`` counts: ``"running"``, until running jobs free the region (optimistic); ``"queue"``, also behind the waiting jobs with less work, each placed in turn on its earliest-finishing single-region plan (shortest work first, no backfilling; arrivals still not counted); ``"arrivals"``, the running jobs' wait stretched by the jobs with less work that arrive meanwhile and go first: divided by ``1 - rho``, ``rho`` the GPU-seconds per platform GPU-second of the jobs with less work arrived so far (the mean M/G/1 busy period started by a wait ``W`` is ``W / (1 - rho)``); ``rho >= 1`` keeps every spread plan |
     | ``floor_exempt`` | list of str | ``()`` | recorded decisions that ``min_relative_mfu`` and ``min_spread_speedup`` never leave out: the names of decision proposers among ``proposers`` (e.g. ``["spantrain+swf"]`` with ``"best+spantrain"``); a heuristic that weighs the WAN in its own choice keeps its plans across regions on the menu.  Any other name raises |
     | ``floor_exempt_from`` | list of str | both | the floors ``floor_exempt`` decisions skip: some of ``"min_relative_mfu"`` and ``"min_spread_speedup"``; e.g. ``["min_relative_mfu"]`` keeps the named decision only where it does not finish later than waiting for one region |
+    | ``wan_sharing`` | str or None | ``sim.wan_sharing`` (``"v3"``) | how transfers share the WAN: ``"v3"`` (env v3's model) or ``"v2"`` (env v2's, what the ``-v2`` ids play); :attr:`sfenv.model.perf.PerfParams.wan_sharing` |
 
     >>> import gymnasium as gym, sfenv
-    >>> env = gym.make("sfenv/GeoSched-v2", num_jobs=8, max_candidates=4)
+    >>> env = gym.make("sfenv/GeoSched-v3", num_jobs=8, max_candidates=4)
     >>> env.action_space
     Discrete(5)
 
     ## Version History
+    * v3: the WAN sharing model ``v3`` (``sim.wan_sharing``, :mod:`sfenv.model.sharing`, docs/model.md):
+      a hop's transfer sees other jobs' bursts come and go (a two-state Markov-modulated rate,
+      Kulkarni, Nicola & Trivedi 1987) and a job's own hops send as a sweep of its schedule has them,
+      closer to the flow-level check on fresh cases.  Observation and action spaces are v2's (models
+      trained on v2 load), but episodes with transfers between regions differ.  The ``-v2`` ids stay
+      registered and play v2's model (``wan_sharing="v2"``), so v2's results can be reproduced.
     * v2 (sfenv 0.2, benchmark protocol 1): the WAN model of issue 31: links are full duplex and
       flows share them by their demand (duty-weighted max-min, :mod:`sfenv.model.sharing`), a
       transfer is bounded by TCP's window over its round trip (``sim.wan_streams``,
@@ -279,7 +286,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
       differs); play them on the ``-v0`` ids or with ``privileged_obs=True``.
     * v0: initial version (``time`` held the share of jobs still to arrive).  Deprecated; the
       ``-v0`` ids stay registered (as ``privileged_obs=True``, on the current model) so that models
-      trained on v0's observation can still be played; their episodes follow v2's model.
+      trained on v0's observation can still be played; their episodes follow the current model (v3's).
     """
 
     # gym.Env declares it an instance variable: mypy refuses a ClassVar override
@@ -315,6 +322,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         spread_wait: str = "running",
         floor_exempt: Sequence[str] = (),
         floor_exempt_from: Sequence[str] = FLOOR_TESTS,
+        wan_sharing: str | None = None,
     ) -> None:
         _check_arguments(render_mode, self.metadata["render_modes"], obs_mode, invalid_action_limit, privileged_obs,
                          work_conserving)
@@ -358,6 +366,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         sc = _with_arguments(
             load_scenario(scenario),
             workload={"num_jobs": num_jobs},
+            sim={"wan_sharing": wan_sharing},
             env={"max_candidates": max_candidates, "queue_window": queue_window, "forecast_hours": forecast_hours},
             reward={"jct_weight": jct_weight, "cost_weight": cost_weight, "throughput_weight": throughput_weight,
                     "invalid_action_penalty": invalid_action_penalty, "egress_weight": egress_weight,

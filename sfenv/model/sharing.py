@@ -140,7 +140,7 @@ BURST_DECAY = 8
 LOAD_ROWS = 9
 #: the sharing models (:attr:`sfenv.model.perf.PerfParams.wan_sharing`): ``v2``, env v2's (bursts see other flows
 #: frozen, a job's hops meet as independent flows), and ``v3`` (bursts see other jobs' bursts come and go, a job's
-#: hops meet as its schedule has them send; measured 2026-11-27, docs/model.md), meant for env v3
+#: hops meet as its schedule has them send; measured 2026-11-27, docs/model.md), env v3's and the default
 WAN_SHARING = ("v2", "v3")
 
 

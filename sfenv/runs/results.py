@@ -454,8 +454,8 @@ def results_text(settings_json: str, row_lines: Sequence[str]) -> str:
 
 
 def scenario_hash(scenario: Any) -> str:
-    """The first 16 hex digits of the SHA-256 of a scenario's validated configuration (JSON)."""
-    return hashlib.sha256(scenario.cfg.model_dump_json().encode()).hexdigest()[:16]
+    """The first 16 hex digits of the SHA-256 of a scenario's validated configuration (its identity JSON)."""
+    return hashlib.sha256(scenario.cfg.identity_json().encode()).hexdigest()[:16]
 
 
 def file_hash(path: str | Path) -> str:
