@@ -286,8 +286,8 @@ class PerfParams:
     :param tcp_window_bytes: bytes in flight per connection and round trip: 3 MiB, half of Linux's
         default largest receive buffer (``tcp_rmem`` 6 MiB, ``tcp_adv_win_scale`` 1).
     :param wan_sharing: how transfers share the WAN, one of :data:`sfenv.model.sharing.WAN_SHARING`:
-        ``v3`` (the default, env v3's: other jobs' bursts seen as they come and go, a job's own hops as
-        its schedule has them send; :mod:`sfenv.model.sharing`, docs/model.md) or ``v2`` (env v2's).
+        ``v2`` (the default, env v2's) or ``v3`` (other jobs' bursts seen as they come and go, a job's
+        own hops as its schedule has them send; :mod:`sfenv.model.sharing`, docs/model.md).
     """
 
     mfu: float = 0.4
@@ -295,7 +295,7 @@ class PerfParams:
     memory_headroom: float = 0.9
     wan_streams: int = 16
     tcp_window_bytes: float = 3.0 * 2**20
-    wan_sharing: str = "v3"
+    wan_sharing: str = "v2"
 
     def __post_init__(self) -> None:
         if self.wan_sharing not in WAN_SHARING:
@@ -745,17 +745,11 @@ def _schedule_overlap(
 
     :func:`sfenv.model.pipeline.hop_overlap` replays the schedule.  Each hop direction's transfer
     time is its slowest group's (:func:`_wan_hops`), a hop inside a region keeps its own.  None for
-    one stage or an infeasible first pass.  A zero-bubble schedule's hops are swept in 1F1B's order
-    with 1F1B's windows: ZB-H1 and ZB-H2 split each backward into B and W and move the W passes,
-    which send nothing, while their F and B sends interleave much as 1F1B's do (Qi et al., ICLR 2024,
-    Figs. 2-3; our choice, as the replay of their order is not a fixed channel sequence).  So the
-    three see the same hop overlap, and as each zero-bubble schedule may also run its fallbacks'
-    orders (:data:`_ZERO_BUBBLE_FALLBACKS`), ZB-H2 is never modelled slower than ZB-H1, nor ZB-H1
-    than 1F1B (``tests/test_perf_ordering.py``); treating their hops as independent flows, or
-    sweeping each with its own windows, broke that order.
+    one stage, an infeasible first pass, or a zero-bubble schedule (the replay of its greedy order
+    is not a fixed channel sequence; its hops stay independent).
     """
     p = len(plan.stages)
-    if p < 2 or not perf.feasible:
+    if p < 2 or plan.schedule not in ("1f1b", "gpipe") or not perf.feasible:
         return None
     fwd = list(perf.transfer_times)
     bwd = list(perf.transfer_times)
@@ -764,11 +758,8 @@ def _schedule_overlap(
             fwd[k], bwd[k] = hop[1], hop[2]
     pairs = {(g.key, h.key) for g in groups for h in groups
              if g.kind == h.kind == BURST and g.key != h.key and set(g.links) & set(h.links)}
-    windows: Sequence[int] = perf.windows
-    if plan.schedule in _ZERO_BUBBLE_FALLBACKS:
-        windows = _stage_windows(plan, perf.microbatches, True, None, "1f1b")
-    swept = "gpipe" if plan.schedule == "gpipe" else "1f1b"
-    return hop_overlap(perf.compute_times, perf.latency_times, fwd, bwd, perf.microbatches, swept, windows, pairs)
+    return hop_overlap(perf.compute_times, perf.latency_times, fwd, bwd, perf.microbatches, plan.schedule, perf.windows,
+                       pairs)
 
 
 def _phases(perf: PlanPerf, gpipe: bool) -> tuple[float, float, float]:
