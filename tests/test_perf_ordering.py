@@ -60,7 +60,8 @@ def test_zero_bubble_never_slower_than_1f1b(stages, batch, bw):
     assert times["zb-h2"] <= times["1f1b"] + 1e-12
 
 
-def _schedule_times(stages: list[tuple[int, int]], batch: int, bw: float) -> dict[str, float]:
+def _schedule_times(stages: list[tuple[int, int]], batch: int, bw: float,
+                    params: PerfParams = PARAMS) -> dict[str, float]:
     topo = two_region_topo(bw_gbps=bw, lat_ms=10.0, gpus=16)
     layers = sum(n for _, n in stages)
     model = ModelSpec("m", layers=layers, hidden=1024, heads=8, seq_len=1024)
@@ -68,7 +69,7 @@ def _schedule_times(stages: list[tuple[int, int]], batch: int, bw: float) -> dic
     times = {}
     for sched in ("1f1b", "zb-h1", "zb-h2"):
         plan = Plan(0, tuple(Stage.at(r, n) for r, n in stages), schedule=sched)
-        perf = evaluate_plan(plan, job, topo, PARAMS)
+        perf = evaluate_plan(plan, job, topo, params)
         assert perf.feasible
         times[sched] = perf.iter_time
     return times

@@ -667,16 +667,17 @@ def _fastest_fallback(plan: Plan, job: JobSpec, topo: Topology, params: PerfPara
     """A zero-bubble plan whose own hops share a link, under ``v3``: its evaluation or a fallback's, the faster.
 
     A zero-bubble runtime may run its fallbacks' orders within its memory
-    (:data:`_ZERO_BUBBLE_FALLBACKS`); the pipeline replay already takes them at the plan's own hop
-    rates.  Under ``v3`` a 1F1B order's hops also meet as its schedule has them send
-    (:func:`_schedule_overlap`), while a zero-bubble order's stay independent flows (the sweep is of
-    1F1B and GPipe; sweeping a zero-bubble plan in 1F1B's order made it up to 34 % optimistic alone
-    against the flow-level check, 2026-11-27).  So each fallback is evaluated as its own plan, with
-    its own overlap, and the faster is taken, as the flow-level check plays a zero-bubble plan
-    (:func:`sfenv.model.flowcheck.zero_bubble_candidates`): ZB-H2 is then never modelled slower than
-    ZB-H1, nor ZB-H1 than 1F1B.
+    (:data:`_ZERO_BUBBLE_FALLBACKS`); the pipeline replay already takes them, but at the plan's own
+    hop rates.  Under ``v3`` a 1F1B order's hops meet as its schedule has them send
+    (:func:`_schedule_overlap`), while a zero-bubble order's stay independent flows (the sweep replays
+    1F1B and GPipe only; sweeping a zero-bubble plan in 1F1B's order made it up to 34 % optimistic
+    alone against the flow-level check).  So the first fallback is evaluated as its own plan, with
+    its own overlap (it takes the next fallback so in turn: ZB-H2 -> ZB-H1 -> 1F1B), and the faster
+    is taken, as the flow-level check plays a zero-bubble plan
+    (:func:`sfenv.model.flowcheck.zero_bubble_candidates`).  ZB-H2 is then never modelled slower than
+    ZB-H1, nor ZB-H1 than 1F1B; without it, ZB-H1 was up to 45 % slower than 1F1B on plans whose 1F1B
+    time the check confirms (2026-11-27, docs/model.md, "Zero-bubble plans under v3").
     """
-    # the first fallback's own evaluation takes the next one's (ZB-H2 -> ZB-H1 -> 1F1B)
     twin = evaluate_plan(replace(plan, schedule=_ZERO_BUBBLE_FALLBACKS[plan.schedule][0]), job, topo, params, *state)
     return twin if twin.feasible and twin.iter_time < perf.iter_time else perf
 
@@ -739,11 +740,7 @@ class _Wan:
         Where the plan's own groups that do not send together cross a common link, a second pass
         takes their overlap (:func:`sfenv.model.sharing.own_load`) from the first pass's iteration
         time (or from ``own_duty``) and, under the ``v3`` sharing model, for its hops from a replay of
-        its schedule at the first pass's rates (:func:`_schedule_overlap`).  Under ``v3`` the replay
-        is then taken again at the last pass's rates, up to :data:`_OVERLAP_PASSES` times, until the
-        iteration time moves by at most 0.1 %: transfers slowed by sharing send longer and so overlap
-        more (a fixed point; taken at the unshared rates alone, deep 1F1B chains whose hops return to
-        a link were 10-14 % optimistic against the flow-level check, 2026-11-27, docs/model.md).
+        its schedule at the first pass's rates (:func:`_schedule_overlap`).
 
         :param gpipe: the plan runs GPipe (its forward and backward transfers never send together).
         """
@@ -752,27 +749,17 @@ class _Wan:
         perf = assemble(rates)
         overlap = None
         if self_sharing(groups):
-            v3 = self.params.wan_sharing == "v3"
-            for k in range(1 + (_OVERLAP_PASSES if v3 else 0)):
-                before = perf.iter_time
-                duty = list(self.own_duty) if self.own_duty is not None else duties(groups, rates, perf.iter_time)
-                if v3:
-                    overlap = _schedule_overlap(self.plan, groups, rates, perf)
-                own = own_load(groups, duty, perf.iter_time, _phases(perf, gpipe), self.params.dp_overlap, overlap)
-                rates, levels = self.rates(own)
-                perf = assemble(rates)
-                if overlap is None or (k > 0 and abs(perf.iter_time - before) <= 1e-3 * before):
-                    break
+            duty = list(self.own_duty) if self.own_duty is not None else duties(groups, rates, perf.iter_time)
+            if self.params.wan_sharing == "v3":
+                overlap = _schedule_overlap(self.plan, groups, rates, perf)
+            own = own_load(groups, duty, perf.iter_time, _phases(perf, gpipe), self.params.dp_overlap, overlap)
+            rates, levels = self.rates(own)
+            perf = assemble(rates)
         perf.flow_rates_bps = rates
         perf.flow_levels_bps = levels
         perf.flow_duty = duties(groups, rates, perf.iter_time)
         perf.flow_overlap = overlap
         return perf
-
-
-#: re-sweeps of a plan's schedule at the last pass's rates, at most, under ``v3`` (:meth:`_Wan.solve`): six
-#: reach 0.1 % on every plan of the flow-level check's tuning sets, seeds 0-109 and 1000-1109 (our choice)
-_OVERLAP_PASSES = 6
 
 
 def _schedule_overlap(
