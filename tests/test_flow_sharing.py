@@ -536,6 +536,7 @@ def test_under_v3_a_zero_bubble_plan_is_timed_as_its_fastest_fallback_as_the_che
 
     from conftest import make_job, two_region_topo
     from sfenv.experiments.flow_check import fastest_alone
+
     from sfenv.world.workload import ModelSpec
 
     topo = two_region_topo(bw_gbps=0.0702, lat_ms=10.0, gpus=16)

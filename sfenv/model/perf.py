@@ -657,14 +657,14 @@ def evaluate_plan(
         perf = _evaluate_general(plan, job, topo, params, wan, slow)
     if wan is not None and perf.feasible and params.wan_sharing == "v3" and plan.schedule in _ZERO_BUBBLE_FALLBACKS \
             and self_sharing(wan.groups):
-        return _fastest_fallback(plan, job, topo, params, perf, (link_capacity_bps, link_load, own_duty,
-                                                                stage_slowdown))
+        twin = evaluate_plan(replace(plan, schedule=_ZERO_BUBBLE_FALLBACKS[plan.schedule][0]), job, topo, params,
+                             link_capacity_bps, link_load, own_duty, stage_slowdown)
+        return _fastest_fallback(perf, twin)
     return perf
 
 
-def _fastest_fallback(plan: Plan, job: JobSpec, topo: Topology, params: PerfParams, perf: PlanPerf,
-                      state: tuple[object, ...]) -> PlanPerf:
-    """A zero-bubble plan whose own hops share a link, under ``v3``: its evaluation or a fallback's, the faster.
+def _fastest_fallback(perf: PlanPerf, twin: PlanPerf) -> PlanPerf:
+    """A zero-bubble plan whose own hops share a link, under ``v3``: its evaluation or its first fallback's, the faster.
 
     A zero-bubble runtime may run its fallbacks' orders within its memory
     (:data:`_ZERO_BUBBLE_FALLBACKS`); the pipeline replay already takes them, but at the plan's own
@@ -678,7 +678,6 @@ def _fastest_fallback(plan: Plan, job: JobSpec, topo: Topology, params: PerfPara
     ZB-H1, nor ZB-H1 than 1F1B; without it, ZB-H1 was up to 45 % slower than 1F1B on plans whose 1F1B
     time the check confirms (2026-11-27, docs/model.md, "Zero-bubble plans under v3").
     """
-    twin = evaluate_plan(replace(plan, schedule=_ZERO_BUBBLE_FALLBACKS[plan.schedule][0]), job, topo, params, *state)
     return twin if twin.feasible and twin.iter_time < perf.iter_time else perf
 
 
