@@ -213,3 +213,16 @@ def test_with_overrides_deep_merges_nested_sections():
         sc.with_overrides(workload={"arrival": {"rate_per_hour": -1}})
     with pytest.raises(ScenarioError, match=r"env\.nope"):
         sc.with_overrides(env={"nope": 1})
+
+
+def test_the_wan_sharing_argument_is_used_and_a_bad_one_named():
+    """``wan_sharing`` (new at env v3): None keeps the scenario's own model, ``"v2"`` plays env v2's (the ``-v2`` ids
+    pass it), anything else is refused naming the argument and the choices."""
+    assert GeoSchedEnv("spider-8", num_jobs=3).scenario.cfg.sim.wan_sharing == "v3"
+    assert GeoSchedEnv("spider-8", num_jobs=3, wan_sharing="v2").scenario.cfg.sim.wan_sharing == "v2"
+    v2_file = load_scenario("spider-8").with_overrides(sim={"wan_sharing": "v2"})
+    assert GeoSchedEnv(v2_file, num_jobs=3).scenario.cfg.sim.wan_sharing == "v2"
+    with pytest.raises(ValueError) as e:
+        GeoSchedEnv("spider-8", wan_sharing="v4")
+    assert isinstance(e.value, SfenvError)
+    assert "wan_sharing='v4'" in str(e.value) and "['v2', 'v3']" in str(e.value)
