@@ -21,6 +21,7 @@ seeds split: 0-109 are the set docs/model.md first measured (and tuned against: 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -33,7 +34,7 @@ import numpy as np
 from sfenv.errors import InvalidInput
 from sfenv.model.flowcheck import TransferKind, TransferTrace, simulate_jobs, zero_bubble_candidates
 from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan, plan_flow_groups, stage_layer_split
-from sfenv.model.sharing import BURST
+from sfenv.model.sharing import BURST, WAN_SHARING
 from sfenv.sim.links import LinkState
 from sfenv.world.hardware import get_gpu
 from sfenv.world.topology import Link, Region, Topology
@@ -144,16 +145,21 @@ def job_kind(plan: Plan) -> str:
 OFFSET_SEED_STEP = 1_000_003
 
 
-def case_errors(seed: int, iterations: int = 5, warmup: int = 2, offsets: int = 1) -> list[dict[str, Any]]:
+def case_errors(seed: int, iterations: int = 5, warmup: int = 2, offsets: int = 1,
+                wan_sharing: str | None = None) -> list[dict[str, Any]]:
     """Per job of case ``seed``: signed error of the fast path against the check, and what describes the job.
 
     :param offsets: plays of the case from different seeded start offsets (seeds ``seed + k x``
         :data:`OFFSET_SEED_STEP`); the check's time is their mean, and ``check_spread`` (max - min over
         the mean) says how much the played time itself depends on where the jobs started.
+    :param wan_sharing: the fast path's sharing model (:attr:`sfenv.model.perf.PerfParams.wan_sharing`;
+        None: the default); the check does not depend on it.
     """
     if offsets < 1:
         raise ValueError(f"offsets: expected at least 1, got {offsets}")
     topo, params, jobs = random_case(seed)
+    if wan_sharing is not None:
+        params = dataclasses.replace(params, wan_sharing=wan_sharing)
     plays = np.array([simulate_jobs(topo, jobs, params, iterations=iterations, warmup=warmup,
                                     seed=seed + k * OFFSET_SEED_STEP) for k in range(offsets)])
     played = plays.mean(axis=0).tolist()
@@ -475,6 +481,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--decompose", action="store_true",
                     help="instead: each job alone at the WAN transfer times it played together (their means, "
                          "and drawn from them), to tell the error of mean times from that of their variation")
+    ap.add_argument("--wan-sharing", default=None, metavar="{" + ",".join(WAN_SHARING) + "}",
+                    help="random cases: the fast path's WAN sharing model (default: PerfParams', v3)")
     ap.add_argument("--max-sets", type=int, default=3,
                     help="--episodes: the shared starts whose jobs are played together, at most (the first ones)")
     args = ap.parse_args(argv)
@@ -488,11 +496,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise InvalidInput(f"--{name}: expected at least 1, got {getattr(args, name)}")
     if args.warmup < 0:
         raise InvalidInput(f"--warmup: expected 0 or more, got {args.warmup}")
+    if args.wan_sharing is not None and args.wan_sharing not in WAN_SHARING:
+        raise InvalidInput(f"--wan-sharing: expected one of {', '.join(WAN_SHARING)}, got {args.wan_sharing[:20]!r}")
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for seed in _seeds(args.seeds):
         rows += (decomposed_errors(seed, args.iterations, args.warmup) if args.decompose
-                 else case_errors(seed, args.iterations, args.warmup, args.offsets))
+                 else case_errors(seed, args.iterations, args.warmup, args.offsets, args.wan_sharing))
     print(f"{len(rows)} jobs in {len(_seeds(args.seeds))} cases, {time.perf_counter() - t0:.0f} s")
     (report_decomposed if args.decompose else report)(rows)
     if args.json:

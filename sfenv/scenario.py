@@ -475,8 +475,9 @@ class SimCfg(_Strict):
 
     ``wan_sharing`` (default ``v3``): how transfers share the WAN (:attr:`sfenv.model.perf.PerfParams.wan_sharing`):
     ``v3``, env v3's model, which sees other jobs' bursts come and go and a job's own hops send as its
-    schedule has them (closer to the flow-level check; docs/model.md), or ``v2``, env v2's (the ``-v2``
-    ids play it).
+    schedule has them (closer to the flow-level check; docs/model.md), ``v2``, env v2's (the ``-v2``
+    ids play it), or ``v4`` (opt-in, no env id plays it yet): as ``v3``, but a 1F1B or GPipe plan's own
+    hops share their links as a replay of its schedule plays them (:mod:`sfenv.model.hopshare`).
     """
 
     horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0

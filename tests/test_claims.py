@@ -170,7 +170,7 @@ def test_unknown_claim_is_a_clear_error():
 
 
 @pytest.mark.parametrize("argv, msg", [(["--seeds", "1"], "--seeds"), (["--num-jobs", "-1"], "--num-jobs"),
-                                       (["--wan-sharing", "v4"], "--wan-sharing")])
+                                       (["--wan-sharing", "v9"], "--wan-sharing")])
 def test_bad_arguments_exit_2_with_one_line(argv, msg, capsys):
     with pytest.raises(SystemExit) as exc:
         C.main([*argv, "--only", "spantrain"])

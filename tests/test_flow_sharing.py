@@ -109,13 +109,13 @@ def test_a_ring_step_meets_a_gpipe_pass_frozen_when_shorter_than_that_jobs_itera
 
 def test_the_sharing_model_is_v3_unless_asked_and_named_when_wrong():
     """``wan_sharing``: env v3's model by default; ``v2`` on request, with env v2's scenario hash and kept
-    through every dump but the hash's; anything else names the field."""
+    through every dump but the hash's; ``v4`` (opt-in) with a hash of its own; anything else names the field."""
     from sfenv.runs.results import scenario_hash
     from sfenv.scenario import ScenarioError, load_scenario
 
     assert PerfParams().wan_sharing == "v3" and PerfParams(wan_sharing="v2").wan_sharing == "v2"
     with pytest.raises(ValueError, match="wan_sharing"):
-        PerfParams(wan_sharing="v4")
+        PerfParams(wan_sharing="v5")
     base = load_scenario("spider-8")
     v2 = base.with_overrides(sim={"wan_sharing": "v2"})
     assert base.cfg.sim.perf_params().wan_sharing == "v3" and v2.cfg.sim.perf_params().wan_sharing == "v2"
@@ -126,8 +126,11 @@ def test_the_sharing_model_is_v3_unless_asked_and_named_when_wrong():
     # env v2's hash, as its bundled leaderboard entry (docs/results/leaderboard/entries/bace-6.json) recorded it
     bace = load_scenario("bace-6").with_overrides(workload={"num_jobs": 5}, sim={"wan_sharing": "v2"})
     assert scenario_hash(bace) == "c8feacee734bace3"
+    v4 = base.with_overrides(sim={"wan_sharing": "v4"})
+    assert v4.cfg.sim.perf_params().wan_sharing == "v4" and scenario_hash(v4) not in (scenario_hash(base),
+                                                                                     scenario_hash(v2))
     with pytest.raises(ScenarioError, match=r"sim\.wan_sharing"):
-        base.with_overrides(sim={"wan_sharing": "v4"})
+        base.with_overrides(sim={"wan_sharing": "v5"})
 
 
 def _switching_load(decay_per_s: float) -> np.ndarray:
@@ -311,6 +314,24 @@ def test_the_v3_sharing_model_agrees_with_the_check_at_least_as_well(check_rows)
     assert err.mean() <= np.mean(v2) + 1e-3
 
 
+def test_the_v4_sharing_model_agrees_with_the_check_at_least_as_well_as_v3(check_rows):
+    """The same 30 jobs with ``wan_sharing: v4`` (a plan's own hops share links as its schedule plays them,
+    :mod:`sfenv.model.hopshare`): v3's bounds hold, and it is no worse than v3 in the mean by more than 0.2 points
+    (its declared judging on 318 fresh jobs, 2026-11-27: mean error 3.03 % against v3's 3.10 %)."""
+    import dataclasses
+
+    v3, v4 = [], []
+    for seed in CHECK_SEEDS:
+        topo, params, jobs = random_case(seed)
+        rows = [r for r in check_rows if r["seed"] == seed]
+        for model, out in (("v3", v3), ("v4", v4)):
+            fast = settled_times(topo, dataclasses.replace(params, wan_sharing=model), jobs)
+            out += [abs(fast[r["job"]] / r["played_s"] - 1.0) for r in rows]
+    err = np.array(v4)
+    assert len(err) >= 25 and np.median(err) <= 0.015 and (err <= 0.05).mean() >= 0.85 and err.max() <= 0.11
+    assert err.mean() <= np.mean(v3) + 2e-3
+
+
 def test_sharing_matters_in_the_check_cases(check_errors):
     """The check has teeth: the jobs' times alone (no sharing) miss the played times by far more."""
     settled, alone = check_errors
@@ -334,8 +355,21 @@ def test_the_check_averages_its_plays_from_several_start_offsets():
         case_errors(3, offsets=0)
 
 
+def test_the_check_cases_time_the_fast_path_under_the_sharing_model_asked():
+    """``case_errors(wan_sharing=...)`` (``flow_check --wan-sharing``): the check's play does not move, the fast
+    path's time is the model's (case 11 holds a chain whose own hops share a link, so v2, v3 and v4 differ)."""
+    from sfenv.experiments.flow_check import case_errors
+
+    rows = {ws: case_errors(11, iterations=2, warmup=0, wan_sharing=ws) for ws in ("v2", "v3", "v4")}
+    assert [r["played_s"] for r in rows["v2"]] == [r["played_s"] for r in rows["v4"]]
+    assert rows["v3"] == case_errors(11, iterations=2, warmup=0)
+    errs = {ws: tuple(round(r["err"], 9) for r in rs) for ws, rs in rows.items()}
+    assert len(set(errs.values())) == 3
+
+
 @pytest.mark.parametrize("argv", [["--seeds", "x"], ["--seeds", "5:2"], ["--seeds", "0:2", "--offsets", "0"],
-                                  ["--seeds", "0:2", "--iterations", "0"], ["--seeds", "0:2", "--warmup", "-1"]])
+                                  ["--seeds", "0:2", "--iterations", "0"], ["--seeds", "0:2", "--warmup", "-1"],
+                                  ["--seeds", "0:2", "--wan-sharing", "v9"]])
 def test_the_flow_check_script_refuses_bad_input_in_one_line(argv):
     import subprocess
     import sys

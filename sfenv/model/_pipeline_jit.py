@@ -23,8 +23,8 @@ from collections.abc import Callable
 import numpy as np
 
 __all__ = [
-    "AVAILABLE", "hop_overlap", "replay_zero_bubble", "sweep_fixed_order", "sweep_plan", "sweep_zero_bubble",
-    "warm_up", "zero_bubble_rows",
+    "AVAILABLE", "hop_overlap", "replay_shared", "replay_zero_bubble", "sweep_fixed_order", "sweep_plan",
+    "sweep_zero_bubble", "warm_up", "zero_bubble_rows",
 ]
 
 try:  # numba is optional: ``pip install sfenv[fast]``
@@ -484,6 +484,292 @@ def _sweep_zero_bubble(
     return makespan, span
 
 
+def _links_met(ids: np.ndarray, nids: int, f_links: np.ndarray, f_members: np.ndarray, cap: np.ndarray,
+               others: np.ndarray, work: np.ndarray, seen: np.ndarray, elist: np.ndarray) -> int:
+    """The links of flows ``ids[:nids]`` in the order met into ``elist``, with room, members and others in ``work``."""
+    ne = 0
+    for q in range(nids):
+        f = ids[q]
+        for j in range(f_links.shape[1]):
+            e = f_links[f, j]
+            if e < 0:
+                break
+            if not seen[e]:
+                seen[e] = True
+                elist[ne] = e
+                ne += 1
+                work[0, e] = cap[e]
+                work[1, e] = 0.0
+                work[2, e] = others[e]
+            work[1, e] += f_members[f]
+    return ne
+
+
+def _tightest(work: np.ndarray, elist: np.ndarray, ne: int) -> tuple[float, int]:
+    """The least share a link with unfixed flows offers, and the first such link."""
+    share = np.inf
+    tight = -1
+    for a in range(ne):
+        e = elist[a]
+        if work[1, e] > 0.0:
+            c = work[0, e]
+            s = (c if c > 0.0 else 0.0) / (work[1, e] + work[2, e])
+            if s < share:
+                share = s
+                tight = e
+    return share, tight
+
+
+def _crosses(f_links: np.ndarray, f: int, e: int) -> bool:
+    for j in range(f_links.shape[1]):
+        if f_links[f, j] == e:
+            return True
+    return False
+
+
+def _fix(q: int, f: int, value: float, f_links: np.ndarray, f_members: np.ndarray, rate: np.ndarray,
+         fixed: np.ndarray, work: np.ndarray) -> None:
+    """Fix flow ``ids[q] = f`` at ``value`` and take it off its links."""
+    rate[q] = value
+    fixed[q] = True
+    for j in range(f_links.shape[1]):
+        e = f_links[f, j]
+        if e < 0:
+            break
+        work[0, e] -= value * f_members[f]
+        work[1, e] -= f_members[f]
+
+
+def _max_min(ids: np.ndarray, nids: int, f_links: np.ndarray, f_members: np.ndarray, f_bound: np.ndarray,
+             cap: np.ndarray, others: np.ndarray, rate: np.ndarray, work: np.ndarray, seen: np.ndarray,
+             elist: np.ndarray, fixed: np.ndarray) -> None:
+    """:func:`sfenv.model.sharing.max_min_rates` over the flows ``ids[:nids]``: their rates into ``rate[:nids]``.
+
+    ``work`` holds per link its room, own members and other flows (rows 0-2); ``seen`` marks the links
+    met, in ``elist`` in the order met (as the dicts of the Python function); both are left clean.
+    """
+    ne = _links_met(ids, nids, f_links, f_members, cap, others, work, seen, elist)
+    fixed[:nids] = False
+    left = nids
+    while left > 0:
+        share, tight = _tightest(work, elist, ne)
+        first = -1
+        for q in range(nids):
+            if not fixed[q] and (first < 0 or f_bound[ids[q]] < f_bound[ids[first]]):
+                first = q
+        if f_bound[ids[first]] <= share:
+            _fix(first, ids[first], f_bound[ids[first]], f_links, f_members, rate, fixed, work)
+            left -= 1
+            continue
+        work[0, tight] -= share * work[2, tight]
+        work[2, tight] = 0.0
+        for q in range(nids):
+            if not fixed[q] and _crosses(f_links, ids[q], tight):
+                _fix(q, ids[q], share, f_links, f_members, rate, fixed, work)
+                left -= 1
+    for a in range(ne):
+        seen[elist[a]] = False
+
+
+def _start_shared(t: float, compute: np.ndarray, transfer: np.ndarray, kinds: np.ndarray, mbs: np.ndarray,
+                  stage: np.ndarray, act: np.ndarray, grad: np.ndarray, queue: np.ndarray, chan: np.ndarray,
+                  began: np.ndarray, local_end: np.ndarray, ch_flows: np.ndarray, f_bits: np.ndarray,
+                  on: np.ndarray, left_bits: np.ndarray) -> None:
+    """:meth:`sfenv.model.hopshare._Replay.start`.
+
+    ``stage`` rows: next position, running operation's kind and micro-batch; ``chan`` rows: queue
+    head, queue tail, busy, micro-batch under way.  ``began[0]``: operation ends (inf: idle).
+    """
+    p = compute.shape[0]
+    op_end = began[0]
+    for k in range(p):
+        if op_end[k] == np.inf and stage[0, k] < kinds.shape[1]:
+            kind, i = kinds[k, stage[0, k]], mbs[k, stage[0, k]]
+            if (act[k, i] if kind == 0 else grad[k, i]) <= t:
+                c = compute[k]
+                op_end[k] = t + (c / 3.0 if kind == 0 else 2.0 * c / 3.0)
+                stage[1, k] = kind
+                stage[2, k] = i
+                stage[0, k] += 1
+    for ch in range(queue.shape[0]):
+        if chan[0, ch] < chan[1, ch] and not chan[2, ch]:
+            chan[2, ch] = 1
+            chan[3, ch] = queue[ch, chan[0, ch]]
+            chan[0, ch] += 1
+            began[1, ch] = t
+            if ch_flows[ch, 0] < 0:
+                local_end[ch] = t + transfer[ch >> 1]
+            for j in range(ch_flows.shape[1]):
+                f = ch_flows[ch, j]
+                if f < 0:
+                    break
+                on[f] = True
+                left_bits[f] = f_bits[f]
+
+
+def _end_ops(t: float, began: np.ndarray, stage: np.ndarray, grad: np.ndarray, queue: np.ndarray,
+             chan: np.ndarray) -> int:
+    """:meth:`sfenv.model.hopshare._Replay._finish_ops`; returns the first stage's backwards that ended."""
+    p = stage.shape[1]
+    ended = 0
+    for k in range(p):
+        if began[0, k] <= t:
+            began[0, k] = np.inf
+            kind, i = stage[1, k], stage[2, k]
+            if kind == 0 and k == p - 1:
+                grad[k, i] = t
+                continue
+            if kind != 0 and k == 0:
+                ended += 1
+                continue
+            c = 2 * k if kind == 0 else 2 * (k - 1) + 1
+            queue[c, chan[1, c]] = i
+            chan[1, c] += 1
+    return ended
+
+
+def _end_transfers(t: float, latency: np.ndarray, chan: np.ndarray, began: np.ndarray, local_end: np.ndarray,
+                   ch_flows: np.ndarray, f_bits: np.ndarray, on: np.ndarray, left_bits: np.ndarray,
+                   total: np.ndarray, count: np.ndarray, spans: np.ndarray, nspan: np.ndarray,
+                   arrivals: np.ndarray, narr: int) -> int:
+    """:meth:`sfenv.model.hopshare._Replay._finish_transfers`; returns the number of messages in flight."""
+    for ch in range(chan.shape[1]):
+        if not chan[2, ch]:
+            continue
+        if ch_flows[ch, 0] >= 0:
+            still = False
+            for j in range(ch_flows.shape[1]):
+                f = ch_flows[ch, j]
+                if f < 0:
+                    break
+                if on[f] and left_bits[f] <= f_bits[f] * 1e-9:
+                    on[f] = False
+                    total[f] += t - began[1, ch]
+                    count[f] += 1
+                still = still or on[f]
+            if still:
+                continue
+            spans[0, ch, nspan[ch]] = began[1, ch]
+            spans[1, ch, nspan[ch]] = t
+            nspan[ch] += 1
+        elif local_end[ch] > t:
+            continue
+        local_end[ch] = np.inf
+        chan[2, ch] = 0
+        arrivals[0, narr] = t + latency[ch >> 1]
+        arrivals[1, narr] = ch
+        arrivals[2, narr] = chan[3, ch]
+        narr += 1
+    return narr
+
+
+def _arrive(t: float, arrivals: np.ndarray, narr: int, act: np.ndarray, grad: np.ndarray) -> int:
+    """:meth:`sfenv.model.hopshare._Replay._arrive`; returns the number of messages still in flight."""
+    kept = 0
+    for a in range(narr):
+        when, ch, mb = arrivals[0, a], int(arrivals[1, a]), int(arrivals[2, a])
+        if when > t:
+            arrivals[0, kept], arrivals[1, kept], arrivals[2, kept] = when, ch, mb
+            kept += 1
+        elif ch & 1:
+            grad[ch >> 1, mb] = when
+        else:
+            act[(ch >> 1) + 1, mb] = when
+    return kept
+
+
+def _co_sending(spans: np.ndarray, nspan: np.ndarray) -> np.ndarray:
+    """``[a, b]``: the share of channel a's sending time during which b sends (-1: a or b never sends)."""
+    nch = nspan.shape[0]
+    shares = np.full((nch, nch), -1.0)
+    for a in range(nch):
+        whole = 0.0
+        for n in range(nspan[a]):
+            whole += spans[1, a, n] - spans[0, a, n]
+        for b in range(nch):
+            if a == b or whole <= 0.0 or nspan[b] == 0:
+                continue
+            both = 0.0
+            i = n = 0
+            while i < nspan[a] and n < nspan[b]:
+                lo = spans[0, a, i] if spans[0, a, i] > spans[0, b, n] else spans[0, b, n]
+                hi = spans[1, a, i] if spans[1, a, i] < spans[1, b, n] else spans[1, b, n]
+                if hi > lo:
+                    both += hi - lo
+                if spans[1, a, i] < spans[1, b, n]:
+                    i += 1
+                else:
+                    n += 1
+            shares[a, b] = both / whole
+    return shares
+
+
+def _channel_flows(f_ch: np.ndarray, nch: int) -> np.ndarray:
+    """Per channel, its flows in order (``-1`` padded)."""
+    per = np.zeros(nch, dtype=np.int64)
+    for f in range(f_ch.shape[0]):
+        per[f_ch[f]] += 1
+    out = np.full((nch, max(1, per.max())), -1, dtype=np.int64)
+    per[:] = 0
+    for f in range(f_ch.shape[0]):
+        out[f_ch[f], per[f_ch[f]]] = f
+        per[f_ch[f]] += 1
+    return out
+
+
+def _replay_shared(
+    compute: np.ndarray, latency: np.ndarray, transfer: np.ndarray, m: int, kinds: np.ndarray, mbs: np.ndarray,
+    f_ch: np.ndarray, f_bits: np.ndarray, f_members: np.ndarray, f_bound: np.ndarray, f_links: np.ndarray,
+    cap: np.ndarray, others: np.ndarray,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sfenv.model.hopshare._replay_python` over arrays, the same floats in the same order.
+
+    :return: ``(end, total transfer time per flow, transfers per flow, co-sending shares)``
+        (:func:`_co_sending`).
+    """
+    p, nf = compute.shape[0], f_ch.shape[0]
+    nch = 2 * (p - 1)
+    ch_flows = _channel_flows(f_ch, nch)
+    stage = np.zeros((3, p), dtype=np.int64)
+    chan = np.zeros((4, nch), dtype=np.int64)
+    began = np.full((2, max(p, nch)), np.inf)
+    act = np.full((p, m), np.inf)
+    act[0, :] = 0.0
+    grad = np.full((p, m), np.inf)
+    queue = np.zeros((nch, m), dtype=np.int64)
+    local_end = np.full(nch, np.inf)
+    on = np.zeros(nf, dtype=np.bool_)
+    left_bits, total, rate = np.zeros(nf), np.zeros(nf), np.zeros(nf)
+    count, ids = np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=np.int64)
+    arrivals = np.zeros((3, nch * m + 1))
+    spans, nspan = np.zeros((2, nch, m)), np.zeros(nch, dtype=np.int64)
+    work, seen = np.zeros((3, cap.shape[0])), np.zeros(cap.shape[0], dtype=np.bool_)
+    elist, fixed = np.zeros(cap.shape[0], dtype=np.int64), np.zeros(nf, dtype=np.bool_)
+    done, narr, t = 0, 0, 0.0
+    while done < m:
+        _start_shared(t, compute, transfer, kinds, mbs, stage, act, grad, queue, chan, began, local_end, ch_flows,
+                      f_bits, on, left_bits)
+        nids = 0
+        for f in range(nf):
+            if on[f]:
+                ids[nids] = f
+                nids += 1
+        if nids:
+            _max_min(ids, nids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist, fixed)
+        nxt = min(began[0, :p].min(), local_end.min(), arrivals[0, :narr].min() if narr else np.inf)
+        for q in range(nids):
+            nxt = min(nxt, t + left_bits[ids[q]] / rate[q])
+        if nxt == np.inf:
+            raise RuntimeError("replay_shared: the schedule stalled")
+        dt, t = nxt - t, nxt
+        for q in range(nids):
+            left_bits[ids[q]] -= rate[q] * dt
+        done += _end_ops(t, began, stage, grad, queue, chan)
+        narr = _end_transfers(t, latency, chan, began, local_end, ch_flows, f_bits, on, left_bits, total, count,
+                              spans, nspan, arrivals, narr)
+        narr = _arrive(t, arrivals, narr, act, grad)
+    return t, total, count, _co_sending(spans, nspan)
+
 def warm_up() -> None:
     """Load (or compile) every kernel for the argument types :mod:`sfenv.model.pipeline` passes, on tiny inputs."""
     c, hops, w = np.array([1.0, 2.0]), np.array([0.1]), np.array([2, 1], dtype=np.int64)
@@ -495,6 +781,11 @@ def warm_up() -> None:
     rows = zero_bubble_rows(4, w, w - 1)
     rows.setflags(write=False)  # as pipeline._zero_bubble_row_array hands them out
     sweep_zero_bubble(c, hops, hops, 4, rows)
+    kinds = np.array([[0, 0, 1, 1], [0, 1, 0, 1]], dtype=np.int64)
+    mbs = np.array([[0, 1, 0, 1], [0, 0, 1, 1]], dtype=np.int64)
+    one = np.ones(1)
+    replay_shared(c, hops, hops, 2, kinds, mbs, np.zeros(1, dtype=np.int64), one, one, one,
+                  np.zeros((1, 1), dtype=np.int64), np.array([1.0, 1.0]), np.zeros(2))
 
 
 #: the kernels :mod:`sfenv.model.pipeline` calls: numba's compiled dispatchers, or the Python functions above
@@ -502,6 +793,7 @@ hop_overlap: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.n
 replay_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray],
                              tuple[float, float, np.ndarray, bool]]
 sweep_fixed_order: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], float]
+replay_shared: Callable[..., tuple[float, np.ndarray, np.ndarray, np.ndarray]]
 sweep_plan: Callable[[bool, int, np.ndarray], np.ndarray]
 sweep_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], tuple[float, float]]
 zero_bubble_rows: Callable[[int, np.ndarray, np.ndarray], np.ndarray]
@@ -512,7 +804,19 @@ if AVAILABLE:
     _channels = njit(cache=True, nogil=True)(_channels)
     _sweep_start = njit(cache=True, nogil=True)(_sweep_start)
     _zero_bubble_orders = njit(cache=True, nogil=True)(_zero_bubble_orders)
+    _links_met = njit(cache=True, nogil=True)(_links_met)
+    _tightest = njit(cache=True, nogil=True)(_tightest)
+    _crosses = njit(cache=True, nogil=True)(_crosses)
+    _fix = njit(cache=True, nogil=True)(_fix)
+    _max_min = njit(cache=True, nogil=True)(_max_min)
+    _start_shared = njit(cache=True, nogil=True)(_start_shared)
+    _end_ops = njit(cache=True, nogil=True)(_end_ops)
+    _end_transfers = njit(cache=True, nogil=True)(_end_transfers)
+    _arrive = njit(cache=True, nogil=True)(_arrive)
+    _co_sending = njit(cache=True, nogil=True)(_co_sending)
+    _channel_flows = njit(cache=True, nogil=True)(_channel_flows)
     hop_overlap = njit(cache=True, nogil=True)(_hop_overlap)
+    replay_shared = njit(cache=True, nogil=True)(_replay_shared)
     replay_zero_bubble = njit(cache=True, nogil=True)(_replay_zero_bubble)
     sweep_fixed_order = njit(cache=True, nogil=True)(_sweep_fixed_order)
     sweep_plan = njit(cache=True, nogil=True)(_sweep_plan)
@@ -520,6 +824,7 @@ if AVAILABLE:
     zero_bubble_rows = njit(cache=True, nogil=True)(_zero_bubble_rows)
 else:  # pragma: no cover - the Python loops of sfenv.model.pipeline run instead
     hop_overlap = _hop_overlap
+    replay_shared = _replay_shared
     replay_zero_bubble = _replay_zero_bubble
     sweep_fixed_order = _sweep_fixed_order
     sweep_plan = _sweep_plan

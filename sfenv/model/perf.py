@@ -63,10 +63,12 @@ import numpy as np
 
 from sfenv.hashing import HashedKey, cached_hash, cached_value, state_without_hash
 from sfenv.model.compute import RECOMPUTE_MODES, layer_costs, lm_head_time, stage_unit
+from sfenv.model.hopshare import HopFlow, replay_shared
 from sfenv.model.pipeline import SCHEDULES, _pipeline_time_cached, default_windows, hop_overlap, steady_period
 from sfenv.model.sharing import (
     BULK,
     BURST,
+    BUSY,
     WAN_SHARING,
     FlowGroup,
     duties,
@@ -287,7 +289,9 @@ class PerfParams:
         default largest receive buffer (``tcp_rmem`` 6 MiB, ``tcp_adv_win_scale`` 1).
     :param wan_sharing: how transfers share the WAN, one of :data:`sfenv.model.sharing.WAN_SHARING`:
         ``v3`` (the default, env v3's: other jobs' bursts seen as they come and go, a job's own hops as
-        its schedule has them send; :mod:`sfenv.model.sharing`, docs/model.md) or ``v2`` (env v2's).
+        its schedule has them send; :mod:`sfenv.model.sharing`, docs/model.md), ``v2`` (env v2's), or
+        ``v4`` (opt-in, no env id plays it yet: as ``v3``, with a 1F1B or GPipe plan's own hops sharing
+        their links as :func:`sfenv.model.hopshare.replay_shared` plays them).
     """
 
     mfu: float = 0.4
@@ -655,7 +659,7 @@ def evaluate_plan(
     perf = _evaluate_chain(plan, job, topo, params, wan, slow)
     if perf is None:
         perf = _evaluate_general(plan, job, topo, params, wan, slow)
-    if wan is not None and perf.feasible and params.wan_sharing == "v3" and plan.schedule in _ZERO_BUBBLE_FALLBACKS \
+    if wan is not None and perf.feasible and params.wan_sharing != "v2" and plan.schedule in _ZERO_BUBBLE_FALLBACKS \
             and self_sharing(wan.groups):
         twin = evaluate_plan(replace(plan, schedule=_ZERO_BUBBLE_FALLBACKS[plan.schedule][0]), job, topo, params,
                              link_capacity_bps, link_load, own_duty, stage_slowdown)
@@ -731,7 +735,7 @@ class _Wan:
         topo = self.topo
         member_cap = topo.directed_pair_cap_bps if topo.has_pair_caps else None
         return group_rates(self.groups, self.cap, self.load, own, pr.wan_streams, pr.tcp_window_bytes, member_cap,
-                           pr.wan_sharing == "v3")
+                           pr.wan_sharing != "v2")
 
     def solve(self, assemble: Callable[[list[float]], PlanPerf], gpipe: bool) -> PlanPerf:
         """The plan's evaluation: ``assemble(rates)`` at the groups' rates, with their duties.
@@ -749,7 +753,10 @@ class _Wan:
         overlap = None
         if self_sharing(groups):
             duty = list(self.own_duty) if self.own_duty is not None else duties(groups, rates, perf.iter_time)
-            if self.params.wan_sharing == "v3":
+            if self.params.wan_sharing == "v4" and self.plan.schedule in ("1f1b", "gpipe") and perf.feasible \
+                    and len(self.plan.stages) > 1:
+                return self._solve_replayed(assemble, gpipe, perf, duty)
+            if self.params.wan_sharing != "v2":
                 overlap = _schedule_overlap(self.plan, groups, rates, perf)
             own = own_load(groups, duty, perf.iter_time, _phases(perf, gpipe), self.params.dp_overlap, overlap)
             rates, levels = self.rates(own)
@@ -758,6 +765,44 @@ class _Wan:
         perf.flow_levels_bps = levels
         perf.flow_duty = duties(groups, rates, perf.iter_time)
         perf.flow_overlap = overlap
+        return perf
+
+    def _solve_replayed(self, assemble: Callable[[list[float]], PlanPerf], gpipe: bool, first: PlanPerf,
+                        duty: list[float]) -> PlanPerf:
+        """:meth:`solve`'s second pass under ``v4``: the plan's own hops share links as its schedule plays them.
+
+        The rings and the other jobs' load are taken as under ``v3`` (a pass with the hops' own overlap
+        left out); then :func:`sfenv.model.hopshare.replay_shared` plays the schedule with every hop
+        member bounded by that pass's rate and sharing its links max-min with the plan's other hops
+        and the other jobs' flows (:func:`sfenv.model.sharing.max_min_rates`), and each hop group's
+        rate becomes its bits over its mean played transfer time.  On the links the plan's other hops
+        cross, a group's level falls with its rate (it still takes a full share there, so the load it
+        exports counts it present), and the replay's co-sending shares are its ``flow_overlap``.
+        Measured against the flow-level check on 2026-11-27 (docs/model.md, "Deep 1F1B chains").
+        """
+        groups = self.groups
+        apart = {(g.key, h.key): 0.0 for g in groups for h in groups if g.kind == h.kind == BURST and g.key != h.key}
+        own = own_load(groups, duty, first.iter_time, _phases(first, gpipe), self.params.dp_overlap, apart)
+        bound, levels = self.rates(own)
+        perf = assemble(bound)
+        if not perf.feasible:  # pragma: no cover - rates never change memory feasibility
+            return perf
+        burst = [i for i, g in enumerate(groups) if g.kind == BURST]
+        flows = [HopFlow(groups[i].key, groups[i].bits, groups[i].links, groups[i].members, bound[i]) for i in burst]
+        played = replay_shared(perf.compute_times, perf.latency_times, perf.transfer_times, perf.microbatches,
+                               self.plan.schedule, perf.windows, flows, self.cap, self.load[BUSY])
+        rates = list(bound)
+        for i, x in zip(burst, played.transfer_s):
+            if x > 0.0:  # nan: the hop never sent (cannot happen once m >= 1)
+                rates[i] = min(bound[i], groups[i].bits / x)
+        perf = assemble(rates)
+        crossed = {(i, e) for i, g in enumerate(groups) for h in groups
+                   if g.kind == h.kind == BURST and g.key != h.key for e in set(g.links) & set(h.links)}
+        perf.flow_rates_bps = rates
+        perf.flow_levels_bps = [[lv * rates[i] / bound[i] if (i, e) in crossed and bound[i] > 0 else lv
+                                 for e, lv in zip(g.links, levels[i])] for i, g in enumerate(groups)]
+        perf.flow_duty = duties(groups, rates, perf.iter_time)
+        perf.flow_overlap = played.overlap or None
         return perf
 
 

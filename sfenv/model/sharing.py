@@ -120,6 +120,7 @@ __all__ = [
     "empty_load",
     "group_rates",
     "load_of",
+    "max_min_rates",
     "own_load",
     "self_sharing",
     "transport_cap_bps",
@@ -139,9 +140,11 @@ BURST_DECAY = 8
 #: rows of a load array
 LOAD_ROWS = 9
 #: the sharing models (:attr:`sfenv.model.perf.PerfParams.wan_sharing`): ``v2``, env v2's (bursts see other flows
-#: frozen, a job's hops meet as independent flows), and ``v3`` (bursts see other jobs' bursts come and go, a job's
-#: hops meet as its schedule has them send; measured 2026-11-27, docs/model.md), env v3's and the default
-WAN_SHARING = ("v2", "v3")
+#: frozen, a job's hops meet as independent flows), ``v3`` (bursts see other jobs' bursts come and go, a job's
+#: hops meet as its schedule has them send; measured 2026-11-27, docs/model.md), env v3's and the default, and
+#: ``v4`` (opt-in: as ``v3``, but a 1F1B or GPipe plan's own hops share their links as a replay of its schedule
+#: plays them, :func:`max_min_rates` at every instant; measured 2026-11-27, docs/model.md)
+WAN_SHARING = ("v2", "v3", "v4")
 
 
 class FlowGroup(NamedTuple):
@@ -194,6 +197,59 @@ def self_sharing(groups: Sequence[FlowGroup]) -> bool:
             if other != tag:
                 return True
     return False
+
+
+def max_min_rates(
+    flows: Sequence[tuple[tuple[int, ...], float, float]], cap_bps: np.ndarray, others_busy: np.ndarray,
+) -> list[float]:
+    """Max-min fair rate per member of flows that send at once, by progressive filling (water-filling).
+
+    Each flow is ``(directed links, members, bound)``: ``members`` identical transfers over the links,
+    each carrying at most ``bound`` bit/s whatever the links leave.  Other jobs' transfers are
+    ``others_busy[e]`` flows on link ``e`` alone, unbounded (the frozen view of :func:`_level`).  The
+    textbook algorithm (Bertsekas & Gallager, *Data Networks*, 2nd ed., 1992, section 6.5.2): raise
+    every unfixed rate together; a link whose capacity runs out fixes the flows on it, a flow that
+    reaches its bound is fixed there; repeat on what is left.  Ties go to the first link met (flows
+    in order, each route in order) and the first flow, so that the compiled twin in
+    :mod:`sfenv.model._pipeline_jit` gives the same floats.
+
+    :return: the rate of one member of each flow, bit/s, in the order given.
+    """
+    rate = [math.nan] * len(flows)
+    left = list(range(len(flows)))
+    room: dict[int, float] = {}
+    own: dict[int, float] = {}
+    other: dict[int, float] = {}
+    for links, members, _ in flows:
+        for e in links:
+            if e not in room:
+                room[e], own[e], other[e] = float(cap_bps[e]), 0.0, float(others_busy[e])
+            own[e] += members
+    while left:
+        share, tight = math.inf, -1
+        for e, c in room.items():
+            if own[e] > 0.0:
+                s = (c if c > 0.0 else 0.0) / (own[e] + other[e])
+                if s < share:
+                    share, tight = s, e
+        first = left[0]
+        for i in left:
+            if flows[i][2] < flows[first][2]:
+                first = i
+        if flows[first][2] <= share:
+            fixed, value = [first], flows[first][2]
+        else:
+            fixed, value = [i for i in left if tight in flows[i][0]], share
+            room[tight] -= value * other[tight]
+            other[tight] = 0.0
+        for i in fixed:
+            rate[i] = value
+            left.remove(i)
+            links, members, _ = flows[i]
+            for e in links:
+                room[e] -= value * members
+                own[e] -= members
+    return rate
 
 
 def _level(

@@ -154,7 +154,7 @@ class LinkState:
         if not groups:
             return set()
         ids, vals = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty, perf.iter_time,
-                            perf.flow_overlap, self.params.wan_sharing == "v3")
+                            perf.flow_overlap, self.params.wan_sharing != "v2")
         self.jobs[job_id] = JobLoad(plan, job, ids, vals, list(perf.flow_duty), perf, fixed)
         self._rebuild()
         return {int(e) for e in ids}
@@ -221,7 +221,7 @@ class LinkState:
                     raise RuntimeError(f"running job {jid} became infeasible: {perf.reason}")
                 groups = plan_flow_groups(entry.plan, self.topo, entry.job)
                 links, load = load_of(groups, perf.flow_rates_bps, perf.flow_levels_bps, perf.flow_duty, perf.iter_time,
-                                      perf.flow_overlap, self.params.wan_sharing == "v3")
+                                      perf.flow_overlap, self.params.wan_sharing != "v2")
                 old = entry.perf.iter_time
                 if not math.isclose(perf.iter_time, old, rel_tol=SETTLE_TOLERANCE):
                     moved = True

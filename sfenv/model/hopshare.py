@@ -1,0 +1,265 @@
+"""A pipeline's own hop transfers sharing their links, replayed under its schedule (the ``v4`` sharing model).
+
+Under 1F1B and GPipe a schedule fixes when each stage sends, so whether two of a plan's hops that
+cross a common link send at once, and for how long, follows from the schedule and from the rates
+they get while they do.  The ``v3`` sharing model replays the schedule once at the rates each hop
+gets alone (:func:`sfenv.model.pipeline.hop_overlap`) and charges the overlap it finds; but hops
+that share a link send longer and so overlap more, and on deep chains over relayed routes that
+replay was 10-14 % optimistic against the flow-level check (docs/model.md, "Deep 1F1B chains").
+
+:func:`replay_shared` plays the schedule instead as a fluid model of the plan's own transfers: the
+stages run their 1F1B or GPipe order (forward ``c/3``, backward ``2c/3``, as
+:func:`sfenv.model.pipeline.replay_pipeline`), each hop direction is a FIFO channel, and while
+several channels send their members share the links at the max-min fair rates of
+:func:`sfenv.model.sharing.max_min_rates`, recomputed at every event (processor sharing, the fluid
+view of TCP flows that Bertsekas & Gallager, and Massoulie & Roberts, "Bandwidth sharing: objectives
+and algorithms", IEEE/ACM ToN 10(3), 2002, take for elastic traffic).  It returns each flow's
+mean transfer time and the channels' co-sending shares.  Other jobs' traffic enters as the rates
+each flow gets without its own job's other hops (its bound) and as frozen flows on the links.
+
+With numba installed the replay runs as a compiled twin (:func:`sfenv.model._pipeline_jit.replay_shared`,
+the same floats in the same order, compared in ``tests/test_hopshare.py``).
+
+The replay is written apart from :mod:`sfenv.model.flowcheck` (which plays every job's transfers
+together, with start offsets, for many iterations) and is checked against it in
+``tests/test_hopshare.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from sfenv.model.pipeline import _F, _fixed_order, _jit_kernels, _shared_time
+from sfenv.model.sharing import max_min_rates
+
+__all__ = ["HopFlow", "SharedReplay", "replay_shared"]
+
+#: a flow's transfer is done when this share of its bits is left (float rounding)
+_DONE = 1e-9
+
+
+class HopFlow(NamedTuple):
+    """The members of one pipeline hop direction over one route (a burst :class:`sfenv.model.sharing.FlowGroup`).
+
+    :param channel: the hop direction, ``2 hop + direction`` (0 forward).
+    :param bits: bits per member per transfer.
+    :param links: directed links of the route.
+    :param members: identical transfers sent at once (replica pairs).
+    :param bound: the most one member carries, bit/s, whatever its own job's other hops leave.
+    """
+
+    channel: int
+    bits: float
+    links: tuple[int, ...]
+    members: int
+    bound: float
+
+
+class SharedReplay(NamedTuple):
+    """What :func:`replay_shared` found.
+
+    :param pipeline_s: time from the first forward to the last backward of the first stage.
+    :param transfer_s: per flow (in the order given), its mean transfer time over the iteration, seconds.
+    :param overlap: ``{(a, b): share of channel a's sending time during which channel b sends}`` for
+        WAN channels ``a != b`` that send, as :func:`sfenv.model.pipeline.hop_overlap` keys them.
+    """
+
+    pipeline_s: float
+    transfer_s: list[float]
+    overlap: dict[tuple[int, int], float]
+
+
+class _Replay:
+    """The state of one Python run of :func:`replay_shared` (see there); the compiled twin mirrors it."""
+
+    def __init__(self, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int,
+                 schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray,
+                 others_busy: np.ndarray) -> None:
+        p = len(compute)
+        self.p, self.m = p, m
+        self.compute, self.latency, self.transfer = compute, latency, transfer
+        self.flows, self.cap, self.others = flows, cap_bps, others_busy
+        self.of_channel: list[list[int]] = [[] for _ in range(2 * (p - 1))]
+        for f, flow in enumerate(flows):
+            self.of_channel[flow.channel].append(f)
+        self.orders = [_fixed_order(schedule, m, windows[k]) for k in range(p)]
+        self.pos = [0] * p
+        self.op_end = [math.inf] * p  # when the stage's running operation ends (inf: idle)
+        self.op: list[tuple[int, int]] = [(0, 0)] * p
+        self.act = [[0.0 if k == 0 else math.inf for _ in range(m)] for k in range(p)]  # activation arrivals
+        self.grad = [[math.inf] * m for _ in range(p)]  # gradient arrivals (the last stage: its own forward)
+        self.queue: list[list[int]] = [[] for _ in range(2 * (p - 1))]
+        self.busy = [False] * (2 * (p - 1))
+        self.began = [0.0] * (2 * (p - 1))
+        self.sending_mb = [0] * (2 * (p - 1))
+        self.local_end = [math.inf] * (2 * (p - 1))  # a transfer inside a region: when it ends
+        self.on = [False] * len(flows)  # a transfer of the flow under way
+        self.left = [0.0] * len(flows)  # its bits left
+        self.arrivals: list[tuple[float, int, int]] = []  # (time, channel, micro-batch)
+        self.spans: list[list[tuple[float, float]]] = [[] for _ in range(2 * (p - 1))]
+        self.total = [0.0] * len(flows)
+        self.count = [0] * len(flows)
+        self.done = 0
+        self.t = 0.0
+
+    def start(self) -> None:
+        """Start every stage operation and channel transfer that can start now."""
+        t = self.t
+        for k in range(self.p):
+            if self.op_end[k] == math.inf and self.pos[k] < len(self.orders[k]):
+                kind, i = self.orders[k][self.pos[k]]
+                if (self.act[k][i] if kind == _F else self.grad[k][i]) <= t:
+                    c = self.compute[k]
+                    self.op_end[k] = t + (c / 3.0 if kind == _F else 2.0 * c / 3.0)
+                    self.op[k] = (kind, i)
+                    self.pos[k] += 1
+        for ch, waiting in enumerate(self.queue):
+            if waiting and not self.busy[ch]:
+                self.busy[ch] = True
+                self.sending_mb[ch] = waiting.pop(0)
+                self.began[ch] = t
+                if self.of_channel[ch]:
+                    for f in self.of_channel[ch]:
+                        self.on[f] = True
+                        self.left[f] = self.flows[f].bits
+                else:
+                    self.local_end[ch] = t + self.transfer[ch >> 1]
+
+    def step(self) -> bool:
+        """Advance to the next event and handle it; False when nothing is left to happen."""
+        ids = [f for f in range(len(self.flows)) if self.on[f]]
+        rates = max_min_rates([(self.flows[f].links, float(self.flows[f].members), self.flows[f].bound)
+                               for f in ids], self.cap, self.others) if ids else []
+        nxt = min(min(self.op_end), min(self.local_end), min([a[0] for a in self.arrivals], default=math.inf))
+        for f, r in zip(ids, rates):
+            nxt = min(nxt, self.t + self.left[f] / r)
+        if nxt == math.inf:
+            return False
+        dt, self.t = nxt - self.t, nxt
+        for f, r in zip(ids, rates):
+            self.left[f] -= r * dt
+        self._finish_ops()
+        self._finish_transfers()
+        self._arrive()
+        return True
+
+    def _finish_ops(self) -> None:
+        for k, end in enumerate(self.op_end):
+            if end <= self.t:
+                self.op_end[k] = math.inf
+                kind, i = self.op[k]
+                if kind == _F and k < self.p - 1:
+                    self.queue[2 * k].append(i)
+                elif kind == _F:
+                    self.grad[k][i] = self.t
+                elif k:
+                    self.queue[2 * (k - 1) + 1].append(i)
+                else:
+                    self.done += 1
+
+    def _finish_transfers(self) -> None:
+        t = self.t
+        for ch, members in enumerate(self.of_channel):
+            if not self.busy[ch]:
+                continue
+            if members:
+                for f in members:
+                    if self.on[f] and self.left[f] <= self.flows[f].bits * _DONE:
+                        self.on[f] = False
+                        self.total[f] += t - self.began[ch]
+                        self.count[f] += 1
+                if any(self.on[f] for f in members):
+                    continue
+                self.spans[ch].append((self.began[ch], t))
+            elif self.local_end[ch] > t:
+                continue
+            self.local_end[ch] = math.inf
+            self.busy[ch] = False
+            self.arrivals.append((t + self.latency[ch >> 1], ch, self.sending_mb[ch]))
+
+    def _arrive(self) -> None:
+        keep = []
+        for when, ch, mb in self.arrivals:
+            if when > self.t:
+                keep.append((when, ch, mb))
+            elif ch & 1:
+                self.grad[ch >> 1][mb] = when
+            else:
+                self.act[(ch >> 1) + 1][mb] = when
+        self.arrivals = keep
+
+
+def _replay_python(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
+    windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
+) -> SharedReplay:
+    """:func:`replay_shared` in Python (the reference of the compiled twin)."""
+    run = _Replay(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy)
+    while run.done < m:
+        run.start()
+        if not run.step():
+            raise RuntimeError("replay_shared: the schedule stalled")  # pragma: no cover - orders are deadlock-free
+    overlap: dict[tuple[int, int], float] = {}
+    for a, sa in enumerate(run.spans):
+        total = 0.0
+        for start, end in sa:
+            total += end - start
+        for b, sb in enumerate(run.spans):
+            if a != b and total > 0.0 and sb:
+                overlap[(a, b)] = _shared_time(sa, sb) / total
+    mean = [run.total[f] / run.count[f] if run.count[f] else math.nan for f in range(len(flows))]
+    return SharedReplay(run.t, mean, overlap)
+
+
+def replay_shared(
+    compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
+    windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
+    compiled: bool | None = None,
+) -> SharedReplay:
+    """One iteration of a 1F1B or GPipe pipeline whose WAN hops share links as they send (see the module docstring).
+
+    :param compute: per stage, its compute time per micro-batch (forward and backward).
+    :param latency: per hop, the one-way latency a message takes after leaving its channel.
+    :param transfer: per hop, its transfer time where no flow is given for its channels (inside a region).
+    :param m: micro-batches; ``windows``: each stage's 1F1B window (ignored by GPipe).
+    :param flows: the WAN flows; a transfer on a channel ends when all its flows have sent.
+    :param cap_bps: capacity of each directed link; ``others_busy``: other jobs' flows on each, frozen.
+    :param compiled: use the compiled twin (None: when numba is available).
+    :return: the :class:`SharedReplay`.
+    """
+    if schedule not in ("1f1b", "gpipe"):
+        raise ValueError(f"replay_shared plays 1f1b and gpipe only, got {schedule!r}")
+    jit = _jit_kernels() if compiled is not False else None
+    if compiled and jit is None:
+        raise ValueError("replay_shared: compiled=True needs numba (pip install sfenv[fast])")
+    if jit is None or len(compute) < 2:
+        return _replay_python(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy)
+    return _replay_compiled(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy)
+
+
+def _replay_compiled(
+    jit: object, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int,
+    schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
+) -> SharedReplay:
+    """:func:`replay_shared` through the compiled twin: the same state, laid out in arrays."""
+    p = len(compute)
+    orders = np.array([_fixed_order(schedule, m, windows[k]) for k in range(p)], dtype=np.int64)
+    width = max([len(f.links) for f in flows], default=1)
+    links = np.full((len(flows), width), -1, dtype=np.int64)
+    for i, f in enumerate(flows):
+        links[i, : len(f.links)] = f.links
+    end, total, count, shares = jit.replay_shared(  # type: ignore[attr-defined]
+        np.asarray(compute, dtype=np.float64), np.asarray(latency, dtype=np.float64),
+        np.asarray(transfer, dtype=np.float64), m, np.ascontiguousarray(orders[:, :, 0]),
+        np.ascontiguousarray(orders[:, :, 1]), np.array([f.channel for f in flows], dtype=np.int64),
+        np.array([f.bits for f in flows], dtype=np.float64), np.array([float(f.members) for f in flows]),
+        np.array([f.bound for f in flows], dtype=np.float64), links,
+        np.asarray(cap_bps, dtype=np.float64), np.asarray(others_busy, dtype=np.float64))
+    mean = [float(total[f] / count[f]) if count[f] else math.nan for f in range(len(flows))]
+    channels = shares.shape[0]
+    overlap = {(a, b): float(shares[a, b]) for a in range(channels) for b in range(channels) if shares[a, b] >= 0.0}
+    return SharedReplay(float(end), mean, overlap)
