@@ -41,17 +41,29 @@ micro-batch size, recomputation and the in-flight window per WAN hop are chosen 
 as for every other agent.  [Before, the ILP's plans kept the plain 1F1B window, a handicap
 against agents built on ``fit_plan``.]
 
-Solver: HiGHS via PuLP (CBC fallback), always under ``time_limit``; a run stopped by the limit
-returns its incumbent with ``optimal=False``.  If no MILP yields an incumbent within the limit
-(the full 64-region model, several thousand variables, needs seconds on one core), the agent falls
-back to the first-fit plan of :class:`sfenv.agents.fifo.FIFOAgent` and counts it in ``fallbacks``
-[our choice: a production scheduler would not leave GPUs idle because its solver timed out].
+Solver: HiGHS via PuLP (CBC fallback), one thread, under a budget of ``node_limit`` branch-and-bound
+nodes per MILP; a search stopped by it returns its incumbent with ``optimal=False``.  The budget is
+deterministic, so the agent plays the same episode on any machine at any load [our choice,
+2026-11-27; before, a 2 s wall-clock limit per MILP made its plans depend on the load: on spider-64,
+whose full model (several thousand variables) needs 5-40 s at its root node on the shared 2-core
+machine, it found no incumbent in 2 s and fell back, more or less often with the load, and two
+claims runs of the same seeds gave it mean JCTs of 4.1 h and 1.9 h].  ``time_limit`` stays as a
+safety against a solver that does not stop (agents/milp.py); a solve it stops is counted in
+``time_limited``, the one way the load can still enter.  By default the MILP sees the
+``max_regions`` = 16 regions with the most free compute [our choice, with the node budget: the
+16-region model solves to proven optimality at its root or within 200 nodes in under 2 s; on
+spider-64 its optimum matched the full model's in the instances compared].  If no MILP yields an
+incumbent, the agent falls back to the first-fit plan of :class:`sfenv.agents.fifo.FIFOAgent`
+and counts it in ``fallbacks`` [our choice: a production scheduler would not leave GPUs idle
+because its solver timed out].
 Queue: arrival order with backfilling.
 
 Parameters
-    time_limit: seconds per MILP.  dp_options: data-parallel degrees tried.  micro_batches:
-    micro-batch sizes tried (one MILP per (d, b)).  tp_options: tensor degrees offered to every
-    region.  max_regions: consider only the regions with the most free compute (None = all).
+    node_limit: branch-and-bound nodes per MILP (None: no node budget; then ``time_limit`` decides,
+    as before 2026-11-27).  time_limit: seconds per MILP, a safety.  dp_options: data-parallel
+    degrees tried.  micro_batches: micro-batch sizes tried (one MILP per (d, b)).  tp_options:
+    tensor degrees offered to every region.  max_regions: consider only the regions with the most
+    free compute (None = all).
 """
 
 from __future__ import annotations
@@ -148,9 +160,12 @@ def dominant_options(menus: Sequence[Sequence[tuple[int, int]]]) -> list[list[tu
     return out
 
 
-def solve_instance(inst: ILPInstance, time_limit: float = 2.0
+def solve_instance(inst: ILPInstance, time_limit: float = 2.0, node_limit: int | None = None
                    ) -> tuple[list[tuple[int, int, int, int]], float, bool] | None:
-    """Solve; returns ``([(region index, gpus, tp, layers) in chain order], objective, proven optimal)``."""
+    """Solve; returns ``([(region index, gpus, tp, layers) in chain order], objective, proven optimal)``.
+
+    ``inst.stats["stopped_by"]`` says which limit, if any, ended the search (:class:`sfenv.agents.milp.SolveResult`).
+    """
     assert inst.ar_coef is not None and inst.ar_const is not None
     n = len(inst.regions)
     L, d = inst.layers, inst.d
@@ -197,7 +212,8 @@ def solve_instance(inst: ILPInstance, time_limit: float = 2.0
     gpus = pulp.lpSum(g * v for (_, g, _), v in x.items())
     prob += gpus >= inst.min_gpus
     prob += gpus <= inst.max_gpus
-    res = solve(prob, time_limit)
+    res = solve(prob, time_limit, node_limit=node_limit)
+    inst.stats["stopped_by"] = res.stopped_by
     inst.stats["variables"] = len(prob.variables())
     inst.stats["constraints"] = prob.numConstraints()
     if not res.has_solution:
@@ -289,10 +305,13 @@ class ILPAgent(SchedulerAgent):
 
     name = "ilp"
 
-    def __init__(self, time_limit: float = 2.0, dp_options: tuple[int, ...] = (1, 2, 4, 8),
-                 max_regions: int | None = None, micro_batches: tuple[int, ...] = MICRO_BATCHES,
-                 tp_options: tuple[int, ...] = TP_DEGREES):
+    def __init__(self, time_limit: float = 30.0, dp_options: tuple[int, ...] = (1, 2, 4, 8),
+                 max_regions: int | None = 16, micro_batches: tuple[int, ...] = MICRO_BATCHES,
+                 tp_options: tuple[int, ...] = TP_DEGREES, node_limit: int | None = 1000):
+        if node_limit is not None and node_limit < 1:
+            raise ValueError(f"node_limit: expected at least 1 or None, got {node_limit}")
         self.time_limit = time_limit
+        self.node_limit = node_limit
         self.dp_options = dp_options
         self.micro_batches = micro_batches
         self.tp_options = tp_options
@@ -301,11 +320,12 @@ class ILPAgent(SchedulerAgent):
         self.solves = 0
         self.proven_optimal = 0
         self.fallbacks = 0
+        self.time_limited = 0
         self.last_stats: dict = {}
 
     def reset(self, seed: int | None = None) -> None:
         """Reset the counters."""
-        self.evaluations = self.solves = self.proven_optimal = self.fallbacks = 0
+        self.evaluations = self.solves = self.proven_optimal = self.fallbacks = self.time_limited = 0
 
     def plan(self, view: SimView, job: JobSpec) -> tuple[Plan, PlanPerf, bool] | None:
         """The best plan over ``dp_options`` x ``micro_batches``, completed; whether every MILP was optimal."""
@@ -318,8 +338,9 @@ class ILPAgent(SchedulerAgent):
                 inst = build_instance(view, job, d, self.max_regions, b, self.tp_options)
                 if inst is None or not any(inst.menus):
                     continue
-                sol = solve_instance(inst, self.time_limit)
+                sol = solve_instance(inst, self.time_limit, self.node_limit)
                 self.solves += 1
+                self.time_limited += int(inst.stats["stopped_by"] == "time")
                 self.last_stats = inst.stats
                 if sol is None:
                     continue

@@ -11,7 +11,9 @@ from sfenv.agents.plugins import make_plugin, resolve_plugin, split_agent_list
 from sfenv.errors import InvalidInput, UnknownName, did_you_mean
 from sfenv.interrupts import import_module
 
-__all__ = ["AGENTS", "DESCRIPTIONS", "GROUPS", "available_agents", "describe", "make_agent", "resolve_names"]
+__all__ = [
+    "AGENTS", "DESCRIPTIONS", "GROUPS", "REVISIONS", "available_agents", "describe", "make_agent", "resolve_names",
+]
 
 #: name -> "module:Class"
 AGENTS: dict[str, str] = {
@@ -41,6 +43,12 @@ AGENTS: dict[str, str] = {
 }
 
 #: name -> one line for ``sfenv agents`` (an agent without one shows its class docstring's first line)
+#: name -> revision of the agent's defaults, for agents whose defaults changed the episodes they play: a
+#: results file's settings record it (:func:`sfenv.app.evaluate.agent_settings`), so runs of the old defaults
+#: are never resumed or mixed with the new ones.  ``ilp`` 2 (2026-11-27): a 1,000-node MILP budget and the
+#: 16 regions with the most free compute, where a 2 s wall-clock limit made its plans depend on the load.
+REVISIONS: dict[str, int] = {"ilp": 2}
+
 DESCRIPTIONS: dict[str, str] = {
     "spiderflow": "SpiderFlow: SpinSearch placement + TPA parallelisation (our design from the ACL 2026 abstract)",
     "spinsearch": "SpinSearch: chains grown along the WAN graph from the clusters with most free compute",

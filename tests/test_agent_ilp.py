@@ -129,7 +129,42 @@ def test_solver_timeout_falls_back_to_first_fit_and_the_episode_ends():
     # 64 regions and a 0.05 s limit: HiGHS finds no incumbent, so without the fallback no job
     # would ever start and the episode would idle to its horizon
     sc = load_scenario("spider-64").with_overrides(workload={"num_jobs": 2})
-    agent = ILPAgent(time_limit=0.05, dp_options=(1,), micro_batches=(1,))
+    agent = ILPAgent(time_limit=0.05, dp_options=(1,), micro_batches=(1,), max_regions=None)
     report = make_simulator(sc, 0).run(agent.decide)
     assert agent.fallbacks >= 1
     assert report.finished == 2
+
+
+def test_the_default_budget_is_nodes_so_the_load_cannot_change_the_plans(monkeypatch):
+    """By default every MILP gets 1,000 nodes and at most the 16 regions with the most free compute; the wall
+    clock is only a safety (30 s, 15x the slowest such solve measured), so a slower machine gives the same plan."""
+    from sfenv.agents import ilp
+
+    asked = []
+    real = ilp.solve
+
+    def spy(prob, time_limit=2.0, grace_s=5.0, node_limit=None):
+        asked.append((time_limit, node_limit))
+        return real(prob, time_limit, grace_s, node_limit=node_limit)
+
+    monkeypatch.setattr(ilp, "solve", spy)
+    sc = load_scenario("spider-32").with_overrides(workload={"num_jobs": 2})
+    plans = []
+    for safety in (30.0, 300.0):
+        agent = ILPAgent(time_limit=safety, dp_options=(1, 2), micro_batches=(1,))
+        view = make_simulator(sc, 0).view()
+        plans.append(agent.plan(view, view.waiting[0])[0])
+        assert agent.time_limited == 0 and agent.last_stats["stopped_by"] in ("", "nodes")
+    assert plans[0] == plans[1]
+    assert {nodes for _, nodes in asked} == {1000} and ILPAgent().time_limit == 30.0 and ILPAgent().max_regions == 16
+    with pytest.raises(ValueError, match="node_limit"):
+        ILPAgent(node_limit=0)
+
+
+def test_results_of_the_ilps_earlier_defaults_are_not_resumed_with_its_new_ones():
+    """A results file records the ILP's revision (2: the node budget), so a file written under the 2 s wall-clock
+    defaults (no revision) has other settings and is refused rather than mixed."""
+    from sfenv.app.evaluate import agent_settings
+
+    assert agent_settings("ilp") == {"kwargs": {}, "revision": 2}
+    assert agent_settings("genetic") == {"kwargs": {}}

@@ -63,6 +63,46 @@ def test_a_forked_solve_after_an_in_process_one_does_not_hang(monkeypatch):
         assert solve_instance(instances[0], 2.0) is not None  # in-process: HiGHS starts its threads here
     calls = []
     real = milp.solve
-    monkeypatch.setattr("sfenv.agents.ilp.solve", lambda p, t: calls.append(real(p, t, grace_s=3.0)) or calls[-1])
+    monkeypatch.setattr("sfenv.agents.ilp.solve",
+                        lambda p, t, node_limit=None: calls.append(real(p, t, grace_s=3.0, node_limit=node_limit))
+                        or calls[-1])
     assert solve_instance(instances[1], 2.0) is not None
     assert not calls[0].solver.endswith("(killed)")
+
+
+def _market_split(seed: int = 0, rows: int = 4, cols: int = 30) -> pulp.LpProblem:
+    """A market-split instance (Cornuejols & Dawande 1999): small, and hard for branch and bound."""
+    import numpy as np
+
+    a = np.random.default_rng(seed).integers(0, 100, size=(rows, cols))
+    prob = pulp.LpProblem("market_split", pulp.LpMinimize)
+    x = [milp.new_var(prob, f"x{j}", cat="Binary") for j in range(cols)]
+    over = [milp.new_var(prob, f"over{i}", lowBound=0) for i in range(rows)]
+    under = [milp.new_var(prob, f"under{i}", lowBound=0) for i in range(rows)]
+    prob += pulp.lpSum(over) + pulp.lpSum(under)
+    for i in range(rows):
+        prob += pulp.lpSum(int(a[i, j]) * x[j] for j in range(cols)) + over[i] - under[i] == int(a[i].sum() // 2)
+    return prob
+
+
+def test_a_node_limit_stops_the_search_deterministically_with_its_incumbent():
+    """The node budget (HiGHS ``mip_max_nodes``, which PuLP 3.3 cannot read back) ends a hard search with an
+    incumbent, not proven optimal, said so; the same budget gives the same answer whatever the time limit."""
+    results = []
+    for time_limit in (20.0, 60.0):
+        prob = _market_split()
+        res = milp.solve(prob, time_limit=time_limit, node_limit=10)
+        assert res.has_solution and not res.optimal and res.stopped_by == "nodes"
+        results.append((pulp.value(prob.objective), [v.value() for v in prob.variables()]))
+    assert results[0] == results[1]
+    prob, _ = _knapsack()
+    done = milp.solve(prob, time_limit=5.0, node_limit=10)
+    assert done.optimal and done.stopped_by == ""  # a search that finishes within the budget is not "stopped"
+    with pytest.raises(ValueError, match="node_limit"):
+        milp.solve(prob, node_limit=0)
+
+
+def test_a_search_the_wall_clock_stops_says_so():
+    prob = _market_split()
+    res = milp.solve(prob, time_limit=0.3)
+    assert not res.optimal and res.stopped_by == "time"

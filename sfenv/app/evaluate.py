@@ -48,7 +48,7 @@ from sfenv.agents.deferral import heuristic_actions
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
 from sfenv.agents.model_files import ENSEMBLE_SUFFIX, read_ensemble_file, spec_path_for
 from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spec, plugin_settings
-from sfenv.agents.registry import AGENTS, make_agent
+from sfenv.agents.registry import AGENTS, REVISIONS, make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.env.geosched import FLOOR_TESTS
 from sfenv.errors import Interrupted, InvalidInput
@@ -534,7 +534,8 @@ def file_differences(path: str | Path, settings: dict[str, Any]) -> list[str]:
 def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | None = None) -> dict[str, Any]:
     """What defines an agent's episodes, for a results file's settings (:mod:`sfenv.runs.results`).
 
-    A registered name: its constructor keywords; ``model:[ALGO:]PATH``: the hash of the file played
+    A registered name: its constructor keywords, and the revision of its defaults where they changed
+    (:data:`sfenv.agents.registry.REVISIONS`); ``model:[ALGO:]PATH``: the hash of the file played
     (another model saved under the same path is another agent): the weights-only spec when there is
     one (it records its weights' SHA-256), an ensemble file with each of its members' specs, else the
     file named; ``rllib:PATH``: the checkpoint's
@@ -560,7 +561,8 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
         return {"checkpoint": str(Path(agent[len(RLLIB_PREFIX):]).resolve())}
     if agent not in AGENTS and (is_plugin_spec(agent) or agent in entry_point_agents()):
         return plugin_settings(agent)  # the spec, its keywords and a hash of its source (sfenv.agents.plugins)
-    return {"kwargs": dict((agent_kwargs or {}).get(agent, {}))}
+    revision = {"revision": REVISIONS[agent]} if agent in REVISIONS else {}
+    return {"kwargs": dict((agent_kwargs or {}).get(agent, {})), **revision}
 
 
 def _play(agent: Player, sc: Scenario, seed: int, record_actions: bool = False) -> dict[str, Any]:
