@@ -745,17 +745,19 @@ def _replay_shared(
     spans, nspan = np.zeros((2, nch, m)), np.zeros(nch, dtype=np.int64)
     work, seen = np.zeros((3, cap.shape[0])), np.zeros(cap.shape[0], dtype=np.bool_)
     elist, fixed = np.zeros(cap.shape[0], dtype=np.int64), np.zeros(nf, dtype=np.bool_)
-    done, narr, t = 0, 0, 0.0
+    done, narr, t, last = 0, 0, 0.0, -1
     while done < m:
         _start_shared(t, compute, transfer, kinds, mbs, stage, act, grad, queue, chan, began, local_end, ch_flows,
                       f_bits, on, left_bits)
-        nids = 0
+        nids, same = 0, True
         for f in range(nf):
             if on[f]:
+                same = same and nids < last and ids[nids] == f
                 ids[nids] = f
                 nids += 1
-        if nids:
+        if nids and not (same and nids == last):  # the rates change only when the set of senders does
             _max_min(ids, nids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist, fixed)
+        last = nids
         nxt = min(began[0, :p].min(), local_end.min(), arrivals[0, :narr].min() if narr else np.inf)
         for q in range(nids):
             nxt = min(nxt, t + left_bits[ids[q]] / rate[q])
@@ -783,6 +785,8 @@ def warm_up() -> None:
     sweep_zero_bubble(c, hops, hops, 4, rows)
     kinds = np.array([[0, 0, 1, 1], [0, 1, 0, 1]], dtype=np.int64)
     mbs = np.array([[0, 1, 0, 1], [0, 0, 1, 1]], dtype=np.int64)
+    kinds.setflags(write=False)  # as hopshare._order_arrays hands them out
+    mbs.setflags(write=False)
     one = np.ones(1)
     replay_shared(c, hops, hops, 2, kinds, mbs, np.zeros(1, dtype=np.int64), one, one, one,
                   np.zeros((1, 1), dtype=np.int64), np.array([1.0, 1.0]), np.zeros(2))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -236,6 +237,13 @@ def replay_shared(
     jit = _jit_kernels() if compiled is not False else None
     if compiled and jit is None:
         raise ValueError("replay_shared: compiled=True needs numba (pip install sfenv[fast])")
+    return _replay_once(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy)
+
+
+def _replay_once(
+    jit: object | None, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int,
+    schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
+) -> SharedReplay:
     if jit is None or len(compute) < 2:
         return _replay_python(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy)
     return _replay_compiled(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy)
@@ -246,16 +254,14 @@ def _replay_compiled(
     schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
 ) -> SharedReplay:
     """:func:`replay_shared` through the compiled twin: the same state, laid out in arrays."""
-    p = len(compute)
-    orders = np.array([_fixed_order(schedule, m, windows[k]) for k in range(p)], dtype=np.int64)
+    kinds, mbs = _order_arrays(schedule, m, tuple(windows))
     width = max([len(f.links) for f in flows], default=1)
     links = np.full((len(flows), width), -1, dtype=np.int64)
     for i, f in enumerate(flows):
         links[i, : len(f.links)] = f.links
     end, total, count, shares = jit.replay_shared(  # type: ignore[attr-defined]
         np.asarray(compute, dtype=np.float64), np.asarray(latency, dtype=np.float64),
-        np.asarray(transfer, dtype=np.float64), m, np.ascontiguousarray(orders[:, :, 0]),
-        np.ascontiguousarray(orders[:, :, 1]), np.array([f.channel for f in flows], dtype=np.int64),
+        np.asarray(transfer, dtype=np.float64), m, kinds, mbs, np.array([f.channel for f in flows], dtype=np.int64),
         np.array([f.bits for f in flows], dtype=np.float64), np.array([float(f.members) for f in flows]),
         np.array([f.bound for f in flows], dtype=np.float64), links,
         np.asarray(cap_bps, dtype=np.float64), np.asarray(others_busy, dtype=np.float64))
@@ -263,3 +269,13 @@ def _replay_compiled(
     channels = shares.shape[0]
     overlap = {(a, b): float(shares[a, b]) for a in range(channels) for b in range(channels) if shares[a, b] >= 0.0}
     return SharedReplay(float(end), mean, overlap)
+
+
+@lru_cache(maxsize=1 << 10)
+def _order_arrays(schedule: str, m: int, windows: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The stages' operation kinds and micro-batches (:func:`sfenv.model.pipeline._fixed_order`), read-only arrays."""
+    orders = np.array([_fixed_order(schedule, m, w) for w in windows], dtype=np.int64)
+    kinds, mbs = np.ascontiguousarray(orders[:, :, 0]), np.ascontiguousarray(orders[:, :, 1])
+    kinds.setflags(write=False)
+    mbs.setflags(write=False)
+    return kinds, mbs
