@@ -97,6 +97,58 @@ def test_the_compiled_replay_gives_the_python_replays_floats():
         assert python.overlap == compiled.overlap
 
 
+def _random_chain(rng: np.random.Generator, p: int, m: int, schedule: str) -> tuple:
+    """replay_shared's arguments for a random shared chain (several members and routes, other jobs, bounds)."""
+    links = 6
+    flows = [HopFlow(ch, float(rng.choice([1e8, 3e8, 1e9])),
+                     tuple(int(e) for e in rng.choice(links, size=int(rng.integers(1, 4)), replace=False)),
+                     int(rng.integers(1, 4)), float(rng.choice([np.inf, 2e8, 5e8])))
+             for ch in range(2 * (p - 1)) for _ in range(int(rng.integers(0, 3)))]
+    return (list(rng.uniform(0.05, 0.5, p)), list(rng.uniform(0.0, 0.05, p - 1)), list(rng.uniform(0.0, 0.1, p - 1)),
+            m, schedule, default_windows(p, m, schedule), flows, rng.choice([1e9, 2e9, 5e9], size=links),
+            rng.integers(0, 3, size=links).astype(float))
+
+
+def test_skipping_repeated_periods_gives_the_full_replays_result():
+    """Long random 1F1B chains: once the steady state repeats the replay skips whole periods, and the iteration,
+    the transfer times and the co-sending shares agree with playing every micro-batch within 1e-8."""
+    rng = np.random.default_rng(5)
+    skipped = 0
+    for _ in range(24):
+        p, m = int(rng.integers(3, 9)), int(rng.integers(40, 160))
+        args = _random_chain(rng, p, m, "1f1b")
+        fast, full = replay_shared(*args, compiled=False), replay_shared(*args, compiled=False, skip_periods=False)
+        assert full.skipped == 0 and fast.skipped < m
+        skipped += fast.skipped > 0
+        assert fast.pipeline_s == pytest.approx(full.pipeline_s, rel=1e-8)
+        assert fast.transfer_s == pytest.approx(full.transfer_s, rel=1e-8)
+        assert set(fast.overlap) == set(full.overlap)
+        assert all(abs(fast.overlap[key] - full.overlap[key]) < 1e-8 for key in full.overlap)
+    assert skipped >= 20  # the steady state repeats in nearly all of them
+    gpipe = _random_chain(rng, 5, 80, "gpipe")
+    assert replay_shared(*gpipe, compiled=False).skipped == 0  # GPipe has no steady state to repeat
+
+
+def test_the_compiled_replay_skips_the_same_periods():
+    """Long random 1F1B chains, compiled and in Python: the same micro-batches skipped and the same floats."""
+    if _jit_kernels() is None:
+        pytest.skip("numba is not installed or SFENV_NO_JIT is set")
+    from sfenv.model import _pipeline_jit, hopshare
+
+    assert _pipeline_jit._PERIODS == hopshare._PERIODS
+    rng = np.random.default_rng(8)
+    skipped = 0
+    for _ in range(16):
+        args = _random_chain(rng, int(rng.integers(3, 9)), int(rng.integers(40, 160)), "1f1b")
+        python, compiled = replay_shared(*args, compiled=False), replay_shared(*args, compiled=True)
+        assert python.skipped == compiled.skipped
+        skipped += python.skipped > 0
+        assert python.pipeline_s == compiled.pipeline_s
+        assert np.array_equal(python.transfer_s, compiled.transfer_s, equal_nan=True)
+        assert python.overlap == compiled.overlap
+    assert skipped >= 12
+
+
 def test_the_replay_refuses_zero_bubble_schedules():
     with pytest.raises(ValueError, match="zb-h1"):
         replay_shared([1.0, 1.0], [0.0], [0.1], 2, "zb-h1", (2, 1), [], np.ones(2), np.zeros(2))

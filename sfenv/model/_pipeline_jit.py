@@ -38,6 +38,8 @@ else:
 
 # event codes, as in sfenv.model.pipeline
 _DONE_F, _DONE_B, _DONE_W, _ARRIVE_ACT, _ARRIVE_GRAD = 0, 1, 2, 3, 4
+#: the most micro-batches one period of the steady state may span (as ``sfenv.model.hopshare._PERIODS``)
+_PERIODS = 4
 _SEQ = 1024
 
 
@@ -663,7 +665,7 @@ def _end_transfers(t: float, latency: np.ndarray, chan: np.ndarray, began: np.nd
     return narr
 
 
-def _arrive(t: float, arrivals: np.ndarray, narr: int, act: np.ndarray, grad: np.ndarray) -> int:
+def _arrive(t: float, arrivals: np.ndarray, narr: int, act: np.ndarray, grad: np.ndarray, chan: np.ndarray) -> int:
     """:meth:`sfenv.model.hopshare._Replay._arrive`; returns the number of messages still in flight."""
     kept = 0
     for a in range(narr):
@@ -671,11 +673,151 @@ def _arrive(t: float, arrivals: np.ndarray, narr: int, act: np.ndarray, grad: np
         if when > t:
             arrivals[0, kept], arrivals[1, kept], arrivals[2, kept] = when, ch, mb
             kept += 1
-        elif ch & 1:
+            continue
+        if ch & 1:
             grad[ch >> 1, mb] = when
         else:
             act[(ch >> 1) + 1, mb] = when
+        chan[4, ch] += 1
     return kept
+
+
+def _state(t: float, stage: np.ndarray, began: np.ndarray, chan: np.ndarray, queue: np.ndarray,
+           local_end: np.ndarray, on: np.ndarray, left_bits: np.ndarray, arrivals: np.ndarray, narr: int,
+           out: np.ndarray) -> int:
+    """:meth:`sfenv.model.hopshare._Replay.state` into ``out``; returns its length (-1: longer than ``out``)."""
+    i, cap, n = stage[2, 0], out.shape[0], 0
+    p = stage.shape[1]
+    for k in range(p):
+        if n + 4 > cap:
+            return -1
+        out[n] = stage[0, k] - 2 * i
+        busy = began[0, k] != np.inf
+        out[n + 1] = began[0, k] - t if busy else -1.0
+        out[n + 2] = stage[1, k] if busy else -1.0
+        out[n + 3] = stage[2, k] - i if busy else 0.0
+        n += 4
+    for ch in range(chan.shape[1]):
+        if n + 6 + chan[1, ch] - chan[0, ch] > cap:
+            return -1
+        busy = chan[2, ch] != 0
+        out[n] = chan[1, ch] - chan[0, ch]
+        out[n + 1] = 1.0 if busy else 0.0
+        out[n + 2] = chan[3, ch] - i if busy else 0.0
+        out[n + 3] = began[1, ch] - t if busy else 0.0
+        out[n + 4] = local_end[ch] - t if local_end[ch] != np.inf else -1.0
+        out[n + 5] = chan[4, ch] - i
+        n += 6
+        for j in range(chan[0, ch], chan[1, ch]):
+            out[n] = queue[ch, j] - i
+            n += 1
+    return _state_tail(t, i, on, left_bits, arrivals, narr, out, n)
+
+
+def _state_tail(t: float, i: int, on: np.ndarray, left_bits: np.ndarray, arrivals: np.ndarray, narr: int,
+                out: np.ndarray, n: int) -> int:
+    """:func:`_state`'s flows and messages in flight."""
+    if n + 2 * on.shape[0] + 1 + 3 * narr > out.shape[0]:
+        return -1
+    for f in range(on.shape[0]):
+        out[n] = 1.0 if on[f] else 0.0
+        out[n + 1] = left_bits[f] if on[f] else 0.0
+        n += 2
+    out[n] = narr
+    n += 1
+    for a in range(narr):
+        out[n] = arrivals[0, a] - t
+        out[n + 1] = arrivals[1, a]
+        out[n + 2] = arrivals[2, a] - i
+        n += 3
+    return n
+
+
+def _same_state(a: np.ndarray, b: np.ndarray, n: int) -> bool:
+    """:func:`sfenv.model.hopshare.same_state` over the first ``n`` entries."""
+    for j in range(n):
+        x, y = a[j], b[j]
+        if abs(x - y) > 1e-9 * max(abs(x), abs(y)) + 1e-12:
+            return False
+    return True
+
+
+def _seek(t: float, done: int, stage: np.ndarray, began: np.ndarray, chan: np.ndarray, queue: np.ndarray,
+          local_end: np.ndarray, on: np.ndarray, left_bits: np.ndarray, arrivals: np.ndarray, narr: int,
+          total: np.ndarray, count: np.ndarray, nspan: np.ndarray, hist: np.ndarray, hmeta: np.ndarray,
+          hsums: np.ndarray, nhist: int) -> tuple[int, int]:
+    """:meth:`sfenv.model.hopshare._Replay.look_for_period`'s record and search.
+
+    ``hist`` rows hold the last states (a ring), ``hmeta`` their time, ``done`` and length, ``hsums``
+    their flows' totals and counts and channels' spans.  Returns the states kept and the period found (0: none).
+    """
+    slots = hist.shape[0]
+    slot = nhist % slots
+    n = _state(t, stage, began, chan, queue, local_end, on, left_bits, arrivals, narr, hist[slot])
+    if n < 0:
+        return 0, 0
+    nf = total.shape[0]
+    hmeta[slot, 0], hmeta[slot, 1], hmeta[slot, 2] = t, done, n
+    hsums[slot, :nf] = total
+    hsums[slot, nf:2 * nf] = count
+    hsums[slot, 2 * nf:] = nspan
+    nhist += 1
+    for q in range(1, min(nhist, slots)):
+        other = (nhist - 1 - q) % slots
+        if hmeta[other, 2] == n and _same_state(hist[slot], hist[other], n):
+            return nhist, q
+    return nhist, 0
+
+
+def _skip(t: float, done: int, q: int, before: int, m: int, windows: np.ndarray, stage: np.ndarray,
+          began: np.ndarray, chan: np.ndarray, queue: np.ndarray, local_end: np.ndarray, act: np.ndarray,
+          grad: np.ndarray, arrivals: np.ndarray, narr: int, total: np.ndarray, count: np.ndarray,
+          spans: np.ndarray, nspan: np.ndarray, hmeta: np.ndarray, hsums: np.ndarray) -> tuple[float, int, int]:
+    """:meth:`sfenv.model.hopshare._Replay._skip` from the state in slot ``before``; returns ``(t, done, skipped)``."""
+    p, nf = stage.shape[1], total.shape[0]
+    n = m
+    for k in range(p):
+        if stage[0, k] - 2 * q < windows[k] - 1:
+            return t, done, 0
+        n = min(n, (2 * m - windows[k] - stage[0, k]) // (2 * q))
+    if n < 1:
+        return t, done, 0
+    period, nq = t - hmeta[before, 0], n * q
+    shift = n * period
+    t += shift
+    for k in range(p):
+        stage[0, k] += 2 * nq
+        stage[2, k] += nq
+        if began[0, k] != np.inf:
+            began[0, k] += shift
+        for mb in range(m - 1, nq - 1, -1):
+            if k:
+                act[k, mb] = act[k, mb - nq] + shift
+            grad[k, mb] = grad[k, mb - nq] + shift
+    for ch in range(chan.shape[1]):
+        for j in range(chan[1, ch] - 1, chan[0, ch] - 1, -1):
+            queue[ch, j + nq] = queue[ch, j] + nq
+        chan[0, ch] += nq
+        chan[1, ch] += nq
+        chan[3, ch] += nq
+        chan[4, ch] += nq
+        began[1, ch] += shift
+        if local_end[ch] != np.inf:
+            local_end[ch] += shift
+        seen = nspan[ch] - int(hsums[before, 2 * nf + ch])
+        origin = nspan[ch] - seen
+        for j in range(1, n + 1):
+            for s in range(seen):
+                spans[0, ch, origin + j * seen + s] = spans[0, ch, origin + s] + j * period
+                spans[1, ch, origin + j * seen + s] = spans[1, ch, origin + s] + j * period
+        nspan[ch] += n * seen
+    for a in range(narr):
+        arrivals[0, a] += shift
+        arrivals[2, a] += nq
+    for f in range(nf):
+        total[f] += n * (total[f] - hsums[before, f])
+        count[f] += n * (count[f] - int(hsums[before, nf + f]))
+    return t, done + n * (done - int(hmeta[before, 1])), nq
 
 
 def _co_sending(spans: np.ndarray, nspan: np.ndarray) -> np.ndarray:
@@ -720,18 +862,21 @@ def _channel_flows(f_ch: np.ndarray, nch: int) -> np.ndarray:
 def _replay_shared(
     compute: np.ndarray, latency: np.ndarray, transfer: np.ndarray, m: int, kinds: np.ndarray, mbs: np.ndarray,
     f_ch: np.ndarray, f_bits: np.ndarray, f_members: np.ndarray, f_bound: np.ndarray, f_links: np.ndarray,
-    cap: np.ndarray, others: np.ndarray,
-) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    cap: np.ndarray, others: np.ndarray, windows: np.ndarray, seek: bool, size: int,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, int]:
     """:func:`sfenv.model.hopshare._replay_python` over arrays, the same floats in the same order.
 
-    :return: ``(end, total transfer time per flow, transfers per flow, co-sending shares)``
-        (:func:`_co_sending`).
+    ``seek``: look for a period of the steady state (1F1B with ``skip_periods``); ``size``: the longest
+    state kept (:func:`sfenv.model.hopshare.state_size`).
+
+    :return: ``(end, total transfer time per flow, transfers per flow, co-sending shares, micro-batches
+        skipped)`` (:func:`_co_sending`).
     """
     p, nf = compute.shape[0], f_ch.shape[0]
     nch = 2 * (p - 1)
     ch_flows = _channel_flows(f_ch, nch)
     stage = np.zeros((3, p), dtype=np.int64)
-    chan = np.zeros((4, nch), dtype=np.int64)
+    chan = np.zeros((5, nch), dtype=np.int64)
     began = np.full((2, max(p, nch)), np.inf)
     act = np.full((p, m), np.inf)
     act[0, :] = 0.0
@@ -745,10 +890,21 @@ def _replay_shared(
     spans, nspan = np.zeros((2, nch, m)), np.zeros(nch, dtype=np.int64)
     work, seen = np.zeros((3, cap.shape[0])), np.zeros(cap.shape[0], dtype=np.bool_)
     elist, fixed = np.zeros(cap.shape[0], dtype=np.int64), np.zeros(nf, dtype=np.bool_)
-    done, narr, t, last = 0, 0, 0.0, -1
+    hist, hmeta = np.zeros((_PERIODS + 1, size)), np.zeros((_PERIODS + 1, 3))
+    hsums = np.zeros((_PERIODS + 1, 2 * nf + nch))
+    done, narr, t, last, nhist, skipped = 0, 0, 0.0, -1, 0, 0
     while done < m:
+        first = stage[0, 0]
         _start_shared(t, compute, transfer, kinds, mbs, stage, act, grad, queue, chan, began, local_end, ch_flows,
                       f_bits, on, left_bits)
+        if seek and stage[0, 0] != first and stage[1, 0] == 0 and stage[2, 0] >= windows[0]:
+            nhist, q = _seek(t, done, stage, began, chan, queue, local_end, on, left_bits, arrivals, narr, total,
+                             count, nspan, hist, hmeta, hsums, nhist)
+            if q:
+                seek = False
+                t, done, skipped = _skip(t, done, q, (nhist - 1 - q) % (_PERIODS + 1), m, windows, stage, began,
+                                         chan, queue, local_end, act, grad, arrivals, narr, total, count, spans,
+                                         nspan, hmeta, hsums)
         nids, same = 0, True
         for f in range(nf):
             if on[f]:
@@ -769,8 +925,8 @@ def _replay_shared(
         done += _end_ops(t, began, stage, grad, queue, chan)
         narr = _end_transfers(t, latency, chan, began, local_end, ch_flows, f_bits, on, left_bits, total, count,
                               spans, nspan, arrivals, narr)
-        narr = _arrive(t, arrivals, narr, act, grad)
-    return t, total, count, _co_sending(spans, nspan)
+        narr = _arrive(t, arrivals, narr, act, grad, chan)
+    return t, total, count, _co_sending(spans, nspan), skipped
 
 def warm_up() -> None:
     """Load (or compile) every kernel for the argument types :mod:`sfenv.model.pipeline` passes, on tiny inputs."""
@@ -789,7 +945,7 @@ def warm_up() -> None:
     mbs.setflags(write=False)
     one = np.ones(1)
     replay_shared(c, hops, hops, 2, kinds, mbs, np.zeros(1, dtype=np.int64), one, one, one,
-                  np.zeros((1, 1), dtype=np.int64), np.array([1.0, 1.0]), np.zeros(2))
+                  np.zeros((1, 1), dtype=np.int64), np.array([1.0, 1.0]), np.zeros(2), w, True, 64)
 
 
 #: the kernels :mod:`sfenv.model.pipeline` calls: numba's compiled dispatchers, or the Python functions above
@@ -797,7 +953,7 @@ hop_overlap: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.n
 replay_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray],
                              tuple[float, float, np.ndarray, bool]]
 sweep_fixed_order: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], float]
-replay_shared: Callable[..., tuple[float, np.ndarray, np.ndarray, np.ndarray]]
+replay_shared: Callable[..., tuple[float, np.ndarray, np.ndarray, np.ndarray, int]]
 sweep_plan: Callable[[bool, int, np.ndarray], np.ndarray]
 sweep_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], tuple[float, float]]
 zero_bubble_rows: Callable[[int, np.ndarray, np.ndarray], np.ndarray]
@@ -817,6 +973,11 @@ if AVAILABLE:
     _end_ops = njit(cache=True, nogil=True)(_end_ops)
     _end_transfers = njit(cache=True, nogil=True)(_end_transfers)
     _arrive = njit(cache=True, nogil=True)(_arrive)
+    _state = njit(cache=True, nogil=True)(_state)
+    _state_tail = njit(cache=True, nogil=True)(_state_tail)
+    _same_state = njit(cache=True, nogil=True)(_same_state)
+    _seek = njit(cache=True, nogil=True)(_seek)
+    _skip = njit(cache=True, nogil=True)(_skip)
     _co_sending = njit(cache=True, nogil=True)(_co_sending)
     _channel_flows = njit(cache=True, nogil=True)(_channel_flows)
     hop_overlap = njit(cache=True, nogil=True)(_hop_overlap)

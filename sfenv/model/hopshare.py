@@ -17,6 +17,16 @@ and algorithms", IEEE/ACM ToN 10(3), 2002, take for elastic traffic).  It return
 mean transfer time and the channels' co-sending shares.  Other jobs' traffic enters as the rates
 each flow gets without its own job's other hops (its bound) and as frozen flows on the links.
 
+Under 1F1B the steady state repeats: after a few micro-batches the whole state of the replay (each
+stage's place in its order and running operation, each channel's queue, transfer and messages in
+flight, the bits each flow has left), taken when the first stage starts a steady-state forward and
+read relative to that time and micro-batch, equals the state one or two micro-batches before.  From
+then on every micro-batch plays the same until a stage reaches its cool-down, so the replay moves
+time, micro-batches and its sums on by whole periods instead of playing them (``skip_periods``; the
+states agree within a share of 1e-9 of each entry, so the result agrees with the full replay to
+about that, as ``tests/test_hopshare.py`` checks).  On the 16-stage chains of 256-512 micro-batches
+that SpanTrain proposes the steady state starts after 11-26 micro-batches.
+
 With numba installed the replay runs as a compiled twin (:func:`sfenv.model._pipeline_jit.replay_shared`,
 the same floats in the same order, compared in ``tests/test_hopshare.py``).
 
@@ -41,6 +51,30 @@ __all__ = ["HopFlow", "SharedReplay", "replay_shared"]
 
 #: a flow's transfer is done when this share of its bits is left (float rounding)
 _DONE = 1e-9
+#: the most micro-batches one period of the steady state may span
+_PERIODS = 4
+#: two states are the same when each entry agrees within this share of the larger (and 1e-12 absolute)
+_SAME = 1e-9
+
+
+def state_size(p: int, flows: int) -> int:
+    """The longest state :meth:`_Replay.state` keeps for ``p`` stages and ``flows`` flows (longer: no period is sought).
+
+    Besides a fixed part per stage, channel and flow, it leaves room for eight queued or in-flight
+    messages per stage and channel (1F1B's windows keep fewer in its steady state).
+    """
+    channels = 2 * (p - 1)
+    return 4 * p + 6 * channels + 2 * flows + 1 + 8 * (p + channels)
+
+
+def same_state(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether two states agree entry by entry within :data:`_SAME` of the larger magnitude (plus 1e-12)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if abs(x - y) > _SAME * max(abs(x), abs(y)) + 1e-12:
+            return False
+    return True
 
 
 class HopFlow(NamedTuple):
@@ -67,11 +101,13 @@ class SharedReplay(NamedTuple):
     :param transfer_s: per flow (in the order given), its mean transfer time over the iteration, seconds.
     :param overlap: ``{(a, b): share of channel a's sending time during which channel b sends}`` for
         WAN channels ``a != b`` that send, as :func:`sfenv.model.pipeline.hop_overlap` keys them.
+    :param skipped: micro-batches of the steady state repeated rather than played (``skip_periods``).
     """
 
     pipeline_s: float
     transfer_s: list[float]
     overlap: dict[tuple[int, int], float]
+    skipped: int = 0
 
 
 class _Replay:
@@ -79,9 +115,10 @@ class _Replay:
 
     def __init__(self, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int,
                  schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray,
-                 others_busy: np.ndarray) -> None:
+                 others_busy: np.ndarray, skip_periods: bool = True) -> None:
         p = len(compute)
         self.p, self.m = p, m
+        self.windows = list(windows)
         self.compute, self.latency, self.transfer = compute, latency, transfer
         self.flows, self.cap, self.others = flows, cap_bps, others_busy
         self.of_channel: list[list[int]] = [[] for _ in range(2 * (p - 1))]
@@ -106,6 +143,10 @@ class _Replay:
         self.count = [0] * len(flows)
         self.done = 0
         self.t = 0.0
+        self.arrived = [0] * (2 * (p - 1))  # per channel, messages arrived
+        self.seeking = skip_periods and schedule == "1f1b"  # a period is still looked for
+        self.history: list[tuple[list[float], float, int, list[float], list[int], list[int]]] = []
+        self.skipped = 0
 
     def start(self) -> None:
         """Start every stage operation and channel transfer that can start now."""
@@ -189,19 +230,109 @@ class _Replay:
                 keep.append((when, ch, mb))
             elif ch & 1:
                 self.grad[ch >> 1][mb] = when
+                self.arrived[ch] += 1
             else:
                 self.act[(ch >> 1) + 1][mb] = when
+                self.arrived[ch] += 1
         self.arrivals = keep
+
+    def state(self) -> list[float] | None:
+        """The state relative to now and to the first stage's micro-batch (None: longer than :func:`state_size`)."""
+        t, i = self.t, self.op[0][1]
+        out: list[float] = []
+        for k in range(self.p):
+            kind, mb = self.op[k]
+            if self.op_end[k] == math.inf:
+                out += [float(self.pos[k] - 2 * i), -1.0, -1.0, 0.0]
+            else:
+                out += [float(self.pos[k] - 2 * i), self.op_end[k] - t, float(kind), float(mb - i)]
+        for ch, waiting in enumerate(self.queue):
+            local = self.local_end[ch] - t if self.local_end[ch] != math.inf else -1.0
+            if self.busy[ch]:
+                out += [float(len(waiting)), 1.0, float(self.sending_mb[ch] - i), self.began[ch] - t, local]
+            else:
+                out += [float(len(waiting)), 0.0, 0.0, 0.0, local]
+            out.append(float(self.arrived[ch] - i))
+            out += [float(mb - i) for mb in waiting]
+        for f in range(len(self.flows)):
+            out += [1.0, self.left[f]] if self.on[f] else [0.0, 0.0]
+        out.append(float(len(self.arrivals)))
+        for when, ch, mb in self.arrivals:
+            out += [when - t, float(ch), float(mb - i)]
+        return out if len(out) <= state_size(self.p, len(self.flows)) else None
+
+    def look_for_period(self) -> None:
+        """The first stage has just started an operation: if the state repeats one of the last few, skip ahead."""
+        kind, i = self.op[0]
+        if not self.seeking or kind != _F or i < self.windows[0]:
+            return
+        now = self.state()
+        if now is None:
+            self.history.clear()
+            return
+        self.history.append((now, self.t, self.done, list(self.total), list(self.count),
+                             [len(s) for s in self.spans]))
+        if len(self.history) > _PERIODS + 1:
+            del self.history[0]
+        for q in range(1, len(self.history)):
+            if same_state(now, self.history[-1 - q][0]):
+                self.seeking = False
+                self._skip(q, self.history[-1 - q])
+                return
+
+    def _skip(self, q: int, before: tuple[list[float], float, int, list[float], list[int], list[int]]) -> None:
+        """Play whole periods of ``q`` micro-batches, as many as leave every stage short of its cool-down, at once.
+
+        Every order entry the skipped periods read must repeat one read in the period seen (1F1B's
+        entries repeat two positions on, micro-batch plus one, from ``w - 1`` to ``2m - w``).
+        """
+        _, t0, done0, total0, count0, nspan0 = before
+        if any(self.pos[k] - 2 * q < self.windows[k] - 1 for k in range(self.p)):
+            return
+        n = min((2 * self.m - self.windows[k] - self.pos[k]) // (2 * q) for k in range(self.p))
+        if n < 1:
+            return
+        period, nq = self.t - t0, n * q
+        shift = n * period
+        self.t += shift
+        for k in range(self.p):
+            self.pos[k] += 2 * nq
+            self.op[k] = (self.op[k][0], self.op[k][1] + nq)
+            if self.op_end[k] != math.inf:
+                self.op_end[k] += shift
+            for times in (self.act[k], self.grad[k]) if k else (self.grad[k],):
+                for mb in range(self.m - 1, nq - 1, -1):
+                    times[mb] = times[mb - nq] + shift
+        for ch in range(len(self.queue)):
+            self.queue[ch] = [mb + nq for mb in self.queue[ch]]
+            self.sending_mb[ch] += nq
+            self.began[ch] += shift
+            self.arrived[ch] += nq
+            if self.local_end[ch] != math.inf:
+                self.local_end[ch] += shift
+            seen = self.spans[ch][nspan0[ch]:]
+            for j in range(1, n + 1):
+                self.spans[ch] += [(start + j * period, end + j * period) for start, end in seen]
+        self.arrivals = [(when + shift, ch, mb + nq) for when, ch, mb in self.arrivals]
+        for f in range(len(self.flows)):
+            self.total[f] += n * (self.total[f] - total0[f])
+            self.count[f] += n * (self.count[f] - count0[f])
+        self.done += n * (self.done - done0)
+        self.skipped = nq
 
 
 def _replay_python(
     compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
     windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
+    skip_periods: bool = True,
 ) -> SharedReplay:
     """:func:`replay_shared` in Python (the reference of the compiled twin)."""
-    run = _Replay(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy)
+    run = _Replay(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy, skip_periods)
     while run.done < m:
+        first = run.pos[0]
         run.start()
+        if run.pos[0] != first:
+            run.look_for_period()
         if not run.step():
             raise RuntimeError("replay_shared: the schedule stalled")  # pragma: no cover - orders are deadlock-free
     overlap: dict[tuple[int, int], float] = {}
@@ -213,13 +344,13 @@ def _replay_python(
             if a != b and total > 0.0 and sb:
                 overlap[(a, b)] = _shared_time(sa, sb) / total
     mean = [run.total[f] / run.count[f] if run.count[f] else math.nan for f in range(len(flows))]
-    return SharedReplay(run.t, mean, overlap)
+    return SharedReplay(run.t, mean, overlap, run.skipped)
 
 
 def replay_shared(
     compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
     windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
-    compiled: bool | None = None,
+    compiled: bool | None = None, skip_periods: bool = True,
 ) -> SharedReplay:
     """One iteration of a 1F1B or GPipe pipeline whose WAN hops share links as they send (see the module docstring).
 
@@ -230,6 +361,8 @@ def replay_shared(
     :param flows: the WAN flows; a transfer on a channel ends when all its flows have sent.
     :param cap_bps: capacity of each directed link; ``others_busy``: other jobs' flows on each, frozen.
     :param compiled: use the compiled twin (None: when numba is available).
+    :param skip_periods: under 1F1B, skip whole periods of the steady state once it repeats (see the
+        module docstring); False plays every micro-batch.
     :return: the :class:`SharedReplay`.
     """
     if schedule not in ("1f1b", "gpipe"):
@@ -237,21 +370,26 @@ def replay_shared(
     jit = _jit_kernels() if compiled is not False else None
     if compiled and jit is None:
         raise ValueError("replay_shared: compiled=True needs numba (pip install sfenv[fast])")
-    return _replay_once(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy)
+    return _replay_once(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
+                        skip_periods)
 
 
 def _replay_once(
     jit: object | None, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int,
     schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
+    skip_periods: bool,
 ) -> SharedReplay:
     if jit is None or len(compute) < 2:
-        return _replay_python(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy)
-    return _replay_compiled(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy)
+        return _replay_python(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
+                              skip_periods)
+    return _replay_compiled(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
+                            skip_periods)
 
 
 def _replay_compiled(
     jit: object, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int,
     schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
+    skip_periods: bool,
 ) -> SharedReplay:
     """:func:`replay_shared` through the compiled twin: the same state, laid out in arrays."""
     kinds, mbs = _order_arrays(schedule, m, tuple(windows))
@@ -259,16 +397,17 @@ def _replay_compiled(
     links = np.full((len(flows), width), -1, dtype=np.int64)
     for i, f in enumerate(flows):
         links[i, : len(f.links)] = f.links
-    end, total, count, shares = jit.replay_shared(  # type: ignore[attr-defined]
+    end, total, count, shares, skipped = jit.replay_shared(  # type: ignore[attr-defined]
         np.asarray(compute, dtype=np.float64), np.asarray(latency, dtype=np.float64),
         np.asarray(transfer, dtype=np.float64), m, kinds, mbs, np.array([f.channel for f in flows], dtype=np.int64),
         np.array([f.bits for f in flows], dtype=np.float64), np.array([float(f.members) for f in flows]),
         np.array([f.bound for f in flows], dtype=np.float64), links,
-        np.asarray(cap_bps, dtype=np.float64), np.asarray(others_busy, dtype=np.float64))
+        np.asarray(cap_bps, dtype=np.float64), np.asarray(others_busy, dtype=np.float64),
+        np.asarray(windows, dtype=np.int64), skip_periods and schedule == "1f1b", state_size(len(compute), len(flows)))
     mean = [float(total[f] / count[f]) if count[f] else math.nan for f in range(len(flows))]
     channels = shares.shape[0]
     overlap = {(a, b): float(shares[a, b]) for a in range(channels) for b in range(channels) if shares[a, b] >= 0.0}
-    return SharedReplay(float(end), mean, overlap)
+    return SharedReplay(float(end), mean, overlap, int(skipped))
 
 
 @lru_cache(maxsize=1 << 10)
