@@ -149,6 +149,26 @@ def test_the_compiled_replay_skips_the_same_periods():
     assert skipped >= 12
 
 
+def test_the_model_remembers_replays_of_the_same_inputs_and_hands_out_copies():
+    """replay_shared with ``compiled=None`` (the model's calls) plays exact inputs once; what it returns may be
+    changed by the caller without changing what the next call gets; other loads are played afresh."""
+    from sfenv.model.hopshare import _replay_remembered
+
+    args = _random_chain(np.random.default_rng(11), 5, 60, "1f1b")
+    first = replay_shared(*args)
+    hits = _replay_remembered.cache_info().hits
+    first.overlap.clear()
+    first.transfer_s[0] = -1.0
+    again = replay_shared(*args)
+    assert _replay_remembered.cache_info().hits == hits + 1
+    played = replay_shared(*args, compiled=False)
+    assert again.pipeline_s == played.pipeline_s and again.transfer_s == played.transfer_s
+    assert again.overlap == played.overlap and again.overlap
+    loaded = (*args[:-1], args[-1] + 1.0)
+    assert replay_shared(*loaded).pipeline_s == replay_shared(*loaded, compiled=False).pipeline_s
+    assert _replay_remembered.cache_info().hits == hits + 1
+
+
 def test_the_replay_refuses_zero_bubble_schedules():
     with pytest.raises(ValueError, match="zb-h1"):
         replay_shared([1.0, 1.0], [0.0], [0.1], 2, "zb-h1", (2, 1), [], np.ones(2), np.zeros(2))

@@ -370,8 +370,30 @@ def replay_shared(
     jit = _jit_kernels() if compiled is not False else None
     if compiled and jit is None:
         raise ValueError("replay_shared: compiled=True needs numba (pip install sfenv[fast])")
+    if compiled is None:  # the model's calls: the same inputs recur (a plan evaluated again), so remember them
+        cap, others = np.asarray(cap_bps, dtype=np.float64), np.asarray(others_busy, dtype=np.float64)
+        played = _replay_remembered(
+            jit is not None, tuple(map(float, compute)), tuple(map(float, latency)), tuple(map(float, transfer)), m,
+            schedule, tuple(map(int, windows)), tuple(flows), cap.tobytes(), others.tobytes(), skip_periods)
+        return played._replace(transfer_s=list(played.transfer_s), overlap=dict(played.overlap))
     return _replay_once(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
                         skip_periods)
+
+
+@lru_cache(maxsize=1 << 11)  # a few kB a key on 64 regions
+def _replay_remembered(
+    compiled: bool, compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...], m: int,
+    schedule: str, windows: tuple[int, ...], flows: tuple[HopFlow, ...], cap: bytes, others: bytes,
+    skip_periods: bool,
+) -> SharedReplay:
+    """:func:`replay_shared` of exact inputs, remembered (the links' capacities and loads as their float64 bytes).
+
+    On 600 random masked steps of spider-64 with SpanTrain's candidates, 4,686 of 5,720 replays had
+    inputs not seen before (docs/model.md).
+    """
+    # writable copies: the compiled twin is compiled (warm_up) for writable arrays
+    return _replay_once(_jit_kernels() if compiled else None, compute, latency, transfer, m, schedule, windows, flows,
+                        np.frombuffer(cap).copy(), np.frombuffer(others).copy(), skip_periods)
 
 
 def _replay_once(
