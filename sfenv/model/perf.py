@@ -299,7 +299,7 @@ class PerfParams:
     memory_headroom: float = 0.9
     wan_streams: int = 16
     tcp_window_bytes: float = 3.0 * 2**20
-    wan_sharing: str = "v3"
+    wan_sharing: str = "v4"
 
     def __post_init__(self) -> None:
         if self.wan_sharing not in WAN_SHARING:
