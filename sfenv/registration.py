@@ -57,7 +57,8 @@ PREVIOUS_ENV_IDS: dict[str, str] = {f"sfenv/{name}-{version}": scenario
 DEPRECATED_ENV_IDS: dict[str, str] = {f"sfenv/{name}-v0": scenario for name, scenario in _NAMES.items()
                                       if name not in _NEW_IN_V2}
 #: keyword arguments that give each earlier version its behaviour
-_VERSION_KWARGS: dict[str, dict] = {"v0": {"privileged_obs": True}, **{v: {"wan_sharing": v} for v in PREVIOUS_VERSIONS}}
+_VERSION_KWARGS: dict[str, dict] = {"v0": {"privileged_obs": True},
+                                    **{version: {"wan_sharing": version} for version in PREVIOUS_VERSIONS}}
 #: Registered id (current, previous and deprecated) -> keyword arguments it adds to ``scenario``
 ENV_KWARGS: dict[str, dict] = {
     f"sfenv/{name}-{version}": {**kwargs, **_VERSION_KWARGS.get(version, {})}

@@ -126,8 +126,10 @@ def test_the_sharing_model_is_v4_unless_asked_and_named_when_wrong():
     # env v2's hash, as its bundled leaderboard entry (docs/results/leaderboard/entries/bace-6.json) recorded it
     bace = load_scenario("bace-6").with_overrides(workload={"num_jobs": 5}, sim={"wan_sharing": "v2"})
     assert scenario_hash(bace) == "c8feacee734bace3"
-    v4 = base.with_overrides(sim={"wan_sharing": "v4"})
-    assert v4.cfg.sim.perf_params().wan_sharing == "v4" and scenario_hash(v4) not in (scenario_hash(base),
+    # env v3's hash, as its bundled entry recorded it before the v4 bump (at 54834ae)
+    assert scenario_hash(bace.with_overrides(sim={"wan_sharing": "v3"})) == "a51f8878ba3cae0c"
+    v3 = base.with_overrides(sim={"wan_sharing": "v3"})
+    assert v3.cfg.sim.perf_params().wan_sharing == "v3" and scenario_hash(v3) not in (scenario_hash(base),
                                                                                      scenario_hash(v2))
     with pytest.raises(ScenarioError, match=r"sim\.wan_sharing"):
         base.with_overrides(sim={"wan_sharing": "v5"})

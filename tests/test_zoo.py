@@ -38,12 +38,12 @@ def test_zoo_train_command_runs(tmp_path):
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run = tmp_path / "logs" / "ppo" / "sfenv-GeoSched-v3_1"
-    assert (run / "sfenv-GeoSched-v3.zip").is_file()
-    assert (run / "sfenv-GeoSched-v3" / "vecnormalize.pkl").is_file()  # normalize: from the file
+    run = tmp_path / "logs" / "ppo" / "sfenv-GeoSched-v4_1"
+    assert (run / "sfenv-GeoSched-v4.zip").is_file()
+    assert (run / "sfenv-GeoSched-v4" / "vecnormalize.pkl").is_file()  # normalize: from the file
     from stable_baselines3 import PPO
 
-    model = PPO.load(run / "sfenv-GeoSched-v3.zip", device="cpu")
+    model = PPO.load(run / "sfenv-GeoSched-v4.zip", device="cpu")
     assert model.num_timesteps >= steps and model.gamma == 0.999 and model.n_steps == 512
     # episodes end (8 jobs each): the monitors hold finished episodes with their lengths
     episodes = []
@@ -71,7 +71,7 @@ def zoo_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("zoo")
     proc = _zoo_train(folder)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return folder / "logs" / "ppo" / "sfenv-GeoSchedUnmasked-v3_1"
+    return folder / "logs" / "ppo" / "sfenv-GeoSchedUnmasked-v4_1"
 
 
 def test_zoo_evaluation_episodes_end(zoo_run):
