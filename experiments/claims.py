@@ -246,13 +246,14 @@ def run_claims(
     workers: int | None = None,
     caps: dict[str, int] | None = None,
     split: str | None = None,
-    wan_sharing: str = "v3",
+    wan_sharing: str = "v4",
 ) -> dict[str, list[dict[str, Any]]]:
     """Run (or resume) every episode the claims need; returns the rows per scenario.
 
     ``wan_sharing``: the WAN sharing model every scenario is played under (``sim.wan_sharing``,
-    :data:`sfenv.model.sharing.WAN_SHARING`; ``v3``, the default, is env v3's); ``v3`` is recorded in
-    ``out``'s settings, so its runs never mix with ``v2``'s (env v2's runs, made before the option, record none).
+    :data:`sfenv.model.sharing.WAN_SHARING`; ``v4``, the default, is env v4's); ``v3`` and ``v4`` are
+    recorded in ``out``'s settings, so their runs never mix with each other's or with ``v2``'s (env v2's
+    runs, made before the option, record none).
 
     ``split``: the protocol split (:mod:`sfenv.runs.protocol`) whose first ``len(seeds)`` seeds of each
     scenario are played (``seeds`` is then ignored); None plays ``seeds`` as explicit seeds, and
@@ -578,9 +579,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="ray: one Ray task per episode (needs the ray extra)")
     ap.add_argument("--address", default=None, help="with --backend ray: the Ray cluster to join (default: local)")
     ap.add_argument("--workers", type=int, default=None, help="with --backend ray: episodes at once (default: CPUs)")
-    ap.add_argument("--wan-sharing", default="v3", metavar="{" + ",".join(WAN_SHARING) + "}",
-                    help="the WAN sharing model every scenario is played under (sim.wan_sharing; v3, env v3's, is the "
-                         "default; v2 plays env v2's model: docs/model.md)")
+    ap.add_argument("--wan-sharing", default="v4", metavar="{" + ",".join(WAN_SHARING) + "}",
+                    help="the WAN sharing model every scenario is played under (sim.wan_sharing; v4, env v4's, is the "
+                         "default; v3 and v2 play env v3's and v2's models: docs/model.md)")
     args = ap.parse_args(argv)
     if args.seeds < 2:
         ap.exit(2, "sfenv: --seeds must be at least 2 (an interval needs two paired seeds)\n")

@@ -482,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="instead: each job alone at the WAN transfer times it played together (their means, "
                          "and drawn from them), to tell the error of mean times from that of their variation")
     ap.add_argument("--wan-sharing", default=None, metavar="{" + ",".join(WAN_SHARING) + "}",
-                    help="random cases: the fast path's WAN sharing model (default: PerfParams', v3)")
+                    help="random cases: the fast path's WAN sharing model (default: PerfParams', v4)")
     ap.add_argument("--max-sets", type=int, default=3,
                     help="--episodes: the shared starts whose jobs are played together, at most (the first ones)")
     args = ap.parse_args(argv)

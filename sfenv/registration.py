@@ -1,12 +1,13 @@
 """Gymnasium registration of the sfenv environment ids (idempotent).
 
-The ids carry the environment's version (``-v3``, :data:`sfenv.runs.protocol.ENV_VERSION`).  The
-``-v2`` ids stay registered and play env v2's WAN sharing model (``wan_sharing="v2"``), so that v2's
-published results can be played again; Gymnasium warns that they are out of date.  The ``-v0`` ids
+The ids carry the environment's version (``-v4``, :data:`sfenv.runs.protocol.ENV_VERSION`).  The
+``-v3`` and ``-v2`` ids stay registered and play env v3's and env v2's WAN sharing models
+(``wan_sharing="v3"``, ``"v2"``), so that their published results can be played again; Gymnasium
+warns that they are out of date.  The ``-v0`` ids
 (whose observation held the privileged share of jobs still to arrive) stay registered with that
 observation (``privileged_obs=True``) on the current model, so that models trained on it can be
 played; they are deprecated.  The ``-v1`` ids are gone with v1's WAN model (Gymnasium's
-``DeprecatedEnv`` names ``-v3`` when one is asked for).  Results of different versions are not
+``DeprecatedEnv`` names ``-v4`` when one is asked for).  Results of different versions are not
 comparable (results files record the version and the scenario's hash).
 """
 
@@ -20,9 +21,9 @@ import yaml
 __all__ = ["DEPRECATED_ENV_IDS", "ENV_IDS", "ENV_KWARGS", "ENV_VERSION", "PREVIOUS_ENV_IDS", "register_envs"]
 
 #: the version suffix of the current ids
-ENV_VERSION = "v3"
-#: the version before it, whose ids stay registered on its own WAN sharing model
-PREVIOUS_VERSION = "v2"
+ENV_VERSION = "v4"
+#: the versions before it whose ids stay registered, each on its own WAN sharing model
+PREVIOUS_VERSIONS = ("v3", "v2")
 _NAMES: dict[str, str] = {
     "GeoSched": "spider-8",
     "Spider8": "spider-8",
@@ -48,17 +49,20 @@ _NAME_KWARGS: dict[str, dict] = {"GeoSchedUnmasked": {"invalid_action_limit": 3}
 ENV_IDS: dict[str, str] = {f"sfenv/{name}-{ENV_VERSION}": scenario for name, scenario in _NAMES.items()}
 #: names first registered at v2: no model was ever trained on a v0 id of theirs, so they get none
 _NEW_IN_V2 = frozenset({"Geo8Carbon"})
-#: Env v2's ids (v2's WAN sharing model, ``wan_sharing="v2"``; observation and actions as v3's) -> scenario.
-PREVIOUS_ENV_IDS: dict[str, str] = {f"sfenv/{name}-{PREVIOUS_VERSION}": scenario for name, scenario in _NAMES.items()}
+#: Env v3's and v2's ids (their WAN sharing models, ``wan_sharing="v3"`` and ``"v2"``; observation and actions
+#: as v4's) -> scenario.
+PREVIOUS_ENV_IDS: dict[str, str] = {f"sfenv/{name}-{version}": scenario
+                                    for version in PREVIOUS_VERSIONS for name, scenario in _NAMES.items()}
 #: Deprecated ids (v0: the observation holds the privileged share of jobs still to arrive) -> scenario.
 DEPRECATED_ENV_IDS: dict[str, str] = {f"sfenv/{name}-v0": scenario for name, scenario in _NAMES.items()
                                       if name not in _NEW_IN_V2}
 #: keyword arguments that give each earlier version its behaviour
-_VERSION_KWARGS: dict[str, dict] = {"v0": {"privileged_obs": True}, PREVIOUS_VERSION: {"wan_sharing": "v2"}}
+_VERSION_KWARGS: dict[str, dict] = {"v0": {"privileged_obs": True},
+                                    **{version: {"wan_sharing": version} for version in PREVIOUS_VERSIONS}}
 #: Registered id (current, previous and deprecated) -> keyword arguments it adds to ``scenario``
 ENV_KWARGS: dict[str, dict] = {
     f"sfenv/{name}-{version}": {**kwargs, **_VERSION_KWARGS.get(version, {})}
-    for name, kwargs in _NAME_KWARGS.items() for version in (ENV_VERSION, PREVIOUS_VERSION, "v0")
+    for name, kwargs in _NAME_KWARGS.items() for version in (ENV_VERSION, *PREVIOUS_VERSIONS, "v0")
 }
 
 
@@ -71,8 +75,8 @@ def _max_steps(scenario: str) -> int:
 def register_envs() -> list[str]:
     """Register every id whose scenario file is bundled (current, previous, deprecated); a second call changes nothing.
 
-    :return: the current ids registered by sfenv (the ``-v2`` and ``-v0`` ids are registered too but
-        not listed).
+    :return: the current ids registered by sfenv (the ``-v3``, ``-v2`` and ``-v0`` ids are registered
+        too but not listed).
     """
     out = []
     for env_id, scenario in {**ENV_IDS, **PREVIOUS_ENV_IDS, **DEPRECATED_ENV_IDS}.items():

@@ -1,8 +1,9 @@
 """No change moves an episode unless the environment's version moves: every registered id, bit for bit.
 
 ``tests/data/episode_identity.json`` was written by ``python tests/episode_identity.py`` at the
-commit before the layering move (issue 29), and again at the env v3 bump (issue 31), when the
-records of the ``-v2`` ids were kept: the ``-v2`` ids still play env v2's episodes bit for bit.
+commit before the layering move (issue 29), again at the env v3 bump (issue 31), when the records
+of the ``-v2`` ids were kept, and at the env v4 bump, when the records of the ``-v3`` and ``-v2``
+ids were kept: those ids still play env v3's and v2's episodes bit for bit.
 Each case is played again here and every recorded figure must match exactly: the episode report
 (every float's ``repr``), the rewards' sum, the digests of every observation and ``info``, and, for
 reference agents on the simulator, their re-plans, events and job records.  A change that moves any
@@ -40,12 +41,16 @@ def test_agent_episode_is_bit_identical(key, name, seed):
     assert ei.play_agent(name, seed) == RECORDED[key]
 
 
-def test_the_v2_ids_play_env_v2s_sharing_model_and_the_v3_ids_v3s():
-    """Jobs whose hops share links: the two versions' episodes differ (and each matches its record above)."""
+def test_the_v2_and_v3_ids_play_their_sharing_models_and_the_v4_ids_v4s():
+    """Jobs whose hops share links: v3's and v2's episodes differ; where a plan's own hops share a link (SpanTrain's
+    deep chains on spider-64, seed 1) v4's and v3's do (each matches its record above)."""
     for seed in ei.SEEDS:
-        v3, v2 = RECORDED[f"shared-links/seed={seed}"], RECORDED[f"shared-links-v2/seed={seed}"]
+        v3, v2 = RECORDED[f"shared-links-v3/seed={seed}"], RECORDED[f"shared-links-v2/seed={seed}"]
         assert v3["report"]["mean_jct_s"] != v2["report"]["mean_jct_s"]
+    own = [RECORDED[f"own-hops-shared/seed={seed}"]["report"] != RECORDED[f"own-hops-shared-v3/seed={seed}"]["report"]
+           for seed in ei.SEEDS]
+    assert any(own)
     import gymnasium as gym
 
-    assert gym.make("sfenv/Spider32-v2").unwrapped.scenario.cfg.sim.wan_sharing == "v2"
-    assert gym.make("sfenv/Spider32-v3").unwrapped.scenario.cfg.sim.wan_sharing == "v3"
+    for version in ("v2", "v3", "v4"):
+        assert gym.make(f"sfenv/Spider32-{version}").unwrapped.scenario.cfg.sim.wan_sharing == version

@@ -107,27 +107,29 @@ def test_a_ring_step_meets_a_gpipe_pass_frozen_when_shorter_than_that_jobs_itera
     assert rates == pytest.approx([0.75e9])
 
 
-def test_the_sharing_model_is_v3_unless_asked_and_named_when_wrong():
-    """``wan_sharing``: env v3's model by default; ``v2`` on request, with env v2's scenario hash and kept
-    through every dump but the hash's; ``v4`` (opt-in) with a hash of its own; anything else names the field."""
+def test_the_sharing_model_is_v4_unless_asked_and_named_when_wrong():
+    """``wan_sharing``: env v4's model by default; ``v3`` on request with a hash of its own (env v3's); ``v2``
+    with env v2's scenario hash and kept through every dump but the hash's; anything else names the field."""
     from sfenv.runs.results import scenario_hash
     from sfenv.scenario import ScenarioError, load_scenario
 
-    assert PerfParams().wan_sharing == "v3" and PerfParams(wan_sharing="v2").wan_sharing == "v2"
+    assert PerfParams().wan_sharing == "v4" and PerfParams(wan_sharing="v2").wan_sharing == "v2"
     with pytest.raises(ValueError, match="wan_sharing"):
         PerfParams(wan_sharing="v5")
     base = load_scenario("spider-8")
     v2 = base.with_overrides(sim={"wan_sharing": "v2"})
-    assert base.cfg.sim.perf_params().wan_sharing == "v3" and v2.cfg.sim.perf_params().wan_sharing == "v2"
-    assert scenario_hash(base.with_overrides(sim={"wan_sharing": "v3"})) == scenario_hash(base) != scenario_hash(v2)
+    assert base.cfg.sim.perf_params().wan_sharing == "v4" and v2.cfg.sim.perf_params().wan_sharing == "v2"
+    assert scenario_hash(base.with_overrides(sim={"wan_sharing": "v4"})) == scenario_hash(base) != scenario_hash(v2)
     # a v2 scenario stays v2 through overrides and plain dumps (only the hash leaves the field out)
     assert v2.with_overrides(workload={"num_jobs": 3}).cfg.sim.wan_sharing == "v2"
     assert v2.cfg.model_dump()["sim"]["wan_sharing"] == "v2" and '"wan_sharing"' not in v2.cfg.identity_json()
     # env v2's hash, as its bundled leaderboard entry (docs/results/leaderboard/entries/bace-6.json) recorded it
     bace = load_scenario("bace-6").with_overrides(workload={"num_jobs": 5}, sim={"wan_sharing": "v2"})
     assert scenario_hash(bace) == "c8feacee734bace3"
-    v4 = base.with_overrides(sim={"wan_sharing": "v4"})
-    assert v4.cfg.sim.perf_params().wan_sharing == "v4" and scenario_hash(v4) not in (scenario_hash(base),
+    # env v3's hash, as its bundled entry recorded it before the v4 bump (at 54834ae)
+    assert scenario_hash(bace.with_overrides(sim={"wan_sharing": "v3"})) == "a51f8878ba3cae0c"
+    v3 = base.with_overrides(sim={"wan_sharing": "v3"})
+    assert v3.cfg.sim.perf_params().wan_sharing == "v3" and scenario_hash(v3) not in (scenario_hash(base),
                                                                                      scenario_hash(v2))
     with pytest.raises(ScenarioError, match=r"sim\.wan_sharing"):
         base.with_overrides(sim={"wan_sharing": "v5"})
@@ -362,7 +364,7 @@ def test_the_check_cases_time_the_fast_path_under_the_sharing_model_asked():
 
     rows = {ws: case_errors(11, iterations=2, warmup=0, wan_sharing=ws) for ws in ("v2", "v3", "v4")}
     assert [r["played_s"] for r in rows["v2"]] == [r["played_s"] for r in rows["v4"]]
-    assert rows["v3"] == case_errors(11, iterations=2, warmup=0)
+    assert rows["v4"] == case_errors(11, iterations=2, warmup=0)
     errs = {ws: tuple(round(r["err"], 9) for r in rs) for ws, rs in rows.items()}
     assert len(set(errs.values())) == 3
 
@@ -576,8 +578,7 @@ def test_under_v3_a_zero_bubble_plan_is_timed_as_its_fastest_fallback_as_the_che
     topo = two_region_topo(bw_gbps=0.0702, lat_ms=10.0, gpus=16)
     stages = ((1, 1), (0, 1), (1, 2), (0, 3))
     job = make_job(model=ModelSpec("m", layers=7, hidden=1024, heads=8, seq_len=1024), batch=2)
-    params = PerfParams(dp_overlap=0.0)
-    assert params.wan_sharing == "v3"
+    params = PerfParams(dp_overlap=0.0, wan_sharing="v3")
     times = {}
     for schedule in ("1f1b", "zb-h1", "zb-h2"):
         plan = Plan(0, tuple(Stage.at(r, n) for r, n in stages), schedule=schedule)

@@ -43,7 +43,7 @@ def test_episodes_are_the_same_with_numpy_s_avx512_kernels_off() -> None:
     differs from the AVX-512 one in the last bit, which used to reach prices and cost.
     On a machine without AVX-512 both runs take the same paths and the test holds trivially.
     """
-    labels = ["sfenv/Spider8Contended-v3", "sfenv/Geo8Carbon-v3", "work-conserving"]
+    labels = ["sfenv/Spider8Contended-v4", "sfenv/Geo8Carbon-v4", "work-conserving"]
     runs = []
     for disabled, blas in (("", None), ("X86_V4", "Haswell")):
         env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": disabled}

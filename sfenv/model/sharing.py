@@ -141,9 +141,9 @@ BURST_DECAY = 8
 LOAD_ROWS = 9
 #: the sharing models (:attr:`sfenv.model.perf.PerfParams.wan_sharing`): ``v2``, env v2's (bursts see other flows
 #: frozen, a job's hops meet as independent flows), ``v3`` (bursts see other jobs' bursts come and go, a job's
-#: hops meet as its schedule has them send; measured 2026-11-27, docs/model.md), env v3's and the default, and
-#: ``v4`` (opt-in: as ``v3``, but a 1F1B or GPipe plan's own hops share their links as a replay of its schedule
-#: plays them, :func:`max_min_rates` at every instant; measured 2026-11-27, docs/model.md)
+#: hops meet as its schedule has them send; measured 2026-11-27, docs/model.md), env v3's, and ``v4`` (as ``v3``,
+#: but a 1F1B or GPipe plan's own hops share their links as a replay of its schedule plays them,
+#: :func:`max_min_rates` at every instant; measured 2026-11-27, docs/model.md), env v4's and the default
 WAN_SHARING = ("v2", "v3", "v4")
 
 
