@@ -135,7 +135,7 @@ def test_the_compiled_replay_skips_the_same_periods():
         pytest.skip("numba is not installed or SFENV_NO_JIT is set")
     from sfenv.model import _pipeline_jit, hopshare
 
-    assert _pipeline_jit._PERIODS == hopshare._PERIODS
+    assert _pipeline_jit._PERIODS == hopshare._PERIODS and _pipeline_jit._SAME == hopshare._SAME
     rng = np.random.default_rng(8)
     skipped = 0
     for _ in range(16):

@@ -40,6 +40,8 @@ else:
 _DONE_F, _DONE_B, _DONE_W, _ARRIVE_ACT, _ARRIVE_GRAD = 0, 1, 2, 3, 4
 #: the most micro-batches one period of the steady state may span (as ``sfenv.model.hopshare._PERIODS``)
 _PERIODS = 4
+#: two replay states are the same within this share of each entry (as ``sfenv.model.hopshare._SAME``)
+_SAME = 1e-9
 _SEQ = 1024
 
 
@@ -737,7 +739,7 @@ def _same_state(a: np.ndarray, b: np.ndarray, n: int) -> bool:
     """:func:`sfenv.model.hopshare.same_state` over the first ``n`` entries."""
     for j in range(n):
         x, y = a[j], b[j]
-        if abs(x - y) > 1e-9 * max(abs(x), abs(y)) + 1e-12:
+        if abs(x - y) > _SAME * max(abs(x), abs(y)) + 1e-12:
             return False
     return True
 
