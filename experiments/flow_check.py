@@ -13,7 +13,10 @@ Run: ``python -m sfenv.experiments.flow_check [--seeds 0:110] [--iterations N] [
 offsets and compares with their mean (the played time's own dependence on them is printed).
 ``--decompose`` instead tells where the error comes from (:func:`decomposed_errors`): each job is
 played alone at the WAN transfer times it had when played with the others, at their mean and drawn
-from them at random.  The
+from them at random.  ``--reference REF.json`` (rows a longer run wrote with ``--json``) asks what a
+fast path that *plays* the jobs together, as the check does, could reach (:func:`reference_agreement`):
+each case of the file is played once more, from a start offset the file's run never used, for
+``--iterations`` after ``--warmup``, and compared with the file's played times.  The
 seeds split: 0-109 are the set docs/model.md first measured (and tuned against: "training"),
 1000-1109 a fresh set reported after tuning, 0-9 the default test's.
 """
@@ -44,7 +47,8 @@ if TYPE_CHECKING:
     from sfenv.scenario import Scenario
 
 __all__ = ["case_errors", "decomposed_errors", "episode_starts", "fastest_alone", "job_kind", "lone_errors", "main",
-           "random_case", "report_decomposed", "settled_state", "settled_times", "together_errors"]
+           "random_case", "read_reference", "reference_agreement", "report_decomposed", "settled_state",
+           "settled_times", "together_errors"]
 
 #: the default test's and docs' region hardware
 _GPU = "A100-80GB"
@@ -192,6 +196,65 @@ def case_errors(seed: int, iterations: int = 5, warmup: int = 2, offsets: int = 
             and len(jobs) > 1,
             "mix": sorted(mix),
         })
+    return rows
+
+
+#: the most start offsets a ``--json`` file's run may have used: :func:`reference_agreement` plays from the next
+MAX_REFERENCE_OFFSETS = 64
+#: the largest ``--reference`` file read (a row is about 400 bytes; 110 cases write about 120 KB)
+MAX_REFERENCE_BYTES = 16 << 20
+
+
+def read_reference(path: str) -> dict[int, dict[int, float]]:
+    """A ``--json`` file's played times, ``{case seed: {job: seconds}}``, checked whole before any is used.
+
+    :raises InvalidInput: naming the file and the first bad row (not a list of rows; a row without an
+        integer ``seed`` and ``job``, or whose ``played_s`` is not a positive finite number; a job given twice).
+    """
+    from sfenv.world.files import read_text
+
+    text = read_text(path, "flow-check rows file", MAX_REFERENCE_BYTES)
+    try:
+        rows = json.loads(text)
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser's stack
+        raise InvalidInput(f"{path}: not JSON ({str(e)[:80]})") from None
+    if not isinstance(rows, list) or not rows:
+        raise InvalidInput(f"{path}: expected a non-empty list of rows written by flow_check --json")
+    played: dict[int, dict[int, float]] = {}
+    for n, row in enumerate(rows):
+        ok = isinstance(row, dict) and all(type(row.get(k)) is int and row[k] >= 0 for k in ("seed", "job"))
+        value = row.get("played_s") if isinstance(row, dict) else None
+        if not ok or isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise InvalidInput(f"{path}: row {n}: expected integer 'seed' and 'job' (0 or more) and a positive "
+                               f"finite 'played_s'")
+        if row["job"] in played.setdefault(row["seed"], {}):
+            raise InvalidInput(f"{path}: row {n}: seed {row['seed']} job {row['job']} given twice")
+        played[row["seed"]][row["job"]] = float(value)
+    return played
+
+
+def reference_agreement(reference: dict[int, dict[int, float]], iterations: int = 6,
+                        warmup: int = 2) -> list[dict[str, Any]]:
+    """Each reference job played once more, from an unused start offset, against the reference's played time.
+
+    This is what a fast path that simulated the running jobs' flows together (a short co-simulation
+    instead of :mod:`sfenv.model.sharing`'s expected rates) could reach at best: the check's own
+    dependence on where the jobs started and on how long it plays.  The offset is the one a run
+    with :data:`MAX_REFERENCE_OFFSETS` offsets would play next (seed ``case + MAX_REFERENCE_OFFSETS
+    x`` :data:`OFFSET_SEED_STEP`), so no reference run of up to that many offsets has used it.
+
+    :raises InvalidInput: if a case's jobs are not the ones :func:`random_case` builds for its seed.
+    """
+    rows = []
+    for seed in sorted(reference):
+        topo, params, jobs = random_case(seed)
+        if set(reference[seed]) != set(range(len(jobs))):
+            raise InvalidInput(f"reference case {seed}: jobs {sorted(reference[seed])[:8]}, but the case has "
+                               f"{len(jobs)}: not written by this flow_check")
+        played = simulate_jobs(topo, jobs, params, iterations=iterations, warmup=warmup,
+                               seed=seed + MAX_REFERENCE_OFFSETS * OFFSET_SEED_STEP)
+        rows += [{"seed": seed, "job": j, "played_s": t, "reference_s": reference[seed][j],
+                  "err": t / reference[seed][j] - 1.0} for j, t in enumerate(played)]
     return rows
 
 
@@ -465,6 +528,21 @@ def _report_episodes(spec: str, seeds: list[int], max_sets: int) -> None:
                   f"{len(err) // 2} jobs, dp_overlap 0 and 1): {_summary(err)}")
 
 
+def _report_reference(path: str, iterations: int, warmup: int) -> None:
+    """Print :func:`reference_agreement` for the ``--reference`` file ``path``."""
+    try:
+        reference = read_reference(path)
+        t0 = time.process_time()
+        rows = reference_agreement(reference, iterations, warmup)
+    except InvalidInput as e:
+        raise InvalidInput(f"--reference: {e}") from None
+    err = np.abs([r["err"] for r in rows])
+    print(f"{len(rows)} jobs in {len(reference)} cases of {path}, each played once more from an unused start "
+          f"offset ({iterations} iterations after {warmup}; {time.process_time() - t0:.1f} CPU s)")
+    print(f"against the reference's played times: within 5 % {100 * np.mean(err < 0.05):.1f} %, within 2 % "
+          f"{100 * np.mean(err < 0.02):.1f} %, mean absolute {100 * err.mean():.2f} %, largest {100 * err.max():.1f} %")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the cases and print the report (``--json``: also write every job's row)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -483,6 +561,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                          "and drawn from them), to tell the error of mean times from that of their variation")
     ap.add_argument("--wan-sharing", default=None, metavar="{" + ",".join(WAN_SHARING) + "}",
                     help="random cases: the fast path's WAN sharing model (default: PerfParams', v4)")
+    ap.add_argument("--reference", default=None, metavar="REF.json",
+                    help="instead: play the cases of this --json file once more from an unused start offset "
+                         "(--iterations after --warmup) and compare with its played times")
     ap.add_argument("--max-sets", type=int, default=3,
                     help="--episodes: the shared starts whose jobs are played together, at most (the first ones)")
     args = ap.parse_args(argv)
@@ -498,6 +579,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise InvalidInput(f"--warmup: expected 0 or more, got {args.warmup}")
     if args.wan_sharing is not None and args.wan_sharing not in WAN_SHARING:
         raise InvalidInput(f"--wan-sharing: expected one of {', '.join(WAN_SHARING)}, got {args.wan_sharing[:20]!r}")
+    if args.reference:
+        _report_reference(args.reference, args.iterations, args.warmup)
+        return
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for seed in _seeds(args.seeds):

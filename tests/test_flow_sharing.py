@@ -369,9 +369,68 @@ def test_the_check_cases_time_the_fast_path_under_the_sharing_model_asked():
     assert len(set(errs.values())) == 3
 
 
+def test_a_reference_file_is_played_again_from_an_offset_it_never_used(tmp_path):
+    """``flow_check --reference``: each case of a ``--json`` file is played once more, from the offset a run of
+    ``MAX_REFERENCE_OFFSETS`` offsets would play next, and compared with the file's played times."""
+    import json
+
+    from sfenv.experiments.flow_check import (
+        MAX_REFERENCE_OFFSETS,
+        OFFSET_SEED_STEP,
+        case_errors,
+        read_reference,
+        reference_agreement,
+    )
+
+    rows = case_errors(3, iterations=3, warmup=1, offsets=2) + case_errors(11, iterations=3, warmup=1)
+    path = tmp_path / "ref.json"
+    path.write_text(json.dumps(rows))
+    reference = read_reference(str(path))
+    assert reference == {r["seed"]: {q["job"]: q["played_s"] for q in rows if q["seed"] == r["seed"]} for r in rows}
+    again = reference_agreement(reference, iterations=3, warmup=1)
+    for seed in (3, 11):
+        topo, params, jobs = random_case(seed)
+        fresh = simulate_jobs(topo, jobs, params, iterations=3, warmup=1,
+                              seed=seed + MAX_REFERENCE_OFFSETS * OFFSET_SEED_STEP)
+        mine = [r for r in again if r["seed"] == seed]
+        assert [r["played_s"] for r in mine] == fresh
+        assert [r["err"] for r in mine] == pytest.approx([t / reference[seed][j] - 1 for j, t in enumerate(fresh)])
+    assert any(abs(r["err"]) > 1e-9 for r in again)  # not a play the reference already holds
+    assert all(abs(r["err"]) < 0.3 for r in again)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("{}", "non-empty list"), ("[]", "non-empty list"), ("[[[", "not JSON"),
+    ("[" * 100_000 + "]" * 100_000, "not JSON"),
+    ('[{"seed": 3, "job": 0}]', "row 0"), ('[{"seed": 3, "job": 0, "played_s": -1}]', "row 0"),
+    ('[{"seed": 3, "job": 0, "played_s": NaN}]', "row 0"), ('[{"seed": 3, "job": 0, "played_s": true}]', "row 0"),
+    ('[{"seed": "3", "job": 0, "played_s": 1}]', "row 0"), ('[{"seed": 3, "job": 1.0, "played_s": 1}]', "row 0"),
+    ('[{"seed": 3, "job": 0, "played_s": 1}, {"seed": 3, "job": 0, "played_s": 2}]', "row 1: seed 3 job 0 given twice"),
+])
+def test_a_bad_reference_file_is_refused_whole_with_its_row_named(tmp_path, text, words):
+    from sfenv.experiments.flow_check import read_reference
+
+    from sfenv.errors import InvalidInput
+
+    path = tmp_path / "ref.json"
+    path.write_text(text)
+    with pytest.raises(InvalidInput, match=words):
+        read_reference(str(path))
+
+
+def test_a_reference_whose_jobs_are_not_the_case_s_is_refused():
+    from sfenv.experiments.flow_check import reference_agreement
+
+    from sfenv.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="reference case 3"):
+        reference_agreement({3: {0: 1.0, 7: 1.0}}, iterations=1, warmup=0)
+
+
 @pytest.mark.parametrize("argv", [["--seeds", "x"], ["--seeds", "5:2"], ["--seeds", "0:2", "--offsets", "0"],
                                   ["--seeds", "0:2", "--iterations", "0"], ["--seeds", "0:2", "--warmup", "-1"],
-                                  ["--seeds", "0:2", "--wan-sharing", "v9"]])
+                                  ["--seeds", "0:2", "--wan-sharing", "v9"], ["--reference", "/nonexistent.json"],
+                                  ["--reference", "/"]])
 def test_the_flow_check_script_refuses_bad_input_in_one_line(argv):
     import subprocess
     import sys
