@@ -33,7 +33,7 @@ from sfenv.app.evaluate import run_episode
 from sfenv.env import GeoSchedEnv
 from sfenv.env.proposers import PROPOSER_SETS
 from sfenv.runs import protocol
-from sfenv.runs.results import atomic_write_json
+from sfenv.runs.results import atomic_write_json, scenario_hash
 from sfenv.runs.stats import paired_ratio
 from sfenv.scenario import load_scenario
 
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"expert": args.expert, "heuristic": args.heuristic, "scenario": args.scenario,
               "proposers": args.proposers, "num_jobs": args.num_jobs, "min_relative_mfu": args.min_relative_mfu,
               "min_spread_speedup": args.min_spread_speedup, "spread_wait": args.spread_wait, **choice.record(),
-              "ratio": ratio,
+              "wan_sharing": sc.cfg.sim.wan_sharing, "scenario_sha": scenario_hash(sc), "ratio": ratio,
               "interval": "paired bootstrap 95 % BCa over seeds (sfenv.runs.stats.paired_ratio)", "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out / "expert_vs_heuristic.json", result)

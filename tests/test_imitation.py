@@ -399,6 +399,11 @@ def test_expert_vs_heuristic_experiment_compares_on_paired_seeds(tmp_path):
     assert saved["seeds"] == [10_000, 10_001] and saved["split"] == "validation"  # its default split's first two
     assert saved["proposers"] == "best+spantrain" and saved["num_jobs"] == 12  # the settings, to re-run it
     assert saved["min_relative_mfu"] is None and saved["min_spread_speedup"] is None
+    from sfenv.runs.results import scenario_hash
+    from sfenv.scenario import load_scenario
+
+    played = load_scenario(saved["scenario"]).with_overrides(workload={"num_jobs": 12})
+    assert saved["wan_sharing"] == "v4" and saved["scenario_sha"] == scenario_hash(played)  # the env it was played on
     res = expert_main(["--expert", "fifo+swf", "--heuristic", "spantrain+swf", "--seeds", "2",
                        "--num-jobs", "12", "--out", str(tmp_path)])
     assert res["ratio"][0] != pytest.approx(1.0)  # a different expert plays different episodes
