@@ -506,19 +506,28 @@ def report(rows: Sequence[dict[str, Any]]) -> None:
               f"load {r['max_load']:.2f} err {100 * r['err']:+6.1f} %  mix {','.join(r['mix'])}")
 
 
-def _report_episodes(spec: str, seeds: list[int], max_sets: int) -> None:
-    """Print :func:`episode_starts` and :func:`lone_errors` for each ``SCENARIO:AGENT`` of ``spec``."""
+def _report_episodes(spec: str, seeds: list[int], max_sets: int, num_jobs: int | None = None) -> None:
+    """Print :func:`episode_starts` and :func:`lone_errors` for each ``SCENARIO:AGENT`` of ``spec``.
+
+    :param num_jobs: jobs per episode instead of each scenario's own (as ``claims`` caps spider-16/32/64).
+    """
+    from sfenv.scenario import load_scenario
+
     for pair in [p.strip() for p in spec.split(",") if p.strip()]:
         scenario, sep, agent = pair.rpartition(":")
         if not sep or not scenario or not agent:
             raise InvalidInput(f"--episodes: expected SCENARIO:AGENT pairs, got {pair[:80]!r}")
-        found = episode_starts(scenario, agent, seeds)
+        played = load_scenario(scenario)
+        if num_jobs is not None:
+            played = played.with_overrides(workload={"num_jobs": num_jobs})
+        found = episode_starts(played, agent, seeds)
         ways: Ways = {}
         rows = lone_errors(found["topo"], found["params"], found["plans"], ways)
         worst = f"largest error {100 * max(abs(r['err']) for r in rows):.2f} %" if rows else "none"
-        print(f"{scenario} {agent} seeds {seeds}: {found['starts']} starts across regions, {found['shared']} sharing "
-              f"a directed link with another job; {len(found['plans'])} distinct plans, {len(rows) // 2} played alone "
-              f"(dp_overlap 0 and 1): {worst}")
+        jobs = "" if num_jobs is None else f" (num_jobs {num_jobs})"
+        print(f"{scenario}{jobs} {agent} seeds {seeds}: {found['starts']} starts across regions, "
+              f"{found['shared']} sharing a directed link with another job; {len(found['plans'])} distinct plans, "
+              f"{len(rows) // 2} played alone (dp_overlap 0 and 1): {worst}")
         together = together_errors(found["topo"], found["params"], found["together"][:max_sets],
                                    iterations=12, warmup=3, offsets=2, ways=ways)
         if together:
@@ -564,13 +573,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--reference", default=None, metavar="REF.json",
                     help="instead: play the cases of this --json file once more from an unused start offset "
                          "(--iterations after --warmup) and compare with its played times")
+    ap.add_argument("--num-jobs", type=int, default=None,
+                    help="--episodes: jobs per episode instead of each scenario's own (claims caps spider-16/32/64 "
+                         "at 12)")
     ap.add_argument("--max-sets", type=int, default=3,
                     help="--episodes: the shared starts whose jobs are played together, at most (the first ones)")
     args = ap.parse_args(argv)
     if args.episodes:
         if args.max_sets < 0:
             raise InvalidInput(f"--max-sets: expected 0 or more, got {args.max_sets}")
-        _report_episodes(args.episodes, _seeds(args.episode_seeds), args.max_sets)
+        if args.num_jobs is not None and args.num_jobs < 1:
+            raise InvalidInput(f"--num-jobs: expected at least 1, got {args.num_jobs}")
+        _report_episodes(args.episodes, _seeds(args.episode_seeds), args.max_sets, args.num_jobs)
         return
     for name in ("iterations", "offsets"):
         if getattr(args, name) < 1:

@@ -430,7 +430,8 @@ def test_a_reference_whose_jobs_are_not_the_case_s_is_refused():
 @pytest.mark.parametrize("argv", [["--seeds", "x"], ["--seeds", "5:2"], ["--seeds", "0:2", "--offsets", "0"],
                                   ["--seeds", "0:2", "--iterations", "0"], ["--seeds", "0:2", "--warmup", "-1"],
                                   ["--seeds", "0:2", "--wan-sharing", "v9"], ["--reference", "/nonexistent.json"],
-                                  ["--reference", "/"]])
+                                  ["--reference", "/"],
+                                  ["--episodes", "bace-6:cr-lcf", "--num-jobs", "0"]])
 def test_the_flow_check_script_refuses_bad_input_in_one_line(argv):
     import subprocess
     import sys
@@ -566,6 +567,22 @@ def test_the_plans_an_agent_really_starts_agree_with_the_check_alone():
     rows = lone_errors(found["topo"], found["params"], found["plans"][:6])
     assert len(rows) == 2 * min(6, len(found["plans"])) and {r["overlap"] for r in rows} == {0.0, 1.0}
     assert max(abs(r["err"]) for r in rows) <= 0.05
+
+
+def test_the_episodes_report_plays_the_job_count_asked(capsys):
+    """``flow_check --episodes ... --num-jobs N`` plays N jobs per episode (as ``claims`` caps its larger
+    scenarios): its counts are those of the capped scenario's episodes, not of the scenario's own."""
+    from sfenv.experiments.flow_check import episode_starts, main
+
+    from sfenv.scenario import load_scenario
+
+    main(["--episodes", "bace-6:cr-lcf", "--episode-seeds", "1000000", "--num-jobs", "1", "--max-sets", "0"])
+    line = capsys.readouterr().out.splitlines()[0]
+    capped = episode_starts(load_scenario("bace-6").with_overrides(workload={"num_jobs": 1}), "cr-lcf", [1_000_000])
+    full = episode_starts("bace-6", "cr-lcf", [1_000_000])
+    assert capped["starts"] != full["starts"]
+    expected = f"bace-6 (num_jobs 1) cr-lcf seeds [1000000]: {capped['starts']} starts across regions"
+    assert line.startswith(expected), line
 
 
 def test_jobs_that_really_shared_a_link_agree_with_the_check_played_together():
