@@ -477,7 +477,8 @@ class SimCfg(_Strict):
     ``v4``, env v4's model: as ``v3``, but a 1F1B or GPipe plan's own hops share their links as a
     replay of its schedule plays them (:mod:`sfenv.model.hopshare`); ``v3``, env v3's (the ``-v3`` ids
     play it), which sees other jobs' bursts come and go and a job's own hops send as a sweep of its
-    schedule has them; or ``v2``, env v2's (the ``-v2`` ids play it).  docs/model.md compares them
+    schedule has them; ``v2``, env v2's (the ``-v2`` ids play it); or ``v5`` (opt-in): as ``v4``, but such a
+    plan's pipeline time is its replay's own.  docs/model.md compares them
     with the flow-level check.
     """
 

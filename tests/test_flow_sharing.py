@@ -115,7 +115,7 @@ def test_the_sharing_model_is_v4_unless_asked_and_named_when_wrong():
 
     assert PerfParams().wan_sharing == "v4" and PerfParams(wan_sharing="v2").wan_sharing == "v2"
     with pytest.raises(ValueError, match="wan_sharing"):
-        PerfParams(wan_sharing="v5")
+        PerfParams(wan_sharing="v6")
     base = load_scenario("spider-8")
     v2 = base.with_overrides(sim={"wan_sharing": "v2"})
     assert base.cfg.sim.perf_params().wan_sharing == "v4" and v2.cfg.sim.perf_params().wan_sharing == "v2"
@@ -132,7 +132,7 @@ def test_the_sharing_model_is_v4_unless_asked_and_named_when_wrong():
     assert v3.cfg.sim.perf_params().wan_sharing == "v3" and scenario_hash(v3) not in (scenario_hash(base),
                                                                                      scenario_hash(v2))
     with pytest.raises(ScenarioError, match=r"sim\.wan_sharing"):
-        base.with_overrides(sim={"wan_sharing": "v5"})
+        base.with_overrides(sim={"wan_sharing": "v6"})
 
 
 def _switching_load(decay_per_s: float) -> np.ndarray:

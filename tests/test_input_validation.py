@@ -225,6 +225,6 @@ def test_the_wan_sharing_argument_is_used_and_a_bad_one_named():
     assert GeoSchedEnv(v2_file, num_jobs=3).scenario.cfg.sim.wan_sharing == "v2"
     assert GeoSchedEnv("spider-8", num_jobs=3, wan_sharing="v4").scenario.cfg.sim.wan_sharing == "v4"
     with pytest.raises(ValueError) as e:
-        GeoSchedEnv("spider-8", wan_sharing="v5")
+        GeoSchedEnv("spider-8", wan_sharing="v6")
     assert isinstance(e.value, SfenvError)
-    assert "wan_sharing='v5'" in str(e.value) and "['v2', 'v3', 'v4']" in str(e.value)
+    assert "wan_sharing='v6'" in str(e.value) and "['v2', 'v3', 'v4', 'v5']" in str(e.value)

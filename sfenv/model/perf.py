@@ -291,7 +291,8 @@ class PerfParams:
         ``v4`` (the default, env v4's: as ``v3``, with a 1F1B or GPipe plan's own hops sharing their
         links as :func:`sfenv.model.hopshare.replay_shared` plays them), ``v3`` (env v3's: other jobs'
         bursts seen as they come and go, a job's own hops as its schedule has them send;
-        :mod:`sfenv.model.sharing`, docs/model.md) or ``v2`` (env v2's).
+        :mod:`sfenv.model.sharing`, docs/model.md), ``v2`` (env v2's) or ``v5`` (opt-in: as ``v4``, but
+        such a plan's pipeline time is the replay's own, :func:`_at_pipeline_time`).
     """
 
     mfu: float = 0.4
@@ -753,7 +754,7 @@ class _Wan:
         overlap = None
         if self_sharing(groups):
             duty = list(self.own_duty) if self.own_duty is not None else duties(groups, rates, perf.iter_time)
-            if self.params.wan_sharing == "v4" and self.plan.schedule in ("1f1b", "gpipe") and perf.feasible \
+            if self.params.wan_sharing in _REPLAYED and self.plan.schedule in ("1f1b", "gpipe") and perf.feasible \
                     and len(self.plan.stages) > 1:
                 return self._solve_replayed(assemble, gpipe, perf, duty)
             if self.params.wan_sharing != "v2":
@@ -796,6 +797,8 @@ class _Wan:
             if x > 0.0:  # nan: the hop never sent (cannot happen once m >= 1)
                 rates[i] = min(bound[i], groups[i].bits / x)
         perf = assemble(rates)
+        if self.params.wan_sharing == "v5" and perf.feasible:
+            perf = _at_pipeline_time(perf, played.pipeline_s, self.plan, self.job, self.topo.scalars, self.params)
         crossed = {(i, e) for i, g in enumerate(groups) for h in groups
                    if g.kind == h.kind == BURST and g.key != h.key for e in set(g.links) & set(h.links)}
         perf.flow_rates_bps = rates
@@ -804,6 +807,27 @@ class _Wan:
         perf.flow_duty = duties(groups, rates, perf.iter_time)
         perf.flow_overlap = played.overlap or None
         return perf
+
+
+#: the sharing models whose plans replay their own hops' sharing (:meth:`_Wan._solve_replayed`)
+_REPLAYED = ("v4", "v5")
+
+
+def _at_pipeline_time(perf: PlanPerf, t_pp: float, plan: Plan, job: JobSpec, sc: Scalars,
+                      params: PerfParams) -> PlanPerf:
+    """``perf`` with pipeline time ``t_pp`` (the ``v5`` model's: the replay's own) and what follows from it.
+
+    The iteration adds the all-reduce as :func:`_iteration_time` does; the bubble, throughput and
+    power follow from the new times.  The hops' rates, transfer and latency times stay those the
+    replay played.
+    """
+    ar = max(perf.allreduce_times)
+    w = params.dp_overlap
+    t_iter = t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
+    m = perf.microbatches
+    return replace(perf, pipeline_time=t_pp, iter_time=t_iter, bubble_time=max(0.0, t_pp - m * max(perf.compute_times)),
+                   throughput=job.tokens_per_iteration / t_iter,
+                   power_by_region=_power_by_region(plan.stages, perf.compute_times, m, t_iter, sc))
 
 
 def _schedule_overlap(
