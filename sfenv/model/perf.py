@@ -817,15 +817,13 @@ def _at_pipeline_time(perf: PlanPerf, t_pp: float, plan: Plan, job: JobSpec, sc:
                       params: PerfParams) -> PlanPerf:
     """``perf`` with pipeline time ``t_pp`` (the ``v5`` model's: the replay's own) and what follows from it.
 
-    The iteration adds the all-reduce as :func:`_iteration_time` does; the bubble, throughput and
-    power follow from the new times.  The hops' rates, transfer and latency times stay those the
-    replay played.
+    The iteration adds the all-reduce as :func:`_iteration_time` does (:func:`_after_pipeline`); the
+    bubble, throughput and power follow from the new times.  The hops' rates, transfer and latency
+    times stay those the replay played.
     """
-    ar = max(perf.allreduce_times)
-    w = params.dp_overlap
-    t_iter = t_pp + (1.0 - w) * ar + w * max(0.0, ar - t_pp)
     m = perf.microbatches
-    return replace(perf, pipeline_time=t_pp, iter_time=t_iter, bubble_time=max(0.0, t_pp - m * max(perf.compute_times)),
+    _, bubble, t_iter = _after_pipeline(t_pp, perf.compute_times, perf.allreduce_times, m, params)
+    return replace(perf, pipeline_time=t_pp, iter_time=t_iter, bubble_time=bubble,
                    throughput=job.tokens_per_iteration / t_iter,
                    power_by_region=_power_by_region(plan.stages, perf.compute_times, m, t_iter, sc))
 
@@ -1230,6 +1228,12 @@ def _iteration_time(
         t_pp = _pipeline_time_two_ways(compute, lats, xfers, xback, m, schedule, windows)
         for other, other_windows in fallbacks:
             t_pp = min(t_pp, _pipeline_time_two_ways(compute, lats, xfers, xback, m, other, other_windows))
+    return _after_pipeline(t_pp, compute, allreduce, m, params)
+
+
+def _after_pipeline(t_pp: float, compute: Sequence[float], allreduce: Sequence[float], m: int,
+                    params: PerfParams) -> tuple[float, float, float]:
+    """``(pipeline time, bubble, iteration time)`` from a pipeline time: the all-reduce overlapped by ``dp_overlap``."""
     bubble = max(0.0, t_pp - m * max(compute))
     ar = max(allreduce)
     w = params.dp_overlap
