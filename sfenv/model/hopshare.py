@@ -27,8 +27,14 @@ states agree within a share of 1e-9 of each entry, so the result agrees with the
 about that, as ``tests/test_hopshare.py`` checks).  On the 16-stage chains of 256-512 micro-batches
 that SpanTrain proposes the steady state starts after 11-26 micro-batches.
 
-With numba installed the replay runs as a compiled twin (:func:`sfenv.model._pipeline_jit.replay_shared`,
-the same floats in the same order, compared in ``tests/test_hopshare.py``).
+Zero-bubble schedules (ZB-H1, ZB-H2; forward, input and weight gradient a third of the compute
+each) are replayed too, in Qi et al.'s hand-crafted order or the greedy one (``order``), as
+:mod:`sfenv.model.pipeline` and the flow-level check play them; only the ``v5`` sharing model asks
+for them, and they play in Python.
+
+With numba installed the replay of 1F1B and GPipe runs as a compiled twin
+(:func:`sfenv.model._pipeline_jit.replay_shared`, the same floats in the same order, compared in
+``tests/test_hopshare.py``).
 
 The replay is written apart from :mod:`sfenv.model.flowcheck` (which plays every job's transfers
 together, with start offsets, for many iterations) and is checked against it in
@@ -44,10 +50,26 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sfenv.model.pipeline import _F, _fixed_order, _jit_kernels, _shared_time
+from sfenv.model.pipeline import (
+    _B,
+    _F,
+    _W,
+    _fixed_order,
+    _jit_kernels,
+    _shared_time,
+    zero_bubble_order,
+    zero_bubble_split,
+)
 from sfenv.model.sharing import max_min_rates
 
-__all__ = ["HopFlow", "SharedReplay", "replay_shared"]
+__all__ = ["REPLAYED_SCHEDULES", "ZERO_BUBBLE_ORDERS", "HopFlow", "SharedReplay", "replay_shared"]
+
+#: the schedules :func:`replay_shared` plays (the zero-bubble ones in Python only)
+REPLAYED_SCHEDULES = ("1f1b", "gpipe", "zb-h1", "zb-h2")
+#: the orders a zero-bubble schedule is replayed in: Qi et al.'s hand-crafted one, or greedy
+#: (:mod:`sfenv.model.pipeline`'s rule: a ready input gradient, else a forward the window allows, else
+#: a pending weight gradient)
+ZERO_BUBBLE_ORDERS = ("hand", "greedy")
 
 #: a flow's transfer is done when this share of its bits is left (float rounding)
 _DONE = 1e-9
@@ -115,16 +137,27 @@ class _Replay:
 
     def __init__(self, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int,
                  schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray,
-                 others_busy: np.ndarray, skip_periods: bool = True) -> None:
+                 others_busy: np.ndarray, skip_periods: bool = True, order: str = "hand") -> None:
         p = len(compute)
         self.p, self.m = p, m
+        self.zero_bubble = schedule in ("zb-h1", "zb-h2")
+        self.span = schedule == "zb-h2"  # its pipeline time is its longest stage span
+        self.greedy = self.zero_bubble and order == "greedy"
+        # zero-bubble counters: input gradients, forwards and weight gradients started; weight gradients and
+        # operations done; each stage's first start and last end
+        self.nb, self.nf, self.nw, self.wdone, self.ops_done = [0] * p, [0] * p, [0] * p, [0] * p, [0] * p
+        self.first, self.last = [math.inf] * p, [0.0] * p
         self.windows = list(windows)
         self.compute, self.latency, self.transfer = compute, latency, transfer
         self.flows, self.cap, self.others = flows, cap_bps, others_busy
         self.of_channel: list[list[int]] = [[] for _ in range(2 * (p - 1))]
         for f, flow in enumerate(flows):
             self.of_channel[flow.channel].append(f)
-        self.orders = [_fixed_order(schedule, m, windows[k]) for k in range(p)]
+        if self.zero_bubble:
+            u, d = zero_bubble_split(schedule, tuple(windows))
+            self.orders = [zero_bubble_order(m, u[k], d[k]) for k in range(p)]
+        else:
+            self.orders = [_fixed_order(schedule, m, windows[k]) for k in range(p)]
         self.pos = [0] * p
         self.op_end = [math.inf] * p  # when the stage's running operation ends (inf: idle)
         self.op: list[tuple[int, int]] = [(0, 0)] * p
@@ -144,7 +177,7 @@ class _Replay:
         self.done = 0
         self.t = 0.0
         self.arrived = [0] * (2 * (p - 1))  # per channel, messages arrived
-        self.seeking = skip_periods and schedule == "1f1b"  # a period is still looked for
+        self.seeking = skip_periods and schedule == "1f1b"  # a period is still looked for (never for zero-bubble)
         self.history: list[tuple[list[float], float, int, list[float], list[int], list[int]]] = []
         self.skipped = 0
 
@@ -152,7 +185,14 @@ class _Replay:
         """Start every stage operation and channel transfer that can start now."""
         t = self.t
         for k in range(self.p):
-            if self.op_end[k] == math.inf and self.pos[k] < len(self.orders[k]):
+            if self.zero_bubble:
+                if self.op_end[k] == math.inf:
+                    picked = self._zero_bubble_op(k)
+                    if picked is not None:  # forward, input and weight gradient: a third of the compute each
+                        self.op_end[k] = t + self.compute[k] / 3.0
+                        self.op[k] = picked
+                        self.first[k] = min(self.first[k], t)
+            elif self.op_end[k] == math.inf and self.pos[k] < len(self.orders[k]):
                 kind, i = self.orders[k][self.pos[k]]
                 if (self.act[k][i] if kind == _F else self.grad[k][i]) <= t:
                     c = self.compute[k]
@@ -170,6 +210,39 @@ class _Replay:
                         self.left[f] = self.flows[f].bits
                 else:
                     self.local_end[ch] = t + self.transfer[ch >> 1]
+
+    def _zero_bubble_op(self, k: int) -> tuple[int, int] | None:
+        """The operation stage ``k`` starts now under a zero-bubble schedule (taken from its order), or None."""
+        t = self.t
+        if not self.greedy:
+            if self.pos[k] >= len(self.orders[k]):
+                return None
+            kind, i = self.orders[k][self.pos[k]]
+            if (kind == _F and self.act[k][i] > t) or (kind == _B and self.grad[k][i] > t):
+                return None
+            self.pos[k] += 1
+            return kind, i
+        b, f = self.nb[k], self.nf[k]
+        if b < self.m and self.grad[k][b] <= t:
+            self.nb[k] += 1
+            return _B, b
+        if f < self.m and self.act[k][f] <= t and f - self.wdone[k] < self.windows[k]:
+            self.nf[k] += 1
+            return _F, f
+        if self.nw[k] < b:
+            self.nw[k] += 1
+            return _W, self.nw[k] - 1
+        return None
+
+    def finished(self) -> bool:
+        """Whether the iteration is played: the first stage's last backward, or every operation (zero-bubble)."""
+        return min(self.ops_done) >= 3 * self.m if self.zero_bubble else self.done >= self.m
+
+    def pipeline_time(self) -> float:
+        """The iteration's pipeline time: its end, or under ZB-H2 its longest stage span (the next may start early)."""
+        if self.span:
+            return max(end - start for start, end in zip(self.first, self.last))
+        return self.t
 
     def step(self) -> bool:
         """Advance to the next event and handle it; False when nothing is left to happen."""
@@ -194,7 +267,11 @@ class _Replay:
             if end <= self.t:
                 self.op_end[k] = math.inf
                 kind, i = self.op[k]
-                if kind == _F and k < self.p - 1:
+                self.ops_done[k] += 1
+                self.last[k] = self.t
+                if kind == _W:
+                    self.wdone[k] += 1
+                elif kind == _F and k < self.p - 1:
                     self.queue[2 * k].append(i)
                 elif kind == _F:
                     self.grad[k][i] = self.t
@@ -324,11 +401,11 @@ class _Replay:
 def _replay_python(
     compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
     windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
-    skip_periods: bool = True,
+    skip_periods: bool = True, order: str = "hand",
 ) -> SharedReplay:
-    """:func:`replay_shared` in Python (the reference of the compiled twin)."""
-    run = _Replay(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy, skip_periods)
-    while run.done < m:
+    """:func:`replay_shared` in Python (the reference of the compiled twin, and the only one for zero-bubble)."""
+    run = _Replay(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy, skip_periods, order)
+    while not run.finished():
         first = run.pos[0]
         run.start()
         if run.pos[0] != first:
@@ -344,15 +421,15 @@ def _replay_python(
             if a != b and total > 0.0 and sb:
                 overlap[(a, b)] = _shared_time(sa, sb) / total
     mean = [run.total[f] / run.count[f] if run.count[f] else math.nan for f in range(len(flows))]
-    return SharedReplay(run.t, mean, overlap, run.skipped)
+    return SharedReplay(run.pipeline_time(), mean, overlap, run.skipped)
 
 
 def replay_shared(
     compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int, schedule: str,
     windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
-    compiled: bool | None = None, skip_periods: bool = True,
+    compiled: bool | None = None, skip_periods: bool = True, order: str = "hand",
 ) -> SharedReplay:
-    """One iteration of a 1F1B or GPipe pipeline whose WAN hops share links as they send (see the module docstring).
+    """One iteration of a pipeline whose WAN hops share links as they send (see the module docstring).
 
     :param compute: per stage, its compute time per micro-batch (forward and backward).
     :param latency: per hop, the one-way latency a message takes after leaving its channel.
@@ -363,28 +440,40 @@ def replay_shared(
     :param compiled: use the compiled twin (None: when numba is available).
     :param skip_periods: under 1F1B, skip whole periods of the steady state once it repeats (see the
         module docstring); False plays every micro-batch.
+    :param order: a zero-bubble schedule's order, one of :data:`ZERO_BUBBLE_ORDERS` (forward, input
+        and weight gradient a third of the compute each; the operation orders are
+        :mod:`sfenv.model.pipeline`'s, as the flow-level check plays them).  Zero-bubble schedules play
+        in Python only; :attr:`SharedReplay.pipeline_s` is then the iteration's end, or under ZB-H2 its
+        longest stage span.
     :return: the :class:`SharedReplay`.
     """
-    if schedule not in ("1f1b", "gpipe"):
-        raise ValueError(f"replay_shared plays 1f1b and gpipe only, got {schedule!r}")
-    jit = _jit_kernels() if compiled is not False else None
+    if schedule not in REPLAYED_SCHEDULES:
+        raise ValueError(f"replay_shared plays {', '.join(REPLAYED_SCHEDULES)}, got {schedule!r}")
+    if order not in ZERO_BUBBLE_ORDERS:
+        raise ValueError(f"replay_shared: order {order!r}, expected one of {ZERO_BUBBLE_ORDERS}")
+    zero_bubble = schedule in ("zb-h1", "zb-h2")
+    if compiled and zero_bubble:
+        raise ValueError("replay_shared: the compiled twin plays 1f1b and gpipe only")
+    jit = _jit_kernels() if compiled is not False and not zero_bubble else None
     if compiled and jit is None:
         raise ValueError("replay_shared: compiled=True needs numba (pip install sfenv[fast])")
+    if not zero_bubble:
+        order = "hand"  # 1F1B and GPipe have one order
     if compiled is None:  # the model's calls: the same inputs recur (a plan evaluated again), so remember them
         cap, others = np.asarray(cap_bps, dtype=np.float64), np.asarray(others_busy, dtype=np.float64)
         played = _replay_remembered(
             jit is not None, tuple(map(float, compute)), tuple(map(float, latency)), tuple(map(float, transfer)), m,
-            schedule, tuple(map(int, windows)), tuple(flows), cap.tobytes(), others.tobytes(), skip_periods)
+            schedule, tuple(map(int, windows)), tuple(flows), cap.tobytes(), others.tobytes(), skip_periods, order)
         return played._replace(transfer_s=list(played.transfer_s), overlap=dict(played.overlap))
     return _replay_once(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
-                        skip_periods)
+                        skip_periods, order)
 
 
 @lru_cache(maxsize=1 << 11)  # a few kB a key on 64 regions
 def _replay_remembered(
     compiled: bool, compute: tuple[float, ...], latency: tuple[float, ...], transfer: tuple[float, ...], m: int,
     schedule: str, windows: tuple[int, ...], flows: tuple[HopFlow, ...], cap: bytes, others: bytes,
-    skip_periods: bool,
+    skip_periods: bool, order: str = "hand",
 ) -> SharedReplay:
     """:func:`replay_shared` of exact inputs, remembered (the links' capacities and loads as their float64 bytes).
 
@@ -393,17 +482,17 @@ def _replay_remembered(
     """
     # writable copies: the compiled twin is compiled (warm_up) for writable arrays
     return _replay_once(_jit_kernels() if compiled else None, compute, latency, transfer, m, schedule, windows, flows,
-                        np.frombuffer(cap).copy(), np.frombuffer(others).copy(), skip_periods)
+                        np.frombuffer(cap).copy(), np.frombuffer(others).copy(), skip_periods, order)
 
 
 def _replay_once(
     jit: object | None, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int,
     schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
-    skip_periods: bool,
+    skip_periods: bool, order: str = "hand",
 ) -> SharedReplay:
-    if jit is None or len(compute) < 2:
+    if jit is None or len(compute) < 2 or schedule in ("zb-h1", "zb-h2"):  # zero-bubble: Python only
         return _replay_python(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
-                              skip_periods)
+                              skip_periods and schedule == "1f1b", order)
     return _replay_compiled(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
                             skip_periods)
 

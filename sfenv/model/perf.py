@@ -292,7 +292,8 @@ class PerfParams:
         links as :func:`sfenv.model.hopshare.replay_shared` plays them), ``v3`` (env v3's: other jobs'
         bursts seen as they come and go, a job's own hops as its schedule has them send;
         :mod:`sfenv.model.sharing`, docs/model.md), ``v2`` (env v2's) or ``v5`` (opt-in: as ``v4``, but
-        such a plan's pipeline time is the replay's own, :func:`_at_pipeline_time`).
+        such a plan's pipeline time is the replay's own, :func:`_at_pipeline_time`, and zero-bubble plans
+        are replayed too, in their hand-crafted and greedy orders).
     """
 
     mfu: float = 0.4
@@ -754,7 +755,8 @@ class _Wan:
         overlap = None
         if self_sharing(groups):
             duty = list(self.own_duty) if self.own_duty is not None else duties(groups, rates, perf.iter_time)
-            if self.params.wan_sharing in _REPLAYED and self.plan.schedule in ("1f1b", "gpipe") and perf.feasible \
+            replayed = _REPLAYED.get(self.params.wan_sharing, ())
+            if self.plan.schedule in replayed and perf.feasible \
                     and len(self.plan.stages) > 1:
                 return self._solve_replayed(assemble, gpipe, perf, duty)
             if self.params.wan_sharing != "v2":
@@ -790,8 +792,9 @@ class _Wan:
             return perf
         burst = [i for i, g in enumerate(groups) if g.kind == BURST]
         flows = [HopFlow(groups[i].key, groups[i].bits, groups[i].links, groups[i].members, bound[i]) for i in burst]
-        played = replay_shared(perf.compute_times, perf.latency_times, perf.transfer_times, perf.microbatches,
-                               self.plan.schedule, perf.windows, flows, self.cap, self.load[BUSY])
+        played = min((replay_shared(perf.compute_times, perf.latency_times, perf.transfer_times, perf.microbatches,
+                                    self.plan.schedule, perf.windows, flows, self.cap, self.load[BUSY], order=order)
+                      for order in _ORDERS.get(self.plan.schedule, ("hand",))), key=lambda r: r.pipeline_s)
         rates = list(bound)
         for i, x in zip(burst, played.transfer_s):
             if x > 0.0:  # nan: the hop never sent (cannot happen once m >= 1)
@@ -809,8 +812,11 @@ class _Wan:
         return perf
 
 
-#: the sharing models whose plans replay their own hops' sharing (:meth:`_Wan._solve_replayed`)
-_REPLAYED = ("v4", "v5")
+#: per sharing model, the schedules whose plans replay their own hops' sharing (:meth:`_Wan._solve_replayed`)
+_REPLAYED: dict[str, tuple[str, ...]] = {"v4": ("1f1b", "gpipe"), "v5": ("1f1b", "gpipe", "zb-h1", "zb-h2")}
+#: the orders a zero-bubble plan is replayed in under ``v5``: the faster is taken, as
+#: :func:`sfenv.model.pipeline.replay_pipeline` (and the flow-level check) take it
+_ORDERS = {"zb-h1": ("hand", "greedy"), "zb-h2": ("hand", "greedy")}
 
 
 def _at_pipeline_time(perf: PlanPerf, t_pp: float, plan: Plan, job: JobSpec, sc: Scalars,

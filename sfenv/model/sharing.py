@@ -145,7 +145,7 @@ LOAD_ROWS = 9
 #: but a 1F1B or GPipe plan's own hops share their links as a replay of its schedule plays them,
 #: :func:`max_min_rates` at every instant; measured 2026-11-27, docs/model.md), env v4's and the default, and
 #: ``v5`` (as ``v4``, but such a plan's pipeline time is the replay's own rather than one assembled again from its
-#: hops' mean transfer times: opt-in, docs/model.md)
+#: hops' mean transfer times, and zero-bubble plans are replayed too: opt-in, docs/model.md)
 WAN_SHARING = ("v2", "v3", "v4", "v5")
 
 
