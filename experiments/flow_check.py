@@ -604,8 +604,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"{len(rows)} jobs in {len(_seeds(args.seeds))} cases, {time.perf_counter() - t0:.0f} s")
     (report_decomposed if args.decompose else report)(rows)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+        from pathlib import Path
+
+        from sfenv.runs.results import atomic_write_json
+
+        atomic_write_json(Path(args.json), rows)  # whole or not at all: a --reference file is read whole
 
 
 if __name__ == "__main__":

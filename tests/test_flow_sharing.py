@@ -399,6 +399,18 @@ def test_a_reference_file_is_played_again_from_an_offset_it_never_used(tmp_path)
     assert all(abs(r["err"]) < 0.3 for r in again)
 
 
+def test_the_json_rows_are_what_a_reference_reads(tmp_path, capsys):
+    """``flow_check --json F`` writes every job's row (atomically, in the caller's folder); ``--reference F`` reads
+    back the played times of that run."""
+    from sfenv.experiments.flow_check import case_errors, main, read_reference
+
+    out = tmp_path / "rows.json"
+    main(["--seeds", "3", "--iterations", "2", "--warmup", "0", "--json", str(out)])
+    rows = case_errors(3, iterations=2, warmup=0)
+    assert read_reference(str(out)) == {3: {r["job"]: r["played_s"] for r in rows}}
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.json"]  # no temporary file left
+
+
 @pytest.mark.parametrize("text, words", [
     ("{}", "non-empty list"), ("[]", "non-empty list"), ("[[[", "not JSON"),
     ("[" * 100_000 + "]" * 100_000, "not JSON"),
