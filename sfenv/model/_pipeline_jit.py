@@ -930,6 +930,149 @@ def _replay_shared(
         narr = _arrive(t, arrivals, narr, act, grad, chan)
     return t, total, count, _co_sending(spans, nspan), skipped
 
+def _start_zero_bubble(t: float, compute: np.ndarray, transfer: np.ndarray, kinds: np.ndarray, mbs: np.ndarray,
+                       greedy: bool, windows: np.ndarray, stage: np.ndarray, counts: np.ndarray, span: np.ndarray,
+                       act: np.ndarray, grad: np.ndarray, queue: np.ndarray, chan: np.ndarray, began: np.ndarray,
+                       local_end: np.ndarray, ch_flows: np.ndarray, f_bits: np.ndarray, on: np.ndarray,
+                       left_bits: np.ndarray) -> None:
+    """:meth:`sfenv.model.hopshare._Replay.start` under a zero-bubble schedule (:meth:`_Replay._zero_bubble_op`).
+
+    ``counts`` rows: input gradients, forwards and weight gradients started, weight gradients done, operations
+    done; ``span`` rows: each stage's first start and last end.
+    """
+    p, m = compute.shape[0], act.shape[1]
+    op_end = began[0]
+    for k in range(p):
+        if op_end[k] != np.inf:
+            continue
+        kind, i = -1, 0
+        if not greedy:
+            if stage[0, k] < kinds.shape[1]:
+                a, j = kinds[k, stage[0, k]], mbs[k, stage[0, k]]
+                if not ((a == 0 and act[k, j] > t) or (a == 1 and grad[k, j] > t)):
+                    kind, i = a, j
+                    stage[0, k] += 1
+        else:
+            b, f = counts[0, k], counts[1, k]
+            if b < m and grad[k, b] <= t:
+                counts[0, k] += 1
+                kind, i = 1, b
+            elif f < m and act[k, f] <= t and f - counts[3, k] < windows[k]:
+                counts[1, k] += 1
+                kind, i = 0, f
+            elif counts[2, k] < b:
+                counts[2, k] += 1
+                kind, i = 2, counts[2, k] - 1
+        if kind >= 0:
+            op_end[k] = t + compute[k] / 3.0
+            stage[1, k] = kind
+            stage[2, k] = i
+            span[0, k] = min(span[0, k], t)
+    for ch in range(queue.shape[0]):
+        if chan[0, ch] < chan[1, ch] and not chan[2, ch]:
+            chan[2, ch] = 1
+            chan[3, ch] = queue[ch, chan[0, ch]]
+            chan[0, ch] += 1
+            began[1, ch] = t
+            if ch_flows[ch, 0] < 0:
+                local_end[ch] = t + transfer[ch >> 1]
+            for j in range(ch_flows.shape[1]):
+                f = ch_flows[ch, j]
+                if f < 0:
+                    break
+                on[f] = True
+                left_bits[f] = f_bits[f]
+
+
+def _end_zero_bubble_ops(t: float, began: np.ndarray, stage: np.ndarray, counts: np.ndarray, span: np.ndarray,
+                         grad: np.ndarray, queue: np.ndarray, chan: np.ndarray) -> None:
+    """:meth:`sfenv.model.hopshare._Replay._finish_ops` under a zero-bubble schedule."""
+    p = stage.shape[1]
+    for k in range(p):
+        if began[0, k] <= t:
+            began[0, k] = np.inf
+            kind, i = stage[1, k], stage[2, k]
+            counts[4, k] += 1
+            span[1, k] = t
+            if kind == 2:
+                counts[3, k] += 1
+            elif kind == 0 and k == p - 1:
+                grad[k, i] = t
+            elif kind == 0:
+                queue[2 * k, chan[1, 2 * k]] = i
+                chan[1, 2 * k] += 1
+            elif k > 0:
+                c = 2 * (k - 1) + 1
+                queue[c, chan[1, c]] = i
+                chan[1, c] += 1
+
+
+def _replay_shared_zero_bubble(
+    compute: np.ndarray, latency: np.ndarray, transfer: np.ndarray, m: int, kinds: np.ndarray, mbs: np.ndarray,
+    greedy: bool, h2: bool, f_ch: np.ndarray, f_bits: np.ndarray, f_members: np.ndarray, f_bound: np.ndarray,
+    f_links: np.ndarray, cap: np.ndarray, others: np.ndarray, windows: np.ndarray,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sfenv.model.hopshare._replay_python` of a zero-bubble schedule over arrays, the same floats in order.
+
+    ``kinds`` and ``mbs``: the hand-crafted order (ignored when ``greedy``); ``h2``: ZB-H2, whose pipeline
+    time is its longest stage span.
+
+    :return: ``(pipeline time, total transfer time per flow, transfers per flow, co-sending shares)``.
+    """
+    p, nf = compute.shape[0], f_ch.shape[0]
+    nch = 2 * (p - 1)
+    ch_flows = _channel_flows(f_ch, nch)
+    stage = np.zeros((3, p), dtype=np.int64)
+    counts = np.zeros((5, p), dtype=np.int64)
+    span = np.zeros((2, p))
+    span[0, :] = np.inf
+    chan = np.zeros((5, nch), dtype=np.int64)
+    began = np.full((2, max(p, nch)), np.inf)
+    act = np.full((p, m), np.inf)
+    act[0, :] = 0.0
+    grad = np.full((p, m), np.inf)
+    queue = np.zeros((nch, m), dtype=np.int64)
+    local_end = np.full(nch, np.inf)
+    on = np.zeros(nf, dtype=np.bool_)
+    left_bits, total, rate = np.zeros(nf), np.zeros(nf), np.zeros(nf)
+    count, ids = np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=np.int64)
+    arrivals = np.zeros((3, nch * m + 1))
+    spans, nspan = np.zeros((2, nch, m)), np.zeros(nch, dtype=np.int64)
+    work, seen = np.zeros((3, cap.shape[0])), np.zeros(cap.shape[0], dtype=np.bool_)
+    elist, fixed = np.zeros(cap.shape[0], dtype=np.int64), np.zeros(nf, dtype=np.bool_)
+    narr, t, last = 0, 0.0, -1
+    while counts[4].min() < 3 * m:
+        _start_zero_bubble(t, compute, transfer, kinds, mbs, greedy, windows, stage, counts, span, act, grad, queue,
+                           chan, began, local_end, ch_flows, f_bits, on, left_bits)
+        nids, same = 0, True
+        for f in range(nf):
+            if on[f]:
+                same = same and nids < last and ids[nids] == f
+                ids[nids] = f
+                nids += 1
+        if nids and not (same and nids == last):  # the rates change only when the set of senders does
+            _max_min(ids, nids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist, fixed)
+        last = nids
+        nxt = min(began[0, :p].min(), local_end.min(), arrivals[0, :narr].min() if narr else np.inf)
+        for q in range(nids):
+            nxt = min(nxt, t + left_bits[ids[q]] / rate[q])
+        if nxt == np.inf:
+            raise RuntimeError("replay_shared: the schedule stalled")
+        dt, t = nxt - t, nxt
+        for q in range(nids):
+            left_bits[ids[q]] -= rate[q] * dt
+        _end_zero_bubble_ops(t, began, stage, counts, span, grad, queue, chan)
+        narr = _end_transfers(t, latency, chan, began, local_end, ch_flows, f_bits, on, left_bits, total, count,
+                              spans, nspan, arrivals, narr)
+        narr = _arrive(t, arrivals, narr, act, grad, chan)
+    end = t
+    if h2:
+        end = 0.0
+        for k in range(p):
+            end = max(end, span[1, k] - span[0, k])
+    return end, total, count, _co_sending(spans, nspan)
+
+
 def warm_up() -> None:
     """Load (or compile) every kernel for the argument types :mod:`sfenv.model.pipeline` passes, on tiny inputs."""
     c, hops, w = np.array([1.0, 2.0]), np.array([0.1]), np.array([2, 1], dtype=np.int64)
@@ -948,6 +1091,12 @@ def warm_up() -> None:
     one = np.ones(1)
     replay_shared(c, hops, hops, 2, kinds, mbs, np.zeros(1, dtype=np.int64), one, one, one,
                   np.zeros((1, 1), dtype=np.int64), np.array([1.0, 1.0]), np.zeros(2), w, True, 64)
+    zb = np.array([[0, 0, 1, 2, 1, 2], [0, 1, 2, 0, 1, 2]], dtype=np.int64)
+    zb_mbs = np.array([[0, 1, 0, 0, 1, 1], [0, 0, 0, 1, 1, 1]], dtype=np.int64)
+    zb.setflags(write=False)
+    zb_mbs.setflags(write=False)
+    replay_shared_zero_bubble(c, hops, hops, 2, zb, zb_mbs, False, False, np.zeros(1, dtype=np.int64), one, one, one,
+                              np.zeros((1, 1), dtype=np.int64), np.array([1.0, 1.0]), np.zeros(2), w)
 
 
 #: the kernels :mod:`sfenv.model.pipeline` calls: numba's compiled dispatchers, or the Python functions above
@@ -956,6 +1105,7 @@ replay_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarra
                              tuple[float, float, np.ndarray, bool]]
 sweep_fixed_order: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], float]
 replay_shared: Callable[..., tuple[float, np.ndarray, np.ndarray, np.ndarray, int]]
+replay_shared_zero_bubble: Callable[..., tuple[float, np.ndarray, np.ndarray, np.ndarray]]
 sweep_plan: Callable[[bool, int, np.ndarray], np.ndarray]
 sweep_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], tuple[float, float]]
 zero_bubble_rows: Callable[[int, np.ndarray, np.ndarray], np.ndarray]
@@ -972,6 +1122,8 @@ if AVAILABLE:
     _fix = njit(cache=True, nogil=True)(_fix)
     _max_min = njit(cache=True, nogil=True)(_max_min)
     _start_shared = njit(cache=True, nogil=True)(_start_shared)
+    _start_zero_bubble = njit(cache=True, nogil=True)(_start_zero_bubble)
+    _end_zero_bubble_ops = njit(cache=True, nogil=True)(_end_zero_bubble_ops)
     _end_ops = njit(cache=True, nogil=True)(_end_ops)
     _end_transfers = njit(cache=True, nogil=True)(_end_transfers)
     _arrive = njit(cache=True, nogil=True)(_arrive)
@@ -984,6 +1136,7 @@ if AVAILABLE:
     _channel_flows = njit(cache=True, nogil=True)(_channel_flows)
     hop_overlap = njit(cache=True, nogil=True)(_hop_overlap)
     replay_shared = njit(cache=True, nogil=True)(_replay_shared)
+    replay_shared_zero_bubble = njit(cache=True, nogil=True)(_replay_shared_zero_bubble)
     replay_zero_bubble = njit(cache=True, nogil=True)(_replay_zero_bubble)
     sweep_fixed_order = njit(cache=True, nogil=True)(_sweep_fixed_order)
     sweep_plan = njit(cache=True, nogil=True)(_sweep_plan)
@@ -992,6 +1145,7 @@ if AVAILABLE:
 else:  # pragma: no cover - the Python loops of sfenv.model.pipeline run instead
     hop_overlap = _hop_overlap
     replay_shared = _replay_shared
+    replay_shared_zero_bubble = _replay_shared_zero_bubble
     replay_zero_bubble = _replay_zero_bubble
     sweep_fixed_order = _sweep_fixed_order
     sweep_plan = _sweep_plan

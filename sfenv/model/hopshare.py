@@ -30,7 +30,8 @@ that SpanTrain proposes the steady state starts after 11-26 micro-batches.
 Zero-bubble schedules (ZB-H1, ZB-H2; forward, input and weight gradient a third of the compute
 each) are replayed too, in Qi et al.'s hand-crafted order or the greedy one (``order``), as
 :mod:`sfenv.model.pipeline` and the flow-level check play them; only the ``v5`` sharing model asks
-for them, and they play in Python.
+for them.  They have a compiled twin of their own
+(:func:`sfenv.model._pipeline_jit.replay_shared_zero_bubble`); no steady-state period is skipped.
 
 With numba installed the replay of 1F1B and GPipe runs as a compiled twin
 (:func:`sfenv.model._pipeline_jit.replay_shared`, the same floats in the same order, compared in
@@ -64,7 +65,7 @@ from sfenv.model.sharing import max_min_rates
 
 __all__ = ["REPLAYED_SCHEDULES", "ZERO_BUBBLE_ORDERS", "HopFlow", "SharedReplay", "replay_shared"]
 
-#: the schedules :func:`replay_shared` plays (the zero-bubble ones in Python only)
+#: the schedules :func:`replay_shared` plays
 REPLAYED_SCHEDULES = ("1f1b", "gpipe", "zb-h1", "zb-h2")
 #: the orders a zero-bubble schedule is replayed in: Qi et al.'s hand-crafted one, or greedy
 #: (:mod:`sfenv.model.pipeline`'s rule: a ready input gradient, else a forward the window allows, else
@@ -442,9 +443,8 @@ def replay_shared(
         module docstring); False plays every micro-batch.
     :param order: a zero-bubble schedule's order, one of :data:`ZERO_BUBBLE_ORDERS` (forward, input
         and weight gradient a third of the compute each; the operation orders are
-        :mod:`sfenv.model.pipeline`'s, as the flow-level check plays them).  Zero-bubble schedules play
-        in Python only; :attr:`SharedReplay.pipeline_s` is then the iteration's end, or under ZB-H2 its
-        longest stage span.
+        :mod:`sfenv.model.pipeline`'s, as the flow-level check plays them).  :attr:`SharedReplay.pipeline_s`
+        is then the iteration's end, or under ZB-H2 its longest stage span; no period is skipped.
     :return: the :class:`SharedReplay`.
     """
     if schedule not in REPLAYED_SCHEDULES:
@@ -452,9 +452,7 @@ def replay_shared(
     if order not in ZERO_BUBBLE_ORDERS:
         raise ValueError(f"replay_shared: order {order!r}, expected one of {ZERO_BUBBLE_ORDERS}")
     zero_bubble = schedule in ("zb-h1", "zb-h2")
-    if compiled and zero_bubble:
-        raise ValueError("replay_shared: the compiled twin plays 1f1b and gpipe only")
-    jit = _jit_kernels() if compiled is not False and not zero_bubble else None
+    jit = _jit_kernels() if compiled is not False else None
     if compiled and jit is None:
         raise ValueError("replay_shared: compiled=True needs numba (pip install sfenv[fast])")
     if not zero_bubble:
@@ -490,9 +488,12 @@ def _replay_once(
     schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
     skip_periods: bool, order: str = "hand",
 ) -> SharedReplay:
-    if jit is None or len(compute) < 2 or schedule in ("zb-h1", "zb-h2"):  # zero-bubble: Python only
+    if jit is None or len(compute) < 2:
         return _replay_python(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
                               skip_periods and schedule == "1f1b", order)
+    if schedule in ("zb-h1", "zb-h2"):
+        return _replay_compiled_zero_bubble(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps,
+                                            others_busy, order)
     return _replay_compiled(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
                             skip_periods)
 
@@ -504,10 +505,7 @@ def _replay_compiled(
 ) -> SharedReplay:
     """:func:`replay_shared` through the compiled twin: the same state, laid out in arrays."""
     kinds, mbs = _order_arrays(schedule, m, tuple(windows))
-    width = max([len(f.links) for f in flows], default=1)
-    links = np.full((len(flows), width), -1, dtype=np.int64)
-    for i, f in enumerate(flows):
-        links[i, : len(f.links)] = f.links
+    links = _flow_links(flows)
     end, total, count, shares, skipped = jit.replay_shared(  # type: ignore[attr-defined]
         np.asarray(compute, dtype=np.float64), np.asarray(latency, dtype=np.float64),
         np.asarray(transfer, dtype=np.float64), m, kinds, mbs, np.array([f.channel for f in flows], dtype=np.int64),
@@ -519,6 +517,46 @@ def _replay_compiled(
     channels = shares.shape[0]
     overlap = {(a, b): float(shares[a, b]) for a in range(channels) for b in range(channels) if shares[a, b] >= 0.0}
     return SharedReplay(float(end), mean, overlap, int(skipped))
+
+
+def _flow_links(flows: Sequence[HopFlow]) -> np.ndarray:
+    """Each flow's directed links, a row each (``-1`` padded): the compiled twins' layout."""
+    width = max([len(f.links) for f in flows], default=1)
+    links = np.full((len(flows), width), -1, dtype=np.int64)
+    for i, f in enumerate(flows):
+        links[i, : len(f.links)] = f.links
+    return links
+
+
+def _replay_compiled_zero_bubble(
+    jit: object, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int,
+    schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
+    order: str,
+) -> SharedReplay:
+    """:func:`replay_shared` of a zero-bubble schedule through its compiled twin (no period is skipped)."""
+    kinds, mbs = _zero_bubble_arrays(schedule, m, tuple(windows))
+    end, total, count, shares = jit.replay_shared_zero_bubble(  # type: ignore[attr-defined]
+        np.asarray(compute, dtype=np.float64), np.asarray(latency, dtype=np.float64),
+        np.asarray(transfer, dtype=np.float64), m, kinds, mbs, order == "greedy", schedule == "zb-h2",
+        np.array([f.channel for f in flows], dtype=np.int64), np.array([f.bits for f in flows], dtype=np.float64),
+        np.array([float(f.members) for f in flows]), np.array([f.bound for f in flows], dtype=np.float64),
+        _flow_links(flows), np.asarray(cap_bps, dtype=np.float64), np.asarray(others_busy, dtype=np.float64),
+        np.asarray(windows, dtype=np.int64))
+    mean = [float(total[f] / count[f]) if count[f] else math.nan for f in range(len(flows))]
+    channels = shares.shape[0]
+    overlap = {(a, b): float(shares[a, b]) for a in range(channels) for b in range(channels) if shares[a, b] >= 0.0}
+    return SharedReplay(float(end), mean, overlap, 0)
+
+
+@lru_cache(maxsize=1 << 10)
+def _zero_bubble_arrays(schedule: str, m: int, windows: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The stages' hand-crafted orders (:func:`sfenv.model.pipeline.zero_bubble_order`), read-only arrays."""
+    u, d = zero_bubble_split(schedule, windows)
+    orders = np.array([zero_bubble_order(m, u[k], d[k]) for k in range(len(windows))], dtype=np.int64)
+    kinds, mbs = np.ascontiguousarray(orders[:, :, 0]), np.ascontiguousarray(orders[:, :, 1])
+    kinds.setflags(write=False)
+    mbs.setflags(write=False)
+    return kinds, mbs
 
 
 @lru_cache(maxsize=1 << 10)
