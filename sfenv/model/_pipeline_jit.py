@@ -575,6 +575,26 @@ def _max_min(ids: np.ndarray, nids: int, f_links: np.ndarray, f_members: np.ndar
         seen[elist[a]] = False
 
 
+def _start_channels(t: float, transfer: np.ndarray, queue: np.ndarray, chan: np.ndarray, began: np.ndarray,
+                    local_end: np.ndarray, ch_flows: np.ndarray, f_bits: np.ndarray, on: np.ndarray,
+                    left_bits: np.ndarray) -> None:
+    """Start every idle channel's next queued transfer (:meth:`sfenv.model.hopshare._Replay.start`'s second half)."""
+    for ch in range(queue.shape[0]):
+        if chan[0, ch] < chan[1, ch] and not chan[2, ch]:
+            chan[2, ch] = 1
+            chan[3, ch] = queue[ch, chan[0, ch]]
+            chan[0, ch] += 1
+            began[1, ch] = t
+            if ch_flows[ch, 0] < 0:
+                local_end[ch] = t + transfer[ch >> 1]
+            for j in range(ch_flows.shape[1]):
+                f = ch_flows[ch, j]
+                if f < 0:
+                    break
+                on[f] = True
+                left_bits[f] = f_bits[f]
+
+
 def _start_shared(t: float, compute: np.ndarray, transfer: np.ndarray, kinds: np.ndarray, mbs: np.ndarray,
                   stage: np.ndarray, act: np.ndarray, grad: np.ndarray, queue: np.ndarray, chan: np.ndarray,
                   began: np.ndarray, local_end: np.ndarray, ch_flows: np.ndarray, f_bits: np.ndarray,
@@ -595,20 +615,7 @@ def _start_shared(t: float, compute: np.ndarray, transfer: np.ndarray, kinds: np
                 stage[1, k] = kind
                 stage[2, k] = i
                 stage[0, k] += 1
-    for ch in range(queue.shape[0]):
-        if chan[0, ch] < chan[1, ch] and not chan[2, ch]:
-            chan[2, ch] = 1
-            chan[3, ch] = queue[ch, chan[0, ch]]
-            chan[0, ch] += 1
-            began[1, ch] = t
-            if ch_flows[ch, 0] < 0:
-                local_end[ch] = t + transfer[ch >> 1]
-            for j in range(ch_flows.shape[1]):
-                f = ch_flows[ch, j]
-                if f < 0:
-                    break
-                on[f] = True
-                left_bits[f] = f_bits[f]
+    _start_channels(t, transfer, queue, chan, began, local_end, ch_flows, f_bits, on, left_bits)
 
 
 def _end_ops(t: float, began: np.ndarray, stage: np.ndarray, grad: np.ndarray, queue: np.ndarray,
@@ -861,6 +868,36 @@ def _channel_flows(f_ch: np.ndarray, nch: int) -> np.ndarray:
     return out
 
 
+def _advance(t: float, p: int, last: int, on: np.ndarray, ids: np.ndarray, f_links: np.ndarray,
+             f_members: np.ndarray, f_bound: np.ndarray, cap: np.ndarray, others: np.ndarray, rate: np.ndarray,
+             work: np.ndarray, seen: np.ndarray, elist: np.ndarray, fixed: np.ndarray, began: np.ndarray,
+             local_end: np.ndarray, arrivals: np.ndarray, narr: int, left_bits: np.ndarray) -> tuple[float, int]:
+    """:meth:`sfenv.model.hopshare._Replay.step` up to its handlers: rates, the next event, the bits sent.
+
+    The senders' max-min rates are recomputed only when the set of senders changed since the ``last``
+    of them; then the next event's time, and the bits each sender sent until then.
+
+    :return: ``(the next event's time, the number of senders)``.
+    """
+    nids, same = 0, True
+    for f in range(on.shape[0]):
+        if on[f]:
+            same = same and nids < last and ids[nids] == f
+            ids[nids] = f
+            nids += 1
+    if nids and not (same and nids == last):  # the rates change only when the set of senders does
+        _max_min(ids, nids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist, fixed)
+    nxt = min(began[0, :p].min(), local_end.min(), arrivals[0, :narr].min() if narr else np.inf)
+    for q in range(nids):
+        nxt = min(nxt, t + left_bits[ids[q]] / rate[q])
+    if nxt == np.inf:
+        raise RuntimeError("replay_shared: the schedule stalled")
+    dt = nxt - t
+    for q in range(nids):
+        left_bits[ids[q]] -= rate[q] * dt
+    return nxt, nids
+
+
 def _replay_shared(
     compute: np.ndarray, latency: np.ndarray, transfer: np.ndarray, m: int, kinds: np.ndarray, mbs: np.ndarray,
     f_ch: np.ndarray, f_bits: np.ndarray, f_members: np.ndarray, f_bound: np.ndarray, f_links: np.ndarray,
@@ -907,23 +944,8 @@ def _replay_shared(
                 t, done, skipped = _skip(t, done, q, (nhist - 1 - q) % (_PERIODS + 1), m, windows, stage, began,
                                          chan, queue, local_end, act, grad, arrivals, narr, total, count, spans,
                                          nspan, hmeta, hsums)
-        nids, same = 0, True
-        for f in range(nf):
-            if on[f]:
-                same = same and nids < last and ids[nids] == f
-                ids[nids] = f
-                nids += 1
-        if nids and not (same and nids == last):  # the rates change only when the set of senders does
-            _max_min(ids, nids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist, fixed)
-        last = nids
-        nxt = min(began[0, :p].min(), local_end.min(), arrivals[0, :narr].min() if narr else np.inf)
-        for q in range(nids):
-            nxt = min(nxt, t + left_bits[ids[q]] / rate[q])
-        if nxt == np.inf:
-            raise RuntimeError("replay_shared: the schedule stalled")
-        dt, t = nxt - t, nxt
-        for q in range(nids):
-            left_bits[ids[q]] -= rate[q] * dt
+        t, last = _advance(t, p, last, on, ids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist,
+                           fixed, began, local_end, arrivals, narr, left_bits)
         done += _end_ops(t, began, stage, grad, queue, chan)
         narr = _end_transfers(t, latency, chan, began, local_end, ch_flows, f_bits, on, left_bits, total, count,
                               spans, nspan, arrivals, narr)
@@ -968,20 +990,7 @@ def _start_zero_bubble(t: float, compute: np.ndarray, transfer: np.ndarray, kind
             stage[1, k] = kind
             stage[2, k] = i
             span[0, k] = min(span[0, k], t)
-    for ch in range(queue.shape[0]):
-        if chan[0, ch] < chan[1, ch] and not chan[2, ch]:
-            chan[2, ch] = 1
-            chan[3, ch] = queue[ch, chan[0, ch]]
-            chan[0, ch] += 1
-            began[1, ch] = t
-            if ch_flows[ch, 0] < 0:
-                local_end[ch] = t + transfer[ch >> 1]
-            for j in range(ch_flows.shape[1]):
-                f = ch_flows[ch, j]
-                if f < 0:
-                    break
-                on[f] = True
-                left_bits[f] = f_bits[f]
+    _start_channels(t, transfer, queue, chan, began, local_end, ch_flows, f_bits, on, left_bits)
 
 
 def _end_zero_bubble_ops(t: float, began: np.ndarray, stage: np.ndarray, counts: np.ndarray, span: np.ndarray,
@@ -1044,23 +1053,8 @@ def _replay_shared_zero_bubble(
     while counts[4].min() < 3 * m:
         _start_zero_bubble(t, compute, transfer, kinds, mbs, greedy, windows, stage, counts, span, act, grad, queue,
                            chan, began, local_end, ch_flows, f_bits, on, left_bits)
-        nids, same = 0, True
-        for f in range(nf):
-            if on[f]:
-                same = same and nids < last and ids[nids] == f
-                ids[nids] = f
-                nids += 1
-        if nids and not (same and nids == last):  # the rates change only when the set of senders does
-            _max_min(ids, nids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist, fixed)
-        last = nids
-        nxt = min(began[0, :p].min(), local_end.min(), arrivals[0, :narr].min() if narr else np.inf)
-        for q in range(nids):
-            nxt = min(nxt, t + left_bits[ids[q]] / rate[q])
-        if nxt == np.inf:
-            raise RuntimeError("replay_shared: the schedule stalled")
-        dt, t = nxt - t, nxt
-        for q in range(nids):
-            left_bits[ids[q]] -= rate[q] * dt
+        t, last = _advance(t, p, last, on, ids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist,
+                           fixed, began, local_end, arrivals, narr, left_bits)
         _end_zero_bubble_ops(t, began, stage, counts, span, grad, queue, chan)
         narr = _end_transfers(t, latency, chan, began, local_end, ch_flows, f_bits, on, left_bits, total, count,
                               spans, nspan, arrivals, narr)
@@ -1121,6 +1115,8 @@ if AVAILABLE:
     _crosses = njit(cache=True, nogil=True)(_crosses)
     _fix = njit(cache=True, nogil=True)(_fix)
     _max_min = njit(cache=True, nogil=True)(_max_min)
+    _start_channels = njit(cache=True, nogil=True)(_start_channels)
+    _advance = njit(cache=True, nogil=True)(_advance)
     _start_shared = njit(cache=True, nogil=True)(_start_shared)
     _start_zero_bubble = njit(cache=True, nogil=True)(_start_zero_bubble)
     _end_zero_bubble_ops = njit(cache=True, nogil=True)(_end_zero_bubble_ops)

@@ -513,7 +513,13 @@ def _replay_compiled(
         np.array([f.bound for f in flows], dtype=np.float64), links,
         np.asarray(cap_bps, dtype=np.float64), np.asarray(others_busy, dtype=np.float64),
         np.asarray(windows, dtype=np.int64), skip_periods and schedule == "1f1b", state_size(len(compute), len(flows)))
-    mean = [float(total[f] / count[f]) if count[f] else math.nan for f in range(len(flows))]
+    return _compiled_result(end, total, count, shares, skipped)
+
+
+def _compiled_result(end: float, total: np.ndarray, count: np.ndarray, shares: np.ndarray,
+                     skipped: int) -> SharedReplay:
+    """The :class:`SharedReplay` of a compiled twin's arrays (mean transfer time per flow, co-sending shares)."""
+    mean = [float(total[f] / count[f]) if count[f] else math.nan for f in range(total.shape[0])]
     channels = shares.shape[0]
     overlap = {(a, b): float(shares[a, b]) for a in range(channels) for b in range(channels) if shares[a, b] >= 0.0}
     return SharedReplay(float(end), mean, overlap, int(skipped))
@@ -542,10 +548,7 @@ def _replay_compiled_zero_bubble(
         np.array([float(f.members) for f in flows]), np.array([f.bound for f in flows], dtype=np.float64),
         _flow_links(flows), np.asarray(cap_bps, dtype=np.float64), np.asarray(others_busy, dtype=np.float64),
         np.asarray(windows, dtype=np.int64))
-    mean = [float(total[f] / count[f]) if count[f] else math.nan for f in range(len(flows))]
-    channels = shares.shape[0]
-    overlap = {(a, b): float(shares[a, b]) for a in range(channels) for b in range(channels) if shares[a, b] >= 0.0}
-    return SharedReplay(float(end), mean, overlap, 0)
+    return _compiled_result(end, total, count, shares, 0)
 
 
 @lru_cache(maxsize=1 << 10)
