@@ -17,6 +17,7 @@ import numpy as np
 from gymnasium import spaces
 
 from sfenv.model.perf import PlanPerf
+from sfenv.world.portable import portable_dot, portable_vecmat
 
 if TYPE_CHECKING:  # pragma: no cover
     from sfenv.env.geosched import GeoSchedEnv
@@ -424,7 +425,8 @@ class CompactObservation(FullObservation):
         """The compact ``carbon`` key: intensity now (min, GPU-weighted mean, max), then the GPU-weighted forecast."""
         rows = self._carbon_rows()
         now = rows[:, 0]
-        out = np.concatenate([[now.min(), self._gpu_weights @ now, now.max()], self._gpu_weights @ rows[:, 1:]])
+        out = np.concatenate([[now.min(), portable_dot(self._gpu_weights, now), now.max()],
+                              portable_vecmat(self._gpu_weights, rows[:, 1:])])
         return np.clip(out / CARBON_SCALE, 0.0, 1.0).astype(np.float32)
 
     def observe(self) -> dict[str, np.ndarray]:
@@ -478,9 +480,9 @@ class CompactObservation(FullObservation):
             float(prices.min()), float(prices.mean()), float(prices.max()),
             float(links[:, 0].mean()), float(links[:, 0].min()), float(links[:, 1].mean()), float(links[:, 2].mean()),
             _log_scale(float(self.num_links), 1.0, 4096.0),
-            float(weights @ (self._static_regions[:, 1])),
+            portable_dot(weights, self._static_regions[:, 1]),
         )
-        platform[PLATFORM_FEATURES:] = weights @ forecast[:, 1:]
+        platform[PLATFORM_FEATURES:] = portable_vecmat(weights, forecast[:, 1:])
         np.clip(cands, 0.0, 1.0, out=cands)
         np.clip(platform, 0.0, 1.0, out=platform)
         out = {"candidates": cands.reshape(-1), "queue": full["queue"], "platform": platform, "time": full["time"]}

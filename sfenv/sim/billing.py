@@ -28,6 +28,7 @@ from sfenv.model.perf import Plan, PlanPerf
 from sfenv.model.traffic import egress_usd_per_iter
 from sfenv.sim.state import JobState
 from sfenv.world.carbon import CarbonSeries
+from sfenv.world.portable import portable_dot
 from sfenv.world.prices import JOULES_PER_MWH, PriceSeries
 from sfenv.world.topology import Topology
 from sfenv.world.workload import JobSpec, ModelSpec
@@ -128,12 +129,12 @@ class Billing:
             f0 = js.f_last if js.f_last is not None else self.cumulative(js.last_update)
             f1 = self.cumulative(now)
             js.f_last = f1
-            js.cost_usd += float(np.dot(js.power_zone, f1 - f0)) / JOULES_PER_MWH
+            js.cost_usd += portable_dot(js.power_zone, f1 - f0) / JOULES_PER_MWH
             if self.carbon is not None:
                 g0 = js.g_last if js.g_last is not None else self.carbon_cumulative(js.last_update)
                 g1 = self.carbon_cumulative(now)
                 js.g_last = g1
-                js.carbon_kg += float(np.dot(js.power_zone, g1 - g0)) / JOULES_PER_MWH
+                js.carbon_kg += portable_dot(js.power_zone, g1 - g0) / JOULES_PER_MWH
         elif dt != 0:
             js.f_last = None  # F(last_update) is stale; with dt == 0 it stays valid
             js.g_last = None
@@ -148,7 +149,7 @@ class Billing:
             f0 = self._glob_f if self._glob_f is not None else self.cumulative(self._glob_t)
             dt = t - self._glob_t
             g = self._glob
-            g[0] += float(np.dot(self._rate_pz, f1 - f0)) / JOULES_PER_MWH
+            g[0] += portable_dot(self._rate_pz, f1 - f0) / JOULES_PER_MWH
             g[1] += self._rate_w * dt
             g[2] += self.rate_tokens * dt
             self._egress += self._rate_egress * dt
@@ -156,7 +157,7 @@ class Billing:
             if self.carbon is not None:
                 g1 = self.carbon_cumulative(t)
                 g0 = self._glob_g if self._glob_g is not None else self.carbon_cumulative(self._glob_t)
-                self._carbon += float(np.dot(self._rate_pz, g1 - g0)) / JOULES_PER_MWH
+                self._carbon += portable_dot(self._rate_pz, g1 - g0) / JOULES_PER_MWH
                 self._glob_g = g1
         else:
             self._glob_f = None
@@ -204,7 +205,7 @@ class Billing:
         if self._glob_f is None:  # fill the cache of F(_glob_t): a value, not a state change
             self._glob_f = self.cumulative(self._glob_t)
         f_now = self.cumulative(now)
-        cost += float(np.dot(self._rate_pz, f_now - self._glob_f)) / JOULES_PER_MWH
+        cost += portable_dot(self._rate_pz, f_now - self._glob_f) / JOULES_PER_MWH
         return cost, energy + self._rate_w * dt, tokens + self.rate_tokens * dt
 
     def egress_total(self, now: float) -> float:
@@ -222,4 +223,4 @@ class Billing:
         if not self._n_rated or dt == 0:
             return self._carbon
         g0 = self._glob_g if self._glob_g is not None else self.carbon.cumulative(self._glob_t)
-        return self._carbon + float(np.dot(self._rate_pz, self.carbon_cumulative(now) - g0)) / JOULES_PER_MWH
+        return self._carbon + portable_dot(self._rate_pz, self.carbon_cumulative(now) - g0) / JOULES_PER_MWH

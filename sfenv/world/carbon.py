@@ -39,7 +39,7 @@ import numpy as np
 from sfenv.errors import InvalidInput
 from sfenv.world.csvread import csv_number, csv_rows
 from sfenv.world.limits import MAX_CARBON_INTENSITY, MAX_PRICE_DAYS
-from sfenv.world.portable import portable_exp
+from sfenv.world.portable import portable_dot, portable_exp
 from sfenv.world.prices import JOULES_PER_MWH, PriceSeries
 
 __all__ = [
@@ -104,7 +104,7 @@ class CarbonSeries(PriceSeries):
 
     def kg(self, zone_watts: np.ndarray, t0: float, t1: float) -> float:
         """Exact kgCO2e of drawing ``zone_watts`` (watts per zone, constant) over [t0, t1]."""
-        return float(np.dot(zone_watts, self.cumulative(t1) - self.cumulative(t0))) / JOULES_PER_MWH
+        return portable_dot(zone_watts, self.cumulative(t1) - self.cumulative(t0)) / JOULES_PER_MWH
 
     def hour_values(self, hours: np.ndarray) -> np.ndarray:
         """Intensities of absolute hours ``hours`` (zones x len(hours)), the series repeated periodically."""
