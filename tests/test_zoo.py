@@ -38,7 +38,7 @@ def test_zoo_train_command_runs(tmp_path):
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run = tmp_path / "logs" / "ppo" / "sfenv-GeoSched-v4_1"
+    run = tmp_path / "logs" / "ppo" / "sfenv-GeoSched-v5_1"
     assert (run / "sfenv-GeoSched-v5.zip").is_file()
     assert (run / "sfenv-GeoSched-v5" / "vecnormalize.pkl").is_file()  # normalize: from the file
     from stable_baselines3 import PPO
@@ -71,7 +71,7 @@ def zoo_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("zoo")
     proc = _zoo_train(folder)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return folder / "logs" / "ppo" / "sfenv-GeoSchedUnmasked-v4_1"
+    return folder / "logs" / "ppo" / "sfenv-GeoSchedUnmasked-v5_1"
 
 
 def test_zoo_evaluation_episodes_end(zoo_run):
