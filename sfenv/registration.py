@@ -13,6 +13,7 @@ comparable (results files record the version and the scenario's hash).
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 
 import gymnasium as gym
@@ -66,8 +67,9 @@ ENV_KWARGS: dict[str, dict] = {
 }
 
 
+@functools.cache
 def _max_steps(scenario: str) -> int:
-    """Read ``env.max_episode_steps`` from a bundled file without full validation (cheap at import)."""
+    """Read ``env.max_episode_steps`` from a bundled file without full validation, once per scenario."""
     data = yaml.safe_load(resources.files("sfenv.scenarios").joinpath(f"{scenario}.yaml").read_text()) or {}
     return int((data.get("env") or {}).get("max_episode_steps", 2000))
 
