@@ -215,8 +215,8 @@ def test_split_plays_the_splits_first_seeds_and_says_so(tmp_path):
 
 def test_the_claims_run_under_another_wan_sharing_model_apart(tmp_path):
     """By default every episode is played under ``sim.wan_sharing: v5`` (env v5; its scenario hash), recorded in the
-    run's settings, so a ``--wan-sharing v4``, ``v3`` or ``v2`` run in the same folder is refused rather than mixed; v3 and v4 runs
-    record theirs, v2 runs keep env v2's settings and scenario hash."""
+    run's settings, so a ``--wan-sharing v4``, ``v3`` or ``v2`` run in the same folder is refused rather than mixed;
+    v3 and v4 runs record theirs, v2 runs keep env v2's settings and scenario hash."""
     argv = ["--only", "spantrain", "--seeds", "2", "--num-jobs", "2", "--quiet"]
     assert C.main([*argv, "--out", str(tmp_path / "v5")]) == 0
     assert C.main([*argv, "--out", str(tmp_path / "v2"), "--wan-sharing", "v2"]) == 0

@@ -2,12 +2,13 @@
 
 ``tests/data/episode_identity.json`` was written by ``python tests/episode_identity.py`` at the
 commit before the layering move (issue 29), again at the env v3 bump (issue 31), when the records
-of the ``-v2`` ids were kept, and at the env v4 bump, when the records of the ``-v3`` and ``-v2``
-ids were kept: those ids still play env v3's and v2's episodes bit for bit, and at the env v5 bump, when
-the records of the ``-v4`` ids were kept (the labels that moved to ``-v5`` kept theirs as ``...-v4``).  On 2026-11-28 the ``info``
-digests were recorded again when the platform's cost and carbon sums stopped taking their last bits
-from OpenBLAS's CPU-picked dot product (:func:`sfenv.world.portable.portable_dot`); every report,
-observation digest, reward sum and agent record stayed as it was.
+of the ``-v2`` ids were kept, at the env v4 bump, when the records of the ``-v3`` and ``-v2`` ids
+were kept, and at the env v5 bump, when the records of the ``-v4`` ids were kept (the labels that
+moved to ``-v5`` kept theirs as ``...-v4``): those ids still play their versions' episodes bit for
+bit.  On 2026-11-28 the ``info`` digests were recorded again when the platform's cost and carbon
+sums stopped taking their last bits from OpenBLAS's CPU-picked dot product
+(:func:`sfenv.world.portable.portable_dot`); every report, observation digest, reward sum and agent
+record stayed as it was.
 Each case is played again here and every recorded figure must match exactly: the episode report
 (every float's ``repr``), the rewards' sum, the digests of every observation and ``info``, and, for
 reference agents on the simulator, their re-plans, events and job records.  A change that moves any
