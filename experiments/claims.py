@@ -246,12 +246,12 @@ def run_claims(
     workers: int | None = None,
     caps: dict[str, int] | None = None,
     split: str | None = None,
-    wan_sharing: str = "v4",
+    wan_sharing: str = "v5",
 ) -> dict[str, list[dict[str, Any]]]:
     """Run (or resume) every episode the claims need; returns the rows per scenario.
 
     ``wan_sharing``: the WAN sharing model every scenario is played under (``sim.wan_sharing``,
-    :data:`sfenv.model.sharing.WAN_SHARING`; ``v4``, the default, is env v4's); ``v3`` and ``v4`` are
+    :data:`sfenv.model.sharing.WAN_SHARING`; ``v5``, the default, is env v5's); ``v3`` to ``v5`` are
     recorded in ``out``'s settings, so their runs never mix with each other's or with ``v2``'s (env v2's
     runs, made before the option, record none).
 
@@ -579,9 +579,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="ray: one Ray task per episode (needs the ray extra)")
     ap.add_argument("--address", default=None, help="with --backend ray: the Ray cluster to join (default: local)")
     ap.add_argument("--workers", type=int, default=None, help="with --backend ray: episodes at once (default: CPUs)")
-    ap.add_argument("--wan-sharing", default="v4", metavar="{" + ",".join(WAN_SHARING) + "}",
-                    help="the WAN sharing model every scenario is played under (sim.wan_sharing; v4, env v4's, is the "
-                         "default; v3 and v2 play env v3's and v2's models: docs/model.md)")
+    ap.add_argument("--wan-sharing", default="v5", metavar="{" + ",".join(WAN_SHARING) + "}",
+                    help="the WAN sharing model every scenario is played under (sim.wan_sharing; v5, env v5's, is the "
+                         "default; v4, v3 and v2 play env v4's, v3's and v2's models: docs/model.md)")
     args = ap.parse_args(argv)
     if args.seeds < 2:
         ap.exit(2, "sfenv: --seeds must be at least 2 (an interval needs two paired seeds)\n")

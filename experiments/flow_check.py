@@ -569,7 +569,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="instead: each job alone at the WAN transfer times it played together (their means, "
                          "and drawn from them), to tell the error of mean times from that of their variation")
     ap.add_argument("--wan-sharing", default=None, metavar="{" + ",".join(WAN_SHARING) + "}",
-                    help="random cases: the fast path's WAN sharing model (default: PerfParams', v4)")
+                    help="random cases: the fast path's WAN sharing model (default: PerfParams', v5)")
     ap.add_argument("--reference", default=None, metavar="REF.json",
                     help="instead: play the cases of this --json file once more from an unused start offset "
                          "(--iterations after --warmup) and compare with its played times")

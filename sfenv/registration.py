@@ -1,18 +1,19 @@
 """Gymnasium registration of the sfenv environment ids (idempotent).
 
-The ids carry the environment's version (``-v4``, :data:`sfenv.runs.protocol.ENV_VERSION`).  The
-``-v3`` and ``-v2`` ids stay registered and play env v3's and env v2's WAN sharing models
-(``wan_sharing="v3"``, ``"v2"``), so that their published results can be played again; Gymnasium
-warns that they are out of date.  The ``-v0`` ids
+The ids carry the environment's version (``-v5``, :data:`sfenv.runs.protocol.ENV_VERSION`).  The
+``-v4``, ``-v3`` and ``-v2`` ids stay registered and play env v4's, v3's and v2's WAN sharing models
+(``wan_sharing="v4"``, ``"v3"``, ``"v2"``), so that their published results can be played again;
+Gymnasium warns that they are out of date.  The ``-v0`` ids
 (whose observation held the privileged share of jobs still to arrive) stay registered with that
 observation (``privileged_obs=True``) on the current model, so that models trained on it can be
 played; they are deprecated.  The ``-v1`` ids are gone with v1's WAN model (Gymnasium's
-``DeprecatedEnv`` names ``-v4`` when one is asked for).  Results of different versions are not
+``DeprecatedEnv`` names ``-v5`` when one is asked for).  Results of different versions are not
 comparable (results files record the version and the scenario's hash).
 """
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 
 import gymnasium as gym
@@ -21,9 +22,9 @@ import yaml
 __all__ = ["DEPRECATED_ENV_IDS", "ENV_IDS", "ENV_KWARGS", "ENV_VERSION", "PREVIOUS_ENV_IDS", "register_envs"]
 
 #: the version suffix of the current ids
-ENV_VERSION = "v4"
+ENV_VERSION = "v5"
 #: the versions before it whose ids stay registered, each on its own WAN sharing model
-PREVIOUS_VERSIONS = ("v3", "v2")
+PREVIOUS_VERSIONS = ("v4", "v3", "v2")
 _NAMES: dict[str, str] = {
     "GeoSched": "spider-8",
     "Spider8": "spider-8",
@@ -49,8 +50,8 @@ _NAME_KWARGS: dict[str, dict] = {"GeoSchedUnmasked": {"invalid_action_limit": 3}
 ENV_IDS: dict[str, str] = {f"sfenv/{name}-{ENV_VERSION}": scenario for name, scenario in _NAMES.items()}
 #: names first registered at v2: no model was ever trained on a v0 id of theirs, so they get none
 _NEW_IN_V2 = frozenset({"Geo8Carbon"})
-#: Env v3's and v2's ids (their WAN sharing models, ``wan_sharing="v3"`` and ``"v2"``; observation and actions
-#: as v4's) -> scenario.
+#: Env v4's, v3's and v2's ids (their WAN sharing models, ``wan_sharing="v4"``, ``"v3"`` and ``"v2"``;
+#: observation and actions as v5's) -> scenario.
 PREVIOUS_ENV_IDS: dict[str, str] = {f"sfenv/{name}-{version}": scenario
                                     for version in PREVIOUS_VERSIONS for name, scenario in _NAMES.items()}
 #: Deprecated ids (v0: the observation holds the privileged share of jobs still to arrive) -> scenario.
@@ -66,8 +67,9 @@ ENV_KWARGS: dict[str, dict] = {
 }
 
 
+@functools.cache
 def _max_steps(scenario: str) -> int:
-    """Read ``env.max_episode_steps`` from a bundled file without full validation (cheap at import)."""
+    """Read ``env.max_episode_steps`` from a bundled file without full validation, once per scenario."""
     data = yaml.safe_load(resources.files("sfenv.scenarios").joinpath(f"{scenario}.yaml").read_text()) or {}
     return int((data.get("env") or {}).get("max_episode_steps", 2000))
 
@@ -75,7 +77,7 @@ def _max_steps(scenario: str) -> int:
 def register_envs() -> list[str]:
     """Register every id whose scenario file is bundled (current, previous, deprecated); a second call changes nothing.
 
-    :return: the current ids registered by sfenv (the ``-v3``, ``-v2`` and ``-v0`` ids are registered
+    :return: the current ids registered by sfenv (the ``-v4``, ``-v3``, ``-v2`` and ``-v0`` ids are registered
         too but not listed).
     """
     out = []

@@ -473,13 +473,13 @@ class SimCfg(_Strict):
     routes best at the load whenever the WAN changes, if its iteration time falls by more than 1 %
     (:mod:`sfenv.sim.reroute`).
 
-    ``wan_sharing`` (default ``v4``): how transfers share the WAN (:attr:`sfenv.model.perf.PerfParams.wan_sharing`):
-    ``v4``, env v4's model: as ``v3``, but a 1F1B or GPipe plan's own hops share their links as a
-    replay of its schedule plays them (:mod:`sfenv.model.hopshare`); ``v3``, env v3's (the ``-v3`` ids
-    play it), which sees other jobs' bursts come and go and a job's own hops send as a sweep of its
-    schedule has them; ``v2``, env v2's (the ``-v2`` ids play it); or ``v5`` (opt-in): as ``v4``, but such a
-    plan's pipeline time is its replay's own.  docs/model.md compares them
-    with the flow-level check.
+    ``wan_sharing`` (default ``v5``): how transfers share the WAN (:attr:`sfenv.model.perf.PerfParams.wan_sharing`):
+    ``v5``, env v5's model: as ``v4``, but such a plan's pipeline time is its replay's own and
+    zero-bubble plans are replayed too; ``v4``, env v4's (the ``-v4`` ids play it): as ``v3``, but a
+    1F1B or GPipe plan's own hops share their links as a replay of its schedule plays them
+    (:mod:`sfenv.model.hopshare`); ``v3``, env v3's (the ``-v3`` ids play it), which sees other jobs'
+    bursts come and go and a job's own hops send as a sweep of its schedule has them; or ``v2``, env
+    v2's (the ``-v2`` ids play it).  docs/model.md compares them with the flow-level check.
     """
 
     horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0
@@ -491,7 +491,7 @@ class SimCfg(_Strict):
     tcp_window_mib: PosFloat = 3.0
     schedule: str = "1f1b"
     routing: str = "static"
-    wan_sharing: str = "v4"
+    wan_sharing: str = "v5"
 
     def perf_params(self) -> PerfParams:
         """The performance-model constants these settings set."""

@@ -214,23 +214,23 @@ def test_split_plays_the_splits_first_seeds_and_says_so(tmp_path):
 
 
 def test_the_claims_run_under_another_wan_sharing_model_apart(tmp_path):
-    """By default every episode is played under ``sim.wan_sharing: v4`` (env v4; its scenario hash), recorded in the
-    run's settings, so a ``--wan-sharing v3`` or ``v2`` run in the same folder is refused rather than mixed; v3 runs
-    record theirs, v2 runs keep env v2's settings and scenario hash."""
+    """By default every episode is played under ``sim.wan_sharing: v5`` (env v5; its scenario hash), recorded in the
+    run's settings, so a ``--wan-sharing v4``, ``v3`` or ``v2`` run in the same folder is refused rather than mixed;
+    v3 and v4 runs record theirs, v2 runs keep env v2's settings and scenario hash."""
     argv = ["--only", "spantrain", "--seeds", "2", "--num-jobs", "2", "--quiet"]
-    assert C.main([*argv, "--out", str(tmp_path / "v4")]) == 0
+    assert C.main([*argv, "--out", str(tmp_path / "v5")]) == 0
     assert C.main([*argv, "--out", str(tmp_path / "v2"), "--wan-sharing", "v2"]) == 0
-    v4 = read_results(tmp_path / "v4" / "runs-cee.json")[0]
+    v5 = read_results(tmp_path / "v5" / "runs-cee.json")[0]
     v2 = read_results(tmp_path / "v2" / "runs-cee.json")[0]
-    assert v4["scenario"] == v2["scenario"] == "cee" and v4["scenario_sha"] != v2["scenario_sha"]
+    assert v5["scenario"] == v2["scenario"] == "cee" and v5["scenario_sha"] != v2["scenario_sha"]
     cee = load_scenario("cee").with_overrides(workload={"num_jobs": 2})
-    assert v4["scenario_sha"] == scenario_hash(cee)  # the bundled file, as env v4 plays it
+    assert v5["scenario_sha"] == scenario_hash(cee)  # the bundled file, as env v5 plays it
     assert v2["scenario_sha"] == scenario_hash(cee.with_overrides(sim={"wan_sharing": "v2"}))
-    assert json.loads((tmp_path / "v4" / "config.json").read_text())["wan_sharing"] == "v4"
+    assert json.loads((tmp_path / "v5" / "config.json").read_text())["wan_sharing"] == "v5"
     assert "wan_sharing" not in json.loads((tmp_path / "v2" / "config.json").read_text())
-    for other in ("v3", "v2"):
+    for other in ("v4", "v3", "v2"):
         with pytest.raises(ValueError, match="other settings"):
-            C.main([*argv, "--out", str(tmp_path / "v4"), "--wan-sharing", other])
+            C.main([*argv, "--out", str(tmp_path / "v5"), "--wan-sharing", other])
 
 
 def test_scenarios_restrict_a_run():

@@ -2,11 +2,13 @@
 
 ``tests/data/episode_identity.json`` was written by ``python tests/episode_identity.py`` at the
 commit before the layering move (issue 29), again at the env v3 bump (issue 31), when the records
-of the ``-v2`` ids were kept, and at the env v4 bump, when the records of the ``-v3`` and ``-v2``
-ids were kept: those ids still play env v3's and v2's episodes bit for bit.  On 2026-11-28 the ``info``
-digests were recorded again when the platform's cost and carbon sums stopped taking their last bits
-from OpenBLAS's CPU-picked dot product (:func:`sfenv.world.portable.portable_dot`); every report,
-observation digest, reward sum and agent record stayed as it was.
+of the ``-v2`` ids were kept, at the env v4 bump, when the records of the ``-v3`` and ``-v2`` ids
+were kept, and at the env v5 bump, when the records of the ``-v4`` ids were kept (the labels that
+moved to ``-v5`` kept theirs as ``...-v4``): those ids still play their versions' episodes bit for
+bit.  On 2026-11-28 the ``info`` digests were recorded again when the platform's cost and carbon
+sums stopped taking their last bits from OpenBLAS's CPU-picked dot product
+(:func:`sfenv.world.portable.portable_dot`); every report, observation digest, reward sum and agent
+record stayed as it was.
 Each case is played again here and every recorded figure must match exactly: the episode report
 (every float's ``repr``), the rewards' sum, the digests of every observation and ``info``, and, for
 reference agents on the simulator, their re-plans, events and job records.  A change that moves any
@@ -44,16 +46,23 @@ def test_agent_episode_is_bit_identical(key, name, seed):
     assert ei.play_agent(name, seed) == RECORDED[key]
 
 
-def test_the_v2_and_v3_ids_play_their_sharing_models_and_the_v4_ids_v4s():
+def test_the_earlier_ids_play_their_sharing_models_and_the_v5_ids_v5s():
     """Jobs whose hops share links: v3's and v2's episodes differ; where a plan's own hops share a link (SpanTrain's
-    deep chains on spider-64, seed 1) v4's and v3's do (each matches its record above)."""
+    deep chains on spider-64, seed 1) v4's and v3's do, and v5's and v4's; SpanTrain's zero-bubble candidates on
+    CEE (seed 1) play differently under v5, which replays them (each matches its record above)."""
     for seed in ei.SEEDS:
         v3, v2 = RECORDED[f"shared-links-v3/seed={seed}"], RECORDED[f"shared-links-v2/seed={seed}"]
         assert v3["report"]["mean_jct_s"] != v2["report"]["mean_jct_s"]
-    own = [RECORDED[f"own-hops-shared/seed={seed}"]["report"] != RECORDED[f"own-hops-shared-v3/seed={seed}"]["report"]
-           for seed in ei.SEEDS]
-    assert any(own)
+
+    def differ(label: str, other: str) -> bool:
+        return any(RECORDED[f"{label}/seed={seed}"]["report"] != RECORDED[f"{other}/seed={seed}"]["report"]
+                   for seed in ei.SEEDS)
+
+    assert differ("own-hops-shared-v4", "own-hops-shared-v3")
+    assert differ("own-hops-shared", "own-hops-shared-v4")
+    assert differ("zero-bubble-shared", "zero-bubble-shared-v4")
+    assert differ("shared-links", "shared-links-v4")
     import gymnasium as gym
 
-    for version in ("v2", "v3", "v4"):
+    for version in ("v2", "v3", "v4", "v5"):
         assert gym.make(f"sfenv/Spider32-{version}").unwrapped.scenario.cfg.sim.wan_sharing == version

@@ -107,19 +107,19 @@ def test_a_ring_step_meets_a_gpipe_pass_frozen_when_shorter_than_that_jobs_itera
     assert rates == pytest.approx([0.75e9])
 
 
-def test_the_sharing_model_is_v4_unless_asked_and_named_when_wrong():
-    """``wan_sharing``: env v4's model by default; ``v3`` on request with a hash of its own (env v3's); ``v2``
+def test_the_sharing_model_is_v5_unless_asked_and_named_when_wrong():
+    """``wan_sharing``: env v5's model by default; ``v4`` and ``v3`` on request with hashes of their own; ``v2``
     with env v2's scenario hash and kept through every dump but the hash's; anything else names the field."""
     from sfenv.runs.results import scenario_hash
     from sfenv.scenario import ScenarioError, load_scenario
 
-    assert PerfParams().wan_sharing == "v4" and PerfParams(wan_sharing="v2").wan_sharing == "v2"
+    assert PerfParams().wan_sharing == "v5" and PerfParams(wan_sharing="v2").wan_sharing == "v2"
     with pytest.raises(ValueError, match="wan_sharing"):
         PerfParams(wan_sharing="v6")
     base = load_scenario("spider-8")
     v2 = base.with_overrides(sim={"wan_sharing": "v2"})
-    assert base.cfg.sim.perf_params().wan_sharing == "v4" and v2.cfg.sim.perf_params().wan_sharing == "v2"
-    assert scenario_hash(base.with_overrides(sim={"wan_sharing": "v4"})) == scenario_hash(base) != scenario_hash(v2)
+    assert base.cfg.sim.perf_params().wan_sharing == "v5" and v2.cfg.sim.perf_params().wan_sharing == "v2"
+    assert scenario_hash(base.with_overrides(sim={"wan_sharing": "v5"})) == scenario_hash(base) != scenario_hash(v2)
     # a v2 scenario stays v2 through overrides and plain dumps (only the hash leaves the field out)
     assert v2.with_overrides(workload={"num_jobs": 3}).cfg.sim.wan_sharing == "v2"
     assert v2.cfg.model_dump()["sim"]["wan_sharing"] == "v2" and '"wan_sharing"' not in v2.cfg.identity_json()
@@ -128,6 +128,10 @@ def test_the_sharing_model_is_v4_unless_asked_and_named_when_wrong():
     assert scenario_hash(bace) == "c8feacee734bace3"
     # env v3's hash, as its bundled entry recorded it before the v4 bump (at 54834ae)
     assert scenario_hash(bace.with_overrides(sim={"wan_sharing": "v3"})) == "a51f8878ba3cae0c"
+    # env v4's hash, as its bundled entry recorded it before the v5 bump (at 6835150)
+    assert scenario_hash(bace.with_overrides(sim={"wan_sharing": "v4"})) == "27cf0a06af7cfc9c"
+    v4 = base.with_overrides(sim={"wan_sharing": "v4"})
+    assert v4.cfg.sim.perf_params().wan_sharing == "v4" and scenario_hash(v4) != scenario_hash(base)
     v3 = base.with_overrides(sim={"wan_sharing": "v3"})
     assert v3.cfg.sim.perf_params().wan_sharing == "v3" and scenario_hash(v3) not in (scenario_hash(base),
                                                                                      scenario_hash(v2))
@@ -359,14 +363,14 @@ def test_the_check_averages_its_plays_from_several_start_offsets():
 
 def test_the_check_cases_time_the_fast_path_under_the_sharing_model_asked():
     """``case_errors(wan_sharing=...)`` (``flow_check --wan-sharing``): the check's play does not move, the fast
-    path's time is the model's (case 11 holds a chain whose own hops share a link, so v2, v3 and v4 differ)."""
+    path's time is the model's (case 11 holds a chain whose own hops share a link, so v2, v3, v4 and v5 differ)."""
     from sfenv.experiments.flow_check import case_errors
 
-    rows = {ws: case_errors(11, iterations=2, warmup=0, wan_sharing=ws) for ws in ("v2", "v3", "v4")}
-    assert [r["played_s"] for r in rows["v2"]] == [r["played_s"] for r in rows["v4"]]
-    assert rows["v4"] == case_errors(11, iterations=2, warmup=0)
+    rows = {ws: case_errors(11, iterations=2, warmup=0, wan_sharing=ws) for ws in ("v2", "v3", "v4", "v5")}
+    assert [r["played_s"] for r in rows["v2"]] == [r["played_s"] for r in rows["v5"]]
+    assert rows["v5"] == case_errors(11, iterations=2, warmup=0)
     errs = {ws: tuple(round(r["err"], 9) for r in rs) for ws, rs in rows.items()}
-    assert len(set(errs.values())) == 3
+    assert len(set(errs.values())) == 4
 
 
 def test_a_reference_file_is_played_again_from_an_offset_it_never_used(tmp_path):

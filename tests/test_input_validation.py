@@ -188,7 +188,7 @@ def test_bad_env_argument_raises_a_value_error_naming_it(arg, value):
 
 def test_bad_env_argument_through_gym_make():
     with pytest.raises(ValueError, match="max_candidates=0"):
-        gym.make("sfenv/GeoSched-v4", max_candidates=0)
+        gym.make("sfenv/GeoSched-v5", max_candidates=0)
 
 
 def test_env_arguments_are_used():
@@ -218,7 +218,7 @@ def test_with_overrides_deep_merges_nested_sections():
 def test_the_wan_sharing_argument_is_used_and_a_bad_one_named():
     """``wan_sharing`` (new at env v3): None keeps the scenario's own model, ``"v2"`` plays env v2's (the ``-v2`` ids
     pass it), anything else is refused naming the argument and the choices."""
-    assert GeoSchedEnv("spider-8", num_jobs=3).scenario.cfg.sim.wan_sharing == "v4"
+    assert GeoSchedEnv("spider-8", num_jobs=3).scenario.cfg.sim.wan_sharing == "v5"
     assert GeoSchedEnv("spider-8", num_jobs=3, wan_sharing="v3").scenario.cfg.sim.wan_sharing == "v3"
     assert GeoSchedEnv("spider-8", num_jobs=3, wan_sharing="v2").scenario.cfg.sim.wan_sharing == "v2"
     v2_file = load_scenario("spider-8").with_overrides(sim={"wan_sharing": "v2"})

@@ -37,13 +37,14 @@ def test_portable_dot_is_the_correctly_rounded_sum_of_the_rounded_products() -> 
 
 def test_portable_vecmat_adds_the_weighted_rows_in_order() -> None:
     rng = np.random.default_rng(3)
-    w, rows = rng.random(5), rng.random((5, 7))
-    expected = np.zeros(7)
-    for i in range(5):
-        expected = expected + w[i] * rows[i]
-    got = portable_vecmat(w, rows)
-    assert got.shape == (7,) and np.array_equal(got, expected)
-    np.testing.assert_allclose(got, w @ rows, rtol=1e-12)
+    for n, cols in ((5, 7), (64, 25), (200, 2)):
+        w, rows = rng.random(n) * 1e3, rng.random((n, cols + 1))[:, 1:]  # a column slice, as the observation's
+        expected = np.zeros(cols)
+        for i in range(n):
+            expected = expected + w[i] * rows[i]
+        got = portable_vecmat(w, rows)
+        assert got.shape == (cols,) and np.array_equal(got, expected)
+        np.testing.assert_allclose(got, w @ rows, rtol=1e-12)
 
 
 _PLAY = """
@@ -67,7 +68,7 @@ def test_episodes_are_the_same_with_numpy_s_avx512_kernels_off() -> None:
     than the Haswell and AVX-512 ones on any x86-64 CPU: the platform's cost and carbon in ``info`` took
     their last bits from ``np.dot`` until :func:`sfenv.world.portable.portable_dot` (2026-11-28).
     """
-    labels = ["sfenv/Spider8Contended-v4", "sfenv/Geo8Carbon-v4", "work-conserving"]
+    labels = ["sfenv/Spider8Contended-v5", "sfenv/Geo8Carbon-v5", "work-conserving"]
     runs = []
     settings = [("", None), ("X86_V4", "Haswell")]
     if platform.machine() in ("x86_64", "AMD64"):

@@ -154,18 +154,19 @@ def test_the_training_page_quotes_round_i_as_measured(path: Path) -> None:
     _assert_validation_figures_quoted(path, "| {} |")
 
 
-#: the privileged oracle and the state-only teacher on env v4 (expert_vs_heuristic --split test --seeds 10
-#: --heuristic spantrain+swf; docs/training.md, "On env v4")
-HEADROOM_V4 = ROOT / "docs" / "results" / "headroom" / "v4"
+#: the privileged oracle and the state-only teacher on env v4 and v5 (expert_vs_heuristic --split test --seeds 10
+#: --heuristic spantrain+swf; docs/training.md, "On env v4" and "On env v5")
+HEADROOM = ROOT / "docs" / "results" / "headroom"
 
 
+@pytest.mark.parametrize("version", ["v4", "v5"])
 @pytest.mark.parametrize("name, expert", [("oracle", "lookahead:spantrain+swf:0:proposed"),
                                           ("state-only-spantrain", "lookahead:spantrain+swf:present:proposed")])
-def test_the_training_page_quotes_the_v4_headroom_as_measured(name: str, expert: str) -> None:
-    res = json.loads((HEADROOM_V4 / f"{name}.json").read_text())
-    assert res["expert"] == expert and res["heuristic"] == "spantrain+swf" and res["wan_sharing"] == "v4"
+def test_the_training_page_quotes_the_headroom_as_measured(name: str, expert: str, version: str) -> None:
+    res = json.loads((HEADROOM / version / f"{name}.json").read_text())
+    assert res["expert"] == expert and res["heuristic"] == "spantrain+swf" and res["wan_sharing"] == version
     assert res["scenario"] == "spider-8-contended" and res["split"] == "test" and len(res["seeds"]) == 10
     assert res["proposers"] == "best+spantrain"  # the recipe's candidate set
     ratio, low, high = res["ratio"]
     page = " ".join((ROOT / "docs" / "training.md").read_text().split())
-    assert f"{ratio:.3f}x ({low:.3f}-{high:.3f})" in page.split("On env v4", 1)[1], name
+    assert f"{ratio:.3f}x ({low:.3f}-{high:.3f})" in page.split(f"On env {version}", 1)[1], name

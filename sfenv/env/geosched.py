@@ -255,14 +255,22 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``spread_wait`` | str | ``"running"`` | the wait ``min_spread_speedup`` counts: ``"running"``, until running jobs free the region (optimistic); ``"queue"``, also behind the waiting jobs with less work, each placed in turn on its earliest-finishing single-region plan (shortest work first, no backfilling; arrivals still not counted); ``"arrivals"``, the running jobs' wait stretched by the jobs with less work that arrive meanwhile and go first: divided by ``1 - rho``, ``rho`` the GPU-seconds per platform GPU-second of the jobs with less work arrived so far (the mean M/G/1 busy period started by a wait ``W`` is ``W / (1 - rho)``); ``rho >= 1`` keeps every spread plan |
     | ``floor_exempt`` | list of str | ``()`` | recorded decisions that ``min_relative_mfu`` and ``min_spread_speedup`` never leave out: the names of decision proposers among ``proposers`` (e.g. ``["spantrain+swf"]`` with ``"best+spantrain"``); a heuristic that weighs the WAN in its own choice keeps its plans across regions on the menu.  Any other name raises |
     | ``floor_exempt_from`` | list of str | both | the floors ``floor_exempt`` decisions skip: some of ``"min_relative_mfu"`` and ``"min_spread_speedup"``; e.g. ``["min_relative_mfu"]`` keeps the named decision only where it does not finish later than waiting for one region |
-    | ``wan_sharing`` | str or None | ``sim.wan_sharing`` (``"v4"``) | how transfers share the WAN: ``"v4"`` (env v4's model: a plan's own hops share links as its schedule plays them, :mod:`sfenv.model.hopshare`), ``"v3"`` (env v3's, what the ``-v3`` ids play), ``"v2"`` (env v2's, what the ``-v2`` ids play) or ``"v5"`` (opt-in: as ``"v4"``, with the replay's own pipeline time); :attr:`sfenv.model.perf.PerfParams.wan_sharing` |
+    | ``wan_sharing`` | str or None | ``sim.wan_sharing`` (``"v5"``) | how transfers share the WAN: ``"v5"`` (env v5's model: a plan's own hops share links as its schedule plays them, zero-bubble schedules included, and the replay's pipeline time is the plan's, :mod:`sfenv.model.hopshare`), ``"v4"`` (env v4's, what the ``-v4`` ids play), ``"v3"`` (env v3's, what the ``-v3`` ids play) or ``"v2"`` (env v2's, what the ``-v2`` ids play); :attr:`sfenv.model.perf.PerfParams.wan_sharing` |
 
     >>> import gymnasium as gym, sfenv
-    >>> env = gym.make("sfenv/GeoSched-v4", num_jobs=8, max_candidates=4)
+    >>> env = gym.make("sfenv/GeoSched-v5", num_jobs=8, max_candidates=4)
     >>> env.action_space
     Discrete(5)
 
     ## Version History
+    * v5: the WAN sharing model ``v5`` (``sim.wan_sharing``, :mod:`sfenv.model.hopshare`, docs/model.md):
+      as v4, but where a plan's own hops share a link its pipeline time is its replay's own (v4
+      assembled a pipeline again from each hop's mean played transfer time: CR-LCF's 7-stage chain on
+      CEE 9.6 % slower than the flow-level check plays it alone), and ZB-H1/ZB-H2 plans are replayed
+      too, in the hand-crafted and the greedy order, the faster taken (v4 timed them at rates from a
+      sweep: SpanTrain's plans on CEE up to 21 % fast).  Observation and action spaces are v4's
+      (models trained on v4 load); episodes whose plans' own hops share links differ.  The ``-v4``,
+      ``-v3`` and ``-v2`` ids stay registered and play their models.
     * v4: the WAN sharing model ``v4`` (``sim.wan_sharing``, :mod:`sfenv.model.hopshare`, docs/model.md):
       as v3, but where a 1F1B or GPipe plan's own hops share a link, one iteration of its schedule is
       replayed with those hops sharing the link max-min as they send (v3 swept the schedule once at

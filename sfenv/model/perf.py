@@ -288,12 +288,12 @@ class PerfParams:
     :param tcp_window_bytes: bytes in flight per connection and round trip: 3 MiB, half of Linux's
         default largest receive buffer (``tcp_rmem`` 6 MiB, ``tcp_adv_win_scale`` 1).
     :param wan_sharing: how transfers share the WAN, one of :data:`sfenv.model.sharing.WAN_SHARING`:
-        ``v4`` (the default, env v4's: as ``v3``, with a 1F1B or GPipe plan's own hops sharing their
-        links as :func:`sfenv.model.hopshare.replay_shared` plays them), ``v3`` (env v3's: other jobs'
-        bursts seen as they come and go, a job's own hops as its schedule has them send;
-        :mod:`sfenv.model.sharing`, docs/model.md), ``v2`` (env v2's) or ``v5`` (opt-in: as ``v4``, but
-        such a plan's pipeline time is the replay's own, :func:`_at_pipeline_time`, and zero-bubble plans
-        are replayed too, in their hand-crafted and greedy orders).
+        ``v5`` (the default, env v5's: as ``v4``, but where a plan's own hops share a link its pipeline
+        time is the replay's own, :func:`_at_pipeline_time`, and zero-bubble plans are replayed too, in
+        their hand-crafted and greedy orders), ``v4`` (env v4's: as ``v3``, with a 1F1B or GPipe plan's
+        own hops sharing their links as :func:`sfenv.model.hopshare.replay_shared` plays them), ``v3``
+        (env v3's: other jobs' bursts seen as they come and go, a job's own hops as its schedule has
+        them send; :mod:`sfenv.model.sharing`, docs/model.md) or ``v2`` (env v2's).
     """
 
     mfu: float = 0.4
@@ -301,7 +301,7 @@ class PerfParams:
     memory_headroom: float = 0.9
     wan_streams: int = 16
     tcp_window_bytes: float = 3.0 * 2**20
-    wan_sharing: str = "v4"
+    wan_sharing: str = "v5"
 
     def __post_init__(self) -> None:
         if self.wan_sharing not in WAN_SHARING:

@@ -143,9 +143,10 @@ LOAD_ROWS = 9
 #: frozen, a job's hops meet as independent flows), ``v3`` (bursts see other jobs' bursts come and go, a job's
 #: hops meet as its schedule has them send; measured 2026-11-27, docs/model.md), env v3's, and ``v4`` (as ``v3``,
 #: but a 1F1B or GPipe plan's own hops share their links as a replay of its schedule plays them,
-#: :func:`max_min_rates` at every instant; measured 2026-11-27, docs/model.md), env v4's and the default, and
+#: :func:`max_min_rates` at every instant; measured 2026-11-27, docs/model.md), env v4's, and
 #: ``v5`` (as ``v4``, but such a plan's pipeline time is the replay's own rather than one assembled again from its
-#: hops' mean transfer times, and zero-bubble plans are replayed too: opt-in, docs/model.md)
+#: hops' mean transfer times, and zero-bubble plans are replayed too; measured 2026-11-27, docs/model.md), env
+#: v5's and the default
 WAN_SHARING = ("v2", "v3", "v4", "v5")
 
 

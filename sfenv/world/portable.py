@@ -13,7 +13,7 @@ a dot product of float64 vectors sums in another order with the Sapphire Rapids 
 Haswell one (``OPENBLAS_CORETYPE=Haswell`` on an AVX-512 machine shows it), so the platform's electricity
 cost and carbon in ``info`` differed in the last bit between machines (env v5 bump, 2026-11-28).
 :func:`portable_dot` sums the exactly rounded products with :func:`math.fsum` (correctly rounded, no
-order to pick); :func:`portable_vecmat` adds a matrix's rows in their order, element by element.
+order to pick); :func:`portable_vecmat` adds a matrix's weighted rows by NumPy's reduction, in their order.
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ def portable_dot(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def portable_vecmat(weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``weights @ rows`` for a vector and a matrix, the same floats on every machine (rows added in their order)."""
-    weighted = np.asarray(weights, dtype=float)[:, None] * np.asarray(rows, dtype=float)
-    out = np.zeros(weighted.shape[1])
-    for row in weighted:
-        out += row
-    return out
+    """``weights @ rows`` for a vector and a matrix, the same floats on every machine.
+
+    The weighted rows are added by NumPy's own reduction over the first axis, not by BLAS: with two or
+    more columns it adds them row after row, element by element (tested against that order); a single
+    column is summed pairwise.  Neither order changes with the CPU.
+    """
+    return (np.asarray(weights, dtype=float)[:, None] * np.asarray(rows, dtype=float)).sum(axis=0)
