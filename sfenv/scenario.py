@@ -28,6 +28,7 @@ from pydantic import (
     Field,
     SerializationInfo,
     SerializerFunctionWrapHandler,
+    StrictBool,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -480,6 +481,11 @@ class SimCfg(_Strict):
     (:mod:`sfenv.model.hopshare`); ``v3``, env v3's (the ``-v3`` ids play it), which sees other jobs'
     bursts come and go and a job's own hops send as a sweep of its schedule has them; or ``v2``, env
     v2's (the ``-v2`` ids play it).  docs/model.md compares them with the flow-level check.
+
+    ``skip_zero_bubble_periods`` (default false): under ``v5``, replay a zero-bubble plan's steady
+    state once and move on by whole periods (:attr:`sfenv.model.perf.PerfParams.skip_zero_bubble_periods`):
+    faster with SpanTrain's candidates, its times within about 1e-9 of env v5's.  Left out of a
+    scenario's dump when false, so scenarios keep their hash; one that sets it is another scenario.
     """
 
     horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0
@@ -492,12 +498,13 @@ class SimCfg(_Strict):
     schedule: str = "1f1b"
     routing: str = "static"
     wan_sharing: str = "v5"
+    skip_zero_bubble_periods: StrictBool = False
 
     def perf_params(self) -> PerfParams:
         """The performance-model constants these settings set."""
         return PerfParams(mfu=self.mfu, dp_overlap=self.dp_overlap, memory_headroom=self.memory_headroom,
                           wan_streams=self.wan_streams, tcp_window_bytes=self.tcp_window_mib * 2**20,
-                          wan_sharing=self.wan_sharing)
+                          wan_sharing=self.wan_sharing, skip_zero_bubble_periods=self.skip_zero_bubble_periods)
 
     @field_validator("schedule")
     @classmethod
@@ -667,6 +674,8 @@ class ScenarioCfg(_Strict):
         sim = data.get("sim")
         if isinstance(sim, dict) and sim.get("routing") == "static":
             del sim["routing"]
+        if isinstance(sim, dict) and sim.get("skip_zero_bubble_periods") is False:
+            del sim["skip_zero_bubble_periods"]
         if isinstance(sim, dict) and sim.get("wan_sharing") == "v2" and (info.context or {}).get(_IDENTITY):
             del sim["wan_sharing"]
         return data

@@ -139,6 +139,23 @@ def test_the_sharing_model_is_v5_unless_asked_and_named_when_wrong():
         base.with_overrides(sim={"wan_sharing": "v6"})
 
 
+def test_skipping_zero_bubble_periods_is_asked_for_by_name_and_makes_another_scenario():
+    """``sim.skip_zero_bubble_periods``: off by default and then left out of the dump, so every scenario keeps its
+    hash (the bundled bace-6 entry's, pinned above); on, it reaches the model and the hash changes; only a
+    boolean is taken."""
+    from sfenv.runs.results import scenario_hash
+    from sfenv.scenario import ScenarioError, load_scenario
+
+    base = load_scenario("bace-6").with_overrides(workload={"num_jobs": 5})
+    off, on = (base.with_overrides(sim={"skip_zero_bubble_periods": v}) for v in (False, True))
+    assert not base.cfg.sim.perf_params().skip_zero_bubble_periods and on.cfg.sim.perf_params().skip_zero_bubble_periods
+    assert scenario_hash(off) == scenario_hash(base) != scenario_hash(on)
+    assert "skip_zero_bubble_periods" not in off.cfg.model_dump()["sim"]
+    assert on.cfg.model_dump()["sim"]["skip_zero_bubble_periods"] is True
+    with pytest.raises(ScenarioError, match=r"sim\.skip_zero_bubble_periods"):
+        base.with_overrides(sim={"skip_zero_bubble_periods": "yes"})
+
+
 def _switching_load(decay_per_s: float) -> np.ndarray:
     """Another job's burst on link 0 half the time at 0.5 Gbit/s, its on-off state decorrelating at ``decay_per_s``."""
     load = empty_load(2)

@@ -149,6 +149,78 @@ def test_the_compiled_replay_skips_the_same_periods():
     assert skipped >= 12
 
 
+@pytest.mark.parametrize("order", ["hand", "greedy"])
+def test_skipping_repeated_zero_bubble_periods_gives_the_full_replays_result(order):
+    """Long random ZB-H1 and ZB-H2 chains: the replay skips whole periods of the steady state once it repeats
+    (hand-crafted orders once every stage reads its orders' periodic part, greedy ones while their counters
+    stay short of m), and agrees with playing every micro-batch within 1e-8."""
+    rng = np.random.default_rng(21 if order == "hand" else 22)
+    skipped = 0
+    for n in range(24):
+        args = _random_chain(rng, int(rng.integers(3, 9)), int(rng.integers(40, 160)), ("zb-h1", "zb-h2")[n % 2])
+        fast = replay_shared(*args, compiled=False, order=order)
+        full = replay_shared(*args, compiled=False, order=order, skip_periods=False)
+        assert full.skipped == 0 and fast.skipped < args[3]
+        skipped += fast.skipped > 0
+        assert fast.pipeline_s == pytest.approx(full.pipeline_s, rel=1e-8)
+        assert fast.transfer_s == pytest.approx(full.transfer_s, rel=1e-8, nan_ok=True)
+        assert set(fast.overlap) == set(full.overlap)
+        assert all(abs(fast.overlap[key] - full.overlap[key]) < 1e-8 for key in full.overlap)
+    assert skipped >= 20  # the steady state repeats in nearly all of them
+
+
+def test_the_compiled_replay_skips_the_same_zero_bubble_periods():
+    """Long random zero-bubble chains, both orders, compiled and in Python, with and without skipping: the same
+    micro-batches skipped and the same floats."""
+    if _jit_kernels() is None:
+        pytest.skip("numba is not installed or SFENV_NO_JIT is set")
+    rng = np.random.default_rng(23)
+    skipped = 0
+    for n in range(24):
+        schedule, order = ("zb-h1", "zb-h2")[n % 2], ("hand", "greedy")[(n // 2) % 2]
+        args = _random_chain(rng, int(rng.integers(2, 9)), int(rng.integers(1, 160)), schedule)
+        for skip in (True, False):
+            python = replay_shared(*args, compiled=False, order=order, skip_periods=skip)
+            compiled = replay_shared(*args, compiled=True, order=order, skip_periods=skip)
+            assert python.skipped == compiled.skipped, (n, schedule, order, skip)
+            assert python.pipeline_s == compiled.pipeline_s
+            assert np.array_equal(python.transfer_s, compiled.transfer_s, equal_nan=True)
+            assert python.overlap == compiled.overlap
+            skipped += python.skipped > 0
+    assert skipped >= 16
+
+
+def test_the_model_skips_zero_bubble_periods_only_when_asked():
+    """``PerfParams.skip_zero_bubble_periods`` (off: env v5's episodes as recorded) times zero-bubble plans within
+    1e-8 of the full replay; 1F1B plans skip either way."""
+    from sfenv.model import hopshare
+
+    calls: list[tuple[str, bool]] = []
+    real = hopshare._replay_once
+
+    def spy(jit, compute, latency, transfer, m, schedule, *rest):
+        calls.append((schedule, rest[-2]))
+        return real(jit, compute, latency, transfer, m, schedule, *rest)
+
+    hopshare._replay_once = spy
+    try:
+        checked = 0
+        for topo, plan, job, params in _deep_chains(24, 8):
+            for schedule in ("zb-h1", "zb-h2", "1f1b"):
+                plan = dataclasses.replace(plan, schedule=schedule)
+                full = evaluate_plan(plan, job, topo, dataclasses.replace(params, wan_sharing="v5"))
+                fast = evaluate_plan(plan, job, topo, dataclasses.replace(params, wan_sharing="v5",
+                                                                          skip_zero_bubble_periods=True))
+                if full.feasible and full.flow_overlap:
+                    checked += 1
+                    assert fast.iter_time == pytest.approx(full.iter_time, rel=1e-8)
+    finally:
+        hopshare._replay_once = real
+    assert checked >= 6
+    assert ("zb-h1", False) in calls and ("zb-h1", True) in calls and ("zb-h2", True) in calls
+    assert ("1f1b", False) not in calls
+
+
 def test_the_model_remembers_replays_of_the_same_inputs_and_hands_out_copies():
     """replay_shared with ``compiled=None`` (the model's calls) plays exact inputs once; what it returns may be
     changed by the caller without changing what the next call gets; other loads are played afresh."""

@@ -693,19 +693,27 @@ def _arrive(t: float, arrivals: np.ndarray, narr: int, act: np.ndarray, grad: np
 
 def _state(t: float, stage: np.ndarray, began: np.ndarray, chan: np.ndarray, queue: np.ndarray,
            local_end: np.ndarray, on: np.ndarray, left_bits: np.ndarray, arrivals: np.ndarray, narr: int,
-           out: np.ndarray) -> int:
-    """:meth:`sfenv.model.hopshare._Replay.state` into ``out``; returns its length (-1: longer than ``out``)."""
+           out: np.ndarray, per_mb: int, greedy: bool, counts: np.ndarray) -> int:
+    """:meth:`sfenv.model.hopshare._Replay.state` into ``out``; returns its length (-1: longer than ``out``).
+
+    ``per_mb``: order entries per micro-batch (1F1B 2, zero-bubble 3); ``greedy``: a greedy zero-bubble
+    order, whose counters (``counts``' first four rows) stand for its position.
+    """
     i, cap, n = stage[2, 0], out.shape[0], 0
     p = stage.shape[1]
     for k in range(p):
-        if n + 4 > cap:
+        if n + (8 if greedy else 4) > cap:
             return -1
-        out[n] = stage[0, k] - 2 * i
+        out[n] = 0.0 if greedy else stage[0, k] - per_mb * i
         busy = began[0, k] != np.inf
         out[n + 1] = began[0, k] - t if busy else -1.0
         out[n + 2] = stage[1, k] if busy else -1.0
         out[n + 3] = stage[2, k] - i if busy else 0.0
         n += 4
+        if greedy:
+            for r in range(4):
+                out[n + r] = counts[r, k] - i
+            n += 4
     for ch in range(chan.shape[1]):
         if n + 6 + chan[1, ch] - chan[0, ch] > cap:
             return -1
@@ -754,22 +762,26 @@ def _same_state(a: np.ndarray, b: np.ndarray, n: int) -> bool:
 def _seek(t: float, done: int, stage: np.ndarray, began: np.ndarray, chan: np.ndarray, queue: np.ndarray,
           local_end: np.ndarray, on: np.ndarray, left_bits: np.ndarray, arrivals: np.ndarray, narr: int,
           total: np.ndarray, count: np.ndarray, nspan: np.ndarray, hist: np.ndarray, hmeta: np.ndarray,
-          hsums: np.ndarray, nhist: int) -> tuple[int, int]:
+          hsums: np.ndarray, nhist: int, per_mb: int, greedy: bool, counts: np.ndarray) -> tuple[int, int]:
     """:meth:`sfenv.model.hopshare._Replay.look_for_period`'s record and search.
 
     ``hist`` rows hold the last states (a ring), ``hmeta`` their time, ``done`` and length, ``hsums``
-    their flows' totals and counts and channels' spans.  Returns the states kept and the period found (0: none).
+    their flows' totals and counts, channels' spans and (zero-bubble) stages' weight gradients and
+    operations done (``counts``' last two rows).  Returns the states kept and the period found (0: none).
     """
     slots = hist.shape[0]
     slot = nhist % slots
-    n = _state(t, stage, began, chan, queue, local_end, on, left_bits, arrivals, narr, hist[slot])
+    n = _state(t, stage, began, chan, queue, local_end, on, left_bits, arrivals, narr, hist[slot], per_mb, greedy,
+               counts)
     if n < 0:
         return 0, 0
-    nf = total.shape[0]
+    nf, nch, p = total.shape[0], nspan.shape[0], stage.shape[1]
     hmeta[slot, 0], hmeta[slot, 1], hmeta[slot, 2] = t, done, n
     hsums[slot, :nf] = total
     hsums[slot, nf:2 * nf] = count
-    hsums[slot, 2 * nf:] = nspan
+    hsums[slot, 2 * nf:2 * nf + nch] = nspan
+    hsums[slot, 2 * nf + nch:2 * nf + nch + p] = counts[3]
+    hsums[slot, 2 * nf + nch + p:] = counts[4]
     nhist += 1
     for q in range(1, min(nhist, slots)):
         other = (nhist - 1 - q) % slots
@@ -783,7 +795,7 @@ def _skip(t: float, done: int, q: int, before: int, m: int, windows: np.ndarray,
           grad: np.ndarray, arrivals: np.ndarray, narr: int, total: np.ndarray, count: np.ndarray,
           spans: np.ndarray, nspan: np.ndarray, hmeta: np.ndarray, hsums: np.ndarray) -> tuple[float, int, int]:
     """:meth:`sfenv.model.hopshare._Replay._skip` from the state in slot ``before``; returns ``(t, done, skipped)``."""
-    p, nf = stage.shape[1], total.shape[0]
+    p = stage.shape[1]
     n = m
     for k in range(p):
         if stage[0, k] - 2 * q < windows[k] - 1:
@@ -791,11 +803,25 @@ def _skip(t: float, done: int, q: int, before: int, m: int, windows: np.ndarray,
         n = min(n, (2 * m - windows[k] - stage[0, k]) // (2 * q))
     if n < 1:
         return t, done, 0
+    return _shift(t, done, n, q, 2, before, m, stage, began, chan, queue, local_end, act, grad, arrivals, narr,
+                  total, count, spans, nspan, hmeta, hsums)
+
+
+def _shift(t: float, done: int, n: int, q: int, per_mb: int, before: int, m: int, stage: np.ndarray,
+           began: np.ndarray, chan: np.ndarray, queue: np.ndarray, local_end: np.ndarray, act: np.ndarray,
+           grad: np.ndarray, arrivals: np.ndarray, narr: int, total: np.ndarray, count: np.ndarray,
+           spans: np.ndarray, nspan: np.ndarray, hmeta: np.ndarray, hsums: np.ndarray) -> tuple[float, int, int]:
+    """:meth:`sfenv.model.hopshare._Replay._skip`'s move by ``n`` periods of ``q`` micro-batches.
+
+    ``per_mb``: order entries per micro-batch (0: a greedy order, which keeps no position).  Returns
+    ``(t, done, skipped)``.
+    """
+    p, nf = stage.shape[1], total.shape[0]
     period, nq = t - hmeta[before, 0], n * q
     shift = n * period
     t += shift
     for k in range(p):
-        stage[0, k] += 2 * nq
+        stage[0, k] += per_mb * nq
         stage[2, k] += nq
         if began[0, k] != np.inf:
             began[0, k] += shift
@@ -930,7 +956,8 @@ def _replay_shared(
     work, seen = np.zeros((3, cap.shape[0])), np.zeros(cap.shape[0], dtype=np.bool_)
     elist, fixed = np.zeros(cap.shape[0], dtype=np.int64), np.zeros(nf, dtype=np.bool_)
     hist, hmeta = np.zeros((_PERIODS + 1, size)), np.zeros((_PERIODS + 1, 3))
-    hsums = np.zeros((_PERIODS + 1, 2 * nf + nch))
+    hsums = np.zeros((_PERIODS + 1, 2 * nf + nch + 2 * p))
+    no_counts = np.zeros((5, p), dtype=np.int64)
     done, narr, t, last, nhist, skipped = 0, 0, 0.0, -1, 0, 0
     while done < m:
         first = stage[0, 0]
@@ -938,7 +965,7 @@ def _replay_shared(
                       f_bits, on, left_bits)
         if seek and stage[0, 0] != first and stage[1, 0] == 0 and stage[2, 0] >= windows[0]:
             nhist, q = _seek(t, done, stage, began, chan, queue, local_end, on, left_bits, arrivals, narr, total,
-                             count, nspan, hist, hmeta, hsums, nhist)
+                             count, nspan, hist, hmeta, hsums, nhist, 2, False, no_counts)
             if q:
                 seek = False
                 t, done, skipped = _skip(t, done, q, (nhist - 1 - q) % (_PERIODS + 1), m, windows, stage, began,
@@ -1016,17 +1043,56 @@ def _end_zero_bubble_ops(t: float, began: np.ndarray, stage: np.ndarray, counts:
                 chan[1, c] += 1
 
 
+def _zero_bubble_periods(q: int, m: int, greedy: bool, periodic: np.ndarray, stage: np.ndarray,
+                         counts: np.ndarray) -> int:
+    """:meth:`sfenv.model.hopshare._Replay._periods_left` under a zero-bubble schedule.
+
+    ``periodic``: per stage, the hand-crafted order's periodic part, ``[start, end)`` in its two rows.
+    """
+    p, n = stage.shape[1], m
+    if greedy:
+        for k in range(p):
+            n = min(n, (m - 1 - max(counts[0, k], counts[1, k])) // q)
+        return n
+    for k in range(p):
+        if stage[0, k] - 3 * q < periodic[0, k]:
+            return 0
+        n = min(n, (periodic[1, k] - 1 - stage[0, k]) // (3 * q))
+    return n
+
+
+def _shift_zero_bubble(t: float, n: int, q: int, greedy: bool, before: int, counts: np.ndarray, span: np.ndarray,
+                       hmeta: np.ndarray, hsums: np.ndarray, col: int) -> None:
+    """:meth:`sfenv.model.hopshare._Replay._skip_zero_bubble`, called before :func:`_shift` moves ``t``.
+
+    ``col``: the first of ``hsums``' weight-gradient columns.
+    """
+    p = counts.shape[1]
+    shift = n * (t - hmeta[before, 0])
+    for k in range(p):
+        if greedy:
+            for r in range(3):
+                counts[r, k] += n * q
+        counts[3, k] += n * (counts[3, k] - int(hsums[before, col + k]))
+        counts[4, k] += n * (counts[4, k] - int(hsums[before, col + p + k]))
+        span[1, k] += shift
+
+
 def _replay_shared_zero_bubble(
     compute: np.ndarray, latency: np.ndarray, transfer: np.ndarray, m: int, kinds: np.ndarray, mbs: np.ndarray,
     greedy: bool, h2: bool, f_ch: np.ndarray, f_bits: np.ndarray, f_members: np.ndarray, f_bound: np.ndarray,
-    f_links: np.ndarray, cap: np.ndarray, others: np.ndarray, windows: np.ndarray,
-) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    f_links: np.ndarray, cap: np.ndarray, others: np.ndarray, windows: np.ndarray, periodic: np.ndarray,
+    seek: bool, size: int,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, int]:
     """:func:`sfenv.model.hopshare._replay_python` of a zero-bubble schedule over arrays, the same floats in order.
 
     ``kinds`` and ``mbs``: the hand-crafted order (ignored when ``greedy``); ``h2``: ZB-H2, whose pipeline
-    time is its longest stage span.
+    time is its longest stage span; ``periodic``: the hand-crafted orders' periodic parts
+    (:func:`_zero_bubble_periods`); ``seek``: look for a period of the steady state; ``size``: the longest
+    state kept (:func:`sfenv.model.hopshare.state_size`).
 
-    :return: ``(pipeline time, total transfer time per flow, transfers per flow, co-sending shares)``.
+    :return: ``(pipeline time, total transfer time per flow, transfers per flow, co-sending shares,
+        micro-batches skipped)``.
     """
     p, nf = compute.shape[0], f_ch.shape[0]
     nch = 2 * (p - 1)
@@ -1049,10 +1115,23 @@ def _replay_shared_zero_bubble(
     spans, nspan = np.zeros((2, nch, m)), np.zeros(nch, dtype=np.int64)
     work, seen = np.zeros((3, cap.shape[0])), np.zeros(cap.shape[0], dtype=np.bool_)
     elist, fixed = np.zeros(cap.shape[0], dtype=np.int64), np.zeros(nf, dtype=np.bool_)
-    narr, t, last = 0, 0.0, -1
+    hist, hmeta = np.zeros((_PERIODS + 1, size)), np.zeros((_PERIODS + 1, 3))
+    hsums = np.zeros((_PERIODS + 1, 2 * nf + nch + 2 * p))
+    narr, t, last, nhist, skipped = 0, 0.0, -1, 0, 0
     while counts[4].min() < 3 * m:
+        idle = began[0, 0] == np.inf
         _start_zero_bubble(t, compute, transfer, kinds, mbs, greedy, windows, stage, counts, span, act, grad, queue,
                            chan, began, local_end, ch_flows, f_bits, on, left_bits)
+        if seek and idle and began[0, 0] != np.inf and stage[1, 0] == 0 and stage[2, 0] >= windows[0]:
+            nhist, q = _seek(t, 0, stage, began, chan, queue, local_end, on, left_bits, arrivals, narr, total,
+                             count, nspan, hist, hmeta, hsums, nhist, 3, greedy, counts)
+            n = _zero_bubble_periods(q, m, greedy, periodic, stage, counts) if q else 0
+            if n >= 1:
+                seek = False
+                before = (nhist - 1 - q) % (_PERIODS + 1)
+                _shift_zero_bubble(t, n, q, greedy, before, counts, span, hmeta, hsums, 2 * nf + nch)
+                t, _, skipped = _shift(t, 0, n, q, 0 if greedy else 3, before, m, stage, began, chan, queue,
+                                       local_end, act, grad, arrivals, narr, total, count, spans, nspan, hmeta, hsums)
         t, last = _advance(t, p, last, on, ids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist,
                            fixed, began, local_end, arrivals, narr, left_bits)
         _end_zero_bubble_ops(t, began, stage, counts, span, grad, queue, chan)
@@ -1064,7 +1143,7 @@ def _replay_shared_zero_bubble(
         end = 0.0
         for k in range(p):
             end = max(end, span[1, k] - span[0, k])
-    return end, total, count, _co_sending(spans, nspan)
+    return end, total, count, _co_sending(spans, nspan), skipped
 
 
 def warm_up() -> None:
@@ -1090,7 +1169,8 @@ def warm_up() -> None:
     zb.setflags(write=False)
     zb_mbs.setflags(write=False)
     replay_shared_zero_bubble(c, hops, hops, 2, zb, zb_mbs, False, False, np.zeros(1, dtype=np.int64), one, one, one,
-                              np.zeros((1, 1), dtype=np.int64), np.array([1.0, 1.0]), np.zeros(2), w)
+                              np.zeros((1, 1), dtype=np.int64), np.array([1.0, 1.0]), np.zeros(2), w,
+                              np.zeros((2, 2), dtype=np.int64), True, 64)
 
 
 #: the kernels :mod:`sfenv.model.pipeline` calls: numba's compiled dispatchers, or the Python functions above
@@ -1099,7 +1179,7 @@ replay_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarra
                              tuple[float, float, np.ndarray, bool]]
 sweep_fixed_order: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], float]
 replay_shared: Callable[..., tuple[float, np.ndarray, np.ndarray, np.ndarray, int]]
-replay_shared_zero_bubble: Callable[..., tuple[float, np.ndarray, np.ndarray, np.ndarray]]
+replay_shared_zero_bubble: Callable[..., tuple[float, np.ndarray, np.ndarray, np.ndarray, int]]
 sweep_plan: Callable[[bool, int, np.ndarray], np.ndarray]
 sweep_zero_bubble: Callable[[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray], tuple[float, float]]
 zero_bubble_rows: Callable[[int, np.ndarray, np.ndarray], np.ndarray]
@@ -1128,6 +1208,9 @@ if AVAILABLE:
     _same_state = njit(cache=True, nogil=True)(_same_state)
     _seek = njit(cache=True, nogil=True)(_seek)
     _skip = njit(cache=True, nogil=True)(_skip)
+    _shift = njit(cache=True, nogil=True)(_shift)
+    _zero_bubble_periods = njit(cache=True, nogil=True)(_zero_bubble_periods)
+    _shift_zero_bubble = njit(cache=True, nogil=True)(_shift_zero_bubble)
     _co_sending = njit(cache=True, nogil=True)(_co_sending)
     _channel_flows = njit(cache=True, nogil=True)(_channel_flows)
     hop_overlap = njit(cache=True, nogil=True)(_hop_overlap)

@@ -31,7 +31,12 @@ Zero-bubble schedules (ZB-H1, ZB-H2; forward, input and weight gradient a third 
 each) are replayed too, in Qi et al.'s hand-crafted order or the greedy one (``order``), as
 :mod:`sfenv.model.pipeline` and the flow-level check play them; only the ``v5`` sharing model asks
 for them.  They have a compiled twin of their own
-(:func:`sfenv.model._pipeline_jit.replay_shared_zero_bubble`); no steady-state period is skipped.
+(:func:`sfenv.model._pipeline_jit.replay_shared_zero_bubble`).  Their steady state is skipped as
+1F1B's is (the state then also holds a greedy order's counters; a hand-crafted order's entries repeat
+three positions on), but the model asks for it only under
+:attr:`sfenv.model.perf.PerfParams.skip_zero_bubble_periods`, so env v5's episodes stay as recorded.
+A greedy order whose stages slide against each other (a window still filling) never repeats and is
+played in full.
 
 With numba installed the replay of 1F1B and GPipe runs as a compiled twin
 (:func:`sfenv.model._pipeline_jit.replay_shared`, the same floats in the same order, compared in
@@ -80,14 +85,26 @@ _PERIODS = 4
 _SAME = 1e-9
 
 
-def state_size(p: int, flows: int) -> int:
+def state_size(p: int, flows: int, greedy: bool = False) -> int:
     """The longest state :meth:`_Replay.state` keeps for ``p`` stages and ``flows`` flows (longer: no period is sought).
 
-    Besides a fixed part per stage, channel and flow, it leaves room for eight queued or in-flight
-    messages per stage and channel (1F1B's windows keep fewer in its steady state).
+    Besides a fixed part per stage (four more entries under a greedy zero-bubble order), channel and
+    flow, it leaves room for eight queued or in-flight messages per stage and channel (1F1B's windows
+    keep fewer in its steady state).
     """
     channels = 2 * (p - 1)
-    return 4 * p + 6 * channels + 2 * flows + 1 + 8 * (p + channels)
+    return (8 if greedy else 4) * p + 6 * channels + 2 * flows + 1 + 8 * (p + channels)
+
+
+def _periodic_part(schedule: str, m: int, windows: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Per stage, the periodic part ``[start, end)`` of its hand-crafted zero-bubble order.
+
+    In it each entry is the one three positions back with the next micro-batch: ``[u + 2d - 1, 3m - 2u - d)``
+    (:func:`sfenv.model.pipeline.zero_bubble_order`: the last warm-up or deferral forward, then the
+    blocks of input gradient, weight gradient and forward).
+    """
+    u, d = zero_bubble_split(schedule, windows)
+    return [(uk + 2 * dk - 1, 3 * m - 2 * uk - dk) for uk, dk in zip(u, d)]
 
 
 def same_state(a: Sequence[float], b: Sequence[float]) -> bool:
@@ -131,6 +148,19 @@ class SharedReplay(NamedTuple):
     transfer_s: list[float]
     overlap: dict[tuple[int, int], float]
     skipped: int = 0
+
+
+class _Seen(NamedTuple):
+    """A state :meth:`_Replay.look_for_period` recorded, with the time and the sums a skip moves on from."""
+
+    state: list[float]
+    t: float
+    done: int
+    total: list[float]
+    transfers: list[int]
+    spans: list[int]
+    wdone: list[int]
+    ops_done: list[int]
 
 
 class _Replay:
@@ -178,8 +208,12 @@ class _Replay:
         self.done = 0
         self.t = 0.0
         self.arrived = [0] * (2 * (p - 1))  # per channel, messages arrived
-        self.seeking = skip_periods and schedule == "1f1b"  # a period is still looked for (never for zero-bubble)
-        self.history: list[tuple[list[float], float, int, list[float], list[int], list[int]]] = []
+        self.seeking = skip_periods and schedule != "gpipe"  # a period is still looked for (GPipe has none)
+        # per micro-batch of the steady state, the order entries each stage reads (1F1B: B, F; zero-bubble: B, W, F)
+        self.per_mb = 3 if self.zero_bubble else 2
+        if self.zero_bubble and not self.greedy:
+            self.periodic = _periodic_part(schedule, m, tuple(windows))
+        self.history: list[_Seen] = []
         self.skipped = 0
 
     def start(self) -> None:
@@ -316,14 +350,17 @@ class _Replay:
 
     def state(self) -> list[float] | None:
         """The state relative to now and to the first stage's micro-batch (None: longer than :func:`state_size`)."""
-        t, i = self.t, self.op[0][1]
+        t, i, s = self.t, self.op[0][1], self.per_mb
         out: list[float] = []
         for k in range(self.p):
             kind, mb = self.op[k]
+            at = 0.0 if self.greedy else float(self.pos[k] - s * i)  # a greedy order keeps no position
             if self.op_end[k] == math.inf:
-                out += [float(self.pos[k] - 2 * i), -1.0, -1.0, 0.0]
+                out += [at, -1.0, -1.0, 0.0]
             else:
-                out += [float(self.pos[k] - 2 * i), self.op_end[k] - t, float(kind), float(mb - i)]
+                out += [at, self.op_end[k] - t, float(kind), float(mb - i)]
+            if self.greedy:  # its counters, not its position, say where it is
+                out += [float(self.nb[k] - i), float(self.nf[k] - i), float(self.nw[k] - i), float(self.wdone[k] - i)]
         for ch, waiting in enumerate(self.queue):
             local = self.local_end[ch] - t if self.local_end[ch] != math.inf else -1.0
             if self.busy[ch]:
@@ -337,7 +374,7 @@ class _Replay:
         out.append(float(len(self.arrivals)))
         for when, ch, mb in self.arrivals:
             out += [when - t, float(ch), float(mb - i)]
-        return out if len(out) <= state_size(self.p, len(self.flows)) else None
+        return out if len(out) <= state_size(self.p, len(self.flows), self.greedy) else None
 
     def look_for_period(self) -> None:
         """The first stage has just started an operation: if the state repeats one of the last few, skip ahead."""
@@ -348,39 +385,55 @@ class _Replay:
         if now is None:
             self.history.clear()
             return
-        self.history.append((now, self.t, self.done, list(self.total), list(self.count),
-                             [len(s) for s in self.spans]))
+        self.history.append(_Seen(now, self.t, self.done, list(self.total), list(self.count),
+                                  [len(s) for s in self.spans], list(self.wdone), list(self.ops_done)))
         if len(self.history) > _PERIODS + 1:
             del self.history[0]
         for q in range(1, len(self.history)):
-            if same_state(now, self.history[-1 - q][0]):
+            if same_state(now, self.history[-1 - q].state):
+                if self.zero_bubble and self._periods_left(q) < 1:
+                    return  # a stage still reads its order's warm-up: look again later (1F1B looks once)
                 self.seeking = False
                 self._skip(q, self.history[-1 - q])
                 return
 
-    def _skip(self, q: int, before: tuple[list[float], float, int, list[float], list[int], list[int]]) -> None:
-        """Play whole periods of ``q`` micro-batches, as many as leave every stage short of its cool-down, at once.
+    def _periods_left(self, q: int) -> int:
+        """How many whole periods of ``q`` micro-batches can be skipped from now (0: none).
 
-        Every order entry the skipped periods read must repeat one read in the period seen (1F1B's
-        entries repeat two positions on, micro-batch plus one, from ``w - 1`` to ``2m - w``).
+        Every order entry the skipped periods read must repeat one read in the period seen.  1F1B's
+        entries repeat two positions on, micro-batch plus one, from ``w - 1`` to ``2m - w``; a
+        hand-crafted zero-bubble order's three on, from ``u + 2d - 1`` to ``3m - 2u - d``
+        (:func:`sfenv.model.pipeline.zero_bubble_order`); a greedy one reads no order, and its
+        counters must stay short of ``m`` (so every test against ``m`` the period made still holds).
         """
-        _, t0, done0, total0, count0, nspan0 = before
+        if self.greedy:
+            return min((self.m - 1 - max(self.nb[k], self.nf[k])) // q for k in range(self.p))
+        if self.zero_bubble:
+            if any(self.pos[k] - 3 * q < start for k, (start, _) in enumerate(self.periodic)):
+                return 0
+            return min((end - 1 - self.pos[k]) // (3 * q) for k, (_, end) in enumerate(self.periodic))
         if any(self.pos[k] - 2 * q < self.windows[k] - 1 for k in range(self.p)):
-            return
-        n = min((2 * self.m - self.windows[k] - self.pos[k]) // (2 * q) for k in range(self.p))
+            return 0
+        return min((2 * self.m - self.windows[k] - self.pos[k]) // (2 * q) for k in range(self.p))
+
+    def _skip(self, q: int, before: _Seen) -> None:
+        """Play whole periods of ``q`` micro-batches, as many as :meth:`_periods_left` allows, at once."""
+        n = self._periods_left(q)
         if n < 1:
             return
-        period, nq = self.t - t0, n * q
+        period, nq = self.t - before.t, n * q
         shift = n * period
         self.t += shift
         for k in range(self.p):
-            self.pos[k] += 2 * nq
+            self.pos[k] += self.per_mb * nq if not self.greedy else 0
             self.op[k] = (self.op[k][0], self.op[k][1] + nq)
             if self.op_end[k] != math.inf:
                 self.op_end[k] += shift
             for times in (self.act[k], self.grad[k]) if k else (self.grad[k],):
                 for mb in range(self.m - 1, nq - 1, -1):
                     times[mb] = times[mb - nq] + shift
+        if self.zero_bubble:
+            self._skip_zero_bubble(n, nq, shift, before)
         for ch in range(len(self.queue)):
             self.queue[ch] = [mb + nq for mb in self.queue[ch]]
             self.sending_mb[ch] += nq
@@ -388,15 +441,26 @@ class _Replay:
             self.arrived[ch] += nq
             if self.local_end[ch] != math.inf:
                 self.local_end[ch] += shift
-            seen = self.spans[ch][nspan0[ch]:]
+            seen = self.spans[ch][before.spans[ch]:]
             for j in range(1, n + 1):
                 self.spans[ch] += [(start + j * period, end + j * period) for start, end in seen]
         self.arrivals = [(when + shift, ch, mb + nq) for when, ch, mb in self.arrivals]
         for f in range(len(self.flows)):
-            self.total[f] += n * (self.total[f] - total0[f])
-            self.count[f] += n * (self.count[f] - count0[f])
-        self.done += n * (self.done - done0)
+            self.total[f] += n * (self.total[f] - before.total[f])
+            self.count[f] += n * (self.count[f] - before.transfers[f])
+        self.done += n * (self.done - before.done)
         self.skipped = nq
+
+    def _skip_zero_bubble(self, n: int, nq: int, shift: float, before: _Seen) -> None:
+        """:meth:`_skip`'s zero-bubble counters: started, done, and each stage's last end."""
+        for k in range(self.p):
+            if self.greedy:
+                self.nb[k] += nq
+                self.nf[k] += nq
+                self.nw[k] += nq
+            self.wdone[k] += n * (self.wdone[k] - before.wdone[k])
+            self.ops_done[k] += n * (self.ops_done[k] - before.ops_done[k])
+            self.last[k] += shift
 
 
 def _replay_python(
@@ -407,9 +471,9 @@ def _replay_python(
     """:func:`replay_shared` in Python (the reference of the compiled twin, and the only one for zero-bubble)."""
     run = _Replay(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy, skip_periods, order)
     while not run.finished():
-        first = run.pos[0]
+        idle = run.op_end[0] == math.inf
         run.start()
-        if run.pos[0] != first:
+        if idle and run.op_end[0] != math.inf:  # the first stage started an operation
             run.look_for_period()
         if not run.step():
             raise RuntimeError("replay_shared: the schedule stalled")  # pragma: no cover - orders are deadlock-free
@@ -439,12 +503,12 @@ def replay_shared(
     :param flows: the WAN flows; a transfer on a channel ends when all its flows have sent.
     :param cap_bps: capacity of each directed link; ``others_busy``: other jobs' flows on each, frozen.
     :param compiled: use the compiled twin (None: when numba is available).
-    :param skip_periods: under 1F1B, skip whole periods of the steady state once it repeats (see the
-        module docstring); False plays every micro-batch.
+    :param skip_periods: under 1F1B and the zero-bubble schedules, skip whole periods of the steady
+        state once it repeats (see the module docstring); False plays every micro-batch.
     :param order: a zero-bubble schedule's order, one of :data:`ZERO_BUBBLE_ORDERS` (forward, input
         and weight gradient a third of the compute each; the operation orders are
         :mod:`sfenv.model.pipeline`'s, as the flow-level check plays them).  :attr:`SharedReplay.pipeline_s`
-        is then the iteration's end, or under ZB-H2 its longest stage span; no period is skipped.
+        is then the iteration's end, or under ZB-H2 its longest stage span.
     :return: the :class:`SharedReplay`.
     """
     if schedule not in REPLAYED_SCHEDULES:
@@ -490,10 +554,10 @@ def _replay_once(
 ) -> SharedReplay:
     if jit is None or len(compute) < 2:
         return _replay_python(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
-                              skip_periods and schedule == "1f1b", order)
+                              skip_periods, order)
     if schedule in ("zb-h1", "zb-h2"):
         return _replay_compiled_zero_bubble(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps,
-                                            others_busy, order)
+                                            others_busy, order, skip_periods)
     return _replay_compiled(jit, compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy,
                             skip_periods)
 
@@ -537,18 +601,20 @@ def _flow_links(flows: Sequence[HopFlow]) -> np.ndarray:
 def _replay_compiled_zero_bubble(
     jit: object, compute: Sequence[float], latency: Sequence[float], transfer: Sequence[float], m: int,
     schedule: str, windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
-    order: str,
+    order: str, skip_periods: bool,
 ) -> SharedReplay:
-    """:func:`replay_shared` of a zero-bubble schedule through its compiled twin (no period is skipped)."""
+    """:func:`replay_shared` of a zero-bubble schedule through its compiled twin."""
     kinds, mbs = _zero_bubble_arrays(schedule, m, tuple(windows))
-    end, total, count, shares = jit.replay_shared_zero_bubble(  # type: ignore[attr-defined]
+    periodic = np.array(_periodic_part(schedule, m, tuple(windows)), dtype=np.int64).T.copy()
+    greedy = order == "greedy"
+    end, total, count, shares, skipped = jit.replay_shared_zero_bubble(  # type: ignore[attr-defined]
         np.asarray(compute, dtype=np.float64), np.asarray(latency, dtype=np.float64),
-        np.asarray(transfer, dtype=np.float64), m, kinds, mbs, order == "greedy", schedule == "zb-h2",
+        np.asarray(transfer, dtype=np.float64), m, kinds, mbs, greedy, schedule == "zb-h2",
         np.array([f.channel for f in flows], dtype=np.int64), np.array([f.bits for f in flows], dtype=np.float64),
         np.array([float(f.members) for f in flows]), np.array([f.bound for f in flows], dtype=np.float64),
         _flow_links(flows), np.asarray(cap_bps, dtype=np.float64), np.asarray(others_busy, dtype=np.float64),
-        np.asarray(windows, dtype=np.int64))
-    return _compiled_result(end, total, count, shares, 0)
+        np.asarray(windows, dtype=np.int64), periodic, skip_periods, state_size(len(compute), len(flows), greedy))
+    return _compiled_result(end, total, count, shares, skipped)
 
 
 @lru_cache(maxsize=1 << 10)
