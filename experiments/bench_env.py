@@ -13,6 +13,10 @@ spider-64, each in a fresh interpreter (process-wide memos start cold for every 
 times, and the ratio ``best+spantrain / default`` of each round (target >= 0.5); with ``--against
 DIR`` the other checkout's rows too, just before this code's in each round.
 
+A ``--sets`` entry followed by ``:skip-zb`` (e.g. ``best+spantrain:skip-zb``) is played with the
+zero-bubble steady state skipped (``sim.skip_zero_bubble_periods: true``, docs/model.md), so
+``--sets best+spantrain,best+spantrain:skip-zb`` prints that option's speed-up as a ratio.
+
 ``--fit-reuse`` counts instead how often that recipe's plan searches repeat, and measures its rate
 with every search answered from memos (:func:`fit_reuse`): how much any memo or faster search
 could save.
@@ -217,8 +221,33 @@ print(json.dumps({"sfenv": here, "cartpole": cp, **{i: steps_per_s(i, steps, Tru
 _PROPOSER_PROBE = _SAME_SOURCE + """
 import json, sys
 from sfenv.experiments.bench_env import steps_per_s
-print(json.dumps(steps_per_s(sys.argv[1], int(sys.argv[2]), True, proposers=sys.argv[3])))
+try:
+    from sfenv.experiments.bench_env import set_kwargs
+except ImportError:  # a checkout from before the zero-bubble skip: plain proposer sets only
+    def set_kwargs(env_id, name):
+        return {"proposers": name}
+print(json.dumps(steps_per_s(sys.argv[1], int(sys.argv[2]), True, **set_kwargs(sys.argv[1], sys.argv[3]))))
 """
+
+#: the suffix of a ``--sets`` entry that plays it with ``sim.skip_zero_bubble_periods: true``
+SKIP_ZB = ":skip-zb"
+
+
+def set_kwargs(env_id: str, name: str) -> dict:
+    """``gym.make`` keywords of a ``--sets`` entry.
+
+    A proposer set; followed by :data:`SKIP_ZB`, also the env id's scenario with the zero-bubble
+    steady state skipped (``sim.skip_zero_bubble_periods``, docs/model.md).
+    """
+    proposers, skip, rest = name.partition(SKIP_ZB)
+    if rest or (skip and not proposers):
+        raise ValueError(f"--sets: {name!r}; expected a proposer set, optionally followed by {SKIP_ZB!r}")
+    if not skip:
+        return {"proposers": proposers}
+    from sfenv.scenario import load_scenario
+
+    scenario = load_scenario(gym.spec(env_id).kwargs["scenario"])
+    return {"proposers": proposers, "scenario": scenario.with_overrides(sim={"skip_zero_bubble_periods": True})}
 
 #: proposer sets :func:`proposer_rows` compares (``"default"`` first: the ratios' denominator)
 PROPOSER_SETS = ("default", "best", "best+spantrain")
@@ -349,7 +378,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="repetitions of the --proposers measurement")
     ap.add_argument("--sets", default=",".join(PROPOSER_SETS),
                     help="comma-separated proposer sets for --proposers, the ratios' denominator first "
-                         f"(default {','.join(PROPOSER_SETS)}; also first-fit)")
+                         f"(default {','.join(PROPOSER_SETS)}; also first-fit); a set followed by {SKIP_ZB} is "
+                         "played with sim.skip_zero_bubble_periods: true")
     ap.add_argument("--fit-reuse", action="store_true",
                     help="count only how often best+spantrain's plan searches repeat over --steps masked random steps "
                          "on spider-8-contended and spider-64, and its steps/s with every search answered from memos")
@@ -362,8 +392,9 @@ def main() -> None:
         sets = tuple(args.sets.split(","))
         from sfenv.env.proposers import PROPOSER_SETS as known
 
-        if not set(sets) <= set(known):
-            ap.error(f"argument --sets: {args.sets!r}; expected names among {','.join(known)}")
+        if not {name.removesuffix(SKIP_ZB) for name in sets} <= set(known):
+            ap.error(f"argument --sets: {args.sets!r}; expected names among {','.join(known)}, each optionally "
+                     f"followed by {SKIP_ZB}")
         print_proposer_rows(proposer_rows(args.steps, args.rounds, sets=sets, checkout=args.against))
         return
     if args.against:

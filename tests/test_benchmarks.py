@@ -141,6 +141,21 @@ def test_bench_env_proposer_rows_measure_each_set(capsys):
     assert f"best/default {this['best'] / this['default']:.3f}" in capsys.readouterr().out
 
 
+def test_bench_env_sets_may_skip_the_zero_bubble_steady_state():
+    """A ``--sets`` entry ``NAME:skip-zb`` plays the env id's own scenario with ``sim.skip_zero_bubble_periods``;
+    a bare suffix is refused, naming it."""
+    import gymnasium as gym
+
+    assert bench_env.set_kwargs("sfenv/Spider8-v0", "best") == {"proposers": "best"}
+    kw = bench_env.set_kwargs("sfenv/Spider8-v0", "best+spantrain:skip-zb")
+    assert kw["proposers"] == "best+spantrain" and kw["scenario"].cfg.sim.skip_zero_bubble_periods
+    assert kw["scenario"].cfg.name == gym.spec("sfenv/Spider8-v0").kwargs["scenario"]
+    assert bench_env.steps_per_s("sfenv/Spider8-v0", 20, True, num_jobs=5, **kw) > 0
+    for bad in (":skip-zb", "best:skip-zb:skip-zb"):
+        with pytest.raises(ValueError, match="--sets"):
+            bench_env.set_kwargs("sfenv/Spider8-v0", bad)
+
+
 def test_bench_env_imports_every_package_of_the_other_checkout(tmp_path):
     """A checkout keeps agents/ beside sfenv/: the probe imports both from it, never mixed with the install."""
     import shutil
