@@ -8,6 +8,7 @@ model against the flow-level check on deep 1F1B chains, where ``v3`` was 10-14 %
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -219,6 +220,46 @@ def test_the_model_skips_zero_bubble_periods_only_when_asked():
     assert checked >= 6
     assert ("zb-h1", False) in calls and ("zb-h1", True) in calls and ("zb-h2", True) in calls
     assert ("1f1b", False) not in calls
+
+
+def test_an_episode_that_skips_zero_bubble_periods_is_its_own_and_the_default_to_the_last_bits():
+    """SpanTrain's candidates on cee (zero-bubble plans across flapping links, the fixture's ``zero-bubble-shared``
+    case), the fixture's fixed policy: with ``sim.skip_zero_bubble_periods`` two plays are identical, info
+    included; against the default the same actions are taken and the report agrees within 1e-9."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from episode_identity import play
+
+    from sfenv.model import hopshare
+    from sfenv.scenario import load_scenario
+
+    skipped: list[int] = []
+    real = hopshare._replay_once
+
+    def spy(*args, **kwargs):
+        played = real(*args, **kwargs)
+        skipped.append(played.skipped if args[5] in ("zb-h1", "zb-h2") else 0)
+        return played
+
+    skip = load_scenario("cee").with_overrides(sim={"skip_zero_bubble_periods": True})
+    kwargs = {"proposers": "best+spantrain", "num_jobs": 6}
+    hopshare._replay_once = spy
+    try:
+        hopshare._replay_remembered.cache_clear()
+        first, again = (play("sfenv/CEE-v5", {**kwargs, "scenario": skip}, 1) for _ in range(2))
+        assert sum(n > 0 for n in skipped) >= 20  # the option skips
+        skipped.clear()
+        hopshare._replay_remembered.cache_clear()
+        default = play("sfenv/CEE-v5", kwargs, 1)
+        assert skipped and not any(skipped)  # the default does not
+    finally:
+        hopshare._replay_once = real
+    assert first == again
+    assert first["steps"] == default["steps"] and first["done"]
+    for key, value in default["report"].items():
+        if value not in ("None", "nan") and not value.startswith(("'", "[", "{")):
+            assert float(first["report"][key]) == pytest.approx(float(value), rel=1e-9, abs=1e-9), key
 
 
 def test_the_model_remembers_replays_of_the_same_inputs_and_hands_out_copies():
