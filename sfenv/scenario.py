@@ -659,10 +659,11 @@ class ScenarioCfg(_Strict):
     def _drop_unset(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         """Dump without the options scenarios written before them lack, when unset or at their old behaviour.
 
-        ``stragglers`` and ``carbon`` unset, ``reward.carbon_weight`` 0 and ``sim.routing`` static (all
-        defaults) are left out, so those scenarios keep their hash.  ``sim.wan_sharing`` v2 (no longer
-        the default) is left out of the identity only (:meth:`identity_json`): a scenario played under
-        v2 keeps env v2's hash, and every other dump round-trips it.
+        ``stragglers`` and ``carbon`` unset, ``reward.carbon_weight`` 0, ``sim.routing`` static and
+        ``sim.skip_zero_bubble_periods`` false (all defaults) are left out, so those scenarios keep
+        their hash.  ``sim.wan_sharing`` v2 (no longer the default) is left out of the identity only
+        (:meth:`identity_json`): a scenario played under v2 keeps env v2's hash, and every other dump
+        round-trips it.
         """
         data: dict[str, Any] = handler(self)
         for key in ("stragglers", "carbon"):

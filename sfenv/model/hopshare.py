@@ -468,7 +468,7 @@ def _replay_python(
     windows: Sequence[int], flows: Sequence[HopFlow], cap_bps: np.ndarray, others_busy: np.ndarray,
     skip_periods: bool = True, order: str = "hand",
 ) -> SharedReplay:
-    """:func:`replay_shared` in Python (the reference of the compiled twin, and the only one for zero-bubble)."""
+    """:func:`replay_shared` in Python (the reference of the compiled twins)."""
     run = _Replay(compute, latency, transfer, m, schedule, windows, flows, cap_bps, others_busy, skip_periods, order)
     while not run.finished():
         idle = run.op_end[0] == math.inf

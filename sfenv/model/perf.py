@@ -296,8 +296,9 @@ class PerfParams:
         them send; :mod:`sfenv.model.sharing`, docs/model.md) or ``v2`` (env v2's).
     :param skip_zero_bubble_periods: under ``v5``, replay a zero-bubble plan's steady state once and
         move on by whole periods, as 1F1B's always is (:func:`sfenv.model.hopshare.replay_shared`'s
-        ``skip_periods``): 3-4x faster with SpanTrain's candidates, its times within about 1e-9 of the
-        full replay's.  Off by default, so env v5's episodes stay as recorded (docs/model.md).
+        ``skip_periods``): the zero-bubble replays of SpanTrain's candidates on spider-64 take half the
+        time (the env's steps 1.4-1.5x as many a second), its times within about 1e-9 of the full
+        replay's.  Off by default, so env v5's episodes stay as recorded (docs/model.md).
     """
 
     mfu: float = 0.4
