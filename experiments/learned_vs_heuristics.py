@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(args.config)
     scenario = args.scenario or default_scenario()
     t0 = time.perf_counter()
+    train_s: float | None = None  # not measured here for a model trained elsewhere (--model)
     if args.model is None:
         final = train(cfg.get("algo", "maskable-ppo"), scenario, args.steps or cfg.get("steps", 150_000),
                       cfg.get("seed", 0), cfg.get("n_envs", 4), args.out / "runs", env_kwargs=cfg.get("env_kwargs"),
@@ -124,9 +125,9 @@ def main(argv: list[str] | None = None) -> dict:
                       policy=cfg.get("policy", "default"), play=cfg.get("play", "as-trained"),
                       play_env=cfg.get("play_env"))
         model = final.with_name("best_model.zip")
+        train_s = time.perf_counter() - t0
     else:
         model = args.model
-    train_s = time.perf_counter() - t0
     seeds = list(choice.seeds)
     spec = f"model:{model}"
     from sfenv.agents.registry import make_agent
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> dict:
     floor = "".join(f", {key} {value}" for key, value in sorted(play_env.items()) if value is not None)
     if loaded.play_defer is not None:
         floor += f", {loaded.play_defer.describe()}"
-    print(f"scenario {scenario}, {choice.describe()}, training {train_s / 60:.1f} min, the model played {played}"
+    trained = "a model trained elsewhere" if train_s is None else f"training {train_s / 60:.1f} min"
+    print(f"scenario {scenario}, {choice.describe()}, {trained}, the model played {played}"
           + (" (its recipe's play mode)" if mode is None else " (--play)") + floor)
     report(spec, result)
     result["unseen"] = {}

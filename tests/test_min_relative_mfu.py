@@ -243,7 +243,10 @@ def test_learned_vs_heuristics_records_the_play_settings(floored_run: Path, tmp_
     res = main(["--model", str(floored_run / "best_model.zip"), "--split", "validation", "--seeds", "1",
                 "--num-jobs", "6", "--heuristics", "fifo", "--scenario", "spider-8", "--out", str(tmp_path)])
     assert res["play_env"] == {"min_relative_mfu": 0.7} and res["play"] == "work-conserving"
-    assert "min_relative_mfu 0.7" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "min_relative_mfu 0.7" in out
+    # a model trained elsewhere: no training time is recorded for it (not the few microseconds of checks)
+    assert res["train_wall_s"] is None and "a model trained elsewhere" in out and "training 0.0 min" not in out
 
 
 def test_gym_make_takes_it_and_the_checker_passes() -> None:
