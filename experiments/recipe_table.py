@@ -45,7 +45,7 @@ def groups_of(path: str | Path) -> list[tuple[str, int, dict[str, Any]]]:
     """``(group, seeds, result)`` for each group of a ``learned_vs_heuristics`` result file, in the order played.
 
     The played scenario first (named by its file stem), then the ``--unseen`` ones, then the generated
-    platforms (``generated (N platforms)``) and the cloud-like ones.
+    platforms (``N generated test platforms``) and the cloud-like ones (``N cloud-like test platforms``).
 
     :raises InvalidInput: (a ``ValueError``) naming the file, if it is not such a result file.
     """
@@ -96,14 +96,21 @@ def row(group: str, seeds: int, res: dict[str, Any], training: bool = False) -> 
 
 
 def table(paths: Sequence[str | Path], training: str | None = None) -> str:
-    """The Markdown table of every group in ``paths`` (a group played twice keeps its first file's row)."""
+    """The Markdown table of every group in ``paths`` (a group played twice keeps its first file's row).
+
+    :raises InvalidInput: naming the file and the group, if a group's result lacks what a row needs.
+    """
     rows, seen = [HEADER], set()
     for path in paths:
         for group, seeds, res in groups_of(path):
             if group in seen:
                 continue
             seen.add(group)
-            rows.append(row(group, seeds, res, training=group == training))
+            try:
+                rows.append(row(group, seeds, res, training=group == training))
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise InvalidInput(f"{path}: group {group}: not a learned_vs_heuristics result "
+                                   f"({type(exc).__name__}: {exc})") from None
     return "\n".join(rows)
 
 

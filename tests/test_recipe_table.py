@@ -104,6 +104,12 @@ def test_a_file_that_is_not_a_result_is_refused_naming_it(tmp_path: Path) -> Non
     bad.write_text(json.dumps({"scenario": "a", "seeds": [1]}))
     with pytest.raises(InvalidInput, match="bad.json: not a learned_vs_heuristics result file"):
         recipe_table.groups_of(bad)
+    no_model = tmp_path / "no-model.json"
+    res = _result(3.0, None)
+    del res["summary"]["model:m.zip"]
+    no_model.write_text(json.dumps(res))
+    with pytest.raises(InvalidInput, match="no-model.json: group a: not a learned_vs_heuristics result"):
+        recipe_table.table([no_model])
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     run = subprocess.run([sys.executable, "-m", "sfenv.experiments.recipe_table", str(broken)],
