@@ -309,7 +309,7 @@ def _rollout_objective(e: Any, agent: Any, action: int, draws: list[_RolloutDraw
         else:
             sim.schedule(e.candidates[action])
             sim.advance()
-        sim.run(agent.decide)
+        sim.play(agent.decide)  # the objective reads the totals: no report
         cost, _, tokens = sim.totals()
         total += (e.jct_weight * sim.job_seconds / (3600.0 * e.K) + e.cost_weight * cost
                   + e.egress_weight * sim.egress_usd() - e.throughput_weight * tokens / 1e9)

@@ -10,8 +10,9 @@ event queue were copied field by field).  It prints both means, their ratio, the
 per label, and checks on the first states that both copies play the same future (equal reports).
 
 Run: ``python -m sfenv.experiments.bench_fork [--scenario spider-8-contended] [--steps 200] [--seed 10000]``.
-Measured 2026-11-28 on the 2-core machine, 400 steps: 2.47 ms per fork before, 0.44 ms after; the
-teacher's labels 2.0x as fast (5.33 s against 2.68 s of look-ahead, the same 400 actions).
+Measured 2026-11-28 on the 2-core machine, 200 steps: 0.59 ms per fork against 2.64-3.00 ms for the
+reference; with the rollouts' reports left out (``Simulator.play``) too, the teacher's label takes
+4.0 ms (docs/benchmarks.md, "Look-ahead rollouts").
 """
 
 from __future__ import annotations

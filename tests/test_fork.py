@@ -101,3 +101,19 @@ def test_bench_fork_times_both_copies_on_the_same_states(capsys: pytest.CaptureF
     assert "deepcopy reference" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         bench_fork.main(["--steps", "0"])
+
+
+def test_play_is_run_without_its_report() -> None:
+    """Rollouts read only the totals, so they play without building a report: the same state as run's."""
+    scenario = load_scenario("spider-8-contended").with_overrides(workload={"num_jobs": 8})
+    ran, played = make_simulator(scenario, 3), make_simulator(scenario, 3)
+    report = ran.run(make_agent("fifo+swf").decide)
+    assert played.play(make_agent("fifo+swf").decide) is None
+    assert played.report().to_dict() == report.to_dict() and played.totals() == ran.totals()
+
+
+def test_with_id_keeps_a_spec_that_has_the_id() -> None:
+    spec = make_simulator(load_scenario("spider-8"), 0).jobs[2].spec
+    assert spec.with_id(spec.job_id) is spec  # immutable: no copy needed
+    other = spec.with_id(spec.job_id + 100)
+    assert other.job_id == spec.job_id + 100 and dataclasses.replace(other, job_id=spec.job_id) == spec

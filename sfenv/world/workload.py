@@ -136,8 +136,8 @@ class JobSpec:
         return HashedKey((self.model, self.global_batch, self.min_gpus, self.max_gpus))
 
     def with_id(self, job_id: int) -> JobSpec:
-        """A copy with another id."""
-        return replace(self, job_id=job_id)
+        """A copy with another id (itself if the id is already ``job_id``: a spec is immutable)."""
+        return self if job_id == self.job_id else replace(self, job_id=job_id)
 
 
 def poisson_arrivals(rng: np.random.Generator, n: int, rate_per_hour: float, start: float = 0.0) -> np.ndarray:
