@@ -47,7 +47,7 @@ def _same(a: object, b: object) -> bool:
 
 @pytest.mark.parametrize("agent", ["fifo+swf", "spantrain"])
 def test_the_fork_holds_what_a_deepcopy_holds_and_shares_nothing_mutable(agent: str) -> None:
-    kinds, arrays = set(), set()
+    kinds, arrays, sharing = set(), set(), set()
     for sim in _states(agent, [2, 5, 9, 14]):
         twin, reference = sim.fork(), bench_fork.deepcopy_fork(sim)
         assert twin._events == reference._events == sim._events and twin._events is not sim._events
@@ -63,7 +63,14 @@ def test_the_fork_holds_what_a_deepcopy_holds_and_shares_nothing_mutable(agent: 
                 elif isinstance(value, (dict, list, np.ndarray)):
                     assert copied is not value, (js.spec.job_id, name)  # the fork's own container
         assert twin.report().to_dict() == reference.report().to_dict() == sim.report().to_dict()
+        for jid, entry in sim.links.jobs.items():  # the links' entries hold the same plans as the jobs, as before
+            for name, attr in (("plan", "plan"), ("perf", "perf"), ("job", "spec")):
+                shared = getattr(entry, name) is getattr(sim.jobs[jid], attr)
+                assert (getattr(twin.links.jobs[jid], name) is getattr(twin.jobs[jid], attr)) == shared, (jid, name)
+                assert getattr(twin.links.jobs[jid], name) == getattr(entry, name)
+            sharing.add(entry.perf is sim.jobs[jid].perf)
     assert {"pending", "running", "done"} <= kinds
+    assert (True in sharing) == (agent == "spantrain")  # fifo+swf keeps jobs in one region: no WAN entries
     assert "power_zone" in arrays  # the arrays' copies were compared too
 
 

@@ -41,6 +41,9 @@ def fork(sim: Simulator) -> Simulator:
             memo[id(shared)] = shared
     for js in sim.jobs:
         memo[id(js)] = _job_copy(js)
+        for obj in (js.spec, js.plan, js.perf, js.resume_perf):  # also held by the links' entries, shared there too
+            if obj is not None:
+                memo[id(obj)] = obj
     memo[id(sim._events)] = list(sim._events)  # its entries are tuples of numbers and immutable named tuples
     twin = copy.deepcopy(sim, memo)
     twin.links.memo_wan_state = b""
