@@ -51,6 +51,9 @@ def test_the_fork_holds_what_a_deepcopy_holds_and_shares_nothing_mutable(agent: 
     for sim in _states(agent, [2, 5, 9, 14]):
         twin, reference = sim.fork(), bench_fork.deepcopy_fork(sim)
         assert twin._events == reference._events == sim._events and twin._events is not sim._events
+        for entry in twin._events:  # shared with the original: only numbers in immutable tuples
+            assert isinstance(entry, tuple) and all(isinstance(x, (int, float)) for x in entry[:3])
+            assert isinstance(entry[3], tuple) and all(isinstance(x, (int, float)) for x in entry[3]), entry
         for js, mine, ref in zip(sim.jobs, twin.jobs, reference.jobs):
             kinds.add(js.status)
             arrays |= {name for name in ("power_zone", "f_last", "g_last") if getattr(js, name) is not None}
@@ -60,7 +63,7 @@ def test_the_fork_holds_what_a_deepcopy_holds_and_shares_nothing_mutable(agent: 
                 assert _same(copied, expected) and _same(copied, value), (js.spec.job_id, name)
                 if name in SHARED:
                     assert copied is value
-                elif isinstance(value, (dict, list, np.ndarray)):
+                elif isinstance(value, (dict, list, set, np.ndarray)):
                     assert copied is not value, (js.spec.job_id, name)  # the fork's own container
         assert twin.report().to_dict() == reference.report().to_dict() == sim.report().to_dict()
         for jid, entry in sim.links.jobs.items():  # the links' entries hold the same plans as the jobs, as before
