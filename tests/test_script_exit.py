@@ -91,3 +91,15 @@ def test_a_script_run_with_bad_input_prints_one_line_and_exits_2(tmp_path):
         # one line naming the file (and, for a file it could read, the line: "FILE, line 1: ...")
         assert proc.stderr.startswith((f"sfenv: {files[0]}: ", f"sfenv: {files[0]}, line ")), proc.stderr
         assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.parametrize("command", [["-m", "sfenv.experiments.recipe_table", "RESULTS"], ["-m", "sfenv", "agents"]])
+def test_output_piped_into_a_reader_that_stopped_ends_quietly_with_code_1(command: list[str]) -> None:
+    """``... | head``: the reader goes away before the output is written; no traceback, exit code 1 (as ``sfenv``)."""
+    results = ROOT / "docs" / "results" / "learned" / "v5"
+    args = [str(results / "generalise-rollout-test-split.json") if a == "RESULTS" else a for a in command]
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the child has imported anything: its first write meets a closed pipe
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and "Traceback" not in err and "BrokenPipe" not in err, err

@@ -17,7 +17,6 @@ exception is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import signal
 import sys
@@ -27,6 +26,7 @@ from typing import NoReturn, TypeAlias
 import sfenv
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
+from sfenv.app.script import stdout_closed
 from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError, did_you_mean
 from sfenv.runs import log_stderr, protocol
 from sfenv.scenario import DEFAULT_SCENARIO, NAME_RULE, bundled_scenarios, load_scenario
@@ -796,8 +796,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sfenv: {e if isinstance(e, Interrupted) else 'interrupted'}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and the like, which stopped reading
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return 1
+        return stdout_closed()
 
 
 def _run(argv: list[str] | None) -> int:

@@ -5,19 +5,21 @@ They end as the ``sfenv`` command does.
 Bad input gives one ``sfenv: ...`` line on stderr and exit code 2: any
 :class:`sfenv.errors.SfenvError` (a missing file, an output another process is writing, an unknown
 name, a value out of range) and a file that cannot be opened (missing, a folder, no permission; the
-message names it).  Ctrl-C gives one ``sfenv: interrupted`` line and exit code 130.  Any other
+message names it).  Ctrl-C gives one ``sfenv: interrupted`` line and exit code 130.  Output piped
+into ``head`` and the like, which stop reading, ends the script quietly with exit code 1.  Any other
 exception is a bug and keeps its traceback.  Argparse's own errors already exit 2 with their usage
 line.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
 from sfenv.errors import Interrupted, SfenvError
 
-__all__ = ["run_script"]
+__all__ = ["run_script", "stdout_closed"]
 
 
 def run_script(main: Callable[[], object]) -> int:
@@ -38,4 +40,15 @@ def run_script(main: Callable[[], object]) -> int:
     except KeyboardInterrupt as e:
         print(f"sfenv: {e if isinstance(e, Interrupted) else 'interrupted'}", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like, which stopped reading
+        return stdout_closed()
     return code if isinstance(code, int) and not isinstance(code, bool) else 0
+
+
+def stdout_closed() -> int:
+    """Point standard output at the null device after its reader went away; the exit code to return (1).
+
+    Python flushes standard output at exit; without this, a closed pipe raises a second error there.
+    """
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 1
