@@ -326,10 +326,19 @@ def print_proposer_rows(rows: list[dict[str, dict[str, dict[str, float]]]]) -> N
         for name, by_env in row.items():
             for env_id, figures in by_env.items():
                 base_name, base = next(iter(figures.items()))
-                cells = "  ".join(f"{prop} {sps:6.0f}" for prop, sps in figures.items())
+                cells = "  ".join(f"{prop} {_steps_rate(sps)}" for prop, sps in figures.items())
                 ratios = "  ".join(f"{prop}/{base_name} {sps / base:.3f}" for prop, sps in figures.items()
                                    if prop != base_name)
                 print(f"round {i + 1} {name:<5} {env_id[6:]:<20} masked steps/s: {cells}   {ratios}")
+        if "other" in row:
+            for env_id, figures in row["this"].items():
+                cells = "  ".join(f"{prop} {sps / row['other'][env_id][prop]:.3f}" for prop, sps in figures.items())
+                print(f"round {i + 1} this/other {env_id[6:]:<20} masked steps/s: {cells}")
+
+
+def _steps_rate(sps: float) -> str:
+    """A steps/s figure in six places: whole above 100, one decimal below (spider-64's slowest sets play a few)."""
+    return f"{sps:6.0f}" if sps >= 100 else f"{sps:6.1f}"
 
 
 def compare_with_checkout(

@@ -137,8 +137,16 @@ def test_bench_env_proposer_rows_measure_each_set(capsys):
         figures = by_env["sfenv/Spider8-v0"]
         assert list(figures) == ["default", "best"] and min(figures.values()) > 0
     bench_env.print_proposer_rows(rows)
-    this = rows[0]["this"]["sfenv/Spider8-v0"]
-    assert f"best/default {this['best'] / this['default']:.3f}" in capsys.readouterr().out
+    this, other = rows[0]["this"]["sfenv/Spider8-v0"], rows[0]["other"]["sfenv/Spider8-v0"]
+    out = capsys.readouterr().out
+    assert f"best/default {this['best'] / this['default']:.3f}" in out
+    assert "this/other Spider8-v0" in out and f"best {this['best'] / other['best']:.3f}" in out
+
+
+def test_bench_env_prints_a_decimal_for_a_few_steps_per_second():
+    """spider-64 with SpanTrain's candidates plays a few steps/s: one decimal keeps 6.4 from 7.3 apart."""
+    assert bench_env._steps_rate(6.44) == "   6.4" and bench_env._steps_rate(7.3) == "   7.3"
+    assert bench_env._steps_rate(5190.4) == "  5190"
 
 
 def test_bench_env_sets_may_skip_the_zero_bubble_steady_state():

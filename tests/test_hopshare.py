@@ -191,6 +191,37 @@ def test_the_compiled_replay_skips_the_same_zero_bubble_periods():
     assert skipped >= 16
 
 
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe", "zb-h1", "zb-h2"])
+def test_the_compiled_replay_remembers_rates_per_set_of_senders_only_where_it_has_a_row_for_each(schedule):
+    """The compiled replays keep each set of senders' max-min rates (a row per subset, up to ``_MEMO_FLOWS``
+    flows): with few flows and with more than that, both orders, they give the Python replay's floats, and the
+    memo has a row for every subset only when there are at most ``_MEMO_FLOWS`` flows."""
+    if _jit_kernels() is None:
+        pytest.skip("numba is not installed or SFENV_NO_JIT is set")
+    from sfenv.model import _pipeline_jit
+
+    limit = _pipeline_jit._MEMO_FLOWS
+    assert _pipeline_jit._rate_memo(limit).shape == (1 << limit, limit)
+    assert _pipeline_jit._rate_memo(limit + 1).shape == (1, 1)
+    assert np.isnan(_pipeline_jit._rate_memo(3)).all()
+    rng = np.random.default_rng(31)
+    p = 5
+    for nf in (3, limit, limit + 2):
+        # every flow on one of two shared links at least, so the senders' set changes the rates
+        flows = [HopFlow(i % (2 * (p - 1)), float(rng.choice([1e8, 3e8])), (i % 2, 2 + int(rng.integers(0, 2))),
+                         int(rng.integers(1, 3)), float(rng.choice([np.inf, 2e8]))) for i in range(nf)]
+        args = (list(rng.uniform(0.05, 0.5, p)), list(rng.uniform(0.0, 0.05, p - 1)),
+                list(rng.uniform(0.0, 0.1, p - 1)), 24, schedule, default_windows(p, 24, schedule), flows,
+                np.array([1e9, 2e9, 1e9, 5e9]), np.array([1.0, 0.0, 2.0, 0.0]))
+        for order in (("hand", "greedy") if schedule.startswith("zb") else ("hand",)):
+            python = replay_shared(*args, compiled=False, order=order, skip_periods=False)
+            compiled = replay_shared(*args, compiled=True, order=order, skip_periods=False)
+            assert python.pipeline_s == compiled.pipeline_s, (nf, order)
+            assert np.array_equal(python.transfer_s, compiled.transfer_s, equal_nan=True)
+            assert python.overlap == compiled.overlap
+            assert len({round(x, 12) for x in python.transfer_s}) > 1  # the flows did not all send alike
+
+
 def test_the_model_skips_zero_bubble_periods_only_when_asked():
     """``PerfParams.skip_zero_bubble_periods`` (off: env v5's episodes as recorded) times zero-bubble plans within
     1e-8 of the full replay; 1F1B plans skip either way."""

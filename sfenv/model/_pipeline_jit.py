@@ -43,6 +43,8 @@ _PERIODS = 4
 #: two replay states are the same within this share of each entry (as ``sfenv.model.hopshare._SAME``)
 _SAME = 1e-9
 _SEQ = 1024
+#: the most WAN flows of a replay whose max-min rates :func:`_advance` remembers per set of senders
+_MEMO_FLOWS = 10
 
 
 def _heap_push(times: np.ndarray, tags: np.ndarray, n: int, t: float, tag: int) -> int:
@@ -605,13 +607,12 @@ def _start_shared(t: float, compute: np.ndarray, transfer: np.ndarray, kinds: np
     head, queue tail, busy, micro-batch under way.  ``began[0]``: operation ends (inf: idle).
     """
     p = compute.shape[0]
-    op_end = began[0]
     for k in range(p):
-        if op_end[k] == np.inf and stage[0, k] < kinds.shape[1]:
+        if began[0, k] == np.inf and stage[0, k] < kinds.shape[1]:
             kind, i = kinds[k, stage[0, k]], mbs[k, stage[0, k]]
             if (act[k, i] if kind == 0 else grad[k, i]) <= t:
                 c = compute[k]
-                op_end[k] = t + (c / 3.0 if kind == 0 else 2.0 * c / 3.0)
+                began[0, k] = t + (c / 3.0 if kind == 0 else 2.0 * c / 3.0)
                 stage[1, k] = kind
                 stage[2, k] = i
                 stage[0, k] += 1
@@ -855,6 +856,14 @@ def _shift(t: float, done: int, n: int, q: int, per_mb: int, before: int, m: int
     return t, done + n * (done - int(hmeta[before, 1])), nq
 
 
+def _least(rows: np.ndarray, r: int) -> int:
+    """The least entry of row ``r`` of a table of counters (the zero-bubble replay's loop test, each event)."""
+    least = int(rows[r, 0])
+    for k in range(1, rows.shape[1]):
+        least = min(least, int(rows[r, k]))
+    return least
+
+
 def _co_sending(spans: np.ndarray, nspan: np.ndarray) -> np.ndarray:
     """``[a, b]``: the share of channel a's sending time during which b sends (-1: a or b never sends)."""
     nch = nspan.shape[0]
@@ -897,23 +906,41 @@ def _channel_flows(f_ch: np.ndarray, nch: int) -> np.ndarray:
 def _advance(t: float, p: int, last: int, on: np.ndarray, ids: np.ndarray, f_links: np.ndarray,
              f_members: np.ndarray, f_bound: np.ndarray, cap: np.ndarray, others: np.ndarray, rate: np.ndarray,
              work: np.ndarray, seen: np.ndarray, elist: np.ndarray, fixed: np.ndarray, began: np.ndarray,
-             local_end: np.ndarray, arrivals: np.ndarray, narr: int, left_bits: np.ndarray) -> tuple[float, int]:
+             local_end: np.ndarray, arrivals: np.ndarray, narr: int, left_bits: np.ndarray,
+             memo: np.ndarray) -> tuple[float, int]:
     """:meth:`sfenv.model.hopshare._Replay.step` up to its handlers: rates, the next event, the bits sent.
 
     The senders' max-min rates are recomputed only when the set of senders changed since the ``last``
-    of them; then the next event's time, and the bits each sender sent until then.
+    of them; then the next event's time, and the bits each sender sent until then.  Within one replay
+    the rates depend on the set of senders alone (the links, bounds and other jobs' load are fixed), so
+    ``memo`` keeps them per set (row: the set as a bit mask; NaN: not yet computed), when it has a row
+    for every set (:func:`_rate_memo`); the same floats either way.
 
     :return: ``(the next event's time, the number of senders)``.
     """
-    nids, same = 0, True
+    nids, same, mask = 0, True, 0
     for f in range(on.shape[0]):
         if on[f]:
             same = same and nids < last and ids[nids] == f
             ids[nids] = f
             nids += 1
+            mask |= 1 << min(f, 62)  # beyond _MEMO_FLOWS flows the memo has no row for any set
     if nids and not (same and nids == last):  # the rates change only when the set of senders does
-        _max_min(ids, nids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist, fixed)
-    nxt = min(began[0, :p].min(), local_end.min(), arrivals[0, :narr].min() if narr else np.inf)
+        if mask < memo.shape[0] and not np.isnan(memo[mask, 0]):
+            for q in range(nids):
+                rate[q] = memo[mask, q]
+        else:
+            _max_min(ids, nids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist, fixed)
+            if mask < memo.shape[0]:
+                for q in range(nids):
+                    memo[mask, q] = rate[q]
+    nxt = np.inf
+    for k in range(p):
+        nxt = min(nxt, began[0, k])
+    for ch in range(local_end.shape[0]):
+        nxt = min(nxt, local_end[ch])
+    for a in range(narr):
+        nxt = min(nxt, arrivals[0, a])
     for q in range(nids):
         nxt = min(nxt, t + left_bits[ids[q]] / rate[q])
     if nxt == np.inf:
@@ -922,6 +949,16 @@ def _advance(t: float, p: int, last: int, on: np.ndarray, ids: np.ndarray, f_lin
     for q in range(nids):
         left_bits[ids[q]] -= rate[q] * dt
     return nxt, nids
+
+
+def _rate_memo(nf: int) -> np.ndarray:
+    """:func:`_advance`'s memo of max-min rates per set of senders: a NaN row per set of ``nf`` flows.
+
+    Only up to :data:`_MEMO_FLOWS` flows (a row per subset); beyond, one row that no set reaches.
+    """
+    if nf > _MEMO_FLOWS:
+        return np.full((1, 1), np.nan)
+    return np.full((1 << nf, max(nf, 1)), np.nan)
 
 
 def _replay_shared(
@@ -958,6 +995,7 @@ def _replay_shared(
     hist, hmeta = np.zeros((_PERIODS + 1, size)), np.zeros((_PERIODS + 1, 3))
     hsums = np.zeros((_PERIODS + 1, 2 * nf + nch + 2 * p))
     no_counts = np.zeros((5, p), dtype=np.int64)
+    memo = _rate_memo(nf)
     done, narr, t, last, nhist, skipped = 0, 0, 0.0, -1, 0, 0
     while done < m:
         first = stage[0, 0]
@@ -972,7 +1010,7 @@ def _replay_shared(
                                          chan, queue, local_end, act, grad, arrivals, narr, total, count, spans,
                                          nspan, hmeta, hsums)
         t, last = _advance(t, p, last, on, ids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist,
-                           fixed, began, local_end, arrivals, narr, left_bits)
+                           fixed, began, local_end, arrivals, narr, left_bits, memo)
         done += _end_ops(t, began, stage, grad, queue, chan)
         narr = _end_transfers(t, latency, chan, began, local_end, ch_flows, f_bits, on, left_bits, total, count,
                               spans, nspan, arrivals, narr)
@@ -990,9 +1028,8 @@ def _start_zero_bubble(t: float, compute: np.ndarray, transfer: np.ndarray, kind
     done; ``span`` rows: each stage's first start and last end.
     """
     p, m = compute.shape[0], act.shape[1]
-    op_end = began[0]
     for k in range(p):
-        if op_end[k] != np.inf:
+        if began[0, k] != np.inf:
             continue
         kind, i = -1, 0
         if not greedy:
@@ -1013,7 +1050,7 @@ def _start_zero_bubble(t: float, compute: np.ndarray, transfer: np.ndarray, kind
                 counts[2, k] += 1
                 kind, i = 2, counts[2, k] - 1
         if kind >= 0:
-            op_end[k] = t + compute[k] / 3.0
+            began[0, k] = t + compute[k] / 3.0
             stage[1, k] = kind
             stage[2, k] = i
             span[0, k] = min(span[0, k], t)
@@ -1117,8 +1154,9 @@ def _replay_shared_zero_bubble(
     elist, fixed = np.zeros(cap.shape[0], dtype=np.int64), np.zeros(nf, dtype=np.bool_)
     hist, hmeta = np.zeros((_PERIODS + 1, size)), np.zeros((_PERIODS + 1, 3))
     hsums = np.zeros((_PERIODS + 1, 2 * nf + nch + 2 * p))
+    memo = _rate_memo(nf)
     narr, t, last, nhist, skipped = 0, 0.0, -1, 0, 0
-    while counts[4].min() < 3 * m:
+    while _least(counts, 4) < 3 * m:
         idle = began[0, 0] == np.inf
         _start_zero_bubble(t, compute, transfer, kinds, mbs, greedy, windows, stage, counts, span, act, grad, queue,
                            chan, began, local_end, ch_flows, f_bits, on, left_bits)
@@ -1133,7 +1171,7 @@ def _replay_shared_zero_bubble(
                 t, _, skipped = _shift(t, 0, n, q, 0 if greedy else 3, before, m, stage, began, chan, queue,
                                        local_end, act, grad, arrivals, narr, total, count, spans, nspan, hmeta, hsums)
         t, last = _advance(t, p, last, on, ids, f_links, f_members, f_bound, cap, others, rate, work, seen, elist,
-                           fixed, began, local_end, arrivals, narr, left_bits)
+                           fixed, began, local_end, arrivals, narr, left_bits, memo)
         _end_zero_bubble_ops(t, began, stage, counts, span, grad, queue, chan)
         narr = _end_transfers(t, latency, chan, began, local_end, ch_flows, f_bits, on, left_bits, total, count,
                               spans, nspan, arrivals, narr)
@@ -1197,6 +1235,8 @@ if AVAILABLE:
     _max_min = njit(cache=True, nogil=True)(_max_min)
     _start_channels = njit(cache=True, nogil=True)(_start_channels)
     _advance = njit(cache=True, nogil=True)(_advance)
+    _rate_memo = njit(cache=True, nogil=True)(_rate_memo)
+    _least = njit(cache=True, nogil=True)(_least)
     _start_shared = njit(cache=True, nogil=True)(_start_shared)
     _start_zero_bubble = njit(cache=True, nogil=True)(_start_zero_bubble)
     _end_zero_bubble_ops = njit(cache=True, nogil=True)(_end_zero_bubble_ops)
