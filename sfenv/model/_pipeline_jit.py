@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -1227,7 +1228,8 @@ if AVAILABLE:
     # (``_nrt=False``, a numba target option): otherwise each call increments and decrements, atomically, the
     # count of every array it is handed, which took half of the zero-bubble replay's time (docs/benchmarks.md).
     # A helper that allocated would fail to compile.
-    _bare = njit(cache=True, nogil=True, _nrt=False)
+    _no_refcount: dict[str, Any] = {"_nrt": False}  # numba's target option, not in its type stubs
+    _bare = njit(cache=True, nogil=True, **_no_refcount)
     _heap_push = _bare(_heap_push)
     _heap_pop = _bare(_heap_pop)
     _next_op = _bare(_next_op)
