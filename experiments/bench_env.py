@@ -37,6 +37,7 @@ import gymnasium as gym
 import numpy as np
 
 import sfenv  # noqa: F401
+from sfenv.app.cli import positive_int
 
 
 def _random_steps(env: gym.Env, info: dict, steps: int, masked: bool, rng: np.random.Generator) -> dict:
@@ -376,15 +377,16 @@ def compare_with_checkout(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="sfenv environment benchmark")
-    ap.add_argument("--steps", type=int, default=5000)
-    ap.add_argument("--train-steps", type=int, default=16384)
+    ap.add_argument("--steps", type=positive_int, default=5000, help="measured steps per row (default: %(default)s)")
+    ap.add_argument("--train-steps", type=positive_int, default=16384,
+                    help="MaskablePPO steps of the training-share measure (default: %(default)s)")
     ap.add_argument("--against", metavar="DIR", default=None,
                     help="also compare masked steps/s with another checkout (e.g. `git worktree add /tmp/old REV`), "
                          "alternately, 3 rounds")
     ap.add_argument("--proposers", action="store_true",
                     help="measure only the proposer sets default, best and best+spantrain on spider-8-contended "
                          "and spider-64 (each in a fresh interpreter) and print best+spantrain/default")
-    ap.add_argument("--rounds", type=int, default=2, help="repetitions of the --proposers measurement")
+    ap.add_argument("--rounds", type=positive_int, default=2, help="repetitions of the --proposers measurement")
     ap.add_argument("--sets", default=",".join(PROPOSER_SETS),
                     help="comma-separated proposer sets for --proposers, the ratios' denominator first "
                          f"(default {','.join(PROPOSER_SETS)}; also first-fit); a set followed by {SKIP_ZB} is "

@@ -263,3 +263,26 @@ def test_bench_env_proposers_sets_option(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:
         bench_env.main()
     assert exc.value.code == 2 and "--sets" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script, args, option", [
+    ("bench_env", ["--steps", "-1"], "--steps"),
+    ("bench_env", ["--proposers", "--rounds", "0"], "--rounds"),
+    ("bench_env", ["--train-steps", "x"], "--train-steps"),
+    ("bench_agents", ["--points", "-1"], "--points"),
+    ("bench_agents", ["--jobs", "0"], "--jobs"),
+    ("bench_fork", ["--steps", "0"], "--steps"),
+    ("bench_sim", ["--jobs", "-5"], "--jobs"),
+    ("bench_results", ["--seeds", "-1"], "--seeds"),
+])
+def test_benchmark_scripts_refuse_a_count_below_one_before_measuring(script, args, option, tmp_path):
+    """A count of steps, rounds, points, jobs or seeds below one exits 2 with argparse's line naming the option,
+    and no traceback (``bench_env --steps -1`` used to print negative steps per second)."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", f"sfenv.experiments.{script}", *args], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    assert option in res.stderr.strip().splitlines()[-1]
