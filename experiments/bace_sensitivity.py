@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from sfenv.agents.registry import make_agent
 
+from sfenv.app.cli import job_count, positive_int
 from sfenv.app.evaluate import run_episode
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
@@ -156,10 +157,11 @@ def format_markdown(summary: Sequence[dict[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--perms", type=int, default=20, help="price/capacity permutations (the first is the scenario)")
+    ap.add_argument("--perms", type=positive_int, default=20,
+                    help="price/capacity permutations (the first is the scenario)")
     protocol.add_seed_arguments(ap, default_n=3, default_split="test")
     ap.add_argument("--scenario", default="bace-6")
-    ap.add_argument("--num-jobs", type=int, default=None, help="override the workload size")
+    ap.add_argument("--num-jobs", type=job_count, default=None, help="override the workload size")
     ap.add_argument("--perm-seed", type=int, default=0, help="seed of the permutation draws")
     ap.add_argument("--out", type=Path, default=Path("results/bace_sensitivity"))
     ap.add_argument("--quick", action="store_true", help="2 permutations, 1 seed, 4 jobs (smoke run)")

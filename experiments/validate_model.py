@@ -79,6 +79,7 @@ from typing import Any
 
 import numpy as np
 
+from sfenv.app.cli import positive_int
 from sfenv.errors import InvalidInput
 from sfenv.model.perf import PerfParams, Plan, PlanPerf, Stage, evaluate_plan, stage_layer_split
 from sfenv.model.planning import fit_plan
@@ -922,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--data", type=Path, default=default_data_dir(), help="folder with the measured CSV files")
     ap.add_argument("--fit", action="store_true", help="refit the kernel model and print held-out checks")
-    ap.add_argument("--resamples", type=int, default=RESAMPLES,
+    ap.add_argument("--resamples", type=positive_int, default=RESAMPLES,
                     help=f"bootstrap resamples of the pair-order intervals (default {RESAMPLES})")
     args = ap.parse_args(argv)
     try:

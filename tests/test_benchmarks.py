@@ -274,10 +274,14 @@ def test_bench_env_proposers_sets_option(monkeypatch, capsys):
     ("bench_fork", ["--steps", "0"], "--steps"),
     ("bench_sim", ["--jobs", "-5"], "--jobs"),
     ("bench_results", ["--seeds", "-1"], "--seeds"),
+    ("bace_sensitivity", ["--perms", "-1"], "--perms"),
+    ("bace_sensitivity", ["--num-jobs", "0"], "--num-jobs"),
+    ("validate_model", ["--resamples", "-1"], "--resamples"),
 ])
-def test_benchmark_scripts_refuse_a_count_below_one_before_measuring(script, args, option, tmp_path):
-    """A count of steps, rounds, points, jobs or seeds below one exits 2 with argparse's line naming the option,
-    and no traceback (``bench_env --steps -1`` used to print negative steps per second)."""
+def test_experiment_scripts_refuse_a_count_below_one_before_measuring(script, args, option, tmp_path):
+    """A count of steps, rounds, points, jobs, seeds, permutations or resamples below one exits 2 with argparse's
+    line naming the option, and no traceback (``bench_env --steps -1`` used to print negative steps per second,
+    ``bace_sensitivity --perms -1`` an empty table, ``validate_model --resamples -1`` scipy's traceback)."""
     import subprocess
     import sys
 
