@@ -35,7 +35,11 @@ def region_name(cloud_region: str) -> str:
     return cloud_region.replace(":", "-")
 
 
-def derive(data_dir: Path | None = None, gateways: float = 4.0, *, grid: Path | None = None,
+#: parallel gateway VMs a link's capacity counts (our scaling of one VM pair's measured rate)
+GATEWAY_VMS = 4.0
+
+
+def derive(data_dir: Path | None = None, gateways: float = GATEWAY_VMS, *, grid: Path | None = None,
            zone_map: Path | None = None, prices: Path | None = None) -> dict:
     """The derived figures: ``{"zones": {region: zone}, "links": [...], "profiles": {zone: [24]}}``.
 
@@ -108,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--grid", type=Path, help="a grid CSV instead of the shared one (derive_grid writes them)")
     ap.add_argument("--zone-map", type=Path, help="a region-zone map CSV instead of the shared one")
     ap.add_argument("--prices", type=Path, help="an hourly price CSV instead of the shared 2023 one")
-    ap.add_argument("--gateways", type=float, default=4.0, help="parallel gateway VMs per region pair")
+    ap.add_argument("--gateways", type=float, default=GATEWAY_VMS, help="parallel gateway VMs per region pair")
     args = ap.parse_args(argv)
     print(to_yaml(derive(args.data_dir, args.gateways, grid=args.grid, zone_map=args.zone_map, prices=args.prices)))
 

@@ -54,6 +54,12 @@ platform (:func:`sfenv.model.planning.fit_plan`), and ``1 - T_free / T``, with `
 plan's iteration time over a WAN without latency or bandwidth limit: the WAN transfer and latency
 that compute does not hide.
 
+And it checks the WAN's transport against NCCL itself (:func:`nccl_transport`): the rates 1, 2
+and 4 GPUs of one VM carried at once to their peers in another GCP region (Sailor, SOSP 2025;
+``nccl_sendrecv_gcp_sailor.csv``, same README) against the model's rate for that transfer over the
+link Skyplane's grid gives the two regions (``skyplane_gcp_us_central1_us_west1.csv``), with the
+model's connections and with NCCL's on GCP.  Never fitted; the bundled copy is read whatever ``--data``.
+
 ``--fit`` refits the kernel model (:class:`sfenv.world.hardware.KernelModel`) by least squares on
 ``log(model / measured)`` over both shared sets and prints held-out checks (fit on the
 single-server set, check multi-node; fit on hidden 1024, check hidden 2048), the ceiling of
@@ -78,13 +84,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sfenv.experiments.derive_geo8 import GATEWAY_VMS
 
 from sfenv.app.cli import positive_int
 from sfenv.errors import InvalidInput
 from sfenv.model.perf import PerfParams, Plan, PlanPerf, Stage, evaluate_plan, stage_layer_split
 from sfenv.model.planning import fit_plan
+from sfenv.model.sharing import BURST, FlowGroup, empty_load, group_rates
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
-from sfenv.world.csvread import csv_rows
+from sfenv.world.csvread import csv_count, csv_number, csv_rows
 from sfenv.world.hardware import A100_KERNELS, EAGER_MEM_TRAFFIC, GPUSpec, KernelModel, get_gpu
 from sfenv.world.topology import Link, Region, Topology
 from sfenv.world.workload import JobSpec, ModelSpec
@@ -96,6 +104,9 @@ __all__ = [
     "MOSAICML_MPT",
     "MPT_SHAPES",
     "NCCL_A100_BUS_EFF",
+    "NCCL_GCP_SOCKETS",
+    "NCCL_GRID",
+    "NCCL_RATES",
     "PAIR_GAP",
     "PAIR_TARGET",
     "REGRET_TARGET",
@@ -112,6 +123,7 @@ __all__ = [
     "megatron_v100_strong_scaling",
     "megatron_v100_table",
     "mosaicml_table",
+    "nccl_transport",
     "pair_order",
     "pair_order_interval",
     "plan_groups",
@@ -124,6 +136,13 @@ __all__ = [
 
 SINGLE = "megatron_a100_single_node.csv"
 MULTI = "megatron_a100_multinode_calibration.csv"
+#: NCCL send/recv between GCP's us-central1 and us-west1 (Sailor; ``sfenv.experiments.derive_nccl_wan``)
+NCCL_RATES = "nccl_sendrecv_gcp_sailor.csv"
+#: Skyplane's grid for the same two regions (``sfenv.experiments.derive_grid``)
+NCCL_GRID = "skyplane_gcp_us_central1_us_west1.csv"
+#: connections NCCL's socket transport opens per peer on GCP (gVNIC, PCI vendor 0x1ae0: 4 threads of one
+#: socket each, ``src/transport/net_socket.cc`` since NCCL 2.5.6); 16 (2 x 8) on AWS, 1 elsewhere
+NCCL_GCP_SOCKETS = 4
 NVLINK_GBPS = 2400.0  # A100 NVLink 3: 300 GB/s per direction
 IB_GBPS = 200.0  # one HDR InfiniBand link per GPU (DGX A100)
 PARAMS = PerfParams(dp_overlap=0.0, memory_headroom=1.0)
@@ -918,6 +937,90 @@ def _print_wan_share(rows: Sequence[dict]) -> None:
               f"({100 * r['low']:.1f}-{100 * r['high']:.1f} %)")
 
 
+def _gcp_region(name: str) -> str:
+    """The region of a Skyplane or GCP zone name: ``gcp:us-central1-a`` or ``us-central1-a`` -> ``us-central1``."""
+    return name.split(":")[-1].rsplit("-", 1)[0]
+
+
+def _grid_link(path: Path) -> tuple[dict[tuple[str, str], float], float]:
+    """A two-region grid's VM-pair rates (Gbit/s) per direction and its least round trip (ms)."""
+    rates: dict[tuple[str, str], float] = {}
+    rtt = math.inf
+    for line, row in csv_rows(path, ["src_region", "dst_region", "throughput_gbps", "rtt_min_ms"], "WAN grid CSV"):
+        src, dst = (_gcp_region(row[c]) for c in ("src_region", "dst_region"))
+        rates[(src, dst)] = csv_number(path, line, "throughput_gbps", row["throughput_gbps"], 1e-6, 1e6)
+        rtt = min(rtt, csv_number(path, line, "rtt_min_ms", row["rtt_min_ms"], 0.0, 1e5))
+    if len(rates) != 2 or not math.isfinite(rtt):
+        raise InvalidInput(f"{path}: expected the two directions of one region pair")
+    return rates, rtt
+
+
+def _modelled_gbps(members: int, cap_gbps: float, pair_gbps: float, rtt_s: float, streams: int) -> float:
+    """What ``members`` replica pairs of one hop carry together over one directed link, by the model's rates.
+
+    The link as ``derive_geo8`` makes one (capacity: the smaller direction's VM-pair rate times
+    :data:`GATEWAY_VMS`; each member capped at its direction's VM-pair rate), no other traffic,
+    ``streams`` TCP connections of :class:`PerfParams`'s window per member.
+    """
+    group = FlowGroup(BURST, 0, (0,), members, 1.0, 1, rtt_s, rtt_s / 2.0)
+    rates, _ = group_rates([group], np.array([cap_gbps * 1e9, cap_gbps * 1e9]), empty_load(2), None, streams,
+                           PerfParams().tcp_window_bytes, np.array([pair_gbps * 1e9, pair_gbps * 1e9]))
+    return members * rates[0] / 1e9
+
+
+def nccl_transport(data: Path | None = None) -> dict[str, Any]:
+    """The model's cross-region rate against NCCL send/recv measured between GCP's us-central1 and us-west1.
+
+    Measured (Sailor, SOSP 2025; ``nccl_sendrecv_gcp_sailor.csv``): the largest rate over message sizes
+    of 1, 2 or 4 GPUs of one VM sending at once to their peers on one VM in the other region, A100-40
+    and V100-16 VMs, four zones of us-central1 each way.  Modelled: those GPU pairs as one hop's
+    members (:func:`_modelled_gbps`) over the link Skyplane's grid gives the two regions, at the
+    pair's least round trip, with the model's default connections (:class:`PerfParams`
+    ``wan_streams``) and with NCCL's on GCP (:data:`NCCL_GCP_SOCKETS`).  Nothing is fitted.
+
+    :return: ``{"link": {...}, "rows": [per GPU count: measured median, low, high, rows; per stream count
+        the modelled Gbit/s and the median, low and high of model / measured]}``.
+    """
+    base = data or default_data_dir()
+    pair, rtt_ms = _grid_link(base / NCCL_GRID)
+    cap = min(pair.values()) * GATEWAY_VMS
+    measured: dict[int, list[tuple[float, float]]] = defaultdict(list)  # pairs -> (measured, direction's VM rate)
+    for line, row in csv_rows(base / NCCL_RATES, ["src_zone", "dst_zone", "pairs", "peak_gbps"], "NCCL rates CSV"):
+        path = base / NCCL_RATES
+        key = (_gcp_region(row["src_zone"]), _gcp_region(row["dst_zone"]))
+        if key not in pair:
+            raise InvalidInput(f"{path}, line {line}: {key[0]} -> {key[1]} is not the grid's region pair")
+        measured[csv_count(path, line, "pairs", row["pairs"], 1, 1024)].append(
+            (csv_number(path, line, "peak_gbps", row["peak_gbps"], 1e-6, 1e6), pair[key]))
+    streams = (PerfParams().wan_streams, NCCL_GCP_SOCKETS)
+    rows = []
+    for n in sorted(measured):
+        got = np.array([m for m, _ in measured[n]])
+        out: dict[str, Any] = {"pairs": n, "rows": len(got), "median": float(np.median(got)),
+                               "low": float(got.min()), "high": float(got.max())}
+        for k in streams:
+            model = np.array([_modelled_gbps(n, cap, vm, rtt_ms / 1e3, k) for _, vm in measured[n]])
+            ratio = model / got
+            out[k] = {"model": float(np.median(model)), "median": float(np.median(ratio)),
+                      "low": float(ratio.min()), "high": float(ratio.max())}
+        rows.append(out)
+    return {"link": {"pair_gbps": pair, "cap_gbps": cap, "rtt_ms": rtt_ms}, "streams": streams, "rows": rows}
+
+
+def _print_nccl_transport(check: dict[str, Any]) -> None:
+    link = check["link"]
+    rates = " / ".join(f"{v:.2f}" for v in link["pair_gbps"].values())
+    print("NCCL send/recv between GCP's us-central1 and us-west1 (Sailor, SOSP 2025: GPUs of one VM sending at "
+          "once to their peers on one VM in the other region, largest rate over 64 KiB-1 GiB messages; not fitted):")
+    print(f"  the link from Skyplane's grid: VM pair {rates} Gbit/s each way, capacity {link['cap_gbps']:.1f} Gbit/s "
+          f"({GATEWAY_VMS:.0f} gateway VMs), least round trip {link['rtt_ms']:.1f} ms")
+    for r in check["rows"]:
+        cols = "   ".join(f"{k} connections {r[k]['model']:5.2f} Gbit/s, model/measured {r[k]['median']:.2f} "
+                           f"({r[k]['low']:.2f}-{r[k]['high']:.2f})" for k in check["streams"])
+        print(f"  {r['pairs']} GPU pair{'s' if r['pairs'] > 1 else ' '}: measured {r['median']:5.2f} Gbit/s "
+              f"({r['low']:.2f}-{r['high']:.2f}, {r['rows']} rows)   {cols}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -941,6 +1044,7 @@ def main(argv: list[str] | None = None) -> int:
     _print_published(k)
     _print_mosaicml()
     _print_megatron_v100()
+    _print_nccl_transport(nccl_transport())
     _print_wan_share([wan_share(load_scenario(name)) for name in bundled_scenarios()])
     if args.fit:
         _print_fits(single, multi, args.resamples)

@@ -19,13 +19,18 @@ from sfenv.experiments.validate_model import (
     MPT_SHAPES,
     MPT_VOCAB,
     MULTI,
+    NCCL_GCP_SOCKETS,
+    NCCL_GRID,
+    NCCL_RATES,
     PAIR_TARGET,
     REGRET_TARGET,
     SINGLE,
     Run,
     _evaluate,
+    _modelled_gbps,
     _print_megatron_v100,
     _print_mosaicml,
+    _print_nccl_transport,
     _print_set,
     default_data_dir,
     error_for_rank_target,
@@ -37,6 +42,7 @@ from sfenv.experiments.validate_model import (
     megatron_v100_strong_scaling,
     megatron_v100_table,
     mosaicml_table,
+    nccl_transport,
     pair_order,
     pair_order_interval,
     plan_groups,
@@ -45,6 +51,7 @@ from sfenv.experiments.validate_model import (
     top1_regret,
 )
 
+from sfenv.errors import InvalidInput
 from sfenv.world.hardware import A100_KERNELS, EAGER_MEM_TRAFFIC, get_gpu
 
 DATA = default_data_dir()
@@ -352,3 +359,57 @@ def test_the_report_prints_the_v100_figures():
         assert f"held out 7 runs MAPE {100 * np.mean(np.abs(held - 1)):.1f} %" in text
         assert f"512 GPUs {rows[-1]['ratio']:.2f}" in text
     assert f"fitted on 1.2B/1 GPU: {fit_eager_traffic():.2f}" in text
+
+
+def test_nccl_transport_models_each_gpu_pair_as_a_hop_member_against_sailors_rates():
+    """The check of the WAN's transport against NCCL send/recv between two GCP regions (Sailor): the measured
+    side is the bundled CSV's, the modelled side the model's rate function on the grid's link; both
+    recomputed here from the files and from the transport bound's formula."""
+    check = nccl_transport()
+    grid = {(r.split(",")[0], r.split(",")[1]): r.split(",") for r in (DATA / NCCL_GRID).read_text().splitlines()[1:]}
+    pair = {k: float(v[2]) for k, v in grid.items()}
+    rtt = min(float(v[5]) for v in grid.values())
+    assert check["link"]["rtt_ms"] == rtt and check["link"]["cap_gbps"] == pytest.approx(4 * min(pair.values()))
+    rows = [r.split(",") for r in (DATA / NCCL_RATES).read_text().splitlines()[1:]]
+    assert len(rows) == 48 and {r[3] for r in rows} == {"1", "2", "4"}
+    window_gbps = lambda k: k * 3 * 2**20 * 8 / (rtt / 1e3) / 1e9  # noqa: E731 - TCP's window bound
+    for got in check["rows"]:
+        n = got["pairs"]
+        measured = [float(r[4]) for r in rows if int(r[3]) == n]
+        assert got["rows"] == 16 and got["median"] == pytest.approx(float(np.median(measured)))
+        for k in (16, NCCL_GCP_SOCKETS):
+            # alone on the link, each member gets the least of its VM pair, its window and its share of the link
+            expect = [n * min(pair[("gcp:us-central1-a", "gcp:us-west1-a")
+                                   if r[0].startswith("us-central1") else ("gcp:us-west1-a", "gcp:us-central1-a")],
+                              window_gbps(k), 4 * min(pair.values()) / n)
+                      for r in rows if int(r[3]) == n]
+            assert got[k]["model"] == pytest.approx(float(np.median(expect)), rel=1e-9)
+            ratio = np.array(expect) / np.array(measured)
+            assert (got[k]["low"], got[k]["high"]) == pytest.approx((ratio.min(), ratio.max()), rel=1e-9)
+    # the window binds: one connection of 3 MiB over 100 ms carries 0.25 Gbit/s, two members twice that
+    assert _modelled_gbps(2, 100.0, 10.0, 0.1, 1) == pytest.approx(2 * 3 * 2**20 * 8 / 0.1 / 1e9)
+    text = _printed(_print_nccl_transport, check)
+    four = check["rows"][-1]
+    assert (f"4 GPU pairs: measured {four['median']:5.2f} Gbit/s ({four['low']:.2f}-{four['high']:.2f}, 16 rows)   "
+            f"16 connections {four[16]['model']:5.2f} Gbit/s, model/measured {four[16]['median']:.2f}") in text
+
+
+def test_the_docs_quote_the_nccl_transport_check():
+    """docs/model.md quotes the check's model/measured ratios as printed."""
+    check = nccl_transport()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "model.md").read_text()
+    for r in check["rows"]:
+        k = NCCL_GCP_SOCKETS
+        assert (f"| {r['pairs']} | {r['median']:.2f} | {r[16]['model']:.2f} | {r[16]['median']:.2f} "
+                f"({r[16]['low']:.2f}-{r[16]['high']:.2f}) | {r[k]['median']:.2f} |") in doc, r["pairs"]
+
+
+def test_nccl_transport_refuses_a_row_of_another_region_pair(tmp_path):
+    (tmp_path / NCCL_GRID).write_text((DATA / NCCL_GRID).read_text())
+    rows = (DATA / NCCL_RATES).read_text().splitlines()
+    (tmp_path / NCCL_RATES).write_text("\n".join([*rows[:3], "us-east1-b,us-west1-b,A100-40,1,5.0"]) + "\n")
+    with pytest.raises(InvalidInput, match=r"nccl_sendrecv_gcp_sailor.csv, line 4: us-east1 -> us-west1 is not"):
+        nccl_transport(tmp_path)
+    (tmp_path / NCCL_RATES).write_text("\n".join([*rows[:3], "us-central1-a,us-west1-b,A100-40,0,5.0"]) + "\n")
+    with pytest.raises(InvalidInput, match="line 4"):
+        nccl_transport(tmp_path)
