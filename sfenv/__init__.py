@@ -2,7 +2,8 @@
 
 Importing ``sfenv`` registers the environment ids (``sfenv/GeoSched-v5`` and one per bundled
 scenario) and imports neither torch, Stable-Baselines3 nor matplotlib.  In the ``sfenv`` command
-alone (not in a program that imports sfenv), Ctrl-C while it starts prints one line and exits 130.
+alone (not in a program that imports sfenv), Ctrl-C while it starts prints one line and exits 130, and
+SIGTERM one line and exits 143.
 """
 
 import os as _os
@@ -18,6 +19,13 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
     _os._exit(130)
 
 
+def _terminated_while_starting(signum: int, frame: object) -> None:
+    """SIGTERM while the ``sfenv`` command starts (before ``main`` runs): one line and exit 143 (128 + 15)."""
+    _sys.stderr.write("sfenv: terminated while starting; nothing was run or written\n")
+    _sys.stderr.flush()
+    _os._exit(143)
+
+
 def _is_the_sfenv_command() -> bool:
     """Whether this process is the ``sfenv`` command (its console script, or ``python -m sfenv``)."""
     script = _os.path.basename(_sys.argv[0]) if _sys.argv else ""
@@ -28,9 +36,12 @@ def _is_the_sfenv_command() -> bool:
 
 # First of all, before the imports of a second or more: Ctrl-C while the command starts gives one line, not a
 # traceback from deep inside an import (sfenv.app.cli.main gives Ctrl-C back to Python when it starts).
-# A program that imports sfenv keeps its own Ctrl-C handling.
-if _is_the_sfenv_command() and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
-    _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+# A program that imports sfenv keeps its own Ctrl-C handling.  SIGTERM (`kill PID`) likewise, when at its default.
+if _is_the_sfenv_command():
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+    if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
+        _signal.signal(_signal.SIGTERM, _terminated_while_starting)
 
 from sfenv import _moved  # noqa: E402
 from sfenv.registration import register_envs  # noqa: E402

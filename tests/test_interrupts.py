@@ -179,3 +179,32 @@ def test_a_plugin_module_keeps_a_ctrl_c(ctrl_c_as_in_a_terminal, tmp_path, monke
             make_agent("sfenv_test_swallows:Anything")
     finally:
         sys.modules.pop("sfenv_test_swallows", None)
+
+
+@pytest.fixture
+def sigterm_as_in_the_command(ctrl_c_as_in_a_terminal, monkeypatch):
+    """SIGTERM raising :class:`Terminated`, as the ``sfenv`` command sets it when it starts."""
+    from sfenv import interrupts
+
+    monkeypatch.setattr(interrupts, "_received", [])
+    previous = signal.getsignal(signal.SIGTERM)
+    interrupts.sigterm_raises()
+    yield interrupts
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_the_commands_sigterm_is_held_and_deferred_as_ctrl_c_is(sigterm_as_in_the_command):
+    from sfenv.interrupts import Terminated, ctrl_c_held
+
+    interrupts = sigterm_as_in_the_command
+    handler = signal.getsignal(signal.SIGTERM)
+    with ctrl_c_held():
+        signal.raise_signal(signal.SIGTERM)  # ignored inside the save
+    assert signal.getsignal(signal.SIGTERM) is handler and not interrupts.terminated()
+    with pytest.raises(Terminated):
+        with ctrl_c_deferred():
+            signal.raise_signal(signal.SIGTERM)  # held: nothing raised here
+    assert signal.getsignal(signal.SIGTERM) is handler and interrupts.terminated()
+    with pytest.raises(Terminated) as raised:
+        signal.raise_signal(signal.SIGTERM)
+    assert isinstance(raised.value, KeyboardInterrupt)  # a run saves what it finished, as on Ctrl-C

@@ -165,6 +165,36 @@ def test_ctrl_c_saves_what_ran_and_says_how_to_continue(tmp_path):
     assert os.path.getsize(out) > 0 and not list(tmp_path.glob(".*.tmp"))
 
 
+def _sigterm_as_from_a_shell() -> None:
+    """In the child before exec: SIGTERM unblocked and at its default, as a shell gives a command."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_sigterm_saves_what_ran_like_ctrl_c_and_exits_143(tmp_path):
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "sfenv", "evaluate", "--agents", "fifo,random", "--seeds", "400", "--num-jobs", "30",
+           "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigterm_as_from_a_shell)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait for the first saved episode
+        if out.exists() and read_results(out)[1]:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)  # `kill PID`, as a batch system or a container stop sends
+    stdout, stderr = proc.communicate(timeout=60)
+    lines = stderr.strip().splitlines()
+    assert proc.returncode == 143, stderr
+    saved = read_results(out)[1]
+    assert len(lines) == 1 and lines[0].startswith("sfenv: terminated (SIGTERM): "), stderr
+    assert f"{len(saved)} saved" in lines[0] and "again" in lines[0] and 0 < len(saved) < 800
+    played = int(lines[0].split(": ")[2].split(" episodes run now")[0])
+    assert played == len(saved)  # every episode played is in the file
+    assert len({(r["agent"], r["seed"]) for r in saved}) == len(saved)  # each a distinct episode
+    assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob(".*.lock"))
+
+
 def test_ctrl_c_during_a_write_loses_no_episode_and_leaves_no_temporary(tmp_path, monkeypatch):
     """Ctrl-C inside the last save (after its temporary is written): the file then holds every episode."""
     import sfenv.app.evaluate as ev

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import NoReturn, TypeAlias
 
 import sfenv
+from sfenv import interrupts
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
 from sfenv.app.script import stdout_closed
@@ -784,7 +785,8 @@ def main(argv: list[str] | None = None) -> int:
     writing, an output that cannot be written such as a full disk) and argparse's count as invalid input;
     any other exception propagates with its traceback, since it is a bug.  Ctrl-C at any point, from the
     command's first import on (see ``sfenv/__init__.py``), gives one ``sfenv: interrupted ...`` line and
-    exit code 130.
+    exit code 130; SIGTERM (``kill PID``) in the ``sfenv`` command is handled the same way, with one
+    ``sfenv: terminated (SIGTERM) ...`` line and exit code 143 (128 + 15).
     """
     try:
         _ctrl_c_raises()
@@ -793,7 +795,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sfenv: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C: one line (what was saved, how to go on), the shell's code 130
-        print(f"sfenv: {e if isinstance(e, Interrupted) else 'interrupted'}", file=sys.stderr)
+        said = str(e) if isinstance(e, Interrupted) else "interrupted"
+        if interrupts.terminated():  # SIGTERM, handled as Ctrl-C: the same line, the shell's code 143
+            print(f"sfenv: terminated (SIGTERM){said.removeprefix('interrupted')}", file=sys.stderr)
+            return 128 + int(signal.SIGTERM)
+        print(f"sfenv: {said}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and the like, which stopped reading
         return stdout_closed()
@@ -813,10 +819,14 @@ def _ctrl_c_raises() -> None:
 
     The sfenv command (console script or ``python -m sfenv``) starts with a SIGINT handler that prints one
     line and exits 130 while it imports (``sfenv/__init__.py``); the runs need ``KeyboardInterrupt`` back,
-    to save what they finished.  A no-op anywhere else (tests and programs calling :func:`main`).
+    to save what they finished.  Its SIGTERM handler of the start-up likewise gives way to one that raises
+    :class:`sfenv.interrupts.Terminated` (a ``KeyboardInterrupt``: :func:`sfenv.interrupts.sigterm_raises`).
+    A no-op anywhere else (tests and programs calling :func:`main`).
     """
     if signal.getsignal(signal.SIGINT) is sfenv._interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGTERM) is sfenv._terminated_while_starting:
+        interrupts.sigterm_raises()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -738,7 +738,7 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
     cols: list[str] = []
     for r in rows:
         cols.extend(k for k, v in r.items() if k not in cols and not isinstance(v, (list, tuple, dict)))
-    with atomic_path(Path(path)) as tmp, tmp.open("w", newline="") as f:
+    with atomic_path(Path(path)) as tmp, results.open_temporary(tmp, newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:

@@ -26,6 +26,11 @@ when asked (the end of a run, Ctrl-C), so writing costs a bounded share of the r
 killed process (SIGKILL, power loss) loses at most the episodes of that interval.  One process at a time
 writes a file: :func:`output_lock` holds an advisory lock (``fcntl.flock`` on ``.<name>.lock`` beside it)
 for the whole run, from the read of what the file holds on; a second writer gets :class:`OutputInUse`.
+
+A folder handed in is data: no name in it is followed out of it.  A temporary is created new
+(``O_CREAT | O_EXCL | O_NOFOLLOW``; a name already taken, a planted symbolic link included, is left alone
+and the next free name is used), and a lock file that is a symbolic link, a hard link or not a regular
+file is refused (:class:`InvalidInput` naming it), never written through nor removed.
 """
 
 from __future__ import annotations
@@ -35,12 +40,13 @@ import hashlib
 import json
 import math
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from glob import escape as glob_escape
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from sfenv.errors import InvalidInput, SfenvError
 from sfenv.world.files import read_text
@@ -71,6 +77,7 @@ __all__ = [
     "make_folder",
     "make_settings",
     "merge_settings",
+    "open_temporary",
     "output_lock",
     "pick_output",
     "read_results",
@@ -94,6 +101,10 @@ SAVE_INTERVAL_S = 2.0
 SAVE_COST_FACTOR = 4.0
 #: how often a waiting :func:`output_lock` tries again (seconds)
 LOCK_POLL_S = 0.05
+#: ``os.O_NOFOLLOW`` where the system has it (POSIX): open a name, never a symbolic link's target
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: how many names :func:`_create_temporary` tries before it gives up
+_TEMPORARY_NAMES = 100
 
 
 class SettingsMismatch(InvalidInput):
@@ -187,9 +198,42 @@ def check_writable(path: Path, folder: bool = False) -> None:
         raise OutputError(f"cannot write {path}: it is a folder", errno.EISDIR)
 
 
-def _temporary(path: Path) -> Path:
-    """The temporary of this process beside ``path``: ``.<name>.<pid>.tmp`` (two processes never share one)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def _temporary(path: Path, n: int = 0) -> Path:
+    """The ``n``-th temporary name of this process beside ``path`` (two processes never share one).
+
+    ``.<name>.<pid>.tmp``, then ``.<name>.<pid>-<n>.tmp`` for ``n`` of 1 on.
+    """
+    return path.with_name(f".{path.name}.{os.getpid()}{f'-{n}' if n else ''}.tmp")
+
+
+def _create_temporary(path: Path) -> Path:
+    """Create a new, empty temporary of this process beside ``path`` (:func:`_temporary`'s first free name).
+
+    Created with ``O_CREAT | O_EXCL | O_NOFOLLOW``: a name that exists (a file, or a symbolic link planted
+    there, whose target is never opened) is left as it is and the next name tried.
+
+    :raises OSError: if none can be made (no permission, a full disk, every name taken).
+    """
+    for n in range(_TEMPORARY_NAMES):
+        tmp = _temporary(path, n)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return tmp
+    raise FileExistsError(errno.EEXIST, f"no free temporary name beside it (tried {_TEMPORARY_NAMES})", str(path))
+
+
+def open_temporary(tmp: Path, newline: str | None = None) -> IO[str]:
+    """Open for writing (emptied) a temporary that :func:`atomic_path` made, never through a symbolic link.
+
+    :param tmp: the temporary (:func:`atomic_path`'s).
+    :param newline: as :func:`open`'s (``""`` for the ``csv`` module).
+    :raises OSError: if it is gone or has become a symbolic link (``ELOOP``).
+    """
+    fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | _NOFOLLOW)
+    return open(fd, "w", encoding="utf-8", newline=newline)
 
 
 @contextmanager
@@ -197,8 +241,10 @@ def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path beside ``path`` to write; it replaces ``path`` when the block ends without an error.
 
     The temporary is ``.<name>.<pid>.tmp`` in the same folder (created if missing), so the rename is atomic
-    and two processes never write the same temporary; on any exception (Ctrl-C or a full disk mid-write
-    included) it is removed and ``path`` is left as it was.
+    and two processes never write the same temporary; it is created new and empty before the block
+    (:func:`_create_temporary`: a name already taken, a symbolic link included, is never opened; the next
+    free one is used), so write it with :func:`open_temporary` or by its name.  On any exception (Ctrl-C or
+    a full disk mid-write included) it is removed and ``path`` is left as it was.
 
     :param path: the file to write.
     :raises OutputError: (an ``OSError``) naming ``path`` for an ``OSError`` in the block or the rename.
@@ -220,8 +266,10 @@ def atomic_paths(paths: Sequence[Path]) -> Iterator[list[Path]]:
     paths = [Path(p) for p in paths]
     for path in paths:
         make_folder(path.parent, path)
-    tmps = [_temporary(path) for path in paths]
+    tmps: list[Path] = []  # only those this process created: another file of such a name is never removed
     try:
+        for path in paths:
+            tmps.append(_create_temporary(path))
         yield tmps
         for path, tmp in zip(paths, tmps):
             os.replace(tmp, path)
@@ -236,10 +284,19 @@ def atomic_paths(paths: Sequence[Path]) -> Iterator[list[Path]]:
 def _which(paths: list[Path], tmps: list[Path], error: OSError) -> Path | str:
     """The file of ``paths`` an ``OSError`` was about (its temporary's or its own name), else all of them."""
     failed = Path(error.filename) if isinstance(error.filename, str) else None
-    named = [path for path, tmp in zip(paths, tmps) if failed in (path, tmp)]
+    named = [path for path in paths if failed is not None and (failed == path or _temporary_of(failed, path))]
     if named or len(paths) == 1:
         return (named or paths)[0]
     return ", ".join(str(p) for p in paths)
+
+
+def _temporary_of(tmp: Path, path: Path) -> bool:
+    """Whether ``tmp`` has a name :func:`_temporary` gives ``path`` (of any process)."""
+    prefix = f".{path.name}."
+    if tmp.parent != path.parent or not tmp.name.startswith(prefix) or not tmp.name.endswith(".tmp"):
+        return False
+    pid, _, n = tmp.name[len(prefix):-len(".tmp")].partition("-")
+    return pid.isdigit() and (not n or n.isdigit())
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -248,8 +305,8 @@ def atomic_write_text(path: Path, text: str) -> None:
     :param path: the file to write.
     :param text: its whole content.
     """
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
+    with atomic_path(path) as tmp, open_temporary(tmp) as f:
+        f.write(text)
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -305,9 +362,17 @@ def _remove_stale_temporaries(path: Path) -> None:
     stale.  One of a running process is left alone (a writer that takes no lock, or a reused process id).
     """
     for tmp in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
-        pid = tmp.name[len(path.name) + 2:-len(".tmp")]
-        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+        pid = tmp.name[len(path.name) + 2:-len(".tmp")].split("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)) and _regular_file(tmp):
             tmp.unlink(missing_ok=True)
+
+
+def _regular_file(path: Path) -> bool:
+    """Whether ``path`` itself (not what a symbolic link points to) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _running(pid: int) -> bool:
@@ -322,12 +387,21 @@ def _running(pid: int) -> bool:
 
 
 def _lock(path: Path, lock: Path) -> int | None:
-    """The open lock file ``lock`` of ``path``, locked by this process; None while another process holds it."""
+    """The open lock file ``lock`` of ``path``, locked by this process; None while another process holds it.
+
+    :raises InvalidInput: if ``lock`` is a symbolic link, a hard link or not a regular file (it is left as it is).
+    """
     while True:
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0), 0o644)
         except OSError as e:
+            if e.errno == errno.ELOOP or lock.is_symlink():
+                raise _not_a_lock(lock, "a symbolic link") from None
             raise cannot_write(path, e) from None
+        kind = _lock_kind(os.fstat(fd))
+        if kind:
+            os.close(fd)
+            raise _not_a_lock(lock, kind)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -350,12 +424,33 @@ def _lock(path: Path, lock: Path) -> int | None:
         os.close(fd)
 
 
+def _lock_kind(st: os.stat_result) -> str:
+    """What is wrong with an opened lock file: ``""`` for a regular file of one name, else what it is."""
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_nlink > 1:
+        return f"a hard link ({st.st_nlink} names)"
+    return ""
+
+
+def _not_a_lock(lock: Path, kind: str) -> InvalidInput:
+    """The error for a lock file that sfenv will not write: it names the file and says what it is."""
+    return InvalidInput(f"{lock}: the lock file is {kind}; sfenv writes no file through it and leaves it as it "
+                        "is; remove it, or choose another output")
+
+
 def _holder(lock: Path) -> int | None:
-    """The process id a lock file holds, if it says."""
+    """The process id a lock file holds, if it says (a symbolic link is not read)."""
     try:
-        return int(lock.read_text().strip())
+        fd = os.open(lock, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        return int(os.read(fd, 32).decode().strip())
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
 
 
 class ResultsWriter:
@@ -432,7 +527,7 @@ class ResultsWriter:
         """
         start = self.clock()
         count = len(self._lines)
-        with atomic_path(self.path) as tmp, open(tmp, "w") as f:
+        with atomic_path(self.path) as tmp, open_temporary(tmp) as f:
             f.write(results_text(self._settings, self._lines))
         self.saved, self._unsaved = count, False
         self.last_write_end = self.clock()
