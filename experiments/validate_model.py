@@ -996,7 +996,7 @@ def nccl_transport(data: Path | None = None) -> dict[str, Any]:
     rows = []
     for n in sorted(measured):
         got = np.array([m for m, _ in measured[n]])
-        out: dict[str, Any] = {"pairs": n, "rows": len(got), "median": float(np.median(got)),
+        out: dict[str | int, Any] = {"pairs": n, "rows": len(got), "median": float(np.median(got)),
                                "low": float(got.min()), "high": float(got.max())}
         for k in streams:
             model = np.array([_modelled_gbps(n, cap, vm, rtt_ms / 1e3, k) for _, vm in measured[n]])
