@@ -511,9 +511,11 @@ def test_an_entry_with_a_stored_summary_or_unknown_keys_is_rejected(entry, tmp_p
 
 def test_a_stored_summary_is_not_what_the_plots_draw(entry, tmp_path):
     from sfenv.app.benchmark import load_results
+    from sfenv.app.evaluate import summarise
 
     doc = {k: v for k, v in entry[0].items() if k != "format"}
-    doc["summary"] = [{"agent": "fifo", **{col: 0.01 for col in ("mean_jct_h", "p95_jct_h", "cost_usd")}}]
+    doc["summary"] = summarise(entry[0]["episodes"])  # every column there, as a benchmark.json's
+    doc["summary"][0]["mean_jct_h"] = 0.01  # fifo's, forged
     loaded = load_results(_write(tmp_path, doc))
     fifo = next(s for s in loaded["summary"] if s["agent"] == "fifo")
     assert fifo["mean_jct_h"] == pytest.approx(_mean_jct(entry[0]["episodes"], "fifo") / 3600)
