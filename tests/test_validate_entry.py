@@ -206,9 +206,10 @@ def test_train_seeds_are_not_an_entry_however_the_file_is_shaped(entry, other_ro
                 "agents": {"fifo": entry[0]["settings"]["agents"]["fifo"]}}
     rows = other_rows["train"]
     doc = {"settings-removed": {"format": "sfenv-results/1", "episodes": rows},
-           "explicit-seeds": {"settings": {**settings, "split": protocol.EXPLICIT}, "episodes": rows},
+           "explicit-seeds": {"format": "sfenv-results/1", "settings": {**settings, "split": protocol.EXPLICIT},
+                              "episodes": rows},
            "bare-episodes": {"episodes": rows}, "bare-list": rows,
-           "train-label": {"settings": settings, "episodes": rows}}[shape]
+           "train-label": {"format": "sfenv-results/1", "settings": settings, "episodes": rows}}[shape]
     code, line = _validate(tmp_path, doc, capsys)
     assert code == 1 and "REJECTED" in line
     assert ("explicit seeds" if shape == "explicit-seeds" else "'train'" if shape == "train-label"
@@ -430,3 +431,135 @@ def test_a_bundled_entry_of_another_env_version_says_how_to_re_record(tmp_path):
     with pytest.raises(pytest.fail.Exception, match=r"recorded on env 'v0', this sfenv is env .*re-record with "
                                                     r"`sfenv evaluate --agents .* --record-actions --overwrite"):
         _revalidate_bundled(old)
+
+
+# ----------------------------------------------------------------------------- forged plans, summaries, text, row types
+
+
+def _first_plan(doc: dict) -> dict:
+    return next(d for d in doc["episodes"][0]["actions"]["decisions"] if d is not None)
+
+
+def _forged(entry, edit) -> dict:
+    """The entry with row 0's first plan edited by ``edit`` (its metrics recomputed where the old replay ran it)."""
+    bad = copy.deepcopy(entry[0])
+    edit(_first_plan(bad))
+    return bad
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("micro_batch", 1.75, "micro_batch is 1.75, expected an integer >= 1"),
+    ("micro_batch", True, "micro_batch is True, expected an integer"),
+    ("extra_inflight", 2.5, "extra_inflight is 2.5, expected an integer >= 0"),
+    ("sequence_parallel", "yes", "sequence_parallel is 'yes', expected true or false"),
+    ("schedule", 1, "schedule is 1, expected a string"),
+    ("routes", "12", "routes is '12', expected a non-empty list"),
+    ("routes", [[0.5]], "routes[0] is [0.5], expected a non-empty list of link indices"),
+    ("routes", [[0], [1]], "routes pins 2 routes for the plan's 0 cross-region transfers"),
+])
+def test_a_plan_no_scheduler_could_run_is_rejected_naming_field_and_decision(entry, tmp_path, capsys, field, value,
+                                                                             said):
+    bad = _forged(entry, lambda plan: plan.__setitem__(field, value))
+    code, line = _validate(tmp_path, bad, capsys)
+    assert code == 1 and "REJECTED" in line and "row 0" in line and "decision " in line and said in line
+
+
+@pytest.mark.parametrize(("value", "said"), [("3", "layers is '3'"), (3.9, "layers is 3.9"), (0, "layers is 0")])
+def test_stage_layers_must_be_a_positive_json_integer(entry, tmp_path, capsys, value, said):
+    bad = _forged(entry, lambda plan: plan["stages"][0].__setitem__("layers", value))
+    code, line = _validate(tmp_path, bad, capsys)
+    assert code == 1 and "stages[0]: " + said in line
+
+
+def test_a_fractional_micro_batch_with_recomputed_metrics_is_rejected(entry):
+    """The audit's forgery: micro_batch 1.75 ran (int() nowhere) and gave a better JCT that validated."""
+    row = copy.deepcopy(entry[0]["episodes"][0])
+    _first_plan({"episodes": [row]})["micro_batch"] = 1.75
+    with pytest.raises(InvalidInput, match=r"action log: decision \d+: micro_batch is 1.75"):
+        replay(_scenario(row["scenario"], row["jobs"]), row["seed"], row["actions"])
+
+
+def test_a_placement_naming_a_region_twice_is_rejected(entry, tmp_path, capsys):
+    def twice(plan: dict) -> None:
+        (region, n), = plan["stages"][0]["placement"][:1]
+        plan["stages"][0]["placement"] = [[region, n // 2], [region, n - n // 2]]
+    code, line = _validate(tmp_path, _forged(entry, twice), capsys)
+    assert code == 1 and "placement names a region twice" in line
+
+
+def test_plan_from_json_refuses_a_missing_field(entry):
+    plan = copy.deepcopy(_first_plan(entry[0]))
+    del plan["sequence_parallel"]
+    with pytest.raises(InvalidInput, match="decision 7: not a plan .no sequence_parallel"):
+        plan_from_json(plan, "decision 7")
+
+
+@pytest.mark.parametrize("edit", ["no-format", "summary", "settings-key"])
+def test_an_entry_with_a_stored_summary_or_unknown_keys_is_rejected(entry, tmp_path, capsys, edit):
+    bad = copy.deepcopy(entry[0])
+    if edit == "no-format":
+        del bad["format"]
+    elif edit == "summary":
+        bad["summary"] = [{"agent": "fifo", "mean_jct_h": 0.01}]
+    else:
+        bad["settings"]["note"] = "best run"
+    code, line = _validate(tmp_path, bad, capsys)
+    assert code == 1 and "REJECTED" in line
+    assert {"no-format": "format is None", "summary": "unknown top-level key(s) 'summary'",
+            "settings-key": "unknown settings key(s) 'note'"}[edit] in line
+
+
+def test_a_stored_summary_is_not_what_the_plots_draw(entry, tmp_path):
+    from sfenv.app.benchmark import load_results
+    from sfenv.app.evaluate import summarise
+
+    doc = {k: v for k, v in entry[0].items() if k != "format"}
+    doc["summary"] = summarise(entry[0]["episodes"])  # every column there, as a benchmark.json's
+    doc["summary"][0]["mean_jct_h"] = 0.01  # fifo's, forged
+    loaded = load_results(_write(tmp_path, doc))
+    fifo = next(s for s in loaded["summary"] if s["agent"] == "fifo")
+    assert fifo["mean_jct_h"] == pytest.approx(_mean_jct(entry[0]["episodes"], "fifo") / 3600)
+
+
+@pytest.mark.parametrize("name", ["fifo\r\x1b[2Kvalid entry x.json", "fifo\nvalid"])
+def test_names_from_the_file_are_printed_with_control_characters_escaped(entry, tmp_path, capsys, name):
+    doc = copy.deepcopy(entry[0])
+    doc["settings"]["agents"] = {(name if k == "fifo" else k): v for k, v in doc["settings"]["agents"].items()}
+    for r in doc["episodes"]:
+        r["agent"] = name if r["agent"] == "fifo" else r["agent"]
+    code, line = _validate(tmp_path, doc, capsys)  # one line, whatever the name holds
+    assert code == 0 and f"agents {name!r}, spinsearch" in line and "\r" not in line and "\x1b" not in line
+    doc["episodes"] = [r for r in doc["episodes"] if not (r["agent"] == name and r["seed"] == 1000001)]
+    code, line = _validate(tmp_path, doc, capsys)
+    assert code == 1 and f"agent {name!r} has no episode" in line and "\x1b" not in line
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    ("jct_censored", "jct_censored (per job) differ from the replay"),
+    ("decisions", "decisions is"),
+    ("no-jcts", "jcts_s is missing"),
+    ("no-censored", "jct_censored is missing"),
+    ("string-number", "mean_jct_s is '"),
+    ("false-for-0", "is False in the file, 0 on replay"),
+    ("float-count", "finished is "),
+])
+def test_every_row_field_is_checked_with_its_json_type(entry, tmp_path, capsys, edit, said):
+    bad = copy.deepcopy(entry[0])
+    row = bad["episodes"][0]
+    if edit == "jct_censored":
+        row["jct_censored"] = [not c for c in row["jct_censored"]]
+    elif edit == "decisions":
+        row["decisions"] += 3
+    elif edit == "no-jcts":
+        del row["jcts_s"]
+    elif edit == "no-censored":
+        del row["jct_censored"]
+    elif edit == "string-number":
+        row["mean_jct_s"] = str(row["mean_jct_s"])
+    elif edit == "false-for-0":
+        key = next(k for k in ("preemptions", "censored", "unfinished") if row[k] == 0)
+        row[key] = False
+    else:
+        row["finished"] = float(row["finished"])
+    code, line = _validate(tmp_path, bad, capsys, "--replay-only")
+    assert code == 1 and "row 0" in line and said in line

@@ -37,7 +37,6 @@ from typing import Any
 
 from sfenv.agents.registry import make_agent, resolve_names
 from sfenv.app.evaluate import (
-    CI_METRICS,
     MODEL_PREFIX,
     evaluate_agents,
     quiet_solver_banner,
@@ -274,7 +273,8 @@ def _capital(text: str) -> str:
 def load_results(path: str | Path) -> dict[str, Any]:
     """Read saved results: a ``benchmark.json``, or an evaluator results list (``sfenv evaluate --out``).
 
-    A list comes back as ``{"meta": {...}, "summary": ..., "episodes": rows, "timeline": None}``.
+    A list comes back as ``{"meta": {...}, "summary": ..., "episodes": rows, "timeline": None}``.  The
+    summary is always computed from the episodes (:func:`summarise`), never read from the file.
 
     :raises InvalidInput: (a ``ValueError``) if the file is not JSON or holds neither.
     """
@@ -287,8 +287,9 @@ def load_results(path: str | Path) -> dict[str, Any]:
         return {"meta": {"scenario": (settings or {}).get("scenario", "?"), "settings": settings},
                 "summary": summarise(rows), "episodes": rows, "timeline": None}
     if isinstance(data, dict) and "episodes" in data:
-        if not all(col in row for row in data.get("summary") or [{}] for col, _, _ in CI_METRICS):
-            data["summary"] = summarise(data["episodes"])  # none, or one written before a column existed
+        # the summary is always the rows': a stored one (benchmark.json's is summarise(rows)) is never
+        # trusted, as a file could claim figures its episodes do not hold
+        data["summary"] = summarise(data["episodes"])
         data.setdefault("timeline", None)
         return data
     if isinstance(data, list) and all(isinstance(r, dict) and "agent" in r and "seed" in r for r in data):

@@ -8,7 +8,9 @@ agent's worst seed dropped, train seeds passed off as test seeds, or 3-job episo
 40-job settings block all replay correctly row by row.  :func:`check_entry` refuses them:
 
 - the file is a results file with its ``settings`` (:mod:`sfenv.runs.results`), not a bare list of
-  rows, recorded on this environment version (``env_version``, :data:`~sfenv.runs.protocol.ENV_VERSION`)
+  rows: its ``format`` marker, no top-level key but ``format``, ``settings`` and ``episodes`` (a
+  stored ``summary`` could claim other figures than the rows), no settings key the writer does not
+  write, recorded on this environment version (``env_version``, :data:`~sfenv.runs.protocol.ENV_VERSION`)
   and protocol (``protocol``);
 - ``settings.split`` names the split the entry claims (``test`` for the leaderboard), never
   ``"explicit seeds"``, and ``settings.seeds`` are that split's first N seeds, N at least
@@ -29,9 +31,16 @@ from typing import Any
 
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
-from sfenv.runs.replay import Rejected, entry_rows
+from sfenv.runs.replay import Rejected, entry_rows, show
+from sfenv.runs.results import FORMAT
 
-__all__ = ["EntryClaim", "check_entry", "check_one_row_each", "rerecord_command"]
+__all__ = ["ENTRY_KEYS", "SETTINGS_KEYS", "EntryClaim", "check_entry", "check_one_row_each", "rerecord_command"]
+
+#: the top-level keys of an entry: those :func:`sfenv.runs.results.results_document` writes
+ENTRY_KEYS = ("format", "settings", "episodes")
+#: the keys of an entry's settings: those of :func:`sfenv.app.evaluate.run_settings` with seeds and action logs
+SETTINGS_KEYS = ("sfenv_version", "scenario", "scenario_sha", "num_jobs", "split", "seeds", "protocol",
+                 "record_actions", "env_version", "agents")
 
 
 @dataclass(frozen=True)
@@ -62,9 +71,11 @@ class EntryClaim:
 
     def describe(self) -> str:
         """One line: agents, seeds and split, scenario, jobs, its hash and the env version."""
-        return (f"agents {', '.join(self.agents)}, each on the first {len(self.seeds)} {self.split} seeds "
-                f"({self.seeds[0]}..{self.seeds[-1]}); scenario {self.scenario} with {self.num_jobs} jobs "
-                f"(scenario_sha {self.scenario_sha}), env {self.env_version}, protocol {protocol.PROTOCOL_VERSION}")
+        agents = ", ".join(show(a) for a in self.agents)
+        return (f"agents {agents}, each on the first {len(self.seeds)} {self.split} seeds "
+                f"({self.seeds[0]}..{self.seeds[-1]}); scenario {show(self.scenario)} with {self.num_jobs} jobs "
+                f"(scenario_sha {show(self.scenario_sha)}), env {self.env_version}, "
+                f"protocol {protocol.PROTOCOL_VERSION}")
 
 
 def check_entry(data: Any, source: str = "entry", split: str = "test",
@@ -84,11 +95,27 @@ def check_entry(data: Any, source: str = "entry", split: str = "test",
         raise Rejected("not a leaderboard entry: the file records no settings (a results file of sfenv evaluate "
                        "--split test --seeds N --record-actions --out FILE has them); --replay-only replays "
                        "its rows without judging the file")
+    _check_keys(data, settings)
     claim = _claim(settings, split, min_seeds)
     for number, row in enumerate(rows):
         _check_row_fits(claim, number, row)
     check_one_row_each(rows, claim.agents, claim.seeds)
     return claim, rows
+
+
+def _check_keys(data: dict[str, Any], settings: dict[str, Any]) -> None:
+    """Rejected unless ``data`` holds the results format marker and only the keys a results file's writer writes."""
+    if data.get("format") != FORMAT:
+        raise Rejected(f"format is {data.get('format')!r}; an entry is a results file of sfenv evaluate --out "
+                       f"(format {FORMAT!r})")
+    unknown = sorted(set(data) - set(ENTRY_KEYS))
+    if unknown:
+        raise Rejected(f"unknown top-level key(s) {', '.join(map(repr, unknown))}; an entry holds only "
+                       f"{', '.join(ENTRY_KEYS)} (its figures are computed from its episodes)")
+    unknown = sorted(set(settings) - set(SETTINGS_KEYS))
+    if unknown:
+        raise Rejected(f"unknown settings key(s) {', '.join(map(repr, unknown))}; an entry's settings hold only "
+                       f"{', '.join(SETTINGS_KEYS)}")
 
 
 def _setting(settings: dict[str, Any], key: str, kind: type, what: str) -> Any:
@@ -134,7 +161,7 @@ def _claim(settings: dict[str, Any], split: str, min_seeds: int) -> EntryClaim:
 
 def _check_row_fits(claim: EntryClaim, number: int, row: dict[str, Any]) -> None:
     """Rejected unless row ``number`` was played on the claim's scenario, workload, agents and seeds."""
-    where = f"row {number} ({row['agent']}, {row['scenario']}, seed {row['seed']})"
+    where = f"row {number} ({show(row['agent'])}, {show(row['scenario'])}, seed {show(row['seed'])})"
     for key, field, want in (("scenario", "scenario", claim.scenario),
                              ("scenario_sha", "scenario_sha", claim.scenario_sha),
                              ("jobs", "num_jobs", claim.num_jobs)):
@@ -142,7 +169,8 @@ def _check_row_fits(claim: EntryClaim, number: int, row: dict[str, Any]) -> None
             raise Rejected(f"{where}: {key} is {row.get(key)!r}, settings.{field} is {want!r}; every episode of an "
                            "entry is played on the scenario and workload its settings name")
     if row["agent"] not in claim.agents:
-        raise Rejected(f"{where}: agent {row['agent']!r} is not one of settings.agents ({', '.join(claim.agents)})")
+        raise Rejected(f"{where}: agent {row['agent']!r} is not one of settings.agents "
+                       f"({', '.join(show(a) for a in claim.agents)})")
     if row["seed"] not in claim.seeds or isinstance(row["seed"], bool):
         raise Rejected(f"{where}: seed {row['seed']!r} is not one of settings.seeds "
                        f"({claim.seeds[0]}..{claim.seeds[-1]})")
@@ -160,13 +188,13 @@ def check_one_row_each(rows: Sequence[dict[str, Any]], agents: Sequence[str], se
     for number, row in zip(numbers, rows):
         pair = (row["agent"], row["seed"])
         if pair in first:
-            raise Rejected(f"rows {first[pair]} and {number} are both of agent {pair[0]}, seed {pair[1]}; an entry "
-                           "holds one episode per agent and seed")
+            raise Rejected(f"rows {first[pair]} and {number} are both of agent {show(pair[0])}, "
+                           f"seed {show(pair[1])}; an entry holds one episode per agent and seed")
         first[pair] = number
     for agent in agents:
         missing = [s for s in seeds if (agent, s) not in first]
         if missing:
-            raise Rejected(f"agent {agent} has no episode of seed(s) {', '.join(map(str, missing))} of the "
+            raise Rejected(f"agent {show(agent)} has no episode of seed(s) {', '.join(map(str, missing))} of the "
                            f"{len(seeds)} seeds the settings list; every agent plays every seed")
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "plan_to_json",
     "replay",
     "scenario_sha",
+    "show",
     "validate_rows",
 ]
 
@@ -100,23 +101,106 @@ def plan_to_json(plan: Plan | None) -> dict[str, Any] | None:
     return data
 
 
-def plan_from_json(data: dict[str, Any] | None) -> Plan | None:
-    """The plan :func:`plan_to_json` wrote.
+def show(value: Any) -> str:
+    """``value`` for a message line: a string from a file as it is if printable, else its ``repr``.
 
-    :raises InvalidInput: for data that is not such a plan (a missing or unknown field, a bad value).
+    Text from a submitted file (an agent's name, a scenario) is printed with control characters
+    escaped, so a carriage return or an escape sequence cannot rewrite the line it is printed on, and a
+    newline cannot split it; anything that is not a string is shown by its ``repr``.
+    """
+    if isinstance(value, str) and value.isprintable():
+        return value
+    return repr(value)
+
+
+def _int_field(data: dict[str, Any], key: str, where: str, least: int) -> int:
+    """``data[key]``, which must be a JSON integer (not a bool) of at least ``least``."""
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidInput(f"{where}: {key} is {value!r}, expected an integer >= {least}")
+    return value
+
+
+def _typed_field(data: dict[str, Any], key: str, where: str, kind: type, what: str) -> Any:
+    """``data[key]``, which must be exactly a JSON ``kind`` (``what`` names it in the message)."""
+    value = data[key]
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise InvalidInput(f"{where}: {key} is {value!r}, expected {what}")
+    return value
+
+
+def _stage_from_json(data: Any, where: str) -> Stage:
+    """One stage of :func:`plan_to_json`: exactly ``layers``, ``tp`` and ``placement``, each of its JSON type."""
+    if not isinstance(data, dict) or set(data) != {"layers", "tp", "placement"}:
+        raise InvalidInput(f"{where}: expected {{'layers', 'tp', 'placement'}}, got {data!r}"[:300])
+    layers, tp = _int_field(data, "layers", where, 1), _int_field(data, "tp", where, 1)
+    placement = data["placement"]
+    if not isinstance(placement, list) or not placement:
+        raise InvalidInput(f"{where}: placement is {placement!r}, expected a non-empty list of [region, replicas]")
+    pairs = []
+    for k, pair in enumerate(placement):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise InvalidInput(f"{where}: placement[{k}] is {pair!r}, expected [region, replicas]")
+        named = {"region": pair[0], "replicas": pair[1]}
+        pairs.append((_int_field(named, "region", f"{where}: placement[{k}]", 0),
+                      _int_field(named, "replicas", f"{where}: placement[{k}]", 1)))
+    regions = [r for r, _ in pairs]
+    if len(set(regions)) != len(regions):
+        raise InvalidInput(f"{where}: placement names a region twice ({placement!r}); a stage lists each "
+                           "region once with its replicas")
+    return Stage(layers, tuple(pairs), tp)
+
+
+def _routes_from_json(data: Any, where: str) -> tuple[tuple[int, ...], ...]:
+    """Pinned routes: a non-empty list of non-empty lists of link indices (JSON integers >= 0)."""
+    if not isinstance(data, list) or not data:
+        raise InvalidInput(f"{where}: routes is {data!r}, expected a non-empty list of routes (lists of link "
+                           "indices)"[:300])
+    for k, route in enumerate(data):
+        if not isinstance(route, list) or not route \
+                or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in route):
+            raise InvalidInput(f"{where}: routes[{k}] is {route!r}, expected a non-empty list of link indices "
+                               "(integers >= 0)"[:300])
+    return tuple(tuple(route) for route in data)
+
+
+#: a logged plan's fields besides its stages and routes: (name, JSON type, least value or None)
+_PLAN_SCALARS: tuple[tuple[str, type, int | None], ...] = (
+    ("job_id", int, 0), ("micro_batch", int, 1), ("extra_inflight", int, 0), ("schedule", str, None),
+    ("recompute", str, None), ("sequence_parallel", bool, None))
+
+
+def plan_from_json(data: dict[str, Any] | None, where: str = "action log") -> Plan | None:
+    """The plan :func:`plan_to_json` wrote, every field of its exact JSON type.
+
+    Integers must be JSON integers (not bools, not ``1.75`` or ``"3"``: nothing is rounded or
+    converted), ``sequence_parallel`` a bool, ``schedule`` and ``recompute`` strings, the stages
+    lists of ``{"layers", "tp", "placement"}`` whose placement names each region once, and pinned
+    ``routes`` (when present) lists of link indices.  A value the plan's semantics rule out (a
+    micro-batch below one, a negative window, a stage without layers) is refused here too.
+
+    :param where: how messages name the plan (e.g. ``"action log: decision 3"``).
+    :raises InvalidInput: naming ``where`` and the field, for data that is not such a plan.
     """
     if data is None:
         return None
-    try:
-        unknown = set(data) - set(_init_fields(Plan))
-        if unknown:
-            raise ValueError(f"unknown fields {sorted(unknown)}")
-        stages = tuple(Stage(int(s["layers"]), tuple((int(r), int(n)) for r, n in s["placement"]), int(s["tp"]))
-                       for s in data["stages"])
-        routes = tuple(tuple(int(k) for k in r) for r in data.get("routes", ()))
-        return Plan(**{**data, "stages": stages, "routes": routes})
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InvalidInput(f"action log: not a plan ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{where}: not a plan ({data!r})"[:300])
+    fields = set(_init_fields(Plan))
+    unknown, missing = set(data) - fields, fields - set(data) - {"routes"}
+    if unknown or missing:
+        what = f"unknown fields {sorted(unknown)}" if unknown else f"no {', '.join(sorted(missing))}"
+        raise InvalidInput(f"{where}: not a plan ({what})")
+    values: dict[str, Any] = {}
+    for key, kind, least in _PLAN_SCALARS:
+        values[key] = (_int_field(data, key, where, least) if least is not None
+                       else _typed_field(data, key, where, kind, "true or false" if kind is bool else "a string"))
+    stages = data["stages"]
+    if not isinstance(stages, list) or not stages:
+        raise InvalidInput(f"{where}: stages is {stages!r}, expected a non-empty list"[:300])
+    values["stages"] = tuple(_stage_from_json(s, f"{where}: stages[{k}]") for k, s in enumerate(stages))
+    values["routes"] = _routes_from_json(data["routes"], where) if "routes" in data else ()
+    return Plan(**values)
 
 
 class ActionRecorder:
@@ -155,6 +239,33 @@ class ActionRecorder:
         return out
 
 
+def _check_routes(decisions: Sequence[Plan | None], replans: Sequence[Sequence[Plan | None]], sim: Any) -> None:
+    """Every plan's pinned routes fit it: one route per cross-region transfer, each a path of the topology's links.
+
+    :raises InvalidInput: naming the decision or re-planning entry and what does not fit.
+    """
+    from sfenv.model.perf import plan_wan_transfers
+
+    named = [(f"decision {i}", p) for i, p in enumerate(decisions)]
+    named += [(f"replans[{i}][{k}]", p) for i, r in enumerate(replans) for k, p in enumerate(r)]
+    links = sim.topo.num_links
+    for where, plan in named:
+        if plan is None or not plan.routes or not 0 <= plan.job_id < len(sim.jobs):
+            continue  # an unknown job is the simulator's to refuse
+        transfers = plan_wan_transfers(plan, sim.jobs[plan.job_id].spec)
+        if len(plan.routes) != len(transfers):
+            raise InvalidInput(f"action log: {where}: routes pins {len(plan.routes)} routes for the plan's "
+                               f"{len(transfers)} cross-region transfers")
+        for k, (route, (a, b, *_)) in enumerate(zip(plan.routes, transfers)):
+            try:
+                if max(route) >= links:
+                    raise ValueError(f"link {max(route)} of {links}")
+                sim.topo.directed_route(a, b, route)
+            except ValueError as exc:
+                raise InvalidInput(f"action log: {where}: routes[{k}] is not a route from region {a} to {b} "
+                                   f"({exc})") from None
+
+
 def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]:
     """Replay an action log on ``make_simulator(scenario, seed)``; returns the report and per-job JCTs.
 
@@ -174,8 +285,13 @@ def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]
     hourly = log.get("replan_hourly", False)
     if not isinstance(hourly, bool):
         raise InvalidInput(f"action log: replan_hourly {hourly!r}: expected true or false")
-    decisions = [plan_from_json(d) for d in log["decisions"]]
-    replans = [[plan_from_json(p) for p in r] for r in log.get("replans", [])]
+    decisions = [plan_from_json(d, f"action log: decision {i}") for i, d in enumerate(log["decisions"])]
+    if not all(isinstance(r, list) for r in log.get("replans", [])):
+        raise InvalidInput("action log: replans holds an entry that is not a list of plans")
+    replans = [[plan_from_json(p, f"action log: replans[{i}][{k}]") for k, p in enumerate(r)]
+               for i, r in enumerate(log.get("replans", []))]
+    sim = make_simulator(scenario, seed)
+    _check_routes(decisions, replans, sim)
     pos = {"d": 0, "r": 0}
 
     def decide(view: Any) -> Plan | None:
@@ -190,7 +306,6 @@ def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]
         pos["r"] += 1
         return [p for p in replans[i] if p is not None]
 
-    sim = make_simulator(scenario, seed)
     try:
         report = sim.run(decide, max_decisions=len(decisions), replan=replan if replans else None,
                          replan_hourly=hourly)
@@ -223,26 +338,72 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+def _number(value: Any) -> bool:
+    """A JSON number: an int or a float, never a bool or a string."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _same_kind(claimed: Any, replayed: Any) -> bool:
+    """``claimed`` is of the JSON type the replay gives: an integer for an integer, a number for a float."""
+    if isinstance(replayed, bool):
+        return isinstance(claimed, bool)
+    if isinstance(replayed, int):
+        return isinstance(claimed, int) and not isinstance(claimed, bool)
+    if isinstance(replayed, float):
+        return _number(claimed)
+    return isinstance(claimed, type(replayed)) if replayed is not None else claimed is None
+
+
+def _check_lists(row: dict[str, Any], replayed: dict[str, Any]) -> str | None:
+    """The per-job lists (``jcts_s``, ``jct_censored``): present, of their JSON types, and as replayed."""
+    for name, ok, kind in (("jcts_s", _number, "numbers"), ("jct_censored", lambda v: isinstance(v, bool), "bools")):
+        claimed, got = row.get(name), replayed.get(name)
+        if not isinstance(claimed, list) or not all(ok(v) for v in claimed):
+            return f"{name} is missing" if claimed is None else f"{name} is not a list of {kind}"
+        if got is None or len(claimed) != len(got) or not all(_same(a, b) for a, b in zip(claimed, got)):
+            return f"{name} (per job) differ from the replay"
+    return None
+
+
+def _check_decisions(row: dict[str, Any]) -> str | None:
+    """The row's ``decisions`` count against its action log.
+
+    A scheduler's row counts every call of ``decide``, each logged; a policy's row (it records
+    ``stopped_early``) counts its env steps, masked ones too, and its log may end with waits played
+    after the step limit, so there the count is at least the plans it started.
+    """
+    count = row.get("decisions")
+    if isinstance(count, bool) or not isinstance(count, int):
+        return f"decisions is {'missing' if count is None else repr(count)}, expected an integer"
+    log = row["actions"]["decisions"]
+    if "stopped_early" in row:
+        started = sum(d is not None for d in log)
+        if count < started:
+            return f"decisions is {count}, and the action log starts {started} plans"
+    elif count != len(log):
+        return f"decisions is {count}, and the action log holds {len(log)} decisions"
+    return None
+
+
 def check_row(row: dict[str, Any], replayed: dict[str, Any],
               fields: Sequence[str] = COMPARED_FIELDS) -> str | None:
     """The first metric of ``row`` that ``replayed`` does not reproduce, as a sentence, or None if all match.
 
-    Floats must match exactly (the simulator is deterministic and JSON keeps floats exactly).  A row
-    written before a field of :data:`sfenv.sim.metrics.ADDED_REPORT_FIELDS` existed (egress) is
-    checked on the fields it has.
+    Every metric must be of the JSON type the replay gives (an integer for a count, a number for a
+    float: never a string or a bool), and floats must match exactly (the simulator is deterministic
+    and JSON keeps floats exactly).  The per-job ``jcts_s`` and ``jct_censored`` must be there and
+    match; ``decisions`` must count the action log (:func:`_check_decisions`).  A row written before
+    a field of :data:`sfenv.sim.metrics.ADDED_REPORT_FIELDS` existed (egress) is checked on the
+    fields it has.
     """
     for name in fields:
         if name not in row and name in ADDED_REPORT_FIELDS:
             continue
         if name not in row:
             return f"{name} is missing"
-        if not _same(row[name], replayed.get(name)):
+        if not _same_kind(row[name], replayed.get(name)) or not _same(row[name], replayed.get(name)):
             return f"{name} is {row[name]!r} in the file, {replayed.get(name)!r} on replay"
-    claimed, got = row.get("jcts_s"), replayed.get("jcts_s")
-    if claimed is not None and (got is None or len(claimed) != len(got)
-                                or not all(_same(a, b) for a, b in zip(claimed, got))):
-        return "jcts_s (per-job JCTs) differ from the replay"
-    return None
+    return _check_lists(row, replayed) or (_check_decisions(row) if isinstance(row.get("actions"), dict) else None)
 
 
 #: the fields every row of an entry holds (besides its metrics)
@@ -296,7 +457,7 @@ def bundled_scenario(name: Any) -> Scenario:
 
 def _where(number: int, row: dict[str, Any]) -> str:
     """How messages name a row: its number, agent, scenario and seed."""
-    return f"row {number} ({row.get('agent')}, {row.get('scenario')}, seed {row.get('seed')})"
+    return f"row {number} ({show(row.get('agent'))}, {show(row.get('scenario'))}, seed {show(row.get('seed'))})"
 
 
 def _row_scenarios(rows: Sequence[dict[str, Any]], numbers: Sequence[int], given: Scenario | None,
@@ -353,7 +514,7 @@ def validate_rows(rows: Sequence[dict[str, Any]], scenario: Any = None,
     for number, row, sc in zip(numbers, rows, _row_scenarios(rows, numbers, given, own_workload)):
         where = _where(number, row)
         if scenario_sha(sc) != row["scenario_sha"]:
-            raise Rejected(f"{where}: scenario hash {row['scenario_sha']} is not that of {sc.name!r} with "
+            raise Rejected(f"{where}: scenario hash {show(row['scenario_sha'])} is not that of {sc.name!r} with "
                            f"{sc.cfg.workload.num_jobs} jobs ({scenario_sha(sc)})")
         try:
             replayed = replay(sc, row["seed"], row["actions"])
