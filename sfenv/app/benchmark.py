@@ -29,7 +29,6 @@ when it draws.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any
 from sfenv.agents.registry import make_agent, resolve_names
 from sfenv.app.evaluate import (
     MODEL_PREFIX,
+    check_metrics,
     evaluate_agents,
     quiet_solver_banner,
     run_settings,
@@ -46,10 +46,10 @@ from sfenv.app.evaluate import (
 )
 from sfenv.errors import InvalidInput
 from sfenv.runs import log_stderr, protocol, results
-from sfenv.runs.results import atomic_write_json
+from sfenv.runs.results import atomic_write_json, check_regular
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, load_scenario
 from sfenv.sim import make_simulator
-from sfenv.world.files import read_text
+from sfenv.world.files import read_json
 
 __all__ = [
     "DEFAULT_AGENTS",
@@ -226,11 +226,8 @@ def run_benchmark(
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(read_text(path, "benchmark JSON file", results.MAX_RESULTS_BYTES))
-    except json.JSONDecodeError as e:
-        raise InvalidInput(f"{path}: not a JSON file ({e}); pass --overwrite to replace the folder's results, "
-                           "or choose another --out-dir") from None
+    return read_json(path, "benchmark JSON file", results.MAX_RESULTS_BYTES,
+                     hint="; pass --overwrite to replace the folder's results, or choose another --out-dir")
 
 
 def _folder_settings(folder: Path) -> tuple[bool, dict[str, Any] | None]:
@@ -278,24 +275,31 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
     :raises InvalidInput: (a ``ValueError``) if the file is not JSON or holds neither.
     """
-    try:
-        data = json.loads(read_text(path, "JSON results file", results.MAX_RESULTS_BYTES))
-    except json.JSONDecodeError as e:
-        raise InvalidInput(f"{path}: not a JSON results file ({e})") from None
+    data = read_json(path, "results file", results.MAX_RESULTS_BYTES)
     if isinstance(data, dict) and data.get("format") == results.FORMAT:  # an evaluator results file
         settings, rows = results.read_results(path)
+        check_metrics(rows, path)
         return {"meta": {"scenario": (settings or {}).get("scenario", "?"), "settings": settings},
                 "summary": summarise(rows), "episodes": rows, "timeline": None}
     if isinstance(data, dict) and "episodes" in data:
+        _check_episodes(data["episodes"], path)
         # the summary is always the rows': a stored one (benchmark.json's is summarise(rows)) is never
         # trusted, as a file could claim figures its episodes do not hold
         data["summary"] = summarise(data["episodes"])
         data.setdefault("timeline", None)
         return data
     if isinstance(data, list) and all(isinstance(r, dict) and "agent" in r and "seed" in r for r in data):
+        _check_episodes(data, path)
         scen = sorted({r.get("scenario", "?") for r in data})
         return {"meta": {"scenario": ",".join(scen)}, "summary": summarise(data), "episodes": data, "timeline": None}
     raise InvalidInput(f"{path}: neither a benchmark.json nor a list of evaluated episodes")
+
+
+def _check_episodes(rows: Any, path: str | Path) -> None:
+    """Refuse episode rows :func:`summarise` cannot read (one line naming the file and the row)."""
+    if not isinstance(rows, list):
+        raise InvalidInput(f"{path}: its episodes are {type(rows).__name__}, not a list of rows")
+    check_metrics(rows, path)
 
 
 def write_plots(results: dict[str, Any] | str | Path, out_dir: str | Path | None = None) -> list[Path]:
@@ -315,6 +319,8 @@ def write_plots(results: dict[str, Any] | str | Path, out_dir: str | Path | None
     if out_dir is None:
         raise InvalidInput("out_dir is needed when the results are given as a dict")
     out = Path(out_dir)
+    for key in ("jct", "cost", "tradeoff", "timeline", "prices"):  # a FIFO or device there: refused, not replaced
+        check_regular(out / FILES[key], "plot")
     summary = results["summary"]
     scenario = (results.get("meta") or {}).get("scenario")  # in every title
     cost = plots.cost_column(summary)  # the whole bill (electricity + egress) where the results have it

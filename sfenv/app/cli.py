@@ -182,6 +182,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             out = pick_output(out, lambda p: not file_differences(p, settings))
             print(f"sfenv: {args.out} holds results of other settings ({'; '.join(diffs)}); writing to {out} "
                   "(--overwrite replaces it instead)", file=sys.stderr)
+    if args.csv is not None:
+        _check_csv(args.csv, [args.out, out], args.overwrite)
     quiet_solver_banner()
     ran: list[dict] = []
     rows = evaluate_agents(names, sc, seeds, out=out, progress=not args.quiet, overwrite=args.overwrite,
@@ -197,6 +199,27 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         write_csv(rows, args.csv)
         print(f"episodes (CSV): {args.csv}")
     return 0
+
+
+def _check_csv(csv: Path, outs: list[Path | None], overwrite: bool) -> None:
+    """Refuse a ``--csv`` file that would replace something unasked: before any episode is run.
+
+    Refused: a path that is not a regular file (a device, a FIFO), the ``--out`` file itself (also through
+    a link), and an existing file without ``--overwrite``.
+
+    :raises OutputError: for a path that is not a regular file.
+    :raises InvalidInput: for the other two.
+    """
+    from sfenv.runs.results import check_regular
+
+    check_regular(csv, "--csv")
+    for out in outs:
+        if out is not None and (csv.resolve() == out.resolve()
+                                or (csv.exists() and out.exists() and csv.samefile(out))):
+            raise InvalidInput(f"--csv {csv} is the --out results file {out}; give the CSV another name")
+    if csv.exists() and not overwrite:
+        raise InvalidInput(f"--csv {csv} exists; choose another file, or --overwrite to replace it "
+                           "(and --out)")
 
 
 def _seed_choice(args: argparse.Namespace, scenario: str | None) -> protocol.SeedChoice:
@@ -242,22 +265,18 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     """Judge a leaderboard entry as a whole and replay every episode (``--replay-only``: only replay)."""
-    import json
-
     from sfenv.runs.entry import check_entry
     from sfenv.runs.replay import Rejected, check_split_label, entry_rows, validate_rows
 
     if args.replay_only and args.split is not None:
         raise InvalidInput("--split names the split an entry must claim; --replay-only judges no entry")
     from sfenv.runs.results import MAX_RESULTS_BYTES
-    from sfenv.world.files import read_text
+    from sfenv.world.files import read_json
 
     if not args.file.exists():
         raise MissingFile(f"no entry file {args.file}")
-    try:  # a regular file under the cap only (/dev/zero there used to be read until memory ran out)
-        data = json.loads(read_text(args.file, "JSON results file", MAX_RESULTS_BYTES))
-    except json.JSONDecodeError as e:
-        raise InvalidInput(f"{args.file}: not a JSON results file ({e})") from None
+    # a regular file under the cap only (/dev/zero there used to be read until memory ran out)
+    data = read_json(args.file, "results file", MAX_RESULTS_BYTES)
     try:
         if args.replay_only:
             rows, claim = entry_rows(data, str(args.file)), None

@@ -74,6 +74,7 @@ __all__ = [
     "RLLIB_PREFIX",
     "agent_settings",
     "atomic_write_json",
+    "check_metrics",
     "evaluate_agents",
     "evaluate_model",
     "file_differences",
@@ -470,6 +471,7 @@ def _continued(out_path: Path | None, settings: dict[str, Any],
     :param overwrite: replace the file: nothing of it is kept.
     :return: ``settings`` with the file's agents and seeds merged in, and the file's rows.
     :raises SettingsMismatch: if the file holds results of other settings (or records none).
+    :raises InvalidInput: if it holds a row its settings do not cover, a row twice, or a malformed row.
     """
     if out_path is None or not out_path.exists() or overwrite:
         return settings, []
@@ -477,6 +479,8 @@ def _continued(out_path: Path | None, settings: dict[str, Any],
     diffs = results.differences(saved, settings)
     if diffs or saved is None:  # a file recording no settings always differs
         raise results.SettingsMismatch(out_path, diffs)
+    results.check_rows(out_path, saved, rows)  # nothing mixed in, and checked before the file is rewritten
+    check_metrics(rows, out_path)
     return results.merge_settings(saved, settings), rows
 
 
@@ -669,6 +673,35 @@ CI_METRICS: tuple[tuple[str, str, float], ...] = (
     ("throughput_tok_s", "mean_throughput_tokens_s", 1.0),
     ("unfinished", "unfinished", 1.0),
 )
+
+
+#: row fields :func:`summarise` reads besides :data:`CI_METRICS`
+SUMMARY_FIELDS = ("energy_kwh", "utilisation", "decision_time_mean_s", "decision_time_max_s")
+
+
+def check_metrics(rows: Sequence[Any], source: str | Path) -> None:
+    """Refuse rows :func:`summarise` cannot read: no agent name, a metric missing (unless added later), or not a number.
+
+    NaN is a number here (a metric a row could not measure).  Fields of :data:`ADDED_REPORT_FIELDS` may be
+    missing (rows written before they existed).
+
+    :param rows: episode rows, as read from a file.
+    :param source: the file, named in the message.
+    :raises InvalidInput: one line naming the file, the row (its number, from 0) and the field.
+    """
+    fields = [fld for _, fld, _ in CI_METRICS] + list(SUMMARY_FIELDS)
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("agent"), str):
+            raise InvalidInput(f"{source}: episode row {i} is not an object naming its agent (text)")
+        for fld in fields:
+            if fld not in row and fld in ADDED_REPORT_FIELDS:
+                continue
+            value = row.get(fld)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                what = "missing" if fld not in row else f"{value!r:.80}, not a number"
+                raise InvalidInput(f"{source}: episode row {i} ({row.get('agent')!r:.80} seed "
+                                   f"{row.get('seed')!r:.40}): {fld} is {what}; fix or remove the row, "
+                                   "or pass --overwrite to replace the file")
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -416,7 +416,8 @@ def entry_rows(data: Any, source: str = "entry") -> list[dict[str, Any]]:
     A mapping's rows are under ``episodes`` (a results file of :mod:`sfenv.runs.results`), ``rows`` or
     ``results`` (the first that is a list).
 
-    :raises InvalidInput: if there are no rows, or a row lacks ``scenario``, ``seed`` or its action log.
+    :raises InvalidInput: if there are no rows, or a row lacks ``scenario``, ``seed`` or its action log, or its
+        seed is not an integer.
     """
     rows = data
     if isinstance(data, dict):
@@ -428,6 +429,8 @@ def entry_rows(data: Any, source: str = "entry") -> list[dict[str, Any]]:
         if missing:
             raise InvalidInput(f"{source}: row {i} has no {', '.join(missing)} "
                                "(record the entry with sfenv evaluate --record-actions)")
+        if not isinstance(r["seed"], int) or isinstance(r["seed"], bool):
+            raise InvalidInput(f"{source}: row {i} has seed {r['seed']!r:.80}, not an integer")
     return rows
 
 

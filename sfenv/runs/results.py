@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sfenv.errors import InvalidInput, SfenvError
-from sfenv.world.files import read_text
+from sfenv.world.files import parse_json, read_text
 
 try:
     import fcntl
@@ -70,6 +70,8 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "cannot_write",
+    "check_regular",
+    "check_rows",
     "check_writable",
     "differences",
     "file_hash",
@@ -587,21 +589,26 @@ def results_document(settings: Mapping[str, Any], episodes: list[dict[str, Any]]
 def read_results(path: str | Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Read a results file: its settings (None for a file of an earlier version) and its episode rows.
 
-    :raises InvalidInput: (a ``ValueError``) naming the file if it is not JSON, or not a results file.
+    The settings' ``agents`` and ``seeds`` are checked to be of their types; a file to be continued is
+    then checked row by row against them (:func:`check_rows`).
+
+    :raises InvalidInput: (a ``ValueError``) naming the file if it is not JSON (nested too deeply, a
+        huge integer included), not a results file, or its settings' ``agents`` or ``seeds`` are malformed.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(2, "No such file or directory", str(path))
     try:
-        data = json.loads(read_text(path, "results file", MAX_RESULTS_BYTES))
-    except json.JSONDecodeError as e:
-        raise InvalidInput(f"{path}: not a JSON results file ({e}); "
-                           "pass --overwrite to replace it, or choose another output") from None
+        data = parse_json(read_text(path, "results file", MAX_RESULTS_BYTES), path, "results file",
+                          hint="; pass --overwrite to replace it, or choose another output")
     except OSError as e:  # a folder, no permission
         raise InvalidInput(f"{path}: cannot read it as a results file ({e.strerror or e}); "
                            "choose another output") from None
     if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("settings"), dict) \
             and _rows_ok(data.get("episodes")):
+        problem = _settings_problem(data["settings"])
+        if problem is not None:
+            raise InvalidInput(f"{path}: {problem}; pass --overwrite to replace the file, or choose another output")
         return data["settings"], data["episodes"]
     if _rows_ok(data):
         return None, data
@@ -612,6 +619,60 @@ def read_results(path: str | Path) -> tuple[dict[str, Any] | None, list[dict[str
 def _rows_ok(rows: Any) -> bool:
     return isinstance(rows, list) and all(isinstance(r, dict) and {"agent", "scenario", "seed"} <= set(r)
                                           for r in rows)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _settings_problem(settings: Mapping[str, Any]) -> str | None:
+    """What is malformed in a results file's settings (its ``agents`` and ``seeds``), or None."""
+    if not isinstance(settings.get("agents", {}), dict):
+        return f"settings.agents is {type(settings['agents']).__name__}, not an object of agent settings"
+    seeds = settings.get("seeds", [])
+    if not isinstance(seeds, list) or not all(_is_int(s) for s in seeds):
+        return f"settings.seeds is {seeds!r:.80}, not a list of integers"
+    return None
+
+
+def _row_problem(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str | None:
+    """Why ``row`` does not belong in a file of ``settings`` (a field of a wrong type, other settings), or None."""
+    agent, seed, scenario = row["agent"], row["seed"], row["scenario"]
+    if not isinstance(agent, str) or not isinstance(scenario, str) or not _is_int(seed):
+        return (f"agent {agent!r:.80}, scenario {scenario!r:.80}, seed {seed!r:.80}: expected text, text "
+                "and an integer")
+    if agent not in (settings.get("agents") or {}):
+        return f"agent {agent!r} is not among the file's agents ({', '.join(settings.get('agents') or {}) or 'none'})"
+    if "scenario" in settings and scenario != settings["scenario"]:
+        return f"scenario {scenario!r} is not the file's ({settings['scenario']!r})"
+    if "seeds" in settings and seed not in settings["seeds"]:
+        return f"seed {seed} is not among the file's seeds"
+    return None
+
+
+def check_rows(path: str | Path, settings: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse the rows of a results file that its settings do not cover: nothing is mixed into a continued file.
+
+    Each row must name an agent of the settings, their scenario and one of their seeds (text, text, an
+    integer), and no (agent, seed) pair may appear twice (it would count twice in every mean).
+
+    :param path: the file, named in the message.
+    :param settings: its settings (their ``agents`` must be an object, their ``seeds`` a list of integers).
+    :param rows: its episode rows (mappings with ``agent``, ``scenario`` and ``seed``).
+    :raises InvalidInput: one line naming the file and the first row at fault (its number, from 0).
+    """
+    hint = "; fix or remove the row, or pass --overwrite to replace the file"
+    problem = _settings_problem(settings)
+    if problem is not None:
+        raise InvalidInput(f"{path}: {problem}; pass --overwrite to replace the file, or choose another output")
+    seen: dict[tuple[str, int], int] = {}
+    for i, row in enumerate(rows):
+        problem = _row_problem(row, settings)
+        if problem is None and (row["agent"], row["seed"]) in seen:
+            problem = f"agent {row['agent']!r} seed {row['seed']} is row {seen[row['agent'], row['seed']]} already"
+        if problem is not None:
+            raise InvalidInput(f"{path}: episode row {i}: {problem}{hint}")
+        seen[row["agent"], row["seed"]] = i
 
 
 def differences(saved: Mapping[str, Any] | None, now: Mapping[str, Any]) -> list[str]:
@@ -658,3 +719,19 @@ def pick_output(path: Path, matches: Callable[[Path], bool]) -> Path:
         if not candidate.exists() or matches(candidate):
             return candidate
     raise InvalidInput(f"{path}: no free name beside it (tried {sibling(path, 2).name} .. {sibling(path, 9999).name})")
+
+
+def check_regular(path: Path, option: str = "output") -> None:
+    """Refuse an existing output that is not a regular file (a device, a FIFO, a socket, a folder).
+
+    Writing it (through :func:`atomic_path`'s rename) would put a regular file in the place of a device
+    node or a FIFO; a symbolic link to a regular file is a regular file here.
+
+    :param path: the file to be written.
+    :param option: what names it, for the message (``--csv``).
+    :raises OutputError: naming ``path`` and what it is.
+    """
+    path = Path(path)
+    if (path.exists() or path.is_symlink()) and not path.is_file():
+        kind = "a folder" if path.is_dir() else "not a regular file (a device, a FIFO, a socket or a broken link)"
+        raise OutputError(f"cannot write {option} {path}: it is {kind}; choose another file", errno.EEXIST)

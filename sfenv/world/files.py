@@ -19,8 +19,10 @@ file and what was expected; callers add the field that named the file.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,6 +46,8 @@ __all__ = [
     "load_yaml",
     "names_a_file",
     "open_text",
+    "parse_json",
+    "read_json",
     "read_text",
     "read_yaml",
 ]
@@ -140,6 +144,42 @@ def read_text(path: str | Path, what: str, max_bytes: int = MAX_YAML_BYTES) -> s
         line = data.count(b"\n", 0, e.start) + 1
         raise InvalidInput(f"{path}, line {line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
                            f"expected a {what} in UTF-8") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str, source: str | Path, what: str, allow_nan: bool = True, hint: str = "") -> Any:
+    """Parse untrusted JSON text; any way it can fail becomes one :class:`InvalidInput` naming ``source``.
+
+    Beyond malformed text (``json.JSONDecodeError``) that covers nesting too deep for Python's stack
+    (``[[[...``: a ``RecursionError``), an integer literal longer than Python converts (over 4,300
+    digits: a ``ValueError``) and, unless ``allow_nan``, the constants ``NaN`` and ``Infinity``.
+
+    :param text: the JSON text.
+    :param source: the file (or other source) it came from, named in the message.
+    :param what: what it should hold, for the message (e.g. ``"results file"``).
+    :param allow_nan: accept ``NaN``, ``Infinity`` and ``-Infinity`` (results files hold NaN metrics).
+    :param hint: appended to the message (e.g. ``"; pass --overwrite to replace it"``).
+    :raises InvalidInput: ``SOURCE: not a JSON WHAT (why)HINT``.
+    """
+    try:
+        return json.loads(text) if allow_nan else json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        reason = "nested too deeply"
+    except ValueError as e:  # json.JSONDecodeError included; a huge integer literal is a plain ValueError
+        reason = str(e)[:200] if "integer string conversion" not in str(e) else \
+            f"an integer longer than {sys.get_int_max_str_digits():,} digits"
+    raise InvalidInput(f"{source}: not a JSON {what} ({reason}){hint}")
+
+
+def read_json(path: str | Path, what: str, max_bytes: int, allow_nan: bool = True, hint: str = "") -> Any:
+    """:func:`read_text` then :func:`parse_json`: a JSON file read within a size cap, every failure one line.
+
+    :raises InvalidInput: naming the file (see both functions).
+    """
+    return parse_json(read_text(path, what, max_bytes), path, what, allow_nan=allow_nan, hint=hint)
 
 
 @contextmanager
