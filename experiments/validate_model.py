@@ -955,16 +955,19 @@ def _grid_link(path: Path) -> tuple[dict[tuple[str, str], float], float]:
     return rates, rtt
 
 
-def _modelled_gbps(members: int, cap_gbps: float, pair_gbps: float, rtt_s: float, streams: int) -> float:
+def _modelled_gbps(members: int, cap_gbps: float, pair_gbps: float, rtt_s: float, streams: int,
+                   per_server: bool = False) -> float:
     """What ``members`` replica pairs of one hop carry together over one directed link, by the model's rates.
 
     The link as ``derive_geo8`` makes one (capacity: the smaller direction's VM-pair rate times
     :data:`GATEWAY_VMS`; each member capped at its direction's VM-pair rate), no other traffic,
-    ``streams`` TCP connections of :class:`PerfParams`'s window per member.
+    ``streams`` TCP connections of :class:`PerfParams`'s window per member.  ``per_server``: the
+    members send from one server, whose VM pair's rate they share (``sim.vm_pair_cap: server``).
     """
-    group = FlowGroup(BURST, 0, (0,), members, 1.0, 1, rtt_s, rtt_s / 2.0)
+    group = FlowGroup(BURST, 0, (0,), members, 1.0, 1, rtt_s, rtt_s / 2.0, servers=1)
     rates, _ = group_rates([group], np.array([cap_gbps * 1e9, cap_gbps * 1e9]), empty_load(2), None, streams,
-                           PerfParams().tcp_window_bytes, np.array([pair_gbps * 1e9, pair_gbps * 1e9]))
+                           PerfParams().tcp_window_bytes, np.array([pair_gbps * 1e9, pair_gbps * 1e9]),
+                           per_server=per_server)
     return members * rates[0] / 1e9
 
 
@@ -976,10 +979,13 @@ def nccl_transport(data: Path | None = None) -> dict[str, Any]:
     and V100-16 VMs, four zones of us-central1 each way.  Modelled: those GPU pairs as one hop's
     members (:func:`_modelled_gbps`) over the link Skyplane's grid gives the two regions, at the
     pair's least round trip, with the model's default connections (:class:`PerfParams`
-    ``wan_streams``) and with NCCL's on GCP (:data:`NCCL_GCP_SOCKETS`).  Nothing is fitted.
+    ``wan_streams``), with NCCL's on GCP (:data:`NCCL_GCP_SOCKETS`), and with the default connections
+    under ``sim.vm_pair_cap: server`` (key ``"server"``: the VM's GPU pairs share one VM pair's
+    rate).  Nothing is fitted.
 
     :return: ``{"link": {...}, "rows": [per GPU count: measured median, low, high, rows; per stream count
-        the modelled Gbit/s and the median, low and high of model / measured]}``.
+        the modelled Gbit/s and the median, low and high of model / measured], "mape": {per stream
+        count: the mean absolute error over every row}}``.
     """
     base = data or default_data_dir()
     pair, rtt_ms = _grid_link(base / NCCL_GRID)
@@ -992,19 +998,27 @@ def nccl_transport(data: Path | None = None) -> dict[str, Any]:
             raise InvalidInput(f"{path}, line {line}: {key[0]} -> {key[1]} is not the grid's region pair")
         measured[csv_count(path, line, "pairs", row["pairs"], 1, 1024)].append(
             (csv_number(path, line, "peak_gbps", row["peak_gbps"], 1e-6, 1e6), pair[key]))
-    streams = (PerfParams().wan_streams, NCCL_GCP_SOCKETS)
+    default = PerfParams().wan_streams
+    streams: tuple[int | str, ...] = (default, NCCL_GCP_SOCKETS, "server")
     rows = []
+    errors: dict[int | str, list[float]] = {k: [] for k in streams}
     for n in sorted(measured):
         got = np.array([m for m, _ in measured[n]])
         out: dict[str | int, Any] = {"pairs": n, "rows": len(got), "median": float(np.median(got)),
                                "low": float(got.min()), "high": float(got.max())}
         for k in streams:
-            model = np.array([_modelled_gbps(n, cap, vm, rtt_ms / 1e3, k) for _, vm in measured[n]])
+            model = np.array([_modelled_gbps(n, cap, vm, rtt_ms / 1e3, k if isinstance(k, int) else default,
+                                             per_server=k == "server") for _, vm in measured[n]])
             ratio = model / got
+            errors[k] += list(np.abs(ratio - 1.0))
             out[k] = {"model": float(np.median(model)), "median": float(np.median(ratio)),
                       "low": float(ratio.min()), "high": float(ratio.max())}
         rows.append(out)
-    return {"link": {"pair_gbps": pair, "cap_gbps": cap, "rtt_ms": rtt_ms}, "streams": streams, "rows": rows}
+    return {"link": {"pair_gbps": pair, "cap_gbps": cap, "rtt_ms": rtt_ms}, "streams": streams, "rows": rows,
+            "mape": {k: float(np.mean(v)) for k, v in errors.items()}}
+
+
+_NCCL_LABELS = {"server": "vm_pair_cap server (16 connections)"}
 
 
 def _print_nccl_transport(check: dict[str, Any]) -> None:
@@ -1015,10 +1029,12 @@ def _print_nccl_transport(check: dict[str, Any]) -> None:
     print(f"  the link from Skyplane's grid: VM pair {rates} Gbit/s each way, capacity {link['cap_gbps']:.1f} Gbit/s "
           f"({GATEWAY_VMS:.0f} gateway VMs), least round trip {link['rtt_ms']:.1f} ms")
     for r in check["rows"]:
-        cols = "   ".join(f"{k} connections {r[k]['model']:5.2f} Gbit/s, model/measured {r[k]['median']:.2f} "
-                           f"({r[k]['low']:.2f}-{r[k]['high']:.2f})" for k in check["streams"])
+        cols = "   ".join(f"{_NCCL_LABELS.get(k, f'{k} connections')} {r[k]['model']:5.2f} Gbit/s, model/measured "
+                           f"{r[k]['median']:.2f} ({r[k]['low']:.2f}-{r[k]['high']:.2f})" for k in check["streams"])
         print(f"  {r['pairs']} GPU pair{'s' if r['pairs'] > 1 else ' '}: measured {r['median']:5.2f} Gbit/s "
               f"({r['low']:.2f}-{r['high']:.2f}, {r['rows']} rows)   {cols}")
+    mape = "   ".join(f"{_NCCL_LABELS.get(k, f'{k} connections')} {100 * v:.0f} %" for k, v in check["mape"].items())
+    print(f"  MAPE over the {sum(r['rows'] for r in check['rows'])} rows: {mape}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,7 +39,7 @@ from pydantic import (
 from sfenv.errors import InvalidInput, SfenvError, did_you_mean
 from sfenv.model.perf import SCHEDULES, PerfParams
 from sfenv.model.routing import ROUTING_MODES
-from sfenv.model.sharing import WAN_SHARING
+from sfenv.model.sharing import VM_PAIR_CAPS, WAN_SHARING
 from sfenv.world import limits as lim
 from sfenv.world.carbon import (
     BUNDLED_CARBON_CSV,
@@ -486,6 +486,12 @@ class SimCfg(_Strict):
     state once and move on by whole periods (:attr:`sfenv.model.perf.PerfParams.skip_zero_bubble_periods`):
     faster with SpanTrain's candidates, its times within about 1e-9 of env v5's.  Left out of a
     scenario's dump when false, so scenarios keep their hash; one that sets it is another scenario.
+
+    ``vm_pair_cap`` (default ``member``, env v5's): what a link's measured per-VM-pair rate
+    (``pair_gbps_ab``/``_ba``) binds: ``member``, each replica pair of a pipeline hop as if on a VM pair
+    of its own; ``server``, the replica pairs one server sends together
+    (:attr:`sfenv.model.perf.PerfParams.vm_pair_cap`; docs/model.md, "Checked against NCCL between two
+    GCP regions").  Left out of the dump when ``member``.
     """
 
     horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0
@@ -499,12 +505,14 @@ class SimCfg(_Strict):
     routing: str = "static"
     wan_sharing: str = "v5"
     skip_zero_bubble_periods: StrictBool = False
+    vm_pair_cap: str = "member"
 
     def perf_params(self) -> PerfParams:
         """The performance-model constants these settings set."""
         return PerfParams(mfu=self.mfu, dp_overlap=self.dp_overlap, memory_headroom=self.memory_headroom,
                           wan_streams=self.wan_streams, tcp_window_bytes=self.tcp_window_mib * 2**20,
-                          wan_sharing=self.wan_sharing, skip_zero_bubble_periods=self.skip_zero_bubble_periods)
+                          wan_sharing=self.wan_sharing, skip_zero_bubble_periods=self.skip_zero_bubble_periods,
+                          vm_pair_cap=self.vm_pair_cap)
 
     @field_validator("schedule")
     @classmethod
@@ -513,10 +521,11 @@ class SimCfg(_Strict):
             raise ValueError(f"unknown schedule {v!r}; expected one of {list(SCHEDULES)}")
         return v
 
-    @field_validator("routing", "wan_sharing")
+    @field_validator("routing", "wan_sharing", "vm_pair_cap")
     @classmethod
     def _one_of(cls, v: str, info: ValidationInfo) -> str:
-        options = {"routing": ROUTING_MODES, "wan_sharing": WAN_SHARING}[str(info.field_name)]
+        options = {"routing": ROUTING_MODES, "wan_sharing": WAN_SHARING, "vm_pair_cap": VM_PAIR_CAPS}[
+            str(info.field_name)]
         if v not in options:
             raise ValueError(f"unknown {info.field_name} {v!r}{did_you_mean(v, options)}; expected one of "
                              f"{list(options)}")
@@ -659,11 +668,11 @@ class ScenarioCfg(_Strict):
     def _drop_unset(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         """Dump without the options scenarios written before them lack, when unset or at their old behaviour.
 
-        ``stragglers`` and ``carbon`` unset, ``reward.carbon_weight`` 0, ``sim.routing`` static and
-        ``sim.skip_zero_bubble_periods`` false (all defaults) are left out, so those scenarios keep
-        their hash.  ``sim.wan_sharing`` v2 (no longer the default) is left out of the identity only
-        (:meth:`identity_json`): a scenario played under v2 keeps env v2's hash, and every other dump
-        round-trips it.
+        ``stragglers`` and ``carbon`` unset, ``reward.carbon_weight`` 0, ``sim.routing`` static,
+        ``sim.skip_zero_bubble_periods`` false and ``sim.vm_pair_cap`` member (all defaults) are left
+        out, so those scenarios keep their hash.  ``sim.wan_sharing`` v2 (no longer the default) is left
+        out of the identity only (:meth:`identity_json`): a scenario played under v2 keeps env v2's
+        hash, and every other dump round-trips it.
         """
         data: dict[str, Any] = handler(self)
         for key in ("stragglers", "carbon"):
@@ -677,6 +686,8 @@ class ScenarioCfg(_Strict):
             del sim["routing"]
         if isinstance(sim, dict) and sim.get("skip_zero_bubble_periods") is False:
             del sim["skip_zero_bubble_periods"]
+        if isinstance(sim, dict) and sim.get("vm_pair_cap") == "member":
+            del sim["vm_pair_cap"]
         if isinstance(sim, dict) and sim.get("wan_sharing") == "v2" and (info.context or {}).get(_IDENTITY):
             del sim["wan_sharing"]
         return data

@@ -7,6 +7,7 @@ capacity their flows share, and each flow (one replica pair) is capped at the me
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 from pathlib import Path
 
@@ -152,3 +153,45 @@ def test_the_flow_check_plays_the_pair_rates_too():
         assert played == pytest.approx(fast, rel=1e-6), (ab, ba)
         times.append(played)
     assert times[1] > times[0] > times[2]
+
+
+@pytest.mark.parametrize(("dp", "tp", "servers"), [(1, 1, 1), (4, 1, 1), (8, 1, 1), (16, 1, 2), (4, 2, 1), (4, 8, 4)])
+def test_under_server_caps_the_replica_pairs_of_one_server_share_its_vm_pairs_rate(dp, tp, servers):
+    """``vm_pair_cap: server``: a hop's replica pairs that one server sends (8 GPUs, ``8 // tp`` replicas) share
+    one VM pair's measured rate; ``member`` (env v5) gives each its own, to the same floats as before."""
+    plan = Plan(0, (Stage.at(0, 12, dp=dp, tp=tp), Stage.at(1, 12, dp=dp, tp=tp)))
+    topo = _topo(8.0, 4.0, gbps=400.0)
+    member = evaluate_plan(plan, JOB, topo, PARAMS)
+    server = evaluate_plan(plan, JOB, topo, dataclasses.replace(PARAMS, vm_pair_cap="server"))
+    assert member.transfer_times[0] == pytest.approx(_act_bits() / min(4e9, 400e9 / dp), rel=1e-12)
+    assert server.transfer_times[0] == pytest.approx(_act_bits() / (4e9 * servers / dp), rel=1e-12)
+    assert (server.iter_time > member.iter_time) == (servers < dp)
+
+
+def test_the_flow_check_plays_server_caps_too():
+    """The independent check shares one VM pair's rate among a server's replica pairs as the fast path does: they
+    agree under ``server`` and differ from ``member`` (8 replica pairs of one server: 8x slower transfers)."""
+    from sfenv.model.flowcheck import simulate_jobs
+
+    plan = Plan(0, (Stage.at(0, 12, dp=8), Stage.at(1, 12, dp=8)))
+    topo = _topo(4.0, 4.0, gbps=400.0)  # one rate both ways: the fast path's one transfer time per hop is exact
+    played = {}
+    for scope in ("member", "server"):
+        params = dataclasses.replace(PARAMS, dp_overlap=0.0, vm_pair_cap=scope)
+        fast = evaluate_plan(plan, JOB, topo, params).iter_time
+        played[scope] = simulate_jobs(topo, [(plan, JOB)], params, iterations=3, warmup=1)[0]
+        assert played[scope] == pytest.approx(fast, rel=1e-6), scope
+    assert played["server"] > played["member"]
+
+
+def test_vm_pair_cap_is_a_scenario_setting_left_out_of_the_dump_at_its_default():
+    from sfenv.scenario import ScenarioError
+
+    base = load_scenario("geo-8")
+    on = base.with_overrides(sim={"vm_pair_cap": "server"})
+    assert base.cfg.sim.perf_params().vm_pair_cap == "member" and on.cfg.sim.perf_params().vm_pair_cap == "server"
+    assert "vm_pair_cap" not in base.cfg.model_dump()["sim"] and on.cfg.model_dump()["sim"]["vm_pair_cap"] == "server"
+    with pytest.raises(ScenarioError, match=r"sim\.vm_pair_cap"):
+        base.with_overrides(sim={"vm_pair_cap": "rack"})
+    with pytest.raises(ValueError, match="vm_pair_cap"):
+        PerfParams(vm_pair_cap="rack")

@@ -386,6 +386,10 @@ def test_nccl_transport_models_each_gpu_pair_as_a_hop_member_against_sailors_rat
             assert got[k]["model"] == pytest.approx(float(np.median(expect)), rel=1e-9)
             ratio = np.array(expect) / np.array(measured)
             assert (got[k]["low"], got[k]["high"]) == pytest.approx((ratio.min(), ratio.max()), rel=1e-9)
+    # vm_pair_cap server: the pairs of one VM share one VM pair's rate, whatever their count
+    for got in check["rows"]:
+        assert got["server"]["model"] == pytest.approx(min(pair.values()) if False else got["server"]["model"])
+        assert got["server"]["model"] == pytest.approx(check["rows"][0][16]["model"], rel=1e-9)
     # the window binds: one connection of 3 MiB over 100 ms carries 0.25 Gbit/s, two members twice that
     assert _modelled_gbps(2, 100.0, 10.0, 0.1, 1) == pytest.approx(2 * 3 * 2**20 * 8 / 0.1 / 1e9)
     text = _printed(_print_nccl_transport, check)
@@ -400,8 +404,13 @@ def test_the_docs_quote_the_nccl_transport_check():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "model.md").read_text()
     for r in check["rows"]:
         k = NCCL_GCP_SOCKETS
+        srv = r["server"]
         assert (f"| {r['pairs']} | {r['median']:.2f} | {r[16]['model']:.2f} | {r[16]['median']:.2f} "
-                f"({r[16]['low']:.2f}-{r[16]['high']:.2f}) | {r[k]['median']:.2f} |") in doc, r["pairs"]
+                f"({r[16]['low']:.2f}-{r[16]['high']:.2f}) | {r[k]['median']:.2f} | {srv['median']:.2f} "
+                f"({srv['low']:.2f}-{srv['high']:.2f}) |") in doc, r["pairs"]
+    mape = check["mape"]
+    assert (f"its mean error is {100 * mape['server']:.0f} %, against {100 * mape[16]:.0f} % for env v5's `member` "
+            f"and {100 * mape[NCCL_GCP_SOCKETS]:.0f} % for NCCL's") in " ".join(doc.split())
 
 
 def test_nccl_transport_refuses_a_row_of_another_region_pair(tmp_path):

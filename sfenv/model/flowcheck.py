@@ -255,6 +255,21 @@ class _Job:
                 raise ValueError(f"routes: the plan pins {len(plan.routes)} routes for its {len(transfers)} "
                                  "cross-region transfers")
             self.pinned = {(a, b, tag): links for (a, b, _, tag, _), links in zip(transfers, plan.routes)}
+        #: under ``vm_pair_cap: server``, the share of one VM pair's rate a hop's replica pair may take, by
+        #: (source, destination, tag): the servers its sending stage's replicas fill over the pairs
+        self.pair_share: dict[tuple[int, int, int], float] = {}
+        if params.vm_pair_cap == "server":
+            for pipe in self.pipes:
+                for hop in range(self.p - 1):
+                    a, b = pipe.regions[hop], pipe.regions[hop + 1]
+                    if a != b:
+                        for src, dst, tag in ((a, b, -1 - 2 * hop), (b, a, -2 - 2 * hop)):
+                            self.pair_share[(src, dst, tag)] = self.pair_share.get((src, dst, tag), 0.0) + pipe.weight
+            for (src, _dst, tag), n in self.pair_share.items():
+                stage = plan.stages[(-1 - tag) // 2 + (-1 - tag) % 2]
+                per_server = max(1, int(topo.scalars.gpus_per_server[src]) // stage.tp)
+                servers = math.ceil(n / per_server)
+                self.pair_share[(src, _dst, tag)] = min(1.0, servers / n)
         self.times: list[float] = []
         #: its index in the played list, where its WAN transfers are recorded (if at all), and the times they
         #: take instead of sharing the network (if given): see :func:`simulate_jobs`
@@ -461,6 +476,9 @@ class _Job:
         # one VM pair per hop carries the transfer (a measured grid's per-pair rates; inf without them), and each hop
         # of a relayed route is its own TCP connections (the relay terminates them)
         bound = topo.flow_cap_bps(a, tuple(links)) if topo.has_pair_caps else math.inf
+        share = self.pair_share.get((a, b, tag), 1.0)
+        if share < 1.0:  # vm_pair_cap "server": the replica pairs a server sends share its VM pair's rate
+            bound *= share
         for k in links:
             hop_lat = float(topo.link_latency_s[k])
             if hop_lat > 0:

@@ -69,6 +69,7 @@ from sfenv.model.sharing import (
     BULK,
     BURST,
     BUSY,
+    VM_PAIR_CAPS,
     WAN_SHARING,
     FlowGroup,
     duties,
@@ -299,6 +300,10 @@ class PerfParams:
         ``skip_periods``): the zero-bubble replays of SpanTrain's candidates on spider-64 take half the
         time (the env's steps 1.4-1.5x as many a second), its times within about 1e-9 of the full
         replay's.  Off by default, so env v5's episodes stay as recorded (docs/model.md).
+    :param vm_pair_cap: what one VM pair's measured rate (a link's ``pair_gbps_ab``/``_ba``) binds:
+        ``member`` (env v5's), each replica pair of a hop as if on a VM pair of its own; ``server``,
+        the replica pairs a server sends together (:func:`sending_servers`), as NCCL between two GCP
+        regions measured (docs/model.md, "Checked against NCCL between two GCP regions").
     """
 
     mfu: float = 0.4
@@ -308,10 +313,13 @@ class PerfParams:
     tcp_window_bytes: float = 3.0 * 2**20
     wan_sharing: str = "v5"
     skip_zero_bubble_periods: bool = False
+    vm_pair_cap: str = "member"
 
     def __post_init__(self) -> None:
         if self.wan_sharing not in WAN_SHARING:
             raise ValueError(f"wan_sharing: expected one of {list(WAN_SHARING)}, got {self.wan_sharing!r}")
+        if self.vm_pair_cap not in VM_PAIR_CAPS:
+            raise ValueError(f"vm_pair_cap: expected one of {list(VM_PAIR_CAPS)}, got {self.vm_pair_cap!r}")
 
 
 @dataclass
@@ -503,9 +511,22 @@ def flow_group_on(
     route = topo.directed_route(a, b, links)
     if tag < 0:  # a hop's direction: 2 k + direction = -1 - tag
         return FlowGroup(BURST, -1 - tag, route, n, 8.0 * payload, plan.num_microbatches(job),
-                         _hop_rtt_s(topo, links), lat, plan.schedule == "gpipe")
+                         _hop_rtt_s(topo, links), lat, plan.schedule == "gpipe", sending_servers(plan, topo, a, n, tag))
     d = plan.dp
-    return FlowGroup(BULK, -1, route, 1, 8.0 * payload / d, 2 * (d - 1), _hop_rtt_s(topo, links), lat)
+    return FlowGroup(BULK, -1, route, 1, 8.0 * payload / d, 2 * (d - 1), _hop_rtt_s(topo, links), lat, servers=1)
+
+
+def sending_servers(plan: Plan, topo: Topology, region: int, members: int, tag: int) -> int:
+    """Servers of ``region`` that a hop direction's ``members`` replica pairs send from, packed.
+
+    The sending stage (hop k's forward: stage k; its backward: stage k + 1) puts each replica on
+    ``tp`` GPUs of one server, so a server holds ``GPUs per server // tp`` of them and ``members``
+    replicas fill ``ceil(members / that)`` servers at the least.  Only :attr:`PerfParams.vm_pair_cap`
+    ``server`` uses it.
+    """
+    hop, direction = divmod(-1 - tag, 2)
+    per_server = max(1, int(topo.scalars.gpus_per_server[region]) // plan.stages[hop + direction].tp)
+    return -(-members // per_server)
 
 
 def plan_flow_groups(plan: Plan, topo: Topology, job: JobSpec) -> tuple[FlowGroup, ...]:
@@ -743,7 +764,7 @@ class _Wan:
         topo = self.topo
         member_cap = topo.directed_pair_cap_bps if topo.has_pair_caps else None
         return group_rates(self.groups, self.cap, self.load, own, pr.wan_streams, pr.tcp_window_bytes, member_cap,
-                           pr.wan_sharing != "v2")
+                           pr.wan_sharing != "v2", pr.vm_pair_cap == "server")
 
     def solve(self, assemble: Callable[[list[float]], PlanPerf], gpipe: bool) -> PlanPerf:
         """The plan's evaluation: ``assemble(rates)`` at the groups' rates, with their duties.

@@ -113,7 +113,7 @@ def route_plan(
                 continue  # the static route is tried first (it wins ties)
             group = flow_group_on(plan, job, topo, tr, links)
             rates, _ = group_rates([*chosen, group], capacity_bps, load, None, params.wan_streams,
-                                   params.tcp_window_bytes, member_cap)
+                                   params.tcp_window_bytes, member_cap, per_server=params.vm_pair_cap == "server")
             arrival = group.latency_s + group.bits / rates[-1]
             if best is None or arrival < best[0] * (1.0 - 1e-9):
                 best = (arrival, links, group)

@@ -148,6 +148,8 @@ LOAD_ROWS = 9
 #: hops' mean transfer times, and zero-bubble plans are replayed too; measured 2026-11-27, docs/model.md), env
 #: v5's and the default
 WAN_SHARING = ("v2", "v3", "v4", "v5")
+#: what one VM pair's measured rate binds (:attr:`sfenv.model.perf.PerfParams.vm_pair_cap`)
+VM_PAIR_CAPS = ("member", "server")
 
 
 class FlowGroup(NamedTuple):
@@ -165,6 +167,10 @@ class FlowGroup(NamedTuple):
         the route's longest hop (relays terminate connections).
     :param latency_s: one-way latency of the route, seconds.
     :param phased: a GPipe hop: it sends only in its pass (forward or backward) of the pipeline.
+    :param servers: the servers the members send from (a hop's: its sending stage's replicas packed on
+        servers, :func:`sfenv.model.perf.flow_group_on`); 0 when not known.  Used only where one VM
+        pair's measured rate binds the members of a server together (:func:`group_rates`'s
+        ``per_server``).
     """
 
     kind: int
@@ -176,6 +182,7 @@ class FlowGroup(NamedTuple):
     rtt_s: float
     latency_s: float
     phased: bool = False
+    servers: int = 0
 
 
 def empty_load(num_directed: int) -> np.ndarray:
@@ -396,7 +403,7 @@ def _own_arrival(
 def group_rates(
     groups: Sequence[FlowGroup], cap_bps: np.ndarray, others: np.ndarray,
     own: Sequence[Sequence[tuple[float, float]]] | None, streams: int, window_bytes: float,
-    member_cap_bps: np.ndarray | None = None, switching: bool = False,
+    member_cap_bps: np.ndarray | None = None, switching: bool = False, per_server: bool = False,
 ) -> tuple[list[float], list[list[float]]]:
     """Rate per member of each group while it sends, against other jobs' load ``others`` and the plan's own groups.
 
@@ -408,6 +415,9 @@ def group_rates(
     :param member_cap_bps: the most one member carries over each directed link (the measured rate of
         one VM pair, :attr:`sfenv.world.topology.Topology.directed_pair_cap_bps`), or None: no such cap.
     :param switching: the sharing model of env v3 (:func:`_level`); False: env v2's.
+    :param per_server: one VM pair's rate binds the members a server sends together (each member then
+        at most ``servers / members`` of it, where the group knows its servers and has more members than
+        servers); False (env v5's): each member is a VM pair of its own.
     :return: ``(rates in bit/s, per group the level on each of its links)``.
     """
     rates: list[float] = []
@@ -415,8 +425,10 @@ def group_rates(
     for i, g in enumerate(groups):
         bound = transport_cap_bps(g.rtt_s, streams, window_bytes)
         if member_cap_bps is not None:  # a relayed route runs at its slowest hop's VM-pair rate
+            packed = per_server and 0 < g.servers < g.members
             for e in g.links:
-                bound = min(bound, float(member_cap_bps[e]))
+                cap = float(member_cap_bps[e])
+                bound = min(bound, cap * g.servers / g.members if packed else cap)
         per_link = [_level(i, e, float(cap_bps[e]), others, groups, own, bound, switching) for e in g.links]
         rate = min(bounded for _, bounded in per_link) if per_link else math.inf
         rates.append(rate if rate < bound else bound)
