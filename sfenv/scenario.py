@@ -771,12 +771,21 @@ class Scenario:
 
     :param cfg: the validated configuration.
     :param source: where it came from (file path or name), used in error messages.
+    :param base_dir: the folder relative paths of the scenario (``prices.path``, ``workload.arrival.path``,
+        ``egress.table``, ``carbon.path``) start from; for a scenario file, the file's folder.  None: the
+        current folder.
+    :param trust_paths: when False (the default) and ``base_dir`` is set, every such path must stay
+        inside ``base_dir`` (absolute paths, ``..`` and symlinks leading out are refused): a scenario
+        file is data and reads no file outside its folder.  True for a scenario file you trust.  A
+        scenario built in code without ``base_dir`` is the user's own and may name any path.
     """
 
-    def __init__(self, cfg: ScenarioCfg, source: str = "<dict>", base_dir: Path | None = None):
+    def __init__(self, cfg: ScenarioCfg, source: str = "<dict>", base_dir: Path | None = None,
+                 trust_paths: bool = False):
         self.cfg = cfg
         self.source = source
         self.base_dir = base_dir
+        self.trust_paths = trust_paths
         self._generated: GeneratedTopology | None = None
         _ = self.topology  # validate cross references now
         self._check_event_budget()
@@ -815,11 +824,24 @@ class Scenario:
                 "outages.rate_per_region_per_day or stragglers.rate_per_gpu_per_day, lengthen "
                 "dynamics.mean_good_h and mean_bad_h, or shorten the horizon")
 
-    def _resolve(self, path: str) -> Path:
+    def _resolve(self, field: str, path: str) -> Path:
+        """The file ``path`` names, relative to :attr:`base_dir`; checked to stay inside it unless trusted.
+
+        :raises ScenarioError: naming ``field`` for an absolute path or one that leads (through ``..``
+            or a symlink) out of the scenario's folder.
+        """
         p = Path(path)
-        if not p.is_absolute() and self.base_dir is not None:
-            p = self.base_dir / p
-        return p
+        if self.base_dir is None:
+            return p
+        if self.trust_paths:
+            return p if p.is_absolute() else self.base_dir / p
+        folder = f"{self.base_dir.as_posix().rstrip('/')}/"
+        if p.is_absolute() or not (self.base_dir / p).resolve().is_relative_to(self.base_dir.resolve()):
+            raise ScenarioError(
+                f"{self.source}: {field}: {path} leads out of the scenario's folder {folder}; a scenario "
+                "file reads files only inside its folder (in Python, load_scenario(..., trust_paths=True) reads a "
+                "file you trust as it is)")
+        return self.base_dir / p
 
     def _topology_data(self) -> tuple[list[RegionCfg], list[LinkCfg]]:
         t = self.cfg.topology
@@ -880,8 +902,9 @@ class Scenario:
 
     def _read_csv(self, field: str, path: str, read: Any) -> Any:
         """``read(resolved path)``, with its errors as a :class:`ScenarioError` naming ``field`` and the file."""
+        resolved = self._resolve(field, path)
         try:
-            return read(self._resolve(path))
+            return read(resolved)
         except ValueError as e:  # InvalidInput from sfenv.world.csvread: file, line and column in the message
             raise ScenarioError(f"{self.source}: {field}: {e}") from None
 
@@ -968,11 +991,12 @@ class Scenario:
         if not wanted:
             return {}
         columns = tuple(sorted(set(wanted.values())))
+        own = None if c.path == BUNDLED_CARBON_CSV else self._resolve("carbon.path", c.path)
         try:
-            if c.path == BUNDLED_CARBON_CSV:
+            if own is None:
                 cols = _bundled_carbon_columns(columns)
             else:  # a user's file is read every time: it may change between loads
-                cols = read_carbon_csv(self._resolve(c.path), columns)
+                cols = read_carbon_csv(own, columns)
         except ValueError as e:
             zone = next((z for z, col in wanted.items() if f"column {col!r}" in str(e)), None)
             field = f"carbon.zones.{zone}.column" if zone is not None else "carbon.path"
@@ -1204,11 +1228,17 @@ class Scenario:
             elif new_rate and "load" not in wo:
                 base["workload"]["load"] = None
         data = _deep_merge(base, overrides)
-        return Scenario.from_dict(data, source=f"{self.source} (with overrides)", base_dir=self.base_dir)
+        return Scenario.from_dict(data, source=f"{self.source} (with overrides)", base_dir=self.base_dir,
+                                  trust_paths=self.trust_paths)
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "<dict>", base_dir: Path | None = None) -> Scenario:
-        """Validate a dict; errors name ``source``, the field path, the value and the expectation."""
+    def from_dict(cls, data: dict, source: str = "<dict>", base_dir: Path | None = None,
+                  trust_paths: bool = False) -> Scenario:
+        """Validate a dict; errors name ``source``, the field path, the value and the expectation.
+
+        With ``base_dir``, the files the scenario names must be inside it unless ``trust_paths``
+        (see :class:`Scenario`).
+        """
         if not isinstance(data, dict):
             raise ScenarioError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
         try:
@@ -1229,7 +1259,7 @@ class Scenario:
                 fields.append((_fmt_loc(err["loc"]), val, msg))
             head = "invalid scenario: " if len(lines) == 1 else "invalid scenario:\n  "  # one error, one line
             raise ScenarioError(head + "\n  ".join(lines), fields) from None
-        return cls(cfg, source, base_dir)
+        return cls(cfg, source, base_dir, trust_paths)
 
     def __repr__(self) -> str:
         return f"Scenario({self.name!r}, {self.topology!r})"
@@ -1240,7 +1270,7 @@ NAME_RULE = ("an argument with a path separator or a .yaml/.yml suffix is a file
              "suffix), any other is a bundled name; a folder is never a scenario")
 
 
-def load_scenario(spec: str | Path | dict | Scenario) -> Scenario:
+def load_scenario(spec: str | Path | dict | Scenario, *, trust_paths: bool = False) -> Scenario:
     """Load a scenario from a bundled name, a YAML path, a dict or a :class:`Scenario`.
 
     A string is a file when it holds a path separator or ends in ``.yaml``/``.yml``
@@ -1250,7 +1280,10 @@ def load_scenario(spec: str | Path | dict | Scenario) -> Scenario:
 
     A file is read within the bounds of :mod:`sfenv.world.files`: a regular file (not a device, a
     FIFO or a directory) of at most :data:`~sfenv.world.files.MAX_YAML_BYTES` bytes of UTF-8 YAML,
-    without aliases and nested at most :data:`~sfenv.world.files.MAX_YAML_DEPTH` levels.
+    without aliases and nested at most :data:`~sfenv.world.files.MAX_YAML_DEPTH` levels.  The files
+    a scenario file names (``prices.path``, ``workload.arrival.path``, ``egress.table``,
+    ``carbon.path``) must be inside the file's folder or its subfolders, unless ``trust_paths``;
+    a dict is the caller's own code and may name any path (relative to the current folder).
 
     :raises ScenarioError: naming the file (and the field, the value and what was expected), or, for
         an unknown bundled name, the bundled ones and the closest of them.
@@ -1264,7 +1297,7 @@ def load_scenario(spec: str | Path | dict | Scenario) -> Scenario:
     if not isinstance(spec, (str, Path)):
         raise ScenarioError(f"scenario: got {type(spec).__name__}; expected a bundled name, a YAML path, a dict "
                             "or a Scenario")
-    return _load_file(Path(spec))
+    return _load_file(Path(spec), trust_paths)
 
 
 def _load_bundled(name: str) -> Scenario:
@@ -1285,7 +1318,7 @@ def _load_bundled(name: str) -> Scenario:
     return Scenario.from_dict(data, source)
 
 
-def _load_file(path: Path) -> Scenario:
+def _load_file(path: Path, trust_paths: bool = False) -> Scenario:
     """The scenario in file ``path`` (see :func:`load_scenario` for the bounds)."""
     try:
         if path.is_dir():
@@ -1301,4 +1334,4 @@ def _load_file(path: Path) -> Scenario:
         raise ScenarioError(str(e)) from None
     except OSError as e:  # e.g. a name too long for the file system
         raise ScenarioError(f"{path}: cannot read the scenario file ({e.strerror or e})") from None
-    return Scenario.from_dict(data, str(path), path.parent)
+    return Scenario.from_dict(data, str(path), path.parent, trust_paths)

@@ -120,7 +120,8 @@ def test_dev_zero_and_alias_bombs_are_refused_at_once_in_a_memory_capped_process
     bomb = ": not valid YAML: line 2, column 8: found the alias *a: aliases are not allowed (they can expand a small "
     assert list(messages) == [
         "/dev/zero: a character device, not a regular file; expected a scenario file",
-        "sc.yaml: prices.path: /dev/zero: a character device, not a regular file; expected a price CSV",
+        "sc.yaml: prices.path: /dev/zero leads out of the scenario's folder ./; a scenario file reads files only "
+        "inside its folder (in Python, load_scenario(..., trust_paths=True) reads a file you trust as it is)",
         f"bomb.yaml{bomb}file to gigabytes); write the value out",
         f"bomb2.yaml{bomb}file to gigabytes); write the value out"]
 

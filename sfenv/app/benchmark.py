@@ -49,6 +49,7 @@ from sfenv.runs import log_stderr, protocol, results
 from sfenv.runs.results import atomic_write_json, check_regular
 from sfenv.scenario import DEFAULT_SCENARIO, Scenario, load_scenario
 from sfenv.sim import make_simulator
+from sfenv.sim.engine import check_decision
 from sfenv.world.files import read_json
 
 __all__ = [
@@ -93,7 +94,8 @@ def episode_timeline(agent: str, scenario: Scenario, seed: int) -> dict[str, Any
     ag = make_agent(agent)
     ag.reset(seed)
     sim = make_simulator(scenario, seed)
-    report = sim.run(ag.decide)
+    who = f"agent {ag.name!r}: decide(view)"
+    report = sim.run(lambda view: check_decision(ag.decide(view), who))
     topo = sim.topo
     hours = max(1, math.ceil(report.makespan_s / 3600))
     hourly = sim.prices.hourly[:, np.arange(hours) % sim.prices.hours][sim.region_zone]

@@ -61,6 +61,7 @@ from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_js
 from sfenv.runs.stats import mean_ci  # also imported from here
 from sfenv.scenario import Scenario, load_scenario
 from sfenv.sim import make_simulator
+from sfenv.sim.engine import check_decision
 from sfenv.sim.metrics import ADDED_REPORT_FIELDS, EpisodeReport
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -103,9 +104,14 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
     agent.reset(seed)
     sim = make_simulator(scenario, seed)
     times: list[float] = []
-    recorder = (ActionRecorder(agent.decide, agent.replan if agent.replans else None, agent.replan_hourly)
+    who = f"agent {agent.name!r}: decide(view)"
+
+    def checked(view):  # a wrong return type is one line naming the agent, before the recorder logs it
+        return check_decision(agent.decide(view), who)
+
+    recorder = (ActionRecorder(checked, agent.replan if agent.replans else None, agent.replan_hourly)
                 if record_actions else None)
-    decide = recorder.decide if recorder else agent.decide
+    decide = recorder.decide if recorder else checked
 
     def timed(view):
         t = time.perf_counter()

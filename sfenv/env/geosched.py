@@ -80,14 +80,31 @@ def _proposers_from(proposers: Sequence[CandidateProposer] | str | None, queue_w
                     cache: PlanCache) -> list[CandidateProposer]:
     """The candidate proposers the constructor's ``proposers`` argument names (see the parameter table).
 
-    :raises InvalidInput: for a name not in :data:`~sfenv.env.proposers.PROPOSER_SETS`.
+    :raises InvalidInput: for a name not in :data:`~sfenv.env.proposers.PROPOSER_SETS`, or a value that
+        is not a non-empty list of proposers (objects with a callable ``candidates(view, k)``).
     """
     if isinstance(proposers, str):
         if proposers not in PROPOSER_SETS:
-            raise InvalidInput(f"GeoSchedEnv: invalid argument proposers={proposers!r}: expected one of "
+            raise InvalidInput(f"GeoSchedEnv: invalid argument proposers={_short(proposers)}: expected one of "
                                f"{list(PROPOSER_SETS)} or a list of proposers")
         return named_proposers(proposers, queue_window, cache)
-    return list(proposers) if proposers is not None else default_proposers(cache, queue_window)
+    if proposers is None:
+        return default_proposers(cache, queue_window)
+    if not isinstance(proposers, (list, tuple)) or not proposers:
+        raise InvalidInput(f"GeoSchedEnv: invalid argument proposers={_short(proposers)}: expected a non-empty "
+                           f"list of proposers (objects with a candidates(view, k) method), one of "
+                           f"{list(PROPOSER_SETS)} or None")
+    for i, p in enumerate(proposers):
+        if not callable(getattr(p, "candidates", None)):
+            raise InvalidInput(f"GeoSchedEnv: invalid argument proposers[{i}]={_short(p)}: expected a proposer "
+                               "(an object with a candidates(view, k) method, e.g. a sfenv.env.proposers.Proposer)")
+    return list(proposers)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters for a message."""
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
 
 
 def _floor_exempt_flags(floor_exempt: Sequence[str], proposers: Sequence[CandidateProposer]) -> list[bool]:
@@ -234,7 +251,7 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     |---|---|---|---|
     | ``scenario`` | str, Path, dict or Scenario | ``"spider-8"`` | bundled name; a YAML file if it has a path separator or a ``.yaml`` suffix (see :func:`~sfenv.scenario.load_scenario`); dict or :class:`~sfenv.scenario.Scenario` |
     | ``render_mode`` | str or None | None | ``"ansi"`` (text) or ``"rgb_array"`` (image) |
-    | ``proposers`` | list of CandidateProposer, a name of :data:`sfenv.env.proposers.PROPOSER_SETS` or None | None | candidate sources (:func:`sfenv.env.proposers.named_proposers`); None or ``"default"``: :func:`sfenv.env.proposers.default_proposers`; ``"first-fit"``: also the decisions of ``fastest+swf`` (candidate 0) and ``fifo+swf``; ``"best"``: also ``spinsearch+swf``'s and SpinSearch's plans (:func:`sfenv.agents.proposer_sets.best_heuristic_proposers`); ``"best+spantrain"``: also ``spantrain+swf``'s; ``"carbon"``: ``"first-fit"`` with the decisions of ``spantrain+swf``, ``forecast-carbon+swf`` and ``lowest-carbon+swf`` (:func:`sfenv.agents.proposer_sets.carbon`).  Each richer set costs steps/s: docs/env.md gives measured rates |
+    | ``proposers`` | non-empty list of CandidateProposer (objects with ``candidates(view, k)``), a name of :data:`sfenv.env.proposers.PROPOSER_SETS` or None | None | candidate sources (:func:`sfenv.env.proposers.named_proposers`); None or ``"default"``: :func:`sfenv.env.proposers.default_proposers`; ``"first-fit"``: also the decisions of ``fastest+swf`` (candidate 0) and ``fifo+swf``; ``"best"``: also ``spinsearch+swf``'s and SpinSearch's plans (:func:`sfenv.agents.proposer_sets.best_heuristic_proposers`); ``"best+spantrain"``: also ``spantrain+swf``'s; ``"carbon"``: ``"first-fit"`` with the decisions of ``spantrain+swf``, ``forecast-carbon+swf`` and ``lowest-carbon+swf`` (:func:`sfenv.agents.proposer_sets.carbon`).  Each richer set costs steps/s: docs/env.md gives measured rates |
     | ``max_candidates`` | int, 1..256 | ``env.max_candidates`` (16) | ``N``, candidate slots; actions are ``0..N`` |
     | ``queue_window`` | int, 1..256 | ``env.queue_window`` (8) | ``K``, waiting jobs shown in ``queue`` |
     | ``forecast_hours`` | int, 1..168 | ``env.forecast_hours`` (6) | ``H``, hours of price forecast per region |
@@ -487,7 +504,21 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
-        """Start a new episode (see the class docstring, Starting State)."""
+        """Start a new episode (see the class docstring, Starting State).
+
+        :param seed: the episode's seed (see :meth:`gymnasium.Env.reset`).
+        :param options: None or an empty dict: the environment reads no reset option (the scenario and
+            the constructor's arguments set everything).
+        :raises InvalidInput: naming ``options`` for anything else (a key, or a value that is not a dict).
+        """
+        if options is not None:
+            if not isinstance(options, dict):
+                raise InvalidInput(f"GeoSchedEnv.reset: invalid argument options={_short(options)}: expected "
+                                   "None or a dict (the environment reads no reset option)")
+            if options:
+                raise InvalidInput(f"GeoSchedEnv.reset: options: unknown key {_short(next(iter(options)))}; the "
+                                   "environment reads no reset option (set the scenario, e.g. workload.num_jobs, "
+                                   "with Scenario.with_overrides, and the rest with the constructor's arguments)")
         super().reset(seed=seed)
         self.sim = make_simulator(self.scenario, self.np_random, self._evaluations)
         self._view = self.sim.view()

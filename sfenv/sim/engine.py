@@ -54,6 +54,7 @@ import numpy as np
 import sfenv.sim.lookahead as _lookahead
 import sfenv.sim.replan as _replan
 import sfenv.sim.reroute as _reroute
+from sfenv.errors import InvalidInput
 from sfenv.model.perf import PerfParams, Plan, PlanPerf, plan_flows
 from sfenv.sim.billing import Billing
 from sfenv.sim.events import Arrival, BandwidthChange, Completion, Event, EventKind, LinkDynamics, Outage, Straggler
@@ -521,16 +522,34 @@ class Simulator:
         spider-8-contended went into reports nobody read (``bench_fork``).
 
         :raises InvalidDecision: as :meth:`run`.
+        :raises InvalidInput: when ``decide`` returns something else than a :class:`Plan` or None
+            (:func:`check_decision`).
         """
         if replan is not None:
             self.set_replanner(replan, hourly=replan_hourly)
         view = self.view()
         n = 0
         while not self.done and n < max_decisions:
-            plan = decide(view)
+            plan = check_decision(decide(view))
             n += 1
             if plan is None:
                 self.wait()
             else:
                 self.schedule(plan)
                 self.advance()
+
+
+def check_decision(value: object, who: str = "decide(view)") -> Plan | None:
+    """``value`` if it is a decision (a :class:`~sfenv.model.perf.Plan`, or None to wait), else an error.
+
+    :param value: what an agent's ``decide(view)`` returned.
+    :param who: the decider, for the message (e.g. ``agent 'my.py:C': decide(view)``).
+    :raises InvalidInput: naming ``who``, the value (its repr, cut to 80 characters) and its type.
+    """
+    if value is None or isinstance(value, Plan):
+        return value
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    raise InvalidInput(f"{who} returned {shown} (a {type(value).__name__}); expected a Plan "
+                       "(sfenv.model.perf.Plan) to start, or None to wait")
