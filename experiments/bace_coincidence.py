@@ -23,6 +23,7 @@ from sfenv.agents.bace_baselines import CRLCFAgent, CRLDFAgent
 from sfenv.agents.bace_pipe import k_star
 from sfenv.agents.registry import make_agent
 
+from sfenv.app.cli import job_count
 from sfenv.app.leaderboard import JOB_CAPS
 from sfenv.runs import protocol
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scenarios", default="all", help="comma list of bundled scenarios, or all")
     p.add_argument("--seeds", type=int, default=10, help="the first N test seeds")
-    p.add_argument("--num-jobs", type=int, help="cap on the jobs per episode (default: the leaderboard's caps)")
+    p.add_argument("--num-jobs", type=job_count, help="cap on the jobs per episode (default: the leaderboard's caps)")
     args = p.parse_args(argv)
     names = bundled_scenarios() if args.scenarios == "all" else args.scenarios.split(",")
     seeds = protocol.seeds("test", args.seeds)

@@ -23,20 +23,21 @@ seeds ``--first-seed S`` .. ``S+N-1``, labelled "explicit seeds".
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sfenv.agents.registry import make_agent
+from sfenv.experiments.rows import INT, NUMBER, TEXT, read_rows
 
-from sfenv.app.cli import job_count, positive_int
+from sfenv.app.cli import job_count, non_negative_int, positive_int
 from sfenv.app.evaluate import run_episode
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import Scenario, load_scenario
+from sfenv.world.files import MAX_YAML_BYTES, read_json
 
 __all__ = [
     "BASELINES",
@@ -52,6 +53,8 @@ __all__ = [
 SYSTEM = "bace-pipe"
 BASELINES = ("lcf", "ldf", "cr-lcf", "cr-ldf")
 METRICS = {"mean_jct_s": "JCT", "cost_usd": "cost"}
+#: the fields of a saved row :func:`run_sensitivity` and :func:`summarise` read, and their kinds
+ROW_FIELDS = {"perm": INT, "agent": TEXT, "seed": INT, **dict.fromkeys(METRICS, NUMBER), "unfinished": NUMBER}
 
 
 def permuted(base: Scenario, price_perm: Sequence[int], gpu_perm: Sequence[int]) -> Scenario:
@@ -105,10 +108,10 @@ def run_sensitivity(
     runs_path, cfg_path = out / "runs.json", out / "config.json"
     rows: list[dict[str, Any]] = []
     if resume and runs_path.exists():
-        old = json.loads(cfg_path.read_text()) if cfg_path.exists() else None
+        old = read_json(cfg_path, "bace_sensitivity settings file", MAX_YAML_BYTES) if cfg_path.exists() else None
         if old != config:
-            raise InvalidInput(f"{out} holds runs made with {old}; this run uses {config}: use another --out")
-        rows = json.loads(runs_path.read_text())
+            raise InvalidInput(f"{out} holds runs made with {old!s:.300}; this run uses {config}: use another --out")
+        rows = read_rows(runs_path, "bace_sensitivity runs file", ROW_FIELDS)
     atomic_write_json(cfg_path, config)
     done = {(r["perm"], r["agent"], r["seed"]) for r in rows}
     agents = [SYSTEM, *BASELINES]
@@ -162,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     protocol.add_seed_arguments(ap, default_n=3, default_split="test")
     ap.add_argument("--scenario", default="bace-6")
     ap.add_argument("--num-jobs", type=job_count, default=None, help="override the workload size")
-    ap.add_argument("--perm-seed", type=int, default=0, help="seed of the permutation draws")
+    ap.add_argument("--perm-seed", type=non_negative_int, default=0, help="seed of the permutation draws")
     ap.add_argument("--out", type=Path, default=Path("results/bace_sensitivity"))
     ap.add_argument("--quick", action="store_true", help="2 permutations, 1 seed, 4 jobs (smoke run)")
     ap.add_argument("--no-resume", action="store_true", help="start over instead of resuming")

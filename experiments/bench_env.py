@@ -38,6 +38,7 @@ import numpy as np
 
 import sfenv  # noqa: F401
 from sfenv.app.cli import positive_int
+from sfenv.errors import InvalidInput
 
 
 def _random_steps(env: gym.Env, info: dict, steps: int, masked: bool, rng: np.random.Generator) -> dict:
@@ -258,6 +259,23 @@ PROPOSER_ENV_IDS = ("sfenv/Spider8Contended-v0", "sfenv/Spider64-v0")
 FIT_REUSE_ENV_IDS = tuple(env_id.replace("-v0", "-v5") for env_id in PROPOSER_ENV_IDS)
 
 
+def check_checkout(source: str | Path) -> Path:
+    """``source`` resolved, if it is a checkout of sfenv.
+
+    That is a folder with ``sfenv/__init__.py`` and ``agents/`` beside it (or, from before the agents
+    moved, ``sfenv/agents/``).
+
+    :raises InvalidInput: otherwise (a missing or other folder would measure the installed code against
+        itself, without a word).
+    """
+    root = Path(source)
+    if not ((root / "sfenv" / "__init__.py").is_file()
+            and ((root / "agents").is_dir() or (root / "sfenv" / "agents").is_dir())):
+        raise InvalidInput(f"--against {str(source)!r:.200}: not a checkout of sfenv (no sfenv/__init__.py "
+                           "and agents/ in it); give another revision's source folder (git worktree add)")
+    return root.resolve()
+
+
 def import_root(source: Path, scratch: Path) -> Path:
     """A folder to put first on ``PYTHONPATH`` so that every ``sfenv`` package comes from ``source``.
 
@@ -302,7 +320,7 @@ def proposer_rows(
     :return: per round ``{"this" or "other": {env id: {set: steps/s}}}``.
     """
     here = Path(__file__).resolve().parents[1]
-    sources = ([("other", Path(checkout).resolve())] if checkout else []) + [("this", here)]
+    sources = ([("other", check_checkout(checkout))] if checkout else []) + [("this", here)]
     out = []
     with tempfile.TemporaryDirectory() as scratch:
         codes = [(name, import_root(path, Path(scratch) / name)) for name, path in sources]
@@ -363,7 +381,7 @@ def compare_with_checkout(
     out = []
     with tempfile.TemporaryDirectory() as scratch:
         codes = [(name, import_root(path, Path(scratch) / name))
-                 for name, path in (("other", Path(checkout).resolve()), ("this", here))]
+                 for name, path in (("other", check_checkout(checkout)), ("this", here))]
         for _ in range(rounds):
             row = {}
             for name, path in codes:
@@ -395,6 +413,8 @@ def main() -> None:
                     help="count only how often best+spantrain's plan searches repeat over --steps masked random steps "
                          "on spider-8-contended and spider-64, and its steps/s with every search answered from memos")
     args = ap.parse_args()
+    if args.against is not None:
+        check_checkout(args.against)
     if args.fit_reuse:
         for env_id in FIT_REUSE_ENV_IDS:
             print_fit_reuse(env_id, args.steps, fit_reuse(env_id, args.steps))

@@ -96,10 +96,12 @@ def measure(scenario: str = "spider-8-contended", steps: int = 200, seed: int = 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     """Print the fork's cost against the deepcopy reference; returns :func:`measure`'s figures."""
+    from sfenv.app.cli import non_negative_int
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scenario", default="spider-8-contended", help="scenario (default: %(default)s)")
     p.add_argument("--steps", type=int, default=200, help="teacher decisions to play (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=10000, help="episode seed (default: %(default)s)")
+    p.add_argument("--seed", type=non_negative_int, default=10000, help="episode seed (default: %(default)s)")
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error(f"argument --steps: expected an integer >= 1, got {args.steps}")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sfenv.agents.registry import make_agent
+from sfenv.experiments.rows import INT, NUMBER, TEXT, read_rows
 
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
@@ -39,7 +40,8 @@ from sfenv.runs.stats import paired_ratio
 from sfenv.scenario import Scenario, load_scenario
 from sfenv.sim import make_simulator
 
-__all__ = ["BASELINE", "arms", "compare", "format_markdown", "main", "play", "run_carbon", "summarise"]
+__all__ = ["BASELINE", "ROW_FIELDS", "arms", "compare", "format_markdown", "main", "play", "read_carbon_rows",
+           "run_carbon", "summarise"]
 
 #: the carbon-agnostic scheduler every arm is compared with
 BASELINE = "fastest"
@@ -192,6 +194,34 @@ def format_markdown(summary: Sequence[dict[str, Any]], scenario: str, seeds: Seq
     return "\n".join(lines) + "\n"
 
 
+#: the fields of an episode row :func:`summarise` and :func:`compare` read, and their kinds
+ROW_FIELDS = {"arm": TEXT, "kind": TEXT, "seed": INT, "carbon_signal": TEXT, "carbon_kg": NUMBER,
+              "mean_jct_s": NUMBER, "cost_usd": NUMBER, "unfinished": NUMBER}
+
+
+def read_carbon_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The episode rows of an earlier ``--out`` file, checked before they are summarised.
+
+    :raises InvalidInput: one line naming the file, if it is not a non-empty JSON list of episode rows
+        with :data:`ROW_FIELDS`, has an (arm, seed) twice, has no :data:`BASELINE` row, or has an arm
+        sharing no seed with the baseline (nothing to pair it with).
+    """
+    rows = read_rows(path, "carbon episode rows file", ROW_FIELDS, allow_empty=False)
+    seeds: dict[str, set[int]] = {}
+    for i, r in enumerate(rows):
+        mine = seeds.setdefault(r["arm"], set())
+        if r["seed"] in mine:
+            raise InvalidInput(f"{path}: row {i + 1}: arm {r['arm']!r:.60} seed {r['seed']} is given twice")
+        mine.add(r["seed"])
+    base = seeds.get(BASELINE)
+    if not base:
+        raise InvalidInput(f"{path}: no row of the baseline arm {BASELINE!r}; the ratios are to it")
+    for arm, mine in seeds.items():
+        if not mine & base:
+            raise InvalidInput(f"{path}: arm {arm!r:.60} shares no seed with the baseline {BASELINE!r}")
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: see the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -218,11 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.exit(2, f"sfenv: {exc}\n")
     if args.rows:
-        try:
-            rows = json.loads(Path(args.rows).read_text())
-        except (OSError, ValueError) as exc:
-            parser.exit(2, f"sfenv: --rows {args.rows}: cannot read episode rows ({exc})\n")
-        seeds = sorted({int(r["seed"]) for r in rows})
+        rows = read_carbon_rows(args.rows)
+        seeds = sorted({r["seed"] for r in rows})
     else:
         rows = run_carbon(args.scenario, seeds, slacks, forecasts, args.num_jobs, args.out)
     text = format_markdown(summarise(rows), args.scenario, seeds, args.num_jobs, compare(rows))

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import textwrap
 from collections.abc import Sequence
@@ -79,6 +78,7 @@ from sfenv.runs import protocol
 from sfenv.runs.progress import EpisodesBar
 from sfenv.runs.results import atomic_write_json, read_results
 from sfenv.scenario import load_scenario
+from sfenv.world.files import MAX_YAML_BYTES, read_json
 
 __all__ = [
     "CLAIMS",
@@ -280,9 +280,9 @@ def run_claims(
         config["wan_sharing"] = wan_sharing
     cfg_path = out / "config.json"
     if cfg_path.exists():
-        old = json.loads(cfg_path.read_text())
+        old = read_json(cfg_path, "claims settings file", MAX_YAML_BYTES)
         if old != config:
-            raise InvalidInput(f"{out} holds runs made with other settings ({old}, now {config}); "
+            raise InvalidInput(f"{out} holds runs made with other settings ({old!s:.300}, now {config}); "
                              "use another --out or delete that directory")
     else:
         atomic_write_json(cfg_path, config)

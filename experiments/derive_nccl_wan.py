@@ -23,14 +23,13 @@ what the source measured.  ``sfenv/data/measured/nccl_sendrecv_gcp_sailor.csv`` 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from sfenv.errors import InvalidInput
 from sfenv.runs.results import atomic_write_text
-from sfenv.world.files import read_text
+from sfenv.world.files import read_json
 
 #: the columns written, in order
 COLUMNS = ("src_zone", "dst_zone", "gpu", "pairs", "peak_gbps")
@@ -66,10 +65,7 @@ def rates(path: Path) -> list[dict[str, str]]:
 
     :raises InvalidInput: naming the file and the entry, when it is not a profile of Sailor's layout.
     """
-    try:
-        profile = json.loads(read_text(path, "network profile (JSON)", MAX_PROFILE_BYTES))
-    except json.JSONDecodeError as e:
-        raise InvalidInput(f"{path}, line {e.lineno}: not JSON ({e.msg})") from None
+    profile = read_json(path, "network profile", MAX_PROFILE_BYTES)
     rows = []
     for src, by_gpu in _level(path, (), profile).items():
         for gpu, by_count in _level(path, (src,), by_gpu).items():

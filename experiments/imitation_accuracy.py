@@ -28,7 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import stat
 import time
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -101,10 +106,93 @@ def collect(split: str, states: int, num_jobs: int | None = None, log: Any = Non
             "act": np.asarray(actions), "scenario": np.asarray(names), "seed": np.asarray(seeds)}
 
 
+#: the most bytes a states file may hold, and the most its arrays may declare (their sizes once decompressed)
+MAX_STATES_BYTES = 2 << 30
+#: the most arrays a states file may hold
+MAX_STATES_ARRAYS = 1000
+#: the arrays a states file must hold (beside at least one ``obs_<key>``)
+STATES_ARRAYS = ("mask", "act", "scenario")
+
+
+def _npy_header(f: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """The (shape, Fortran order, dtype) of an ``.npy`` stream, its data not read."""
+    fmt = np.lib.format
+    version = fmt.read_magic(f)
+    if version == (1, 0):
+        return fmt.read_array_header_1_0(f)
+    if version == (2, 0):
+        return fmt.read_array_header_2_0(f)
+    raise ValueError(f"unsupported .npy version {version}")
+
+
+def _open_archive(path: Path) -> zipfile.ZipFile:
+    """``path`` opened as a zip archive after checking it is a regular file of at most :data:`MAX_STATES_BYTES`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot read the states file ({e.strerror or e})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_STATES_BYTES:
+        os.close(fd)
+        raise InvalidInput(f"{path}: not a regular file of at most {MAX_STATES_BYTES:,} bytes; expected a states "
+                           "file (.npz) written by 'collect'")
+    fh = os.fdopen(fd, "rb")
+    try:
+        return zipfile.ZipFile(fh)
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError) as e:
+        fh.close()
+        raise InvalidInput(f"{path}: not an .npz archive ({e}); expected a states file written by 'collect'") from None
+
+
+def _read_states(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a states file, without pickle, refused before reading if they declare too many bytes.
+
+    Every member's ``.npy`` header is read first; the declared sizes (shape x item size) must add up to at
+    most :data:`MAX_STATES_BYTES`, so a small compressed file cannot expand to gigabytes in memory.
+
+    :raises InvalidInput: one line naming the file (and the array): unreadable, not an ``.npz`` archive,
+        too large, an object array, or a damaged member.
+    """
+    with _open_archive(path) as archive:
+        try:
+            members = archive.infolist()
+            if len(members) > MAX_STATES_ARRAYS:
+                raise ValueError(f"{len(members):,} members; at most {MAX_STATES_ARRAYS:,}")
+            total = 0
+            for member in members:
+                if not member.filename.endswith(".npy"):
+                    raise ValueError(f"member {member.filename!r:.60} is not an .npy array")
+                with archive.open(member) as f:
+                    shape, _, dtype = _npy_header(f)
+                if dtype.hasobject:
+                    raise ValueError(f"array {member.filename[:-4]!r:.60} holds Python objects (pickled data)")
+                total += math.prod(shape) * dtype.itemsize
+                if total > MAX_STATES_BYTES:
+                    raise ValueError(f"its arrays declare more than {MAX_STATES_BYTES:,} bytes uncompressed")
+            arrays = {}
+            for member in members:
+                with archive.open(member) as f:
+                    arrays[member.filename[:-4]] = np.lib.format.read_array(f, allow_pickle=False)
+        except (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error, NotImplementedError) as e:
+            raise InvalidInput(f"{path}: not a readable states file ({str(e)[:200]})") from None
+    return arrays
+
+
 def _load(path: Path) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
-    data = np.load(path)
-    return ({k[4:]: data[k] for k in data.files if k.startswith("obs_")}, data["mask"], data["act"],
-            data["scenario"])
+    """A states file's observations (by key), masks, actions and scenario names, checked.
+
+    :raises InvalidInput: one line naming the file: see :func:`_read_states`, or an array missing,
+        or arrays whose numbers of states differ.
+    """
+    data = _read_states(path)
+    obs = {k[4:]: v for k, v in data.items() if k.startswith("obs_")}
+    for key in (*STATES_ARRAYS, *([] if obs else ["obs_<key>"])):
+        if key not in data:
+            raise InvalidInput(f"{path}: no array {key!r}; expected a states file written by 'collect'")
+    counts = {k: v.shape[0] if v.ndim else None for k, v in data.items() if k in STATES_ARRAYS or k.startswith("obs_")}
+    if len(set(counts.values())) != 1 or None in counts.values():
+        raise InvalidInput(f"{path}: the arrays hold different numbers of states ({counts}); expected one per state")
+    return obs, data["mask"], data["act"], data["scenario"]
 
 
 def fit(train_path: Path, validation_path: Path, policy: str = "default", epochs: int = 10, width: int = 128,
@@ -114,7 +202,10 @@ def fit(train_path: Path, validation_path: Path, policy: str = "default", epochs
     :param policy: ``default`` (SB3's ``MultiInputPolicy`` with two hidden layers of ``width``, on
         observations standardised with the training states' statistics, as VecNormalize does) or
         ``candidate-set`` (:class:`sfenv.agents.set_policy.CandidateSetPolicy`, raw observations).
+    :raises InvalidInput: for a states file that is not one (see :func:`_load`), before any work.
     """
+    train_obs, train_masks, train_actions, _ = _load(train_path)
+    val_obs, val_masks, val_actions, val_names = _load(validation_path)
     import torch
     from sb3_contrib import MaskablePPO
     from sfenv.agents.imitation import Demonstrations, fit_policy
@@ -124,8 +215,6 @@ def fit(train_path: Path, validation_path: Path, policy: str = "default", epochs
 
     torch.manual_seed(seed)
     torch.set_num_threads(1)
-    train_obs, train_masks, train_actions, _ = _load(train_path)
-    val_obs, val_masks, val_actions, val_names = _load(validation_path)
     env = GeoSchedEnv(scenario="spider-8-contended", num_jobs=4, **{**ENV_KWARGS, "proposers": "default"})
     normalize = None
     if policy == "default":

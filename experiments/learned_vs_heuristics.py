@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ import numpy as np
 from sfenv.agents.learned import PLAY_MODES, LearnedPolicy, load_config, train
 
 from sfenv.app.evaluate import evaluate_agents
+from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_json
 from sfenv.runs.stats import paired_ratio
@@ -67,6 +69,33 @@ def paired_bootstrap_ratio(a: np.ndarray, b: np.ndarray) -> tuple[float, float, 
     :param b: per-seed values of the reference, same seeds in the same order.
     """
     return paired_ratio(a, b)
+
+
+def reference_agents(text: str) -> list[str]:
+    """The ``--heuristics`` names (comma list, repeats dropped), each checked by making the agent.
+
+    An agent whose optional dependency is missing (an ``ImportError``) is left out with a note on
+    stderr, as the default list may name one.
+
+    :raises InvalidInput: for a name that is not an agent, or when no agent is left to compare with.
+    """
+    from sfenv.agents.registry import make_agent
+
+    from sfenv.errors import UnknownName
+
+    heuristics = []
+    for h in dict.fromkeys(h.strip() for h in text.split(",") if h.strip()):
+        try:
+            make_agent(h)
+        except UnknownName as e:
+            raise InvalidInput(f"--heuristics: {e}") from None
+        except ImportError as e:
+            print(f"note: --heuristics: leaving out {h} ({e})", file=sys.stderr)
+            continue
+        heuristics.append(h)
+    if not heuristics:
+        raise InvalidInput(f"--heuristics {text!r:.80}: no reference agent to compare the model with")
+    return heuristics
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -112,6 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
         p.error(f"--work-conserving and --play {args.play}: give one of them")
     if args.model is not None and not args.model.is_file():
         p.error(f"argument --model: no such model file {args.model} (sfenv train writes <out>/<run>/best_model.zip)")
+    heuristics = reference_agents(args.heuristics)  # before training: an unknown name is refused at once
     cfg = load_config(args.config)
     scenario = args.scenario or default_scenario()
     t0 = time.perf_counter()
@@ -130,17 +160,6 @@ def main(argv: list[str] | None = None) -> dict:
         model = args.model
     seeds = list(choice.seeds)
     spec = f"model:{model}"
-    from sfenv.agents.registry import make_agent
-
-    from sfenv.errors import UnknownName
-
-    heuristics = []
-    for h in [h.strip() for h in args.heuristics.split(",") if h.strip()]:
-        try:
-            make_agent(h)
-        except (UnknownName, ImportError):
-            continue
-        heuristics.append(h)
     mode = "work-conserving" if args.work_conserving else args.play
     play = {} if mode is None else {"work_conserving": mode == "work-conserving"}
     seed_split = choice.split

@@ -17,13 +17,12 @@ Run::
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sfenv.errors import InvalidInput
-from sfenv.world.files import read_text
+from sfenv.world.files import parse_json, read_text
 
 __all__ = ["BOUND", "ORACLE_LEVEL", "ORACLE_UPPER", "groups_of", "main", "row", "table", "verdict"]
 
@@ -50,7 +49,7 @@ def groups_of(path: str | Path) -> list[tuple[str, int, dict[str, Any]]]:
     :raises InvalidInput: (a ``ValueError``) naming the file, if it is not such a result file.
     """
     try:
-        res = json.loads(read_text(path, "result file", MAX_RESULT_BYTES))
+        res = parse_json(read_text(path, "result file", MAX_RESULT_BYTES), path, "learned_vs_heuristics result file")
         seeds = len(res["seeds"])
         out = [(Path(res["scenario"]).stem, seeds, res)]
         out += [(Path(name).stem, seeds, group) for name, group in res.get("unseen", {}).items()]
@@ -63,7 +62,7 @@ def groups_of(path: str | Path) -> list[tuple[str, int, dict[str, Any]]]:
             missing = [key for key in ("ratio_to_best", "best_heuristic", "summary") if key not in group]
             if missing:
                 raise KeyError(f"{name} has no {missing[0]}")
-    except (KeyError, TypeError, json.JSONDecodeError) as exc:
+    except (KeyError, TypeError) as exc:
         raise InvalidInput(f"{path}: not a learned_vs_heuristics result file ({type(exc).__name__}: {exc})") from None
     return out
 

@@ -20,7 +20,6 @@ Run: ``python -m sfenv.experiments.scenario_spread [--scenarios all] [--agents s
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 from sfenv.agents.registry import make_agent, resolve_names
+from sfenv.experiments.rows import INT, NUMBER, TEXT, read_rows
 
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
@@ -35,7 +35,7 @@ from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
 from sfenv.sim import make_simulator
 
-__all__ = ["SPREAD_AGENTS", "format_markdown", "main", "play", "run_spread", "spread_table"]
+__all__ = ["ROW_FIELDS", "SPREAD_AGENTS", "format_markdown", "main", "play", "run_spread", "spread_table"]
 
 #: agents compared by default: the simple baselines, the papers' fast agents and the ordering baselines
 #: (ILP, genetic, TPA and SpiderFlow are left out: minutes per episode on the large scenarios)
@@ -44,6 +44,11 @@ SPREAD_AGENTS: tuple[str, ...] = (
     "fifo+swf", "fifo+fgf", "fifo+bace", "spinsearch+swf", "spinsearch+fgf", "spinsearch+bace", "spantrain+swf",
     "fastest", "fastest+swf",
 )
+
+
+#: the fields of a row :func:`run_spread` and :func:`spread_table` read, and their kinds
+ROW_FIELDS = {"scenario": TEXT, "agent": TEXT, "seed": INT, "mean_jct_s": NUMBER, "cost_usd": NUMBER,
+              "unfinished": NUMBER, "jobs": INT, "offered_load": NUMBER}
 
 
 def play(agent_name: str, scenario: Scenario, seed: int) -> dict[str, Any]:
@@ -73,7 +78,7 @@ def run_spread(
     path = Path(out) if out else None
     rows: list[dict[str, Any]] = []
     if path and resume and path.exists():
-        rows = json.loads(path.read_text())
+        rows = read_rows(path, "scenario_spread rows file", ROW_FIELDS)
     done = {(r["scenario"], r["agent"], r["seed"]) for r in rows}
     for spec in scenarios:
         sc = load_scenario(spec)

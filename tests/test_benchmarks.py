@@ -277,6 +277,10 @@ def test_bench_env_proposers_sets_option(monkeypatch, capsys):
     ("bace_sensitivity", ["--perms", "-1"], "--perms"),
     ("bace_sensitivity", ["--num-jobs", "0"], "--num-jobs"),
     ("validate_model", ["--resamples", "-1"], "--resamples"),
+    ("bench_fork", ["--seed", "-1", "--steps", "2"], "--seed"),
+    ("bace_sensitivity", ["--quick", "--perm-seed", "-1", "--out", "x"], "--perm-seed"),
+    ("bace_coincidence", ["--seeds", "1", "--num-jobs", "0"], "--num-jobs"),
+    ("bench_env", ["--against", "nodir", "--steps", "10"], "--against"),
 ])
 def test_experiment_scripts_refuse_a_count_below_one_before_measuring(script, args, option, tmp_path):
     """A count of steps, rounds, points, jobs, seeds, permutations or resamples below one exits 2 with argparse's

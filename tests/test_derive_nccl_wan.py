@@ -62,7 +62,15 @@ def test_a_profile_of_another_layout_is_refused_naming_the_entry(tmp_path, profi
 def test_not_json_names_the_line(tmp_path):
     path = tmp_path / "profile.json"
     path.write_text('{\n"a": }')
-    with pytest.raises(InvalidInput, match=r"profile.json, line 2: not JSON"):
+    with pytest.raises(InvalidInput, match=r"profile.json: not a JSON network profile \(Expecting value: line 2"):
+        rates(path)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a": ' + "9" * 100_000 + "}"])
+def test_deep_nesting_and_huge_integers_are_one_line(tmp_path, text):
+    path = tmp_path / "profile.json"
+    path.write_text(text)
+    with pytest.raises(InvalidInput, match=r"profile.json: not a JSON network profile \((nested too|an integer)"):
         rates(path)
 
 

@@ -119,6 +119,16 @@ def test_a_file_that_is_not_a_result_is_refused_naming_it(tmp_path: Path) -> Non
                              capture_output=True, text=True, cwd=tmp_path)
     assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [
         "sfenv: nope.json: cannot read the result file (No such file or directory)"]
-    assert run.stderr.strip().splitlines() == [f"sfenv: {broken}: not a learned_vs_heuristics result file "
-                                               "(JSONDecodeError: Expecting property name enclosed in double "
+    assert run.stderr.strip().splitlines() == [f"sfenv: {broken}: not a JSON learned_vs_heuristics result file "
+                                               "(Expecting property name enclosed in double "
                                                "quotes: line 1 column 2 (char 1))"]
+
+
+def test_deep_nesting_and_a_huge_integer_are_one_line(tmp_path: Path) -> None:
+    deep, huge = tmp_path / "deep.json", tmp_path / "huge.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    huge.write_text('{"seeds": ' + "9" * 100_000 + "}")
+    with pytest.raises(InvalidInput, match=r"deep.json: not a JSON learned_vs_heuristics result file \(nested"):
+        recipe_table.groups_of(deep)
+    with pytest.raises(InvalidInput, match=r"huge.json: not a JSON learned_vs_heuristics result file \(an integer"):
+        recipe_table.groups_of(huge)
