@@ -910,7 +910,7 @@ def wan_share(scenario: Scenario, max_pairs: int = 12) -> dict:
     cfg = scenario.cfg
     topo = scenario.topology
     w, s = cfg.workload, cfg.sim
-    params = PerfParams(mfu=s.mfu, dp_overlap=s.dp_overlap, memory_headroom=s.memory_headroom)
+    params = s.perf_params()  # the scenario's model settings (transport, sharing, VM-pair caps)
     mix = max(w.models, key=lambda m: (m.weight, m.spec().params))
     job = JobSpec(0, mix.spec(), w.global_batch[0], 1, 0.0, w.min_gpus, w.max_gpus)
     free = _free_wan(topo)

@@ -195,3 +195,15 @@ def test_vm_pair_cap_is_a_scenario_setting_left_out_of_the_dump_at_its_default()
         base.with_overrides(sim={"vm_pair_cap": "rack"})
     with pytest.raises(ValueError, match="vm_pair_cap"):
         PerfParams(vm_pair_cap="rack")
+
+
+def test_the_wan_share_report_plays_the_scenarios_model_settings_and_the_docs_quote_server_caps():
+    """``wan_share`` evaluates plans with the scenario's own model settings (here ``vm_pair_cap``); docs/model.md
+    quotes geo-8's WAN share under ``server`` as computed."""
+    base = load_scenario("geo-8")
+    member, server = (wan_share(base.with_overrides(sim={"vm_pair_cap": v})) for v in ("member", "server"))
+    assert server["median"] > member["median"]
+    doc = " ".join((Path(__file__).resolve().parents[1] / "docs" / "model.md").read_text().split())
+    assert (f"median WAN share is {100 * server['median']:.1f} % under `server` against "
+            f"{100 * member['median']:.1f} % (range {100 * server['low']:.1f}-{100 * server['high']:.1f} % against "
+            f"{100 * member['low']:.1f}-{100 * member['high']:.1f} %)") in doc
