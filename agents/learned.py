@@ -47,6 +47,7 @@ import copy
 import dataclasses
 import inspect
 import json
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -70,6 +71,9 @@ __all__ = [
     "ALGOS",
     "DEFAULT_HP",
     "JOB_MIX_KEYS",
+    "MAX_LAYERS",
+    "MAX_LAYER_WIDTH",
+    "MAX_N_ENVS",
     "PLAY_MODES",
     "POLICIES",
     "RECIPE_DEFAULTS",
@@ -203,6 +207,12 @@ POLICIES: dict[str, tuple[str, str] | None] = {
 }
 #: environment steps between evaluations when ``eval_every`` is None: a tenth of the run, at least this
 MIN_EVAL_EVERY = 2048
+#: the most parallel envs of a run (``n_envs``, ``--n-envs``): each holds a simulator in this process
+MAX_N_ENVS = 256
+#: the widest layer and the most layers per list a recipe's ``policy_kwargs.net_arch`` (or ``value_arch``)
+#: may give: a 4096 x 4096 layer is 16.8 million weights
+MAX_LAYER_WIDTH = 4096
+MAX_LAYERS = 16
 
 
 def bundled_configs() -> list[str]:
@@ -478,9 +488,42 @@ def make_env_fn(
     return _make
 
 
-def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise InvalidInput(f"train: {name} = {value!r}; expected an integer >= {low}")
+def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
+    if (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low
+            or (high is not None and value > high)):
+        expected = f"an integer >= {low}" if high is None else f"an integer from {low} to {high:,}"
+        raise InvalidInput(f"train: {name} = {value!r}; expected {expected}")
+
+
+def _check_finite(value: Any, where: str, depth: int = 0) -> None:
+    """Refuse NaN and infinite numbers anywhere in a hyperparameter (they fail every range check silently)."""
+    if depth > 16:
+        raise InvalidInput(f"hp {where}: nested deeper than 16")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, f"{where}.{k}", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite(v, f"{where}[{i}]", depth + 1)
+    elif isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        raise InvalidInput(f"hp {where}={value!r}: expected a finite number")
+
+
+def _check_layers(policy_kwargs: dict[str, Any]) -> None:
+    """Check each layer list of ``policy_kwargs`` (``net_arch``, its ``pi``/``vf``/``qf``, ``value_arch``).
+
+    Each must be at most :data:`MAX_LAYERS` integers from 1 to :data:`MAX_LAYER_WIDTH`.
+    """
+    net_arch = policy_kwargs.get("net_arch")
+    lists = ({f"net_arch.{k}": v for k, v in net_arch.items()} if isinstance(net_arch, dict)
+             else {"net_arch": net_arch} if net_arch is not None else {})
+    if policy_kwargs.get("value_arch") is not None:
+        lists["value_arch"] = policy_kwargs["value_arch"]
+    for field, sizes in lists.items():
+        if not isinstance(sizes, (list, tuple)) or len(sizes) > MAX_LAYERS or not all(
+                isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_LAYER_WIDTH for n in sizes):
+            raise InvalidInput(f"hp policy_kwargs.{field}={sizes!r}: expected a list of at most {MAX_LAYERS} "
+                               f"layer sizes, integers from 1 to {MAX_LAYER_WIDTH}")
 
 
 #: SB3 keywords that ``train`` sets itself: a hyperparameter may not set them
@@ -574,6 +617,7 @@ def check_hp(algo: str, hp: dict[str, Any], policy: str = "default") -> None:
     params = inspect.signature(cls.__init__).parameters
     allowed = sorted(n for n in params if n not in _SET_BY_TRAIN and n != "self")
     for key, value in hp.items():
+        _check_finite(value, key)
         if key in _SET_BY_TRAIN:
             option = _SET_BY_TRAIN[key]
             raise InvalidInput(f"hp {key!r}: set by sfenv train itself" + (f" (use {option})" if option else ""))
@@ -593,6 +637,8 @@ def check_hp(algo: str, hp: dict[str, Any], policy: str = "default") -> None:
             raise InvalidInput(f"hp {key}={value!r}: expected a value {text}")
     policy_kwargs = hp.get("policy_kwargs") or {}
     policy_cls = cls.policy_aliases.get(chosen) if isinstance(chosen, str) else chosen
+    if isinstance(policy_kwargs, dict):
+        _check_layers(policy_kwargs)
     if policy_cls is not None and isinstance(policy_kwargs, dict):
         policy_params = _policy_parameters(policy_cls)
         for key in policy_kwargs:
@@ -839,6 +885,7 @@ def train(
     chosen_policy = policy_class(algo, policy)
     pre_cfg = _pretrain_settings(pretrain, algo, env_kwargs)
     seeds = _checked_settings(total_timesteps, seed, n_envs, checkpoint_every, eval_every, normalize, eval_seeds)
+    baselines = _checked_baselines(baselines)
     scenario, train_sc, first, eval_sc = _train_scenarios(scenario, eval_scenario)
     kw_env = _env_settings(env_kwargs, spec.masked, first)
     hp = _hyperparameters(algo, policy, algo_kwargs, n_envs, kw_env)
@@ -851,6 +898,9 @@ def train(
     eval_run_sc = eval_sc.with_overrides(workload={"num_jobs": kw_env["num_jobs"]}) if "num_jobs" in kw_env else eval_sc
     eval_fn = make_env_fn(eval_run_sc, spec.flatten, eval_kw)
     deferral = _checked_deferral(play_defer, algo, eval_fn)
+    # played before training (and before a new run folder): an agent's error costs no training
+    levels = _reference_levels(baselines, eval_run_sc, seeds, log) if plot and not (
+        resume is not None and (run / "levels.json").is_file()) else None
     torch = _rl_module("torch")
     cls = getattr(_rl_module(spec.module), spec.cls)
     make_vec_env = _rl_module("stable_baselines3.common.env_util").make_vec_env
@@ -916,8 +966,7 @@ def train(
                     reset_num_timesteps=resume is None)
     path = _save(model, run, "model", meta)
     if plot:
-        levels = _reference_levels(run, baselines, eval_run_sc, seeds, log)
-        plot_learning_curve(evaluator.history, levels, run / "learning_curve.png",
+        plot_learning_curve(evaluator.history, _kept_levels(run, levels), run / "learning_curve.png",
                             f"{algo} on {sc_name}, evaluated on {eval_sc.name} seeds {seeds[0]}..{seeds[-1]}")
     vec.close()
     evaluator.env.close()
@@ -995,9 +1044,10 @@ def _checked_settings(total_timesteps: int, seed: int, n_envs: int, checkpoint_e
 
     :raises InvalidInput: naming the setting.
     """
-    for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0), ("n_envs", n_envs, 1),
+    for name, value, low in (("total_timesteps", total_timesteps, 1), ("seed", seed, 0),
                              ("checkpoint_every", checkpoint_every, 0)):
         _check_int(name, value, low)
+    _check_int("n_envs", n_envs, 1, MAX_N_ENVS)
     if eval_every is not None:
         _check_int("eval_every", eval_every, 0)
     if normalize not in NORMALIZE:
@@ -1054,19 +1104,45 @@ def _start_line(run: Path, algo: str, scenario: str, steps: int, pre_cfg: dict |
             f"held-out seeds of {eval_scenario}{played}")
 
 
-def _reference_levels(run: Path, baselines: Sequence[str], scenario: Scenario, seeds: list[int],
+def _checked_baselines(baselines: Sequence[str]) -> list[str]:
+    """The reference agents of the learning curve, resolved and constructed now (before anything is written).
+
+    Groups expand (:func:`sfenv.agents.registry.resolve_names`); an empty list draws no levels.
+
+    :raises InvalidInput: for a saved policy (``model:``/``rllib:``) or an agent whose constructor fails.
+    :raises UnknownName: for a name that is not an agent.
+    """
+    from sfenv.agents.registry import make_agent, resolve_names
+
+    if isinstance(baselines, str) or not all(isinstance(b, str) for b in baselines):
+        raise InvalidInput(f"train: baselines = {baselines!r}; expected a list of agent names")
+    if not baselines:
+        return []
+    names = resolve_names(list(baselines))
+    for name in names:
+        if name.startswith(("model:", "rllib:")):
+            raise InvalidInput(f"train: baselines: {name} is a saved policy; the levels are reference agents")
+        make_agent(name)  # a plug-in's constructor error surfaces now, not after training
+    return names
+
+
+def _kept_levels(run: Path, levels: dict[str, dict[str, float]] | None) -> dict[str, dict[str, float]]:
+    """Write ``levels`` to the run's ``levels.json``; None: read the file a resumed run kept."""
+    path = run / "levels.json"
+    if levels is None:
+        return json.loads(path.read_text())
+    path.write_text(json.dumps(levels, indent=1))
+    return levels
+
+
+def _reference_levels(baselines: Sequence[str], scenario: Scenario, seeds: list[int],
                       log: Callable[[str], None] | None) -> dict[str, dict[str, float]]:
-    """The reference agents' levels on the evaluation seeds: ``levels.json`` of the run, computed once."""
+    """The reference agents' levels on the evaluation seeds (the run's ``levels.json``)."""
     from sfenv.agents.callbacks import heuristic_levels
 
-    levels_path = run / "levels.json"
-    if levels_path.is_file():
-        return json.loads(levels_path.read_text())
-    if log is not None:
+    if log is not None and baselines:
         log(f"scoring the reference agents {', '.join(baselines)} on the {len(seeds)} evaluation seeds")
-    levels = heuristic_levels(baselines, scenario, seeds)
-    levels_path.write_text(json.dumps(levels, indent=1))
-    return levels
+    return heuristic_levels(baselines, scenario, seeds)
 
 
 def run_summary(run: str | Path) -> str:

@@ -762,6 +762,73 @@ class WeightsOnlyPolicy:
     meta: dict[str, Any]
 
 
+def _width_lists(kwargs: dict[str, Any], where: str) -> dict[str, list[Any]]:
+    """The layer-size lists of a spec's policy keyword arguments, by field (``net_arch.pi``, ``value_arch`` ...)."""
+    lists: dict[str, list[Any]] = {}
+    net_arch = kwargs.get("net_arch")
+    if isinstance(net_arch, dict):
+        for key, value in net_arch.items():
+            if not isinstance(value, list):
+                raise InvalidInput(f"{where}.net_arch.{key}: expected a list of layer sizes, got {str(value)[:60]}")
+            lists[f"net_arch.{key}"] = value
+    elif isinstance(net_arch, list):
+        lists["net_arch"] = net_arch
+    elif net_arch is not None:
+        raise InvalidInput(f"{where}.net_arch: expected a list of layer sizes or an object of them, "
+                           f"got {str(net_arch)[:60]}")
+    if kwargs.get("value_arch") is not None:
+        value_arch = kwargs["value_arch"]
+        if not isinstance(value_arch, list):
+            raise InvalidInput(f"{where}.value_arch: expected a list of layer sizes, got {str(value_arch)[:60]}")
+        lists["value_arch"] = value_arch
+    extractor = kwargs.get("features_extractor_kwargs")
+    for field, value in (("embed_dim", kwargs.get("embed_dim")), ("features_extractor_kwargs.embed_dim",
+                         extractor.get("embed_dim") if isinstance(extractor, dict) else None)):
+        if value is not None:
+            lists[field] = [value, value]  # an attention block holds at least embed_dim x embed_dim weights
+    return lists
+
+
+def _flat_features(space: gym.Space) -> int:
+    """The width the default features extractor gives ``space``: flattened, each image of a Dict counted as 1."""
+    if not isinstance(space, gym.spaces.Dict):
+        return int(gym.spaces.flatdim(space))
+    is_image = rl_module("stable_baselines3.common.preprocessing").is_image_space
+    return sum(1 if is_image(sub) else int(gym.spaces.flatdim(sub)) for sub in space.spaces.values())
+
+
+def _check_layer_sizes(kwargs: dict[str, Any], arrays: dict[str, np.ndarray], observation_space: gym.Space,
+                       path: Path) -> None:
+    """Refuse layer sizes the weights file cannot hold, before the policy is built (its memory is allocated).
+
+    Necessary for a spec written by :func:`write_policy_files`, so they never refuse one: every size is
+    a positive integer and a dimension of some ``policy/`` array; there are no more layers than arrays;
+    and the weights of consecutive layers (the first fed the flattened observation, unless a
+    features extractor is named) fit in the elements the weights file holds.
+
+    :raises InvalidInput: naming the file and the field.
+    """
+    where = f"{path}: policy_kwargs"
+    weights = [a for name, a in arrays.items() if name.startswith("policy/")]
+    dims = {d for a in weights for d in a.shape}
+    held = sum(int(a.size) for a in weights)
+    lists = _width_lists(kwargs, where)
+    if sum(len(sizes) for sizes in lists.values()) > len(weights):
+        raise InvalidInput(f"{where}: {sum(len(s) for s in lists.values()):,} layers; the weights file holds "
+                           f"{len(weights):,} policy arrays (the weights do not fit the policy)")
+    flat = _flat_features(observation_space) if "features_extractor_class" not in kwargs else 1
+    for field, sizes in lists.items():
+        for i, size in enumerate(sizes):
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1 or size not in dims:
+                raise InvalidInput(f"{where}.{field}[{i}]: {str(size)[:30]} is not a size of any policy array in "
+                                   f"the weights file (the weights do not fit the policy)")
+        first = flat if field.startswith("net_arch") else 1
+        needed = sum(a * b for a, b in zip([first, *sizes], sizes))
+        if needed > held:
+            raise InvalidInput(f"{where}.{field}: layers of {needed:,} weights; the weights file holds {held:,} "
+                               "policy parameters (the weights do not fit the policy)")
+
+
 def _build_policy(spec: dict[str, Any], path: Path, observation_space: gym.Space, action_space: gym.Space) -> Any:
     """The policy network the spec names, built as SB3's ``load`` builds it (weights not loaded yet)."""
     cls = _import_class(spec["policy_class"], POLICY_CLASSES, f"{path}: policy_class")
@@ -820,6 +887,7 @@ def read_policy_files(spec_path: Path, algos: Mapping[str, Any]) -> WeightsOnlyP
     action_space = space_from_json(spec["action_space"], f"{spec_path}: action_space")
     if not isinstance(action_space, gym.spaces.Discrete):
         raise InvalidInput(f"{spec_path}: action_space: expected Discrete (the env's), got {action_space}")
+    _check_layer_sizes(spec["policy_kwargs"], arrays, observation_space, spec_path)
     policy = _build_policy(spec, spec_path, observation_space, action_space)
     _load_weights(policy, arrays, spec_path)
     record = spec["normalization"]

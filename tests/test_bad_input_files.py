@@ -143,6 +143,15 @@ BAD_HP = [
     (["--hp", "seed=3"], ["'seed'", "--seed"]),
     (["--hp", "policy_kwargs.net_archh=[64]"], ["net_archh"]),
     (["--algo", "dqn", "--hp", "n_epochs=3"], ["'n_epochs'", "DQN"]),
+    (["--hp", "gamma=.nan"], ["gamma=nan", "finite"]),
+    (["--hp", "learning_rate=.inf"], ["learning_rate=inf", "finite"]),
+    (["--hp", "policy_kwargs.net_arch=[-1]"], ["net_arch=[-1]", "from 1 to 4096"]),
+    (["--hp", "policy_kwargs.net_arch={pi: [64], vf: [100000]}"], ["net_arch.vf", "from 1 to 4096"]),
+    (["--hp", "policy_kwargs.net_arch=[" + ",".join(["8"] * 17) + "]"], ["net_arch=", "at most 16"]),
+    (["--n-envs", "100000"], ["--n-envs", "from 1 to 256"]),
+    (["--baselines", "nope"], ["unknown agent 'nope'"]),
+    (["--baselines", ","], ["--baselines", "no agent named"]),
+    (["--baselines", "model:x.zip"], ["model:x.zip", "saved policy"]),
 ]
 
 
@@ -153,6 +162,38 @@ def test_bad_hp_exits_2_with_one_line_and_no_run_folder(extra, words, tmp_path, 
     err = _one_line_exit_2(["train", "--steps", "64", "--num-jobs", "4", "--quiet", *extra], capsys)
     assert all(word in err for word in words), err
     assert list(tmp_path.iterdir()) == []  # no runs/ folder, no config.yml
+
+
+def test_n_envs_beyond_the_bound_is_refused_in_python(tmp_path):
+    pytest.importorskip("sb3_contrib")
+    from sfenv.agents.learned import MAX_N_ENVS, train
+
+    from sfenv.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="n_envs = 257; expected an integer from 1 to 256"):
+        train(total_timesteps=64, n_envs=MAX_N_ENVS + 1, out_dir=tmp_path / "runs", plot=False)
+    assert not (tmp_path / "runs").exists()
+
+
+BAD_BASELINES = {
+    "a constructor that fails": "class C:\n    def __init__(self):\n        raise ValueError('no')\n"
+                                "    def decide(self, view):\n        return []\n",
+    "decide returns a string": "class C:\n    def decide(self, view):\n        return 'garbage'\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_BASELINES))
+def test_a_failing_baseline_fails_before_training_and_the_run_folder(case, tmp_path):
+    """Baselines are constructed, and (to draw their levels) played, before the run folder is made."""
+    pytest.importorskip("sb3_contrib")
+    from sfenv.agents.learned import train
+
+    (tmp_path / "ag.py").write_text(BAD_BASELINES[case])
+    with pytest.raises(Exception):  # noqa: B017  (the engine's error for a bad decision is its own)
+        train(total_timesteps=64, n_envs=1, out_dir=tmp_path / "runs", env_kwargs={"num_jobs": 4},
+              algo_kwargs={"n_steps": 32, "batch_size": 32, "n_epochs": 1}, tensorboard=False, eval_every=0,
+              eval_seeds=[10_000], baselines=[f"{tmp_path / 'ag.py'}:C"], plot=True)
+    assert not (tmp_path / "runs").exists()
 
 
 def test_good_hp_passes_the_check():

@@ -352,6 +352,12 @@ SPEC_CASES = {
                           "'builtins.eval' is not one"),
     "keyword not taken": (lambda s: s["policy_kwargs"].update(layers=3), "do not build a policy"),
     "other layer sizes": (lambda s: s["policy_kwargs"].update(net_arch=[8]), "do not fit the policy"),
+    "layer sizes no weight has": (lambda s: s["policy_kwargs"]["net_arch"].update(pi=[3001, 3001]),
+                                  r"net_arch\.pi\[0\]: 3001 is not a size of any policy array"),
+    "more layers than weights": (lambda s: s["policy_kwargs"]["net_arch"].update(pi=[128] * 500),
+                                 "502 layers; the weights file holds"),
+    "a layer size not an integer": (lambda s: s["policy_kwargs"]["net_arch"].update(vf=[128, "128"]),
+                                    r"net_arch\.vf\[1\]: 128 is not a size"),
     "negative size": (lambda s: s["observation_space"]["spaces"][0][1].update(shape=[-1]), r"candidates\.shape"),
     "huge space": (lambda s: s["observation_space"]["spaces"][0][1].update(shape=[10**9]), "elements; at most"),
     "bound": (lambda s: s["observation_space"]["spaces"][0][1].update(low="zero"), r"candidates\.low"),
@@ -370,6 +376,17 @@ def test_a_malformed_spec_is_one_clear_error(run, tmp_path, case):
     with pytest.raises(InvalidInput, match=message) as caught:
         LearnedPolicy(spec_path)
     assert str(spec_path) in str(caught.value)
+
+
+def test_layers_larger_than_the_weights_file_are_refused_before_they_are_built(run, tmp_path, capsys):
+    """A weights file with an array of the width the spec names still cannot hold 3000 x 3000 layers."""
+    arrays = {**_arrays(run), "policy/padding": np.zeros(3000, np.float32)}
+    data = _npz(arrays)
+    spec_path = _weights_only(run, tmp_path / "m")
+    spec_path.with_name("model.policy.npz").write_bytes(data)
+    spec = _mutated_spec(run, lambda s: s["policy_kwargs"]["net_arch"].update(pi=[3000, 3000]))
+    spec_path.write_text(json.dumps({**spec, "weights_sha256": hashlib.sha256(data).hexdigest()}))
+    _assert_one_line(spec_path, "policy_kwargs.net_arch.pi: layers of", "huge layers", capsys, cli=True)
 
 
 def test_malformed_files_are_one_line_in_the_cli(run, tmp_path, capsys):

@@ -32,7 +32,7 @@ from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError, did
 from sfenv.runs import log_stderr, protocol
 from sfenv.scenario import DEFAULT_SCENARIO, NAME_RULE, bundled_scenarios, load_scenario
 
-__all__ = ["build_parser", "job_count", "main", "non_negative_int", "positive_int", "seed_count"]
+__all__ = ["build_parser", "env_count", "job_count", "main", "non_negative_int", "positive_int", "seed_count"]
 
 #: largest ``--seeds``: more episodes per agent than any study here needs (the evaluators hold one row each)
 MAX_SEEDS = 100_000
@@ -53,6 +53,13 @@ def job_count(text: str) -> int:
     from sfenv.scenario import MAX_JOBS
 
     return _int_at_least(text, 1, MAX_JOBS)
+
+
+def env_count(text: str) -> int:
+    """Argparse type: parallel envs of a run, 1 .. :data:`sfenv.agents.learned.MAX_N_ENVS`."""
+    from sfenv.agents.learned import MAX_N_ENVS
+
+    return _int_at_least(text, 1, MAX_N_ENVS)
 
 
 def seed_count(text: str) -> int:
@@ -441,7 +448,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
                                "test split (sfenv.runs.protocol); use validation")
         cfg["eval_seeds"] = protocol.seeds(args.eval_split or "validation", args.eval_seeds or len(cfg["eval_seeds"]))
     if args.baselines is not None:
-        cfg["baselines"] = [b.strip() for b in args.baselines.split(",") if b.strip()]
+        from sfenv.agents.plugins import split_agent_list
+
+        cfg["baselines"] = [b.strip() for b in split_agent_list(args.baselines) if b.strip()]
+        if not cfg["baselines"]:
+            raise InvalidInput(f"--baselines {args.baselines!r}: no agent named; give a comma list such as "
+                               "fifo,spinsearch")
     env_kwargs = dict(cfg["env_kwargs"] or {})
     if args.num_jobs is not None:
         env_kwargs["num_jobs"] = args.num_jobs
@@ -646,7 +658,8 @@ def _add_train_run_options(t: argparse.ArgumentParser) -> None:
                         "--config none); with --resume the total to reach")
     t.add_argument("--seed", type=non_negative_int, metavar="S",
                    help="seed of the algorithm and the envs (>= 0; default: 0)")
-    t.add_argument("--n-envs", type=positive_int, metavar="N", help="parallel envs (> 0; default: 4)")
+    t.add_argument("--n-envs", type=env_count, metavar="N",
+                   help="parallel envs (1..256, sfenv.agents.learned.MAX_N_ENVS; default: 4)")
     t.add_argument("--num-jobs", type=job_count, metavar="N",
                    help="jobs per episode (1..100,000; default: the scenario's workload.num_jobs)")
     t.add_argument("--obs-mode", choices=["full", "compact"],
