@@ -11,6 +11,7 @@ import os
 
 import pytest
 import yaml
+from scenario_text import two_regions
 
 import sfenv  # noqa: F401  (registers the ids)
 from sfenv.app.cli import main
@@ -19,15 +20,7 @@ from sfenv.scenario import Scenario, ScenarioError, load_scenario
 from sfenv.sim import make_simulator
 from sfenv.sim.engine import check_decision
 
-TWO_REGIONS = """\
-name: contained
-topology:
-  regions:
-    - {name: a, gpu: A100-80GB, gpus: 64, zone: Z1}
-    - {name: b, gpu: A100-80GB, gpus: 64, zone: Z2}
-  links:
-    - {a: a, b: b, bandwidth_gbps: 10, latency_ms: 20}
-"""
+TWO_REGIONS = two_regions("contained")
 TOU = "prices: {zones: {Z1: {base: 50, peak: 90}, Z2: {base: 60, peak: 80}}}\n"
 PRICES = "datetime_utc,Z1,Z2\n2023-01-01T00,50,60\n2023-01-01T01,55,70\n"
 TRACE = "submit_offset_s,num_gpus,duration_s\n0,8,3600\n60,16,7200\n120,8,1800\n300,32,3600\n"

@@ -13,21 +13,14 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from scenario_text import two_regions
 
 import sfenv  # noqa: F401  (registers the ids)
 from sfenv.app.cli import main
 from sfenv.scenario import MAX_JOBS, ScenarioError, load_scenario
 from sfenv.sim import make_simulator
 
-TWO_REGIONS = """\
-name: csv-check
-topology:
-  regions:
-    - {name: a, gpu: A100-80GB, gpus: 64, zone: Z1}
-    - {name: b, gpu: A100-80GB, gpus: 64, zone: Z2}
-  links:
-    - {a: a, b: b, bandwidth_gbps: 10, latency_ms: 20}
-"""
+TWO_REGIONS = two_regions("csv-check")
 PRICES_YAML = TWO_REGIONS + "prices: {kind: csv, path: prices.csv}\nworkload: {num_jobs: 4}\n"
 TRACE_YAML = (TWO_REGIONS + "prices: {zones: {Z1: {base: 50, peak: 90}, Z2: {base: 60, peak: 80}}}\n"
               "workload: {num_jobs: 4, arrival: {process: trace, path: trace.csv}}\n")

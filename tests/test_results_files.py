@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -133,61 +135,52 @@ def test_the_main_job_twice_in_one_folder_just_works(tmp_path, monkeypatch, caps
     assert not (tmp_path / "results" / "spider-8-2").exists()
 
 
-def _ctrl_c_as_in_a_terminal() -> None:
-    """In the child before exec: SIGINT unblocked and at its default, as a shell gives a command.
+def _signal_at_default(sig: signal.Signals) -> Callable[[], None]:
+    """For the child before exec: ``sig`` unblocked and at its default, as a shell gives a command.
 
     A child inherits its parent's signal mask and ignored signals; in the full parallel suite the
     test worker sometimes has SIGINT ignored or blocked (the child then ran to the end and exited 0).
     """
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    def reset() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+        signal.signal(sig, signal.SIG_DFL)
+
+    return reset
+
+
+def _signalled_run(tmp_path: Path, sig: signal.Signals) -> tuple[int, list[str], list[dict]]:
+    """``sfenv evaluate`` of 800 episodes sent ``sig`` once its first episode is saved: exit code, stderr lines, rows.
+
+    800 episodes: long enough (tens of seconds) that the run cannot end before the signal on a loaded machine.
+    """
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "sfenv", "evaluate", "--agents", "fifo,random", "--seeds", "400", "--num-jobs", "30",
+           "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_signal_at_default(sig))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait for the first saved episode
+        if out.exists() and read_results(out)[1]:
+            break
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert os.path.getsize(out) > 0
+    return proc.returncode, stderr.strip().splitlines(), read_results(out)[1]
 
 
 def test_ctrl_c_saves_what_ran_and_says_how_to_continue(tmp_path):
-    out = tmp_path / "r.json"
-    # 800 episodes: long enough (tens of seconds) that the run cannot end before the signal on a loaded machine
-    cmd = [sys.executable, "-m", "sfenv", "evaluate", "--agents", "fifo,random", "--seeds", "400", "--num-jobs", "30",
-           "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_ctrl_c_as_in_a_terminal)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait for the first saved episode
-        if out.exists() and read_results(out)[1]:
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
-    lines = stderr.strip().splitlines()
-    assert proc.returncode == 130, stderr
-    saved = read_results(out)[1]
+    code, lines, saved = _signalled_run(tmp_path, signal.SIGINT)
+    assert code == 130, lines
     assert len(lines) == 1 and lines[0].startswith("sfenv: interrupted") and f"{len(saved)} saved" in lines[0]
     assert "again" in lines[0] and 0 < len(saved) < 800
-    assert os.path.getsize(out) > 0 and not list(tmp_path.glob(".*.tmp"))
-
-
-def _sigterm_as_from_a_shell() -> None:
-    """In the child before exec: SIGTERM unblocked and at its default, as a shell gives a command."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 def test_sigterm_saves_what_ran_like_ctrl_c_and_exits_143(tmp_path):
-    out = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "sfenv", "evaluate", "--agents", "fifo,random", "--seeds", "400", "--num-jobs", "30",
-           "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_sigterm_as_from_a_shell)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait for the first saved episode
-        if out.exists() and read_results(out)[1]:
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)  # `kill PID`, as a batch system or a container stop sends
-    stdout, stderr = proc.communicate(timeout=60)
-    lines = stderr.strip().splitlines()
-    assert proc.returncode == 143, stderr
-    saved = read_results(out)[1]
-    assert len(lines) == 1 and lines[0].startswith("sfenv: terminated (SIGTERM): "), stderr
+    code, lines, saved = _signalled_run(tmp_path, signal.SIGTERM)  # `kill PID`, as a batch system or a container stop
+    assert code == 143, lines
+    assert len(lines) == 1 and lines[0].startswith("sfenv: terminated (SIGTERM): "), lines
     assert f"{len(saved)} saved" in lines[0] and "again" in lines[0] and 0 < len(saved) < 800
     played = int(lines[0].split(": ")[2].split(" episodes run now")[0])
     assert played == len(saved)  # every episode played is in the file
