@@ -113,6 +113,17 @@ def test_a_decide_returning_the_wrong_type_is_one_line_naming_the_agent(tmp_path
                    "(sfenv.model.perf.Plan) to start, or None to wait\n")
 
 
+def test_a_plan_the_simulator_refuses_from_a_users_agent_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    """A plug-in agent's plan for a job that does not exist: exit 2 naming the agent (a built-in agent's would be
+    sfenv's bug, and keeps its traceback)."""
+    (tmp_path / "bad.py").write_text("from sfenv.model.perf import Plan, Stage\n\n\nclass C:\n"
+                                     "    def decide(self, view):\n        return Plan(99999, (Stage.at(0, 4),))\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate", "--agents", "bad.py:C", "--seeds", "1", "--num-jobs", "2"]) == 2
+    assert capsys.readouterr().err == ("sfenv: agent 'bad.py:C' made a decision the simulator cannot carry out "
+                                       "(seed 1000000): unknown job 99999\n")
+
+
 def test_the_simulator_refuses_a_decision_that_is_not_a_plan():
     sim = make_simulator(load_scenario("spider-8").with_overrides(workload={"num_jobs": 2}), 0)
     with pytest.raises(ValueError, match=r"decide\(view\) returned \[1, 2\] \(a list\); expected a Plan"):

@@ -63,6 +63,7 @@ from sfenv.scenario import Scenario, load_scenario
 from sfenv.sim import make_simulator
 from sfenv.sim.engine import check_decision
 from sfenv.sim.metrics import ADDED_REPORT_FIELDS, EpisodeReport
+from sfenv.sim.state import InvalidDecision
 
 if TYPE_CHECKING:  # pragma: no cover
     from tqdm import tqdm
@@ -120,7 +121,13 @@ def run_episode(agent: SchedulerAgent, scenario: Scenario, seed: int, record_act
         return plan
 
     replan = (recorder.replan if recorder else agent.replan) if agent.replans else None
-    report = sim.run(timed, replan=replan, replan_hourly=agent.replan_hourly)
+    try:
+        report = sim.run(timed, replan=replan, replan_hourly=agent.replan_hourly)
+    except InvalidDecision as e:
+        if not (is_plugin_spec(agent.name) or agent.name in entry_point_agents()):
+            raise  # a built-in agent's bad decision is sfenv's bug: keep the traceback
+        raise InvalidInput(f"agent {agent.name!r} made a decision the simulator cannot carry out (seed {seed}): "
+                           f"{e}") from None
     records = sim.records()
     row: dict[str, Any] = {"agent": agent.name, "scenario": scenario.name, "seed": seed, **report.to_dict()}
     row.update(_jct_fields(records, report.makespan_s))
