@@ -103,3 +103,34 @@ def test_output_piped_into_a_reader_that_stopped_ends_quietly_with_code_1(comman
     proc.stdout.close()  # before the child has imported anything: its first write meets a closed pipe
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_sigterm_in_a_script_is_one_line_and_exit_143(tmp_path):
+    """``kill PID`` (SIGTERM) during a script run through ``run_script``: handled as Ctrl-C (the script's own saving
+    runs), one ``sfenv: terminated`` line, exit 143; the handler is put back when ``run_script`` returns."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import signal, sys, time\n"
+            "from sfenv.app.script import run_script\n"
+            "def main():\n"
+            "    print('ready', flush=True)\n"
+            "    try:\n"
+            "        time.sleep(60)\n"
+            "    except KeyboardInterrupt:\n"
+            "        open('saved', 'w').write('yes')\n"
+            "        raise\n"
+            "rc = run_script(main)\n"
+            "assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL\n"
+            "raise SystemExit(rc)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err == "sfenv: terminated (SIGTERM)\n", err
+    assert (tmp_path / "saved").read_text() == "yes"
