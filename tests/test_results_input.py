@@ -161,3 +161,32 @@ def test_parse_json_names_the_source_and_refuses_nan_when_asked():
         parse_json(DEEP, "f", "thing")
     with pytest.raises(InvalidInput, match="an integer longer than"):
         parse_json(HUGE, "f", "thing")
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--agents", "fifo", "--seeds", "1", "--num-jobs", "2", "--out", "r.json"],
+    ["benchmark", "--seeds", "1", "--num-jobs", "2", "--out-dir", "bd"],
+    ["leaderboard", "--seeds", "1", "--out-dir", "lb"],
+])
+def test_resume_with_overwrite_is_refused_before_any_work(tmp_path, capsys, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--resume", "--overwrite"]) == 2
+    assert capsys.readouterr().err == ("sfenv: --resume continues the results there, --overwrite replaces them: "
+                                       "give one of them\n")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("option", ["--out", "--csv"])
+def test_an_output_that_is_the_scenario_file_is_refused_even_with_overwrite(tmp_path, capsys, monkeypatch, option):
+    from importlib import resources
+
+    monkeypatch.chdir(tmp_path)
+    scenario = tmp_path / "s8.yaml"
+    scenario.write_text(resources.files("sfenv.scenarios").joinpath("spider-8.yaml").read_text())
+    before = scenario.read_text()
+    argv = ["evaluate", "--agents", "fifo", "--seeds", "1", "--num-jobs", "2", "--scenario", "s8.yaml",
+            option, "./s8.yaml", "--overwrite"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (f"sfenv: {option} s8.yaml is the --scenario file; the run never writes over "
+                                       "its input\n")
+    assert scenario.read_text() == before

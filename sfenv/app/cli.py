@@ -149,6 +149,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    _resume_or_overwrite(args)
     from sfenv.agents.registry import resolve_names
     from sfenv.app.evaluate import (
         evaluate_agents,
@@ -179,6 +180,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     for path in (args.out, args.csv):  # a folder, or a path under a file: said now, not after the run
         if path is not None:
             check_writable(path)
+    _not_an_input([("--out", args.out), ("--csv", args.csv)], args.scenario)
     out = args.out
     if out is not None and out.exists() and not args.overwrite:  # never mixed into, never replaced unasked
         settings = run_settings(names, sc, play, seeds=seeds, split=choice.split, record_actions=args.record_actions)
@@ -206,6 +208,22 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         write_csv(rows, args.csv)
         print(f"episodes (CSV): {args.csv}")
     return 0
+
+
+def _resume_or_overwrite(args: argparse.Namespace) -> None:
+    """Refuse ``--resume`` with ``--overwrite``: continuing a file and replacing it are two different asks."""
+    if args.resume and args.overwrite:
+        raise InvalidInput("--resume continues the results there, --overwrite replaces them: give one of them")
+
+
+def _not_an_input(outputs: list[tuple[str, Path | None]], scenario: str) -> None:
+    """Refuse an output (``--out``, ``--csv``) that is the scenario file read as input, even with ``--overwrite``."""
+    given = Path(scenario)
+    if not given.is_file():
+        return
+    for option, path in outputs:
+        if path is not None and path.exists() and path.samefile(given):
+            raise InvalidInput(f"{option} {path} is the --scenario file; the run never writes over its input")
 
 
 def _check_csv(csv: Path, outs: list[Path | None], overwrite: bool) -> None:
@@ -245,6 +263,7 @@ def _add_split_option(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
+    _resume_or_overwrite(args)
     from sfenv.app.leaderboard import format_ranking, run_leaderboard
     from sfenv.runs.replay import Rejected
     from sfenv.runs.results import check_writable
@@ -304,6 +323,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
+    _resume_or_overwrite(args)
     import time
 
     from sfenv.app.benchmark import run_benchmark
