@@ -203,3 +203,26 @@ def test_an_old_benchmark_file_gets_the_new_cost_columns(tmp_path):
     assert plots.cost_column(res["summary"]) == "cost_usd"
     # today's rows carry the whole bill
     assert plots.cost_column(summarise(rows)) == "total_cost_usd"
+
+
+def test_plots_refuse_too_many_agents_and_leave_out_a_timeline_too_large_to_draw(timeline, tmp_path, capsys):
+    """A results file handed in bounds the figures' work: more than MAX_PLOT_AGENTS agents is one line (exit 2 in
+    ``sfenv plot``); a timeline beyond its bounds is not drawn, with a line saying so, and the bars still are."""
+    import json
+
+    from sfenv.app.benchmark import MAX_PLOT_AGENTS, MAX_TIMELINE_JOBS, write_plots
+    from sfenv.app.cli import main
+
+    rows = evaluate_agents(["fifo"], "spider-8", seeds=[0], num_jobs=3, progress=False)
+    many = [dict(rows[0], agent=f"a{i}") for i in range(MAX_PLOT_AGENTS + 1)]
+    (tmp_path / "many.json").write_text(json.dumps(many))
+    assert main(["plot", str(tmp_path / "many.json"), "--out-dir", str(tmp_path / "m")]) == 2
+    assert capsys.readouterr().err == (f"sfenv: plot: the results hold {MAX_PLOT_AGENTS + 1} agents; the figures draw "
+                                       f"at most {MAX_PLOT_AGENTS} (plot a selection of them)\n")
+    big = dict(timeline, jobs=[timeline["jobs"][0]] * (MAX_TIMELINE_JOBS + 1))
+    written = write_plots({"meta": {"scenario": "spider-8"}, "summary": summarise(rows), "episodes": rows,
+                           "timeline": big}, tmp_path)
+    assert sorted(p.name for p in written) == sorted(["jct.png", "cost.png", "tradeoff.png"])
+    assert "5,001 job runs, more than the 5,000 drawn" in capsys.readouterr().err
+    assert len(write_plots({"meta": {}, "summary": summarise(rows), "episodes": rows, "timeline": timeline},
+                           tmp_path / "ok")) == 5

@@ -304,11 +304,32 @@ def _check_episodes(rows: Any, path: str | Path) -> None:
     check_metrics(rows, path)
 
 
+#: the most agents the figures draw: bars and labels beyond it are unreadable, and a file handed in could name millions
+MAX_PLOT_AGENTS = 256
+#: the largest timeline drawn (job runs, regions, hours of prices); a larger one, which only a file made elsewhere
+#: holds (a benchmark's timeline is one episode of a scenario), is left undrawn with a note
+MAX_TIMELINE_JOBS, MAX_TIMELINE_REGIONS, MAX_TIMELINE_HOURS = 5_000, 128, 24 * 400
+
+
+def _timeline_size(timeline: dict[str, Any]) -> str | None:
+    """Why a timeline is too large to draw (what, how many, the most drawn), or None."""
+    prices = timeline.get("prices_usd_mwh") or []
+    sizes = (("job runs", len(timeline.get("jobs") or []), MAX_TIMELINE_JOBS),
+             ("regions", len(timeline.get("regions") or []), MAX_TIMELINE_REGIONS),
+             ("hours of prices", max((len(z) for z in prices if isinstance(z, list)), default=0), MAX_TIMELINE_HOURS))
+    for what, n, most in sizes:
+        if n > most:
+            return f"{n:,} {what}, more than the {most:,} drawn"
+    return None
+
+
 def write_plots(results: dict[str, Any] | str | Path, out_dir: str | Path | None = None) -> list[Path]:
     """Draw the benchmark's PNGs from results (a dict as saved, or a path to a results file).
 
-    The per-agent JCT and cost bars and the trade-off need only episodes; the timeline and price
-    figures are drawn when the results hold a timeline.
+    The per-agent JCT and cost bars and the trade-off need only episodes (at most :data:`MAX_PLOT_AGENTS`
+    agents); the timeline and price figures are drawn when the results hold a timeline no larger than
+    :data:`MAX_TIMELINE_JOBS` job runs, :data:`MAX_TIMELINE_REGIONS` regions and
+    :data:`MAX_TIMELINE_HOURS` hours of prices (a larger one is left out, with a line on stderr).
 
     :param out_dir: where the PNGs go (default: the results file's folder; required for a dict).
     :return: the PNG paths written.
@@ -324,6 +345,9 @@ def write_plots(results: dict[str, Any] | str | Path, out_dir: str | Path | None
     for key in ("jct", "cost", "tradeoff", "timeline", "prices"):  # a FIFO or device there: refused, not replaced
         check_regular(out / FILES[key], "plot")
     summary = results["summary"]
+    if len(summary) > MAX_PLOT_AGENTS:
+        raise InvalidInput(f"plot: the results hold {len(summary):,} agents; the figures draw at most "
+                           f"{MAX_PLOT_AGENTS} (plot a selection of them)")
     scenario = (results.get("meta") or {}).get("scenario")  # in every title
     cost = plots.cost_column(summary)  # the whole bill (electricity + egress) where the results have it
     written = [
@@ -333,7 +357,10 @@ def write_plots(results: dict[str, Any] | str | Path, out_dir: str | Path | None
                                          scenario=scenario), out / FILES["cost"]),
         plots.save_png(plots.plot_tradeoff(summary, scenario=scenario), out / FILES["tradeoff"]),
     ]
-    if results.get("timeline"):
+    too_large = _timeline_size(results["timeline"]) if results.get("timeline") else None
+    if too_large:
+        log_stderr(f"sfenv: plot: the timeline holds {too_large}: the timeline and price figures are not drawn")
+    elif results.get("timeline"):
         written.append(plots.save_png(plots.plot_timeline(results["timeline"]), out / FILES["timeline"]))
         written.append(plots.save_png(plots.plot_prices(results["timeline"]), out / FILES["prices"]))
     return written
