@@ -190,3 +190,11 @@ def test_an_output_that_is_the_scenario_file_is_refused_even_with_overwrite(tmp_
     assert capsys.readouterr().err == (f"sfenv: {option} s8.yaml is the --scenario file; the run never writes over "
                                        "its input\n")
     assert scenario.read_text() == before
+
+
+@pytest.mark.parametrize("given", [",", ""])
+def test_leaderboard_naming_no_scenario_is_refused_not_run_on_all(tmp_path, capsys, monkeypatch, given):
+    monkeypatch.chdir(tmp_path)
+    assert main(["leaderboard", "--scenarios", given, "--seeds", "1", "--out-dir", "lb"]) == 2
+    assert capsys.readouterr().err.startswith(f"sfenv: --scenarios {given!r}: no scenario named;")
+    assert not (tmp_path / "lb").exists()

@@ -269,7 +269,10 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
     from sfenv.runs.results import check_writable
 
     check_writable(args.out_dir, folder=True)  # a file in the way: said now, not after a scenario's episodes
-    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios is not None else None
+    if scenarios == []:  # "--scenarios ," or "": naming none is not asking for all of them
+        raise InvalidInput(f"--scenarios {args.scenarios!r}: no scenario named; give a comma list, or leave the "
+                           "option out for every bundled scenario")
     try:
         res = run_leaderboard(args.out_dir, scenarios, args.agents, args.seeds, num_jobs=args.num_jobs,
                               resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
