@@ -259,17 +259,17 @@ class _Job:
         #: (source, destination, tag): the servers its sending stage's replicas fill over the pairs
         self.pair_share: dict[tuple[int, int, int], float] = {}
         if params.vm_pair_cap == "server":
+            pairs: dict[tuple[int, int, int], int] = {}  # replica pairs per hop direction and pair of regions
             for pipe in self.pipes:
                 for hop in range(self.p - 1):
                     a, b = pipe.regions[hop], pipe.regions[hop + 1]
                     if a != b:
-                        for src, dst, tag in ((a, b, -1 - 2 * hop), (b, a, -2 - 2 * hop)):
-                            self.pair_share[(src, dst, tag)] = self.pair_share.get((src, dst, tag), 0.0) + pipe.weight
-            for (src, _dst, tag), n in self.pair_share.items():
-                stage = plan.stages[(-1 - tag) // 2 + (-1 - tag) % 2]
-                per_server = max(1, int(topo.scalars.gpus_per_server[src]) // stage.tp)
-                servers = math.ceil(n / per_server)
-                self.pair_share[(src, _dst, tag)] = min(1.0, servers / n)
+                        for key in ((a, b, -1 - 2 * hop), (b, a, -2 - 2 * hop)):
+                            pairs[key] = pairs.get(key, 0) + pipe.weight
+            for (src, dst, tag), n in pairs.items():
+                sender = plan.stages[(-1 - tag) // 2 + (-1 - tag) % 2]  # hop k's forward: stage k, backward: k + 1
+                per_server = max(1, int(topo.scalars.gpus_per_server[src]) // sender.tp)
+                self.pair_share[(src, dst, tag)] = min(1.0, math.ceil(n / per_server) / n)
         self.times: list[float] = []
         #: its index in the played list, where its WAN transfers are recorded (if at all), and the times they
         #: take instead of sharing the network (if given): see :func:`simulate_jobs`
