@@ -62,6 +62,16 @@ def test_leaderboard_on_a_tiny_configuration(tmp_path, capsys):
     before = (out / "leaderboard.csv").read_text()
     assert main([*argv, "--resume"]) == 0
     assert (out / "leaderboard.csv").read_text() == before
+    # other settings in the same folder: refused before any episode, the tables kept; --overwrite replaces them
+    capsys.readouterr()
+    other = [a if a != "fifo,spinsearch" else "fifo" for a in argv]
+    assert main(other) == 2
+    assert capsys.readouterr().err == (f"sfenv: {out}: its leaderboard ranks other settings (agents ['fifo', "
+                                       "'spinsearch'] now ['fifo']); choose another --out-dir, or --overwrite to "
+                                       "replace it\n")
+    assert (out / "leaderboard.csv").read_text() == before
+    assert main([*other, "--overwrite"]) == 0
+    assert [r["agent"] for r in csv.DictReader((out / "leaderboard.csv").open())] == ["fifo"]
 
 
 def _check_printed_ranking(printed: str, ranked: list[str], jct: dict[str, np.ndarray]) -> None:

@@ -117,6 +117,8 @@ def run_leaderboard(
     if num_jobs is not None and num_jobs < 1:
         raise InvalidInput(f"leaderboard: num_jobs = {num_jobs}; expected an integer >= 1")
     out = Path(out_dir)
+    if not overwrite:
+        _same_tables(out / "leaderboard.json", chosen, names, seeds)
     quiet_solver_banner()
     rows: list[dict[str, Any]] = []
     caps: dict[str, int] = {}
@@ -135,6 +137,31 @@ def run_leaderboard(
                 "split": "test", "seeds_per_scenario": seeds, "agents": names, "scenarios": plays, "caps": caps}
     files = write_outputs(rows, settings, out)
     return {"settings": settings, "rows": rows, "files": [str(f) for f in files]}
+
+
+def _same_tables(path: Path, scenarios: Sequence[str], names: Sequence[str], seeds: int) -> None:
+    """Refuse, before any episode, a folder whose leaderboard tables rank other scenarios, agents or seeds.
+
+    Its tables would be replaced by this run's (its episodes are kept per scenario, but the tables are results
+    too, never replaced unasked).  A folder without ``leaderboard.json`` is new.
+
+    :raises InvalidInput: naming the folder and what differs; ``--overwrite`` replaces them.
+    """
+    from sfenv.world.files import read_json
+
+    if not path.exists():
+        return
+    data = read_json(path, "leaderboard file", 64 * 2**20)
+    old = data.get("settings") if isinstance(data, dict) else None
+    if not isinstance(old, dict):
+        raise InvalidInput(f"{path}: not a leaderboard file of sfenv (no settings); choose another --out-dir")
+    diffs = [f"{what} {had!r} now {want!r}" for what, had, want in (
+        ("scenarios", sorted(old.get("scenarios") or {}), sorted(scenarios)),
+        ("agents", old.get("agents"), list(names)),
+        ("seeds per scenario", old.get("seeds_per_scenario"), seeds)) if had != want]
+    if diffs:
+        raise InvalidInput(f"{path.parent}: its leaderboard ranks other settings ({'; '.join(diffs)}); choose another "
+                           "--out-dir, or --overwrite to replace it")
 
 
 def _play_scenario(name: str, names: Sequence[str], seeds: int, num_jobs: int | None, out: Path, bar: EpisodesBar,
