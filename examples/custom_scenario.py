@@ -66,7 +66,7 @@ def main() -> None:
     rows = evaluate_agents(["fifo", "spinsearch"], scenario, seeds=range(2 if args.smoke else 5), progress=True)
     print(format_table(summarise(rows)))
 
-    env = gym.make("sfenv/GeoSched-v5", scenario=scenario)  # any scenario plays through the same env
+    env = gym.make("sfenv/GeoSched-v6", scenario=scenario)  # any scenario plays through the same env
     obs, info = env.reset(seed=0)
     done = False
     while not done:  # the first valid candidate, else wait

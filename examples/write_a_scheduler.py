@@ -60,7 +60,7 @@ def main() -> None:
                            num_jobs=num_jobs, progress=True)
     print(format_table(summarise(rows)))
 
-    env = gym.make("sfenv/GeoSched-v5", num_jobs=num_jobs or 40)
+    env = gym.make("sfenv/GeoSched-v6", num_jobs=num_jobs or 40)
     agent = SmallJobsCheapRegion().bind(env)  # predict() reads the bound env's simulator
     obs, info = env.reset(seed=0)
     agent.reset(seed=0)

@@ -184,7 +184,7 @@ def training_share(train_steps: int) -> tuple[float, float]:
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(1)
-    vec = make_vec_env("sfenv/GeoSched-v5", n_envs=1, seed=0, wrapper_class=StepTimer)
+    vec = make_vec_env("sfenv/GeoSched-v6", n_envs=1, seed=0, wrapper_class=StepTimer)
     model = MaskablePPO("MultiInputPolicy", vec, seed=0, verbose=0, n_steps=1024)
     StepTimer.total = 0.0
     t = time.perf_counter()
@@ -256,7 +256,7 @@ PROPOSER_SETS = ("default", "best", "best+spantrain")
 #: env ids :func:`proposer_rows` measures by default (the recommended configs' and the largest platform)
 PROPOSER_ENV_IDS = ("sfenv/Spider8Contended-v0", "sfenv/Spider64-v0")
 #: env ids ``--fit-reuse`` plays: the same scenarios at the current version (it runs in this process only)
-FIT_REUSE_ENV_IDS = tuple(env_id.replace("-v0", "-v5") for env_id in PROPOSER_ENV_IDS)
+FIT_REUSE_ENV_IDS = tuple(env_id.replace("-v0", "-v6") for env_id in PROPOSER_ENV_IDS)
 
 
 def check_checkout(source: str | Path) -> Path:
@@ -437,7 +437,7 @@ def main() -> None:
                 print(f"round {i + 1} {name:<5}: {figures}   [{Path(m['sfenv']).parent}]")
     cp = cartpole_steps_per_s(args.steps * 4)
     print(f"CartPole-v1 (gym.make, random actions): {cp:10.0f} steps/s (reference)")
-    for env_id, target in [("sfenv/Spider8-v5", 5000), ("sfenv/Spider64-v5", 1000)]:
+    for env_id, target in [("sfenv/Spider8-v6", 5000), ("sfenv/Spider64-v6", 1000)]:
         for masked in (True, False):
             sps = steps_per_s(env_id, args.steps, masked)
             print(f"{env_id:<18} {'masked' if masked else 'unmasked':<9}: {sps:10.0f} steps/s "

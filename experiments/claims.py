@@ -74,6 +74,7 @@ from scipy import stats
 from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
 from sfenv.errors import InvalidInput
 from sfenv.model.sharing import WAN_SHARING
+from sfenv.registration import ENV_VERSION, PREVIOUS_VERSIONS, VERSION_SIM
 from sfenv.runs import protocol
 from sfenv.runs.progress import EpisodesBar
 from sfenv.runs.results import atomic_write_json, read_results
@@ -246,14 +247,20 @@ def run_claims(
     workers: int | None = None,
     caps: dict[str, int] | None = None,
     split: str | None = None,
-    wan_sharing: str = "v5",
+    wan_sharing: str | None = None,
+    env_version: str = ENV_VERSION,
 ) -> dict[str, list[dict[str, Any]]]:
     """Run (or resume) every episode the claims need; returns the rows per scenario.
 
-    ``wan_sharing``: the WAN sharing model every scenario is played under (``sim.wan_sharing``,
-    :data:`sfenv.model.sharing.WAN_SHARING`; ``v5``, the default, is env v5's); ``v3`` to ``v5`` are
-    recorded in ``out``'s settings, so their runs never mix with each other's or with ``v2``'s (env v2's
-    runs, made before the option, record none).
+    ``env_version``: the env version whose WAN model every scenario is played under (the current one,
+    or an earlier one's settings, :data:`sfenv.registration.VERSION_SIM`, as its ids play them).  From
+    env v6 on it is recorded in ``out``'s settings, so a v6 run never mixes with v5's (runs made before
+    the option record none, and ``v5`` plays them as they were).
+
+    ``wan_sharing``: the WAN sharing model (``sim.wan_sharing``, :data:`sfenv.model.sharing.WAN_SHARING`;
+    None: ``env_version``'s, ``v5`` for env v5 and v6); ``v3`` to ``v5`` are recorded in ``out``'s
+    settings, so their runs never mix with each other's or with ``v2``'s (env v2's runs, made before the
+    option, record none).
 
     ``split``: the protocol split (:mod:`sfenv.runs.protocol`) whose first ``len(seeds)`` seeds of each
     scenario are played (``seeds`` is then ignored); None plays ``seeds`` as explicit seeds, and
@@ -271,6 +278,11 @@ def run_claims(
     """
     out.mkdir(parents=True, exist_ok=True)
     jobs_by = job_caps(list(_plan(claims)), num_jobs, caps)
+    if env_version != ENV_VERSION and env_version not in VERSION_SIM:
+        raise InvalidInput(f"--env-version: expected one of {', '.join((ENV_VERSION, *PREVIOUS_VERSIONS))}, "
+                           f"got {env_version!r}")
+    sim = dict(VERSION_SIM.get(env_version, {}))
+    wan_sharing = wan_sharing or sim.get("wan_sharing", "v5")
     if wan_sharing not in WAN_SHARING:
         raise InvalidInput(f"--wan-sharing: expected one of {', '.join(WAN_SHARING)}, got {wan_sharing!r}")
     config: dict[str, Any] = {"num_jobs": num_jobs, "job_caps": dict(sorted((caps or {}).items())),
@@ -278,6 +290,8 @@ def run_claims(
                                           for k, b in sorted((budgets or {}).items())}}
     if wan_sharing != "v2":  # runs made before the option keep their settings
         config["wan_sharing"] = wan_sharing
+    if env_version not in VERSION_SIM:  # from env v6 on; v5's runs were made before the option
+        config["env_version"] = env_version
     cfg_path = out / "config.json"
     if cfg_path.exists():
         old = read_json(cfg_path, "claims settings file", MAX_YAML_BYTES)
@@ -293,7 +307,7 @@ def run_claims(
         for scenario, names in plan.items():
             played = protocol.seeds(split, len(seeds), scenario) if split else list(seeds)
             on_row = bar.part(scenario, len(names) * len(played))
-            played_on = load_scenario(scenario).with_overrides(sim={"wan_sharing": wan_sharing})
+            played_on = load_scenario(scenario).with_overrides(sim={**sim, "wan_sharing": wan_sharing})
             rows[scenario] = evaluate_agents(names, played_on, played, split=split, num_jobs=jobs_by[scenario],
                                              out=out / f"runs-{scenario}.json", resume=True, progress=False,
                                              on_row=on_row, agent_kwargs=budgets, backend=backend, address=address,
@@ -579,16 +593,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="ray: one Ray task per episode (needs the ray extra)")
     ap.add_argument("--address", default=None, help="with --backend ray: the Ray cluster to join (default: local)")
     ap.add_argument("--workers", type=int, default=None, help="with --backend ray: episodes at once (default: CPUs)")
-    ap.add_argument("--wan-sharing", default="v5", metavar="{" + ",".join(WAN_SHARING) + "}",
-                    help="the WAN sharing model every scenario is played under (sim.wan_sharing; v5, env v5's, is the "
-                         "default; v4, v3 and v2 play env v4's, v3's and v2's models: docs/model.md)")
+    versions = (ENV_VERSION, *PREVIOUS_VERSIONS)
+    ap.add_argument("--env-version", default=ENV_VERSION, metavar="{" + ",".join(versions) + "}",
+                    help=f"the env version whose WAN model every scenario is played under (default {ENV_VERSION}; "
+                         "an earlier one plays its ids' settings: docs/env.md)")
+    ap.add_argument("--wan-sharing", default=None, metavar="{" + ",".join(WAN_SHARING) + "}",
+                    help="the WAN sharing model every scenario is played under (sim.wan_sharing; default: the env "
+                         "version's, v5 for env v5 and v6; v4, v3 and v2 play env v4's, v3's and v2's models: "
+                         "docs/model.md)")
     args = ap.parse_args(argv)
     if args.seeds < 2:
         ap.exit(2, "sfenv: --seeds must be at least 2 (an interval needs two paired seeds)\n")
     if args.num_jobs is not None and args.num_jobs < 0:
         ap.exit(2, "sfenv: --num-jobs must be >= 0 (0: no cap)\n")
-    if args.wan_sharing not in WAN_SHARING:
+    if args.wan_sharing is not None and args.wan_sharing not in WAN_SHARING:
         ap.exit(2, f"sfenv: --wan-sharing must be one of {', '.join(WAN_SHARING)}, not {args.wan_sharing[:20]!r}\n")
+    if args.env_version not in versions:
+        ap.exit(2, f"sfenv: --env-version must be one of {', '.join(versions)}, not {args.env_version[:20]!r}\n")
     quiet_solver_banner()  # HiGHS prints a start-up banner on stdout otherwise
     claims = _select([o.strip() for o in args.only.split(",") if o.strip()])
     if args.scenarios:
@@ -607,7 +628,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with session:  # one Ray for every scenario
             rows = run_claims(claims, range(args.seeds), args.out, num_jobs, budgets, progress=not args.quiet,
                               backend=args.backend, address=args.address, workers=args.workers, caps=caps,
-                              split=args.split, wan_sharing=args.wan_sharing)
+                              split=args.split, wan_sharing=args.wan_sharing, env_version=args.env_version)
     results = {c.key: measure(c, rows, args.interval) for c in claims}
     atomic_write_json(args.out / "claims.json", {"claims": [asdict(c) for c in claims], "results": results,
                                                  "interval_method": INTERVALS[args.interval],

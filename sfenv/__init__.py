@@ -1,6 +1,6 @@
 """sfenv: a Gymnasium testbed for scheduling LLM training across geo-distributed GPU clusters.
 
-Importing ``sfenv`` registers the environment ids (``sfenv/GeoSched-v5`` and one per bundled
+Importing ``sfenv`` registers the environment ids (``sfenv/GeoSched-v6`` and one per bundled
 scenario) and imports neither torch, Stable-Baselines3 nor matplotlib.  In the ``sfenv`` command
 alone (not in a program that imports sfenv), Ctrl-C while it starts prints one line and exits 130, and
 SIGTERM one line and exits 143.

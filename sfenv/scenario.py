@@ -121,8 +121,12 @@ MAX_EPISODE_STEPS = 10_000_000
 #: may be: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or a digit (so no ``..``, no
 #: separator, no hidden file), at most 100 characters.
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-#: the serialisation context key of :meth:`ScenarioCfg.identity_json` (leaves ``sim.wan_sharing`` v2 out)
+#: the serialisation context key of :meth:`ScenarioCfg.identity_json` (leaves :data:`_OLD_SIM_DEFAULTS` out)
 _IDENTITY = "sfenv_identity"
+#: ``sim`` settings of earlier env versions that are no longer the defaults, left out of a scenario's
+#: identity so that results recorded under them keep their hash: env v2's sharing model, env v5's
+#: full zero-bubble replays and per-member VM-pair caps
+_OLD_SIM_DEFAULTS: dict[str, Any] = {"wan_sharing": "v2", "skip_zero_bubble_periods": False, "vm_pair_cap": "member"}
 #: Most entries of ``workload.models`` and of ``workload.global_batch`` (16 each; the bundled
 #: scenarios use up to 4 and 2).  Deriving a rate from ``workload.load`` fits a plan for every
 #: model, batch size and kind of region.
@@ -475,23 +479,24 @@ class SimCfg(_Strict):
     (:mod:`sfenv.sim.reroute`).
 
     ``wan_sharing`` (default ``v5``): how transfers share the WAN (:attr:`sfenv.model.perf.PerfParams.wan_sharing`):
-    ``v5``, env v5's model: as ``v4``, but such a plan's pipeline time is its replay's own and
+    ``v5``, env v5's and v6's model: as ``v4``, but such a plan's pipeline time is its replay's own and
     zero-bubble plans are replayed too; ``v4``, env v4's (the ``-v4`` ids play it): as ``v3``, but a
     1F1B or GPipe plan's own hops share their links as a replay of its schedule plays them
     (:mod:`sfenv.model.hopshare`); ``v3``, env v3's (the ``-v3`` ids play it), which sees other jobs'
     bursts come and go and a job's own hops send as a sweep of its schedule has them; or ``v2``, env
     v2's (the ``-v2`` ids play it).  docs/model.md compares them with the flow-level check.
 
-    ``skip_zero_bubble_periods`` (default false): under ``v5``, replay a zero-bubble plan's steady
-    state once and move on by whole periods (:attr:`sfenv.model.perf.PerfParams.skip_zero_bubble_periods`):
-    faster with SpanTrain's candidates, its times within about 1e-9 of env v5's.  Left out of a
-    scenario's dump when false, so scenarios keep their hash; one that sets it is another scenario.
+    ``skip_zero_bubble_periods`` (default true since env v6): under ``v5``, replay a zero-bubble plan's
+    steady state once and move on by whole periods
+    (:attr:`sfenv.model.perf.PerfParams.skip_zero_bubble_periods`): faster with SpanTrain's
+    candidates, its times within about 1e-9 of the full replay's; false replays every period, as env
+    v5 did (the ``-v5`` ids play it).
 
-    ``vm_pair_cap`` (default ``member``, env v5's): what a link's measured per-VM-pair rate
-    (``pair_gbps_ab``/``_ba``) binds: ``member``, each replica pair of a pipeline hop as if on a VM pair
-    of its own; ``server``, the replica pairs one server sends together
-    (:attr:`sfenv.model.perf.PerfParams.vm_pair_cap`; docs/model.md, "Checked against NCCL between two
-    GCP regions").  Left out of the dump when ``member``.
+    ``vm_pair_cap`` (default ``server`` since env v6): what a link's measured per-VM-pair rate
+    (``pair_gbps_ab``/``_ba``) binds: ``server``, the replica pairs of a pipeline hop one server sends
+    together share it; ``member`` (env v5's, the ``-v5`` ids play it), each replica pair as if on a VM
+    pair of its own (:attr:`sfenv.model.perf.PerfParams.vm_pair_cap`; docs/model.md, "Checked against
+    NCCL between two GCP regions").
     """
 
     horizon_h: Annotated[float, _NUM, Field(gt=0, le=lim.MAX_HORIZON_H)] = 336.0
@@ -504,8 +509,8 @@ class SimCfg(_Strict):
     schedule: str = "1f1b"
     routing: str = "static"
     wan_sharing: str = "v5"
-    skip_zero_bubble_periods: StrictBool = False
-    vm_pair_cap: str = "member"
+    skip_zero_bubble_periods: StrictBool = True
+    vm_pair_cap: str = "server"
 
     def perf_params(self) -> PerfParams:
         """The performance-model constants these settings set."""
@@ -668,11 +673,11 @@ class ScenarioCfg(_Strict):
     def _drop_unset(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         """Dump without the options scenarios written before them lack, when unset or at their old behaviour.
 
-        ``stragglers`` and ``carbon`` unset, ``reward.carbon_weight`` 0, ``sim.routing`` static,
-        ``sim.skip_zero_bubble_periods`` false and ``sim.vm_pair_cap`` member (all defaults) are left
-        out, so those scenarios keep their hash.  ``sim.wan_sharing`` v2 (no longer the default) is left
-        out of the identity only (:meth:`identity_json`): a scenario played under v2 keeps env v2's
-        hash, and every other dump round-trips it.
+        ``stragglers`` and ``carbon`` unset, ``reward.carbon_weight`` 0 and ``sim.routing`` static (all
+        defaults) are left out, so those scenarios keep their hash.  Env v5's and earlier settings that
+        are no longer the defaults are left out of the identity only (:meth:`identity_json`), so a
+        scenario played under them keeps the hash it had, and every other dump round-trips them:
+        ``sim.wan_sharing`` v2, ``sim.skip_zero_bubble_periods`` false and ``sim.vm_pair_cap`` member.
         """
         data: dict[str, Any] = handler(self)
         for key in ("stragglers", "carbon"):
@@ -684,19 +689,18 @@ class ScenarioCfg(_Strict):
         sim = data.get("sim")
         if isinstance(sim, dict) and sim.get("routing") == "static":
             del sim["routing"]
-        if isinstance(sim, dict) and sim.get("skip_zero_bubble_periods") is False:
-            del sim["skip_zero_bubble_periods"]
-        if isinstance(sim, dict) and sim.get("vm_pair_cap") == "member":
-            del sim["vm_pair_cap"]
-        if isinstance(sim, dict) and sim.get("wan_sharing") == "v2" and (info.context or {}).get(_IDENTITY):
-            del sim["wan_sharing"]
+        if isinstance(sim, dict) and (info.context or {}).get(_IDENTITY):
+            for key, old in _OLD_SIM_DEFAULTS.items():
+                if key in sim and sim[key] == old and type(sim[key]) is type(old):
+                    del sim[key]
         return data
 
     def identity_json(self) -> str:
         """The JSON a scenario's hash is taken of (:func:`sfenv.runs.results.scenario_hash`).
 
-        :meth:`model_dump_json` but without ``sim.wan_sharing`` v2, so that env v2's results keep the
-        hash they were recorded with; under env v3's default the field is in it.
+        :meth:`model_dump_json` but without the earlier env versions' ``sim`` settings that are no longer
+        the defaults (``sim.wan_sharing`` v2, ``sim.skip_zero_bubble_periods`` false, ``sim.vm_pair_cap``
+        member), so that results recorded under them keep their hash; the current defaults are in it.
         """
         return self.model_dump_json(context={_IDENTITY: True})
 

@@ -28,21 +28,27 @@ MAX_STEPS = 120
 SEEDS = (0, 1)
 #: (label, gym id, keyword arguments): every registered id with its defaults, plus the env's other modes
 EXTRA_CASES: list[tuple[str, str, dict[str, Any]]] = [
-    ("compact", "sfenv/Spider16-v5", {"obs_mode": "compact"}),
-    ("best+spantrain", "sfenv/Spider8Contended-v5", {"proposers": "best+spantrain", "num_jobs": 12}),
-    ("first-fit", "sfenv/Geo8Contended-v5", {"proposers": "first-fit", "num_jobs": 12}),
-    ("work-conserving", "sfenv/Spider8-v5", {"work_conserving": True}),
+    ("compact", "sfenv/Spider16-v6", {"obs_mode": "compact"}),
+    ("best+spantrain", "sfenv/Spider8Contended-v6", {"proposers": "best+spantrain", "num_jobs": 12}),
+    ("first-fit", "sfenv/Geo8Contended-v6", {"proposers": "first-fit", "num_jobs": 12}),
+    # geo-8's links carry measured VM-pair rates: env v6 caps a hop's replica pairs per server, v5 per member
+    ("geo8-best", "sfenv/Geo8Contended-v6", {"proposers": "best", "num_jobs": 12}),
+    ("geo8-best-v5", "sfenv/Geo8Contended-v5", {"proposers": "best", "num_jobs": 12}),
+    ("work-conserving", "sfenv/Spider8-v6", {"work_conserving": True}),
     # jobs whose hops share WAN links: env v3's sharing model and v2's play them differently
-    ("shared-links", "sfenv/Spider32-v5", {"proposers": "best+spantrain", "num_jobs": 16}),
+    ("shared-links", "sfenv/Spider32-v6", {"proposers": "best+spantrain", "num_jobs": 16}),
+    ("shared-links-v5", "sfenv/Spider32-v5", {"proposers": "best+spantrain", "num_jobs": 16}),
     ("shared-links-v4", "sfenv/Spider32-v4", {"proposers": "best+spantrain", "num_jobs": 16}),
     ("shared-links-v3", "sfenv/Spider32-v3", {"proposers": "best+spantrain", "num_jobs": 16}),
     ("shared-links-v2", "sfenv/Spider32-v2", {"proposers": "best+spantrain", "num_jobs": 16}),
     # a plan whose own hops share a link (SpanTrain's deep chains): env v5's, v4's and v3's models differ
-    ("own-hops-shared", "sfenv/Spider64-v5", {"proposers": "best+spantrain", "num_jobs": 12}),
+    ("own-hops-shared", "sfenv/Spider64-v6", {"proposers": "best+spantrain", "num_jobs": 12}),
     ("own-hops-shared-v4", "sfenv/Spider64-v4", {"proposers": "best+spantrain", "num_jobs": 12}),
     ("own-hops-shared-v3", "sfenv/Spider64-v3", {"proposers": "best+spantrain", "num_jobs": 12}),
-    # zero-bubble plans across flapping links (SpanTrain's candidates on cee): env v5's model replays them
-    ("zero-bubble-shared", "sfenv/CEE-v5", {"proposers": "best+spantrain", "num_jobs": 10}),
+    # zero-bubble plans across flapping links (SpanTrain's candidates on cee): env v5's model replays them,
+    # env v6's replays their steady state once
+    ("zero-bubble-shared", "sfenv/CEE-v6", {"proposers": "best+spantrain", "num_jobs": 10}),
+    ("zero-bubble-shared-v5", "sfenv/CEE-v5", {"proposers": "best+spantrain", "num_jobs": 10}),
     ("zero-bubble-shared-v4", "sfenv/CEE-v4", {"proposers": "best+spantrain", "num_jobs": 10}),
 ]
 

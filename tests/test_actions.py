@@ -99,7 +99,7 @@ def test_action_masks_before_reset_raises():
 
 
 def test_gym_make_wrappers_pass_the_refusal_through():
-    env = gym.make("sfenv/GeoSched-v5", num_jobs=4)
+    env = gym.make("sfenv/GeoSched-v6", num_jobs=4)
     env.reset(seed=0)
     with pytest.raises(ValueError, match="not in the action space"):
         env.step(0.0)

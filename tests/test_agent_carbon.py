@@ -208,7 +208,7 @@ def test_carbon_elastic_plays_through_the_env_and_the_evaluator():
     from sfenv.runs.replay import replay
     from sfenv.scenario import load_scenario
 
-    env = gym.make("sfenv/Geo8-v5", num_jobs=4)
+    env = gym.make("sfenv/Geo8-v6", num_jobs=4)
     agent = make_agent("carbon-elastic", slack_h=24.0).bind(env)
     agent.reset(0)
     obs, _ = env.reset(seed=0)

@@ -91,7 +91,7 @@ def test_trace_replay_of_the_philly_week_with_fifo_and_spinsearch():
 
 
 def test_bench_env_counts_steps():
-    assert bench_env.steps_per_s("sfenv/Spider8-v5", 50, masked=True, num_jobs=5) > 0
+    assert bench_env.steps_per_s("sfenv/Spider8-v6", 50, masked=True, num_jobs=5) > 0
 
 
 def test_bench_env_training_share_is_a_fraction_of_the_run():
@@ -220,7 +220,7 @@ def test_bench_env_fit_reuse_counts_every_search(monkeypatch, capsys):
     monkeypatch.setattr(bench_env, "_timed_play", first_pass_only)
     monkeypatch.setattr(spantrain.SpanTrainAgent, "_fit_now", counted_st)
     monkeypatch.setattr(proposers, "fit_plan", counted_fit)
-    counts = bench_env.fit_reuse("sfenv/Spider8Contended-v5", 300)
+    counts = bench_env.fit_reuse("sfenv/Spider8Contended-v6", 300)
     for name, seen in searches.items():
         multi = [k for k in seen if len(k[1]) > 1]
         assert counts[name]["fits"] == len(seen) > 0
@@ -232,7 +232,7 @@ def test_bench_env_fit_reuse_counts_every_search(monkeypatch, capsys):
     rates = counts["rates"]
     assert rates["replay_searches"] == 0  # the replayed steps were answered from the memos, as printed
     assert min(rates[k] for k in ("recipe_first", "recipe_replayed", "default_first", "default_replayed")) > 0
-    bench_env.print_fit_reuse("sfenv/Spider8Contended-v5", 300, counts)
+    bench_env.print_fit_reuse("sfenv/Spider8Contended-v6", 300, counts)
     out = capsys.readouterr().out
     assert f"{counts['spantrain']['fits']:5d} plan searches" in out
 
@@ -244,7 +244,7 @@ def test_bench_env_fit_reuse_command(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["bench_env", "--fit-reuse", "--steps", "40"])
     bench_env.main()
     out = capsys.readouterr().out
-    assert bench_env.FIT_REUSE_ENV_IDS == ("sfenv/Spider8Contended-v5", "sfenv/Spider64-v5")
+    assert bench_env.FIT_REUSE_ENV_IDS == ("sfenv/Spider8Contended-v6", "sfenv/Spider64-v6")
     for env_id in bench_env.FIT_REUSE_ENV_IDS:
         assert f"{env_id}, 40 masked random steps with best+spantrain:" in out
     assert out.count("plan searches") == 2 * len(bench_env.FIT_REUSE_ENV_IDS)

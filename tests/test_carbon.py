@@ -246,7 +246,7 @@ def test_carbon_key_is_the_forecast_issued_now_and_passes_the_checkers(obs_mode)
     import gymnasium as gym
     from gymnasium.utils.env_checker import check_env
 
-    env = gym.make("sfenv/Geo8-v5", num_jobs=6, obs_mode=obs_mode, carbon_obs=True).unwrapped
+    env = gym.make("sfenv/Geo8-v6", num_jobs=6, obs_mode=obs_mode, carbon_obs=True).unwrapped
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(env)
@@ -262,7 +262,7 @@ def test_carbon_key_is_the_forecast_issued_now_and_passes_the_checkers(obs_mode)
         assert obs["carbon"][0] == pytest.approx(rows[zone_of, 0].min() / 1000, abs=1e-6)
     assert info["carbon_signal"] == "lca" and info["carbon_kg"] == 0.0
     assert not env.privileged_carbon
-    assert "carbon" not in gym.make("sfenv/Geo8-v5", num_jobs=6).observation_space.spaces  # off by default
+    assert "carbon" not in gym.make("sfenv/Geo8-v6", num_jobs=6).observation_space.spaces  # off by default
 
 
 def test_oracle_is_labelled_privileged():

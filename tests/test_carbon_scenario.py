@@ -1,6 +1,6 @@
 """The bundled carbon scenario (geo-8-carbon), its id, the ``carbon`` proposer set and the carbon-rollout recipe.
 
-The env checkers run on ``sfenv/Geo8Carbon-v5`` in ``test_env_checker.py`` (every registered id);
+The env checkers run on ``sfenv/Geo8Carbon-v6`` in ``test_env_checker.py`` (every registered id);
 ``test_bundled_configs_train.py`` trains the recipe in a smoke version.
 """
 
@@ -38,12 +38,12 @@ def test_geo_8_carbon_is_its_original_but_for_carbon_months_and_weight():
     assert datetime(2023, 1, 1) + timedelta(hours=sc.cfg.carbon.start_hour) == datetime(2023, 7, 1)
     reward = sc.cfg.reward
     assert reward.carbon_weight == pytest.approx(reward.cost_weight * EPA_USD_PER_KG)  # one dollar scale
-    assert ENV_IDS["sfenv/Geo8Carbon-v5"] == "geo-8-carbon"
+    assert ENV_IDS["sfenv/Geo8Carbon-v6"] == "geo-8-carbon"
     assert "sfenv/Geo8Carbon-v0" not in DEPRECATED_ENV_IDS and "sfenv/Geo8Carbon-v0" not in gym.registry
 
 
 def test_the_reward_charges_carbon_at_its_weight():
-    env = gym.make("sfenv/Geo8Carbon-v5", num_jobs=4, carbon_obs=True, obs_mode="compact")
+    env = gym.make("sfenv/Geo8Carbon-v6", num_jobs=4, carbon_obs=True, obs_mode="compact")
     e = env.unwrapped
     obs, info = env.reset(seed=3)
     assert "carbon" in obs and np.all(np.isfinite(obs["carbon"]))
@@ -64,7 +64,7 @@ def test_the_carbon_proposer_set_records_the_carbon_heuristics_decisions():
 
     from sfenv.env.proposers import DecisionRecorder
 
-    env = gym.make("sfenv/Geo8Carbon-v5", num_jobs=6, proposers="carbon")
+    env = gym.make("sfenv/Geo8Carbon-v6", num_jobs=6, proposers="carbon")
     env.reset(seed=1)
     e = env.unwrapped
     recorders = {p.name: p for p in e.proposers if isinstance(p, DecisionRecorder)}
@@ -80,7 +80,7 @@ def test_the_rollout_expert_scores_carbon_at_the_env_weight():
     from sfenv.agents.imitation import _rollout_objective
     from sfenv.agents.registry import make_agent
 
-    env = gym.make("sfenv/Geo8Carbon-v5", num_jobs=5, proposers="first-fit")
+    env = gym.make("sfenv/Geo8Carbon-v6", num_jobs=5, proposers="first-fit")
     env.reset(seed=2)
     e = env.unwrapped
     agent = make_agent("fastest+swf")

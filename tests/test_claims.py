@@ -214,23 +214,33 @@ def test_split_plays_the_splits_first_seeds_and_says_so(tmp_path):
 
 
 def test_the_claims_run_under_another_wan_sharing_model_apart(tmp_path):
-    """By default every episode is played under ``sim.wan_sharing: v5`` (env v5; its scenario hash), recorded in the
-    run's settings, so a ``--wan-sharing v4``, ``v3`` or ``v2`` run in the same folder is refused rather than mixed;
-    v3 and v4 runs record theirs, v2 runs keep env v2's settings and scenario hash."""
+    """By default every episode is played as env v6 plays it (its scenario hash), the version and its sharing model
+    ``v5`` recorded in the run's settings, so a ``--env-version v5`` run or a ``--wan-sharing v4``, ``v3`` or ``v2``
+    run in the same folder is refused rather than mixed; ``--env-version v5`` plays the ``-v5`` ids' settings and
+    records what env v5's runs recorded; v2 runs keep env v2's settings and scenario hash."""
+    from sfenv.registration import VERSION_SIM
+
     argv = ["--only", "spantrain", "--seeds", "2", "--num-jobs", "2", "--quiet"]
-    assert C.main([*argv, "--out", str(tmp_path / "v5")]) == 0
+    assert C.main([*argv, "--out", str(tmp_path / "v6")]) == 0
+    assert C.main([*argv, "--out", str(tmp_path / "v5"), "--env-version", "v5"]) == 0
     assert C.main([*argv, "--out", str(tmp_path / "v2"), "--wan-sharing", "v2"]) == 0
-    v5 = read_results(tmp_path / "v5" / "runs-cee.json")[0]
-    v2 = read_results(tmp_path / "v2" / "runs-cee.json")[0]
-    assert v5["scenario"] == v2["scenario"] == "cee" and v5["scenario_sha"] != v2["scenario_sha"]
+    v6, v5, v2 = (read_results(tmp_path / v / "runs-cee.json")[0] for v in ("v6", "v5", "v2"))
+    assert v6["scenario"] == v5["scenario"] == v2["scenario"] == "cee"
+    assert len({v6["scenario_sha"], v5["scenario_sha"], v2["scenario_sha"]}) == 3
     cee = load_scenario("cee").with_overrides(workload={"num_jobs": 2})
-    assert v5["scenario_sha"] == scenario_hash(cee)  # the bundled file, as env v5 plays it
+    assert v6["scenario_sha"] == scenario_hash(cee)  # the bundled file, as env v6 plays it
+    assert v5["scenario_sha"] == scenario_hash(cee.with_overrides(sim=VERSION_SIM["v5"]))  # as the -v5 ids play it
     assert v2["scenario_sha"] == scenario_hash(cee.with_overrides(sim={"wan_sharing": "v2"}))
-    assert json.loads((tmp_path / "v5" / "config.json").read_text())["wan_sharing"] == "v5"
-    assert "wan_sharing" not in json.loads((tmp_path / "v2" / "config.json").read_text())
-    for other in ("v4", "v3", "v2"):
+    config = {v: json.loads((tmp_path / v / "config.json").read_text()) for v in ("v6", "v5", "v2")}
+    assert config["v6"]["wan_sharing"] == config["v5"]["wan_sharing"] == "v5"
+    assert config["v6"]["env_version"] == "v6" and "env_version" not in config["v5"]  # as env v5's runs recorded
+    assert "wan_sharing" not in config["v2"]
+    for other in (["--env-version", "v5"], ["--wan-sharing", "v4"], ["--wan-sharing", "v3"], ["--wan-sharing", "v2"]):
         with pytest.raises(ValueError, match="other settings"):
-            C.main([*argv, "--out", str(tmp_path / "v5"), "--wan-sharing", other])
+            C.main([*argv, "--out", str(tmp_path / "v6"), *other])
+    with pytest.raises(SystemExit) as e:
+        C.main([*argv, "--out", str(tmp_path / "x"), "--env-version", "v1"])
+    assert e.value.code == 2
 
 
 def test_scenarios_restrict_a_run():

@@ -43,7 +43,7 @@ def test_docs_build_with_warnings_as_errors(tmp_path: Path):
                  "model", "claims", "benchmarks", "history", "api", "architecture", "changelog"):
         assert (html / f"{page}.html").exists(), page
     env_page = (html / "env.html").read_text()
-    assert "sfenv/Geo8ContendedCost-v5" in env_page and "Version History" in env_page
+    assert "sfenv/Geo8ContendedCost-v6" in env_page and "Version History" in env_page
     api = (html / "api.html").read_text()
     for obj in ("sfenv.env.geosched.GeoSchedEnv", "sfenv.sim.engine.Simulator", "sfenv.agents.base.SchedulerAgent"):
         assert f'id="{obj}"' in api, obj

@@ -350,8 +350,8 @@ def test_zero_egress_changes_nothing_but_the_egress_bill():
     base = load_scenario("spider-8-contended")
     free = base.with_overrides(egress={"default_usd_per_gb": 0.0})
     unweighted = base.with_overrides(reward={"egress_weight": 0.0})
-    got = ei.play("sfenv/Spider8Contended-v5", {"num_jobs": 10, "scenario": free}, 1)
-    ref = ei.play("sfenv/Spider8Contended-v5", {"num_jobs": 10, "scenario": unweighted}, 1)
+    got = ei.play("sfenv/Spider8Contended-v6", {"num_jobs": 10, "scenario": free}, 1)
+    ref = ei.play("sfenv/Spider8Contended-v6", {"num_jobs": 10, "scenario": unweighted}, 1)
     assert got["reward_sum"] == ref["reward_sum"] and got["steps"] == ref["steps"]
     assert _old_fields(got["report"]) == _old_fields(ref["report"])
     assert float(got["report"]["egress_usd"]) == 0.0 and float(ref["report"]["egress_usd"]) >= 0.0

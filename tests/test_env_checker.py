@@ -18,7 +18,7 @@ def test_registered_ids_cover_every_bundled_scenario():
     from sfenv.registration import ENV_IDS
     from sfenv.scenario import bundled_scenarios
 
-    assert "sfenv/GeoSched-v5" in REGISTERED
+    assert "sfenv/GeoSched-v6" in REGISTERED
     assert {ENV_IDS[i] for i in REGISTERED} == set(bundled_scenarios())
     for env_id in REGISTERED:
         assert gym.spec(env_id).max_episode_steps > 0
@@ -54,10 +54,10 @@ def test_sb3_checker(env_id):
 
 
 def test_gym_make_default_and_async_vector():
-    env = gym.make("sfenv/GeoSched-v5")
+    env = gym.make("sfenv/GeoSched-v6")
     assert isinstance(env.unwrapped, GeoSchedEnv)
     assert env.unwrapped.scenario.name == "spider-8"
-    vec = gym.make_vec("sfenv/GeoSched-v5", num_envs=2, vectorization_mode="async", num_jobs=6)
+    vec = gym.make_vec("sfenv/GeoSched-v6", num_envs=2, vectorization_mode="async", num_jobs=6)
     obs, info = vec.reset(seed=0)
     assert obs["regions"].shape[0] == 2
     obs, rew, term, trunc, info = vec.step(vec.action_space.sample())
@@ -66,7 +66,7 @@ def test_gym_make_default_and_async_vector():
 
 
 def test_invalid_actions_are_penalised_noops():
-    env = make("sfenv/GeoSched-v5")
+    env = make("sfenv/GeoSched-v6")
     obs, info = env.reset(seed=0)
     t0 = env.unwrapped.sim.time
     waiting = list(env.unwrapped.sim.waiting)

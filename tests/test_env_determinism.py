@@ -11,7 +11,7 @@ from sfenv.sim import make_simulator
 
 
 def _rollout(seed: int, steps: int = 500):
-    env = make("sfenv/GeoSched-v5", num_jobs=40)
+    env = make("sfenv/GeoSched-v6", num_jobs=40)
     rng = np.random.default_rng(123)  # the action sequence depends only on this and the masks
     obs, info = env.reset(seed=seed)
     out = [(obs, 0.0, info)]
@@ -45,7 +45,7 @@ def test_different_seeds_differ():
 
 
 def test_reset_seed_matches_simulator_episode():
-    env = make("sfenv/GeoSched-v5", num_jobs=12)
+    env = make("sfenv/GeoSched-v6", num_jobs=12)
     agent = FIFOAgent().bind(env)
     obs, info = env.reset(seed=11)
     done = False

@@ -15,7 +15,7 @@ def _play(env, steps=15):
 
 
 def test_rgb_array():
-    env = _play(make("sfenv/GeoSched-v5", render_mode="rgb_array"))
+    env = _play(make("sfenv/GeoSched-v6", render_mode="rgb_array"))
     img = env.render()
     assert img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] == 3
     assert img.shape[0] >= 300 and img.shape[1] >= 600
@@ -25,7 +25,7 @@ def test_rgb_array():
 
 
 def test_ansi_lists_every_region():
-    env = _play(make("sfenv/GeoSched-v5", render_mode="ansi"))
+    env = _play(make("sfenv/GeoSched-v6", render_mode="ansi"))
     text = env.render()
     for reg in env.unwrapped.scenario.topology.regions:
         assert reg.name in text

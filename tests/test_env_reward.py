@@ -9,7 +9,7 @@ from envs import make
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_return_is_minus_total_jct(seed):
-    env = make("sfenv/GeoSched-v5", num_jobs=15, cost_weight=0.0, throughput_weight=0.0, jct_weight=1.0)
+    env = make("sfenv/GeoSched-v6", num_jobs=15, cost_weight=0.0, throughput_weight=0.0, jct_weight=1.0)
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
     total, done = 0.0, False
@@ -28,7 +28,7 @@ def test_return_is_minus_total_jct(seed):
 
 
 def test_cost_term_and_info_are_raw():
-    env = make("sfenv/GeoSched-v5", num_jobs=10, cost_weight=2.0, jct_weight=0.0)
+    env = make("sfenv/GeoSched-v6", num_jobs=10, cost_weight=2.0, jct_weight=0.0)
     obs, info = env.reset(seed=3)
     total, done, step_costs = 0.0, False, 0.0
     while not done:

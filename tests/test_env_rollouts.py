@@ -37,12 +37,12 @@ ROLLOUT_STEPS = 5_000
 @pytest.mark.parametrize("masked", [True, False])
 @pytest.mark.parametrize("env_id", SWEPT)
 def test_random_rollout(env_id, masked):
-    steps = LONG_ROLLOUT_STEPS if env_id == "sfenv/GeoSched-v5" else ROLLOUT_STEPS
+    steps = LONG_ROLLOUT_STEPS if env_id == "sfenv/GeoSched-v6" else ROLLOUT_STEPS
     assert _random_rollout(env_id, steps, masked) > 0
 
 
 def test_info_throughput_is_the_sum_over_running_jobs():
-    env = make("sfenv/Spider8-v5", num_jobs=30)
+    env = make("sfenv/Spider8-v6", num_jobs=30)
     rng = np.random.default_rng(1)
     _, info = env.reset(seed=1)
     seen = 0

@@ -3,9 +3,11 @@
 ``tests/data/episode_identity.json`` was written by ``python tests/episode_identity.py`` at the
 commit before the layering move (issue 29), again at the env v3 bump (issue 31), when the records
 of the ``-v2`` ids were kept, at the env v4 bump, when the records of the ``-v3`` and ``-v2`` ids
-were kept, and at the env v5 bump, when the records of the ``-v4`` ids were kept (the labels that
-moved to ``-v5`` kept theirs as ``...-v4``): those ids still play their versions' episodes bit for
-bit.  On 2026-11-28 the ``info`` digests were recorded again when the platform's cost and carbon
+were kept, at the env v5 bump, when the records of the ``-v4`` ids were kept (the labels that
+moved to ``-v5`` kept theirs as ``...-v4``), and at the env v6 bump, when the records of the ``-v5``
+ids were kept (``shared-links`` and ``zero-bubble-shared`` kept theirs as ``...-v5``; SpanTrain's
+agent episodes on cee, played under the scenario's defaults, moved in their last bits): those ids
+still play their versions' episodes bit for bit.  On 2026-11-28 the ``info`` digests were recorded again when the platform's cost and carbon
 sums stopped taking their last bits from OpenBLAS's CPU-picked dot product
 (:func:`sfenv.world.portable.portable_dot`); every report, observation digest, reward sum and agent
 record stayed as it was.
@@ -46,10 +48,12 @@ def test_agent_episode_is_bit_identical(key, name, seed):
     assert ei.play_agent(name, seed) == RECORDED[key]
 
 
-def test_the_earlier_ids_play_their_sharing_models_and_the_v5_ids_v5s():
+def test_the_earlier_ids_play_their_wan_models_and_the_v6_ids_v6s():
     """Jobs whose hops share links: v3's and v2's episodes differ; where a plan's own hops share a link (SpanTrain's
     deep chains on spider-64, seed 1) v4's and v3's do, and v5's and v4's; SpanTrain's zero-bubble candidates on
-    CEE (seed 1) play differently under v5, which replays them (each matches its record above)."""
+    CEE (seed 1) play differently under v5, which replays them, and in the last bits under v6, which replays their
+    steady state once; geo-8's plans with several replicas of a hop per server play differently under v6, which caps
+    them per server (each matches its record above)."""
     for seed in ei.SEEDS:
         v3, v2 = RECORDED[f"shared-links-v3/seed={seed}"], RECORDED[f"shared-links-v2/seed={seed}"]
         assert v3["report"]["mean_jct_s"] != v2["report"]["mean_jct_s"]
@@ -62,7 +66,12 @@ def test_the_earlier_ids_play_their_sharing_models_and_the_v5_ids_v5s():
     assert differ("own-hops-shared", "own-hops-shared-v4")
     assert differ("zero-bubble-shared", "zero-bubble-shared-v4")
     assert differ("shared-links", "shared-links-v4")
+    assert differ("zero-bubble-shared", "zero-bubble-shared-v5")
+    assert differ("geo8-best", "geo8-best-v5")
     import gymnasium as gym
 
     for version in ("v2", "v3", "v4", "v5"):
-        assert gym.make(f"sfenv/Spider32-{version}").unwrapped.scenario.cfg.sim.wan_sharing == version
+        sim = gym.make(f"sfenv/Spider32-{version}").unwrapped.scenario.cfg.sim
+        assert (sim.wan_sharing, sim.vm_pair_cap, sim.skip_zero_bubble_periods) == (version, "member", False)
+    sim = gym.make("sfenv/Spider32-v6").unwrapped.scenario.cfg.sim
+    assert (sim.wan_sharing, sim.vm_pair_cap, sim.skip_zero_bubble_periods) == ("v5", "server", True)

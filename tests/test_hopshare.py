@@ -222,9 +222,9 @@ def test_the_compiled_replay_remembers_rates_per_set_of_senders_only_where_it_ha
             assert len({round(x, 12) for x in python.transfer_s}) > 1  # the flows did not all send alike
 
 
-def test_the_model_skips_zero_bubble_periods_only_when_asked():
-    """``PerfParams.skip_zero_bubble_periods`` (off: env v5's episodes as recorded) times zero-bubble plans within
-    1e-8 of the full replay; 1F1B plans skip either way."""
+def test_the_model_skips_zero_bubble_periods_unless_told_not_to():
+    """``PerfParams.skip_zero_bubble_periods`` (on by default since env v6; off: env v5's episodes as recorded)
+    times zero-bubble plans within 1e-8 of the full replay; 1F1B plans skip either way."""
     from sfenv.model import hopshare
 
     calls: list[tuple[str, bool]] = []
@@ -240,7 +240,8 @@ def test_the_model_skips_zero_bubble_periods_only_when_asked():
         for topo, plan, job, params in _deep_chains(24, 8):
             for schedule in ("zb-h1", "zb-h2", "1f1b"):
                 plan = dataclasses.replace(plan, schedule=schedule)
-                full = evaluate_plan(plan, job, topo, dataclasses.replace(params, wan_sharing="v5"))
+                full = evaluate_plan(plan, job, topo, dataclasses.replace(params, wan_sharing="v5",
+                                                                          skip_zero_bubble_periods=False))
                 fast = evaluate_plan(plan, job, topo, dataclasses.replace(params, wan_sharing="v5",
                                                                           skip_zero_bubble_periods=True))
                 if full.feasible and full.flow_overlap:
@@ -253,10 +254,11 @@ def test_the_model_skips_zero_bubble_periods_only_when_asked():
     assert ("1f1b", False) not in calls
 
 
-def test_an_episode_that_skips_zero_bubble_periods_is_its_own_and_the_default_to_the_last_bits():
+def test_an_episode_that_skips_zero_bubble_periods_is_its_own_and_env_v5s_to_the_last_bits():
     """SpanTrain's candidates on cee (zero-bubble plans across flapping links, the fixture's ``zero-bubble-shared``
-    case), the fixture's fixed policy: with ``sim.skip_zero_bubble_periods`` two plays are identical, info
-    included; against the default the same actions are taken and the report agrees within 1e-9."""
+    case), the fixture's fixed policy: with ``sim.skip_zero_bubble_periods`` (env v6's default) two plays are
+    identical, info included; against env v5 (every period replayed) the same actions are taken and the report
+    agrees within 1e-9."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -273,17 +275,17 @@ def test_an_episode_that_skips_zero_bubble_periods_is_its_own_and_the_default_to
         skipped.append(played.skipped if args[5] in ("zb-h1", "zb-h2") else 0)
         return played
 
-    skip = load_scenario("cee").with_overrides(sim={"skip_zero_bubble_periods": True})
+    assert load_scenario("cee").cfg.sim.skip_zero_bubble_periods
     kwargs = {"proposers": "best+spantrain", "num_jobs": 6}
     hopshare._replay_once = spy
     try:
         hopshare._replay_remembered.cache_clear()
-        first, again = (play("sfenv/CEE-v5", {**kwargs, "scenario": skip}, 1) for _ in range(2))
+        first, again = (play("sfenv/CEE-v6", kwargs, 1) for _ in range(2))
         assert sum(n > 0 for n in skipped) >= 20  # the option skips
         skipped.clear()
         hopshare._replay_remembered.cache_clear()
         default = play("sfenv/CEE-v5", kwargs, 1)
-        assert skipped and not any(skipped)  # the default does not
+        assert skipped and not any(skipped)  # env v5 does not
     finally:
         hopshare._replay_once = real
     assert first == again

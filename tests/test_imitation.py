@@ -35,7 +35,7 @@ def _vec(n_envs: int = 2, seed: int = 0):
 
 @pytest.mark.parametrize("expert", ["fastest+swf", "fifo+swf", "spinsearch+swf"])
 def test_expert_action_is_the_decision_of_the_expert(expert):
-    env = gym.make("sfenv/GeoSched-v5", scenario="spider-8-contended", **ENV_KW)
+    env = gym.make("sfenv/GeoSched-v6", scenario="spider-8-contended", **ENV_KW)
     base = env.unwrapped
     agent = make_agent(expert)
     env.reset(seed=3)
@@ -57,11 +57,11 @@ def test_expert_action_is_the_decision_of_the_expert(expert):
 
 
 def test_expert_action_needs_a_recording_proposer():
-    env = gym.make("sfenv/GeoSched-v5", scenario="spider-8", num_jobs=4)
+    env = gym.make("sfenv/GeoSched-v6", scenario="spider-8", num_jobs=4)
     env.reset(seed=0)
     with pytest.raises(ValueError, match="proposers"):
         expert_action(env)
-    best = gym.make("sfenv/GeoSched-v5", scenario="spider-8", num_jobs=4, proposers="best")
+    best = gym.make("sfenv/GeoSched-v6", scenario="spider-8", num_jobs=4, proposers="best")
     best.reset(seed=0)
     with pytest.raises(ValueError, match="ddp"):
         expert_action(best, "ddp+swf")
@@ -170,7 +170,7 @@ def test_lookahead_specs_parse_and_malformed_ones_name_the_part():
 
 def _contended_env(num_jobs: int | None = None, proposers: str = "best") -> gym.Env:
     """spider-8-contended with the heuristics' decisions among the candidates, compact observation."""
-    return gym.make("sfenv/GeoSched-v5", scenario="spider-8-contended", num_jobs=num_jobs, proposers=proposers,
+    return gym.make("sfenv/GeoSched-v6", scenario="spider-8-contended", num_jobs=num_jobs, proposers=proposers,
                     obs_mode="compact")
 
 

@@ -404,13 +404,13 @@ def test_trace_gpu_counts_are_whole_and_bounded(gpus, words, tmp_path):
 def test_env_sizes_beyond_the_bounds_are_refused_naming_the_argument(argument, value, bound):
     """max_candidates=100,000: 36 s and 9.9 GB before; now refused at once."""
     with _within(10), pytest.raises(ScenarioError) as info:
-        gym.make("sfenv/GeoSched-v5", num_jobs=8, **{argument: value})
+        gym.make("sfenv/GeoSched-v6", num_jobs=8, **{argument: value})
     assert str(info.value) == (f"GeoSchedEnv: invalid argument {argument}={value}: Input should be less than or "
                                f"equal to {bound} (scenario field env.{argument})")
 
 
 def test_env_sizes_at_the_bounds_play():
-    env = gym.make("sfenv/GeoSched-v5", num_jobs=4, max_candidates=MAX_CANDIDATES, queue_window=MAX_QUEUE_WINDOW,
+    env = gym.make("sfenv/GeoSched-v6", num_jobs=4, max_candidates=MAX_CANDIDATES, queue_window=MAX_QUEUE_WINDOW,
                    forecast_hours=MAX_FORECAST_HOURS)
     obs, _ = env.reset(seed=0)
     obs, reward, *_ = env.step(MAX_CANDIDATES)  # wait

@@ -188,7 +188,7 @@ def test_bad_env_argument_raises_a_value_error_naming_it(arg, value):
 
 def test_bad_env_argument_through_gym_make():
     with pytest.raises(ValueError, match="max_candidates=0"):
-        gym.make("sfenv/GeoSched-v5", max_candidates=0)
+        gym.make("sfenv/GeoSched-v6", max_candidates=0)
 
 
 def test_env_arguments_are_used():

@@ -256,6 +256,6 @@ def test_gym_make_takes_it_and_the_checker_passes() -> None:
 
     import sfenv  # noqa: F401  (registers the ids)
 
-    env = gym.make("sfenv/GeoSched-v5", num_jobs=6, min_relative_mfu=0.7)
+    env = gym.make("sfenv/GeoSched-v6", num_jobs=6, min_relative_mfu=0.7)
     assert env.unwrapped.min_relative_mfu == 0.7
     check_env(env.unwrapped, skip_render_check=True)

@@ -88,7 +88,7 @@ def test_gym_make_takes_it_the_checker_passes_and_play_env_accepts_it() -> None:
 
     import sfenv  # noqa: F401  (registers the ids)
 
-    env = gym.make("sfenv/GeoSched-v5", num_jobs=6, min_spread_speedup=1.0)
+    env = gym.make("sfenv/GeoSched-v6", num_jobs=6, min_spread_speedup=1.0)
     assert env.unwrapped.min_spread_speedup == 1.0
     check_env(env.unwrapped, skip_render_check=True)
     assert check_play_env({"min_relative_mfu": 0.7, "min_spread_speedup": 1.0}, "m") == {

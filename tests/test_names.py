@@ -25,7 +25,7 @@ from sfenv.scenario import Scenario, ScenarioError, known_fields, load_scenario
 from sfenv.world.files import names_a_file
 
 REPO = Path(__file__).resolve().parents[1]
-ENV_ID = "sfenv/GeoSched-v5"
+ENV_ID = "sfenv/GeoSched-v6"
 RUN = ["run", "--agent", "fifo", "--num-jobs", "1"]
 
 

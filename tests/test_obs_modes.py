@@ -15,7 +15,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from sfenv.env import COMPACT_CAND_FEATURES, PLATFORM_FEATURES, GeoSchedEnv
 
 FIXED = {"obs_mode": "compact", "max_candidates": 16, "queue_window": 8, "forecast_hours": 6}
-IDS = ["sfenv/GeoSched-v5", "sfenv/Spider16-v5", "sfenv/Geo8-v5", "sfenv/CEE-v5", "sfenv/BACE6-v5"]
+IDS = ["sfenv/GeoSched-v6", "sfenv/Spider16-v6", "sfenv/Geo8-v6", "sfenv/CEE-v6", "sfenv/BACE6-v6"]
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -38,7 +38,7 @@ def test_compact_size_does_not_depend_on_the_topology():
     assert first["candidates"].shape == (16 * COMPACT_CAND_FEATURES,)
     assert first["platform"].shape == (PLATFORM_FEATURES + 6,)
     # the full observation does depend on it: 8 and 16 regions differ
-    full8, full16 = make("sfenv/GeoSched-v5").observation_space, make("sfenv/Spider16-v5").observation_space
+    full8, full16 = make("sfenv/GeoSched-v6").observation_space, make("sfenv/Spider16-v6").observation_space
     assert full8 != full16
 
 

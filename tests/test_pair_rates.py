@@ -161,8 +161,8 @@ def test_under_server_caps_the_replica_pairs_of_one_server_share_its_vm_pairs_ra
     one VM pair's measured rate; ``member`` (env v5) gives each its own, to the same floats as before."""
     plan = Plan(0, (Stage.at(0, 12, dp=dp, tp=tp), Stage.at(1, 12, dp=dp, tp=tp)))
     topo = _topo(8.0, 4.0, gbps=400.0)
-    member = evaluate_plan(plan, JOB, topo, PARAMS)
-    server = evaluate_plan(plan, JOB, topo, dataclasses.replace(PARAMS, vm_pair_cap="server"))
+    member = evaluate_plan(plan, JOB, topo, dataclasses.replace(PARAMS, vm_pair_cap="member"))
+    server = evaluate_plan(plan, JOB, topo, PARAMS)  # env v6's default
     assert member.transfer_times[0] == pytest.approx(_act_bits() / min(4e9, 400e9 / dp), rel=1e-12)
     assert server.transfer_times[0] == pytest.approx(_act_bits() / (4e9 * servers / dp), rel=1e-12)
     assert (server.iter_time > member.iter_time) == (servers < dp)
@@ -184,13 +184,23 @@ def test_the_flow_check_plays_server_caps_too():
     assert played["server"] > played["member"]
 
 
-def test_vm_pair_cap_is_a_scenario_setting_left_out_of_the_dump_at_its_default():
-    from sfenv.scenario import ScenarioError
+def test_vm_pair_cap_is_a_scenario_setting_server_by_default_and_member_keeps_env_v5s_hash():
+    """``sim.vm_pair_cap``: ``server`` by default (env v6), in every dump and the hash; ``member`` (env v5's) is kept
+    through plain dumps but left out of the hash, so env v5's scenarios keep theirs."""
+    from sfenv.registration import VERSION_SIM
+    from sfenv.runs.results import scenario_hash
+    from sfenv.scenario import ScenarioError, Scenario
 
     base = load_scenario("geo-8")
-    on = base.with_overrides(sim={"vm_pair_cap": "server"})
-    assert base.cfg.sim.perf_params().vm_pair_cap == "member" and on.cfg.sim.perf_params().vm_pair_cap == "server"
-    assert "vm_pair_cap" not in base.cfg.model_dump()["sim"] and on.cfg.model_dump()["sim"]["vm_pair_cap"] == "server"
+    member = base.with_overrides(sim={"vm_pair_cap": "member"})
+    assert PerfParams().vm_pair_cap == "server" and base.cfg.sim.perf_params().vm_pair_cap == "server"
+    assert member.cfg.sim.perf_params().vm_pair_cap == "member"
+    assert base.cfg.model_dump()["sim"]["vm_pair_cap"] == "server" and '"vm_pair_cap":"server"' in base.cfg.identity_json()
+    assert member.cfg.model_dump()["sim"]["vm_pair_cap"] == "member" and "vm_pair_cap" not in member.cfg.identity_json()
+    assert Scenario.from_dict(member.cfg.model_dump()).cfg.sim.vm_pair_cap == "member"  # a dump round-trips it
+    assert scenario_hash(member) != scenario_hash(base)
+    # env v5's hash of geo-8, as main recorded it before the v6 bump (af1533e)
+    assert scenario_hash(base.with_overrides(sim=VERSION_SIM["v5"])) == "42f54faf7637a015"
     with pytest.raises(ScenarioError, match=r"sim\.vm_pair_cap"):
         base.with_overrides(sim={"vm_pair_cap": "rack"})
     with pytest.raises(ValueError, match="vm_pair_cap"):

@@ -118,7 +118,7 @@ def test_sfenv_no_jit_turns_the_compiled_replays_off() -> None:
 def test_building_an_env_loads_the_compiled_replays_so_no_step_pays_for_it() -> None:
     """``gym.make`` imports numba and loads every kernel for the types the replays pass (not the first step)."""
     code = ("import sys, gymnasium as gym, sfenv; from sfenv.model import pipeline; "
-            "assert 'numba' not in sys.modules; gym.make('sfenv/GeoSched-v5'); j = pipeline._jit; "
+            "assert 'numba' not in sys.modules; gym.make('sfenv/GeoSched-v6'); j = pipeline._jit; "
             "kernels = (j.replay_zero_bubble, j.sweep_fixed_order, j.sweep_plan, j.sweep_zero_bubble, "
             "j.zero_bubble_rows); "
             "print(*[len(k.signatures) for k in kernels]); "

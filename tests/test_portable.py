@@ -68,7 +68,7 @@ def test_episodes_are_the_same_with_numpy_s_avx512_kernels_off() -> None:
     than the Haswell and AVX-512 ones on any x86-64 CPU: the platform's cost and carbon in ``info`` took
     their last bits from ``np.dot`` until :func:`sfenv.world.portable.portable_dot` (2026-11-28).
     """
-    labels = ["sfenv/Spider8Contended-v5", "sfenv/Geo8Carbon-v5", "work-conserving"]
+    labels = ["sfenv/Spider8Contended-v6", "sfenv/Geo8Carbon-v6", "work-conserving"]
     runs = []
     settings = [("", None), ("X86_V4", "Haswell")]
     if platform.machine() in ("x86_64", "AMD64"):

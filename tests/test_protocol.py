@@ -20,7 +20,7 @@ PINNED_GENERATOR = {"train": (0, 1_000), "validation": (10_000, 11_000), "test":
 
 
 def test_splits_are_pinned_and_versioned():
-    assert protocol.PROTOCOL_VERSION == 1 and protocol.ENV_VERSION == "v5"
+    assert protocol.PROTOCOL_VERSION == 1 and protocol.ENV_VERSION == "v6"
     assert {k: (r.start, r.stop) for k, r in protocol.SEED_RANGES.items()} == PINNED
     assert {k: (r.start, r.stop) for k, r in protocol.GENERATOR_SEEDS.items()} == PINNED_GENERATOR
     assert protocol.seeds("test", 3) == [1_000_000, 1_000_001, 1_000_002]
@@ -145,7 +145,7 @@ def test_cli_train_refuses_the_test_split(capsys, tmp_path):
 
 def test_v1_observation_has_no_arrival_share_and_v0_keeps_it():
     kw = {"num_jobs": 6}
-    v1, v0 = gym.make("sfenv/GeoSched-v5", **kw), gym.make("sfenv/GeoSched-v0", **kw)
+    v1, v0 = gym.make("sfenv/GeoSched-v6", **kw), gym.make("sfenv/GeoSched-v0", **kw)
     assert v1.observation_space["time"].shape == (5,) and v0.observation_space["time"].shape == (6,)
     assert not v1.unwrapped.privileged_obs and v0.unwrapped.privileged_obs
     o1, _ = v1.reset(seed=3)
@@ -165,25 +165,34 @@ def test_v1_observation_has_no_arrival_share_and_v0_keeps_it():
         share = v0.unwrapped.sim.view().pending_arrivals / len(v0.unwrapped.sim.jobs)
         assert o0["time"][4] == pytest.approx(share)
         np.testing.assert_array_equal(o1["time"], np.delete(o0["time"], 4))
-    compact = gym.make("sfenv/GeoSched-v5", obs_mode="compact", **kw)
+    compact = gym.make("sfenv/GeoSched-v6", obs_mode="compact", **kw)
     assert compact.observation_space["time"].shape == (5,)
     with pytest.raises(InvalidInput, match="privileged_obs"):
-        gym.make("sfenv/GeoSched-v5", privileged_obs="yes")
+        gym.make("sfenv/GeoSched-v6", privileged_obs="yes")
 
 
-def test_every_current_id_is_v5_and_every_v4_v3_v2_and_v0_id_is_still_registered():
+def test_every_current_id_is_v6_and_every_v5_v4_v3_v2_and_v0_id_is_still_registered():
+    """The current ids play each scenario's own settings; the earlier ids add exactly their version's WAN settings
+    (env v5's: per-member VM-pair caps and full zero-bubble replays; before it also their sharing model)."""
+    from sfenv.registration import ENV_VERSION
+
+    assert ENV_VERSION == protocol.ENV_VERSION == "v6"
     ids = sfenv.register_envs()
-    assert ids and all(i.endswith("-v5") for i in ids)
-    new_in_v2 = {"sfenv/Geo8Carbon-v5"}  # no model was ever trained on a v0 of these: they have none
+    assert ids and all(i.endswith("-v6") for i in ids)
+    new_in_v2 = {"sfenv/Geo8Carbon-v6"}  # no model was ever trained on a v0 of these: they have none
+    env_v5 = {"vm_pair_cap": "member", "skip_zero_bubble_periods": False}
     for i in ids:
-        old = i.removesuffix("-v5") + "-v0"
+        old = i.removesuffix("-v6") + "-v0"
         if i in new_in_v2:
             assert old not in gym.registry
         else:
             assert old in gym.registry and gym.registry[old].kwargs.get("privileged_obs") is True
         assert "privileged_obs" not in gym.registry[i].kwargs
-        assert "wan_sharing" not in gym.registry[i].kwargs  # the scenario's own (v5 unless it says otherwise)
-        for version in ("v4", "v3", "v2"):
-            previous = gym.registry[i.removesuffix("-v5") + "-" + version]
-            assert previous.kwargs["wan_sharing"] == version
-            assert {k: v for k, v in previous.kwargs.items() if k != "wan_sharing"} == gym.registry[i].kwargs
+        assert not {"wan_sharing", *env_v5} & set(gym.registry[i].kwargs)  # the scenario's own settings
+        for version in ("v5", "v4", "v3", "v2"):
+            previous = gym.registry[i.removesuffix("-v6") + "-" + version]
+            assert previous.kwargs == {**gym.registry[i].kwargs, "wan_sharing": version, **env_v5}
+    played = gym.make("sfenv/Geo8-v5", num_jobs=3).unwrapped.scenario.cfg.sim
+    assert (played.wan_sharing, played.vm_pair_cap, played.skip_zero_bubble_periods) == ("v5", "member", False)
+    played = gym.make("sfenv/Geo8-v6", num_jobs=3).unwrapped.scenario.cfg.sim
+    assert (played.wan_sharing, played.vm_pair_cap, played.skip_zero_bubble_periods) == ("v5", "server", True)

@@ -17,7 +17,7 @@ def test_maskable_ppo_smoke():
     from sb3_contrib.common.maskable.utils import get_action_masks
     from stable_baselines3.common.env_util import make_vec_env
 
-    vec = make_vec_env("sfenv/GeoSched-v5", n_envs=1, seed=0, env_kwargs={"num_jobs": 12})
+    vec = make_vec_env("sfenv/GeoSched-v6", n_envs=1, seed=0, env_kwargs={"num_jobs": 12})
     model = MaskablePPO("MultiInputPolicy", vec, n_steps=512, batch_size=128, n_epochs=2, seed=0, verbose=0)
     model.learn(2048)
     assert model.num_timesteps >= 2048
@@ -33,7 +33,7 @@ def test_maskable_ppo_smoke():
 def test_ppo_on_flattened_obs_smoke():
     from stable_baselines3 import PPO
 
-    env = gym.wrappers.FlattenObservation(gym.make("sfenv/GeoSched-v5", num_jobs=12))
+    env = gym.wrappers.FlattenObservation(gym.make("sfenv/GeoSched-v6", num_jobs=12))
     assert len(env.observation_space.shape) == 1
     model = PPO("MlpPolicy", env, n_steps=512, batch_size=128, n_epochs=2, seed=0, verbose=0)
     model.learn(1024)
@@ -48,7 +48,7 @@ def test_evaluate_policy_scores_fifo(masking):
 
     from sfenv.scenario import load_scenario
 
-    vec = make_vec_env("sfenv/GeoSched-v5", n_envs=1, seed=5, env_kwargs={"num_jobs": 10})
+    vec = make_vec_env("sfenv/GeoSched-v6", n_envs=1, seed=5, env_kwargs={"num_jobs": 10})
     agent = FIFOAgent().bind(vec)
     rewards, lengths = evaluate_policy(agent, vec, n_eval_episodes=1, use_masking=masking, warn=False,
                                        return_episode_rewards=True)

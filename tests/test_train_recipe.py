@@ -240,7 +240,7 @@ def test_episode_objective_is_minus_the_env_return_under_a_cost_weight():
     from sfenv.app.evaluate import run_episode
     from sfenv.scenario import load_scenario
 
-    env = gym.make("sfenv/GeoSched-v5", scenario="geo-8-contended-cost", num_jobs=10, proposers="best")
+    env = gym.make("sfenv/GeoSched-v6", scenario="geo-8-contended-cost", num_jobs=10, proposers="best")
     env.reset(seed=2)
     ret, done = 0.0, False
     while not done:

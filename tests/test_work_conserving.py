@@ -65,7 +65,7 @@ def test_waiting_while_a_candidate_can_start_is_an_invalid_no_op() -> None:
 def test_bad_value_names_the_argument_and_the_checker_passes() -> None:
     with pytest.raises(ValueError, match="work_conserving='yes'"):
         GeoSchedEnv("spider-8", work_conserving="yes")
-    check_env(gym.make("sfenv/GeoSched-v5", num_jobs=6, work_conserving=True).unwrapped, skip_render_check=True)
+    check_env(gym.make("sfenv/GeoSched-v6", num_jobs=6, work_conserving=True).unwrapped, skip_render_check=True)
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ def test_zoo_file_matches_sfenv_train_defaults():
     from sfenv.agents.learned import DEFAULT_HP
 
     hp = yaml.safe_load(ZOO.read_text())
-    entry = hp["sfenv/GeoSchedUnmasked-v5"]
-    assert hp["default"] == entry == hp["sfenv/GeoSched-v5"]
+    entry = hp["sfenv/GeoSchedUnmasked-v6"]
+    assert hp["default"] == entry == hp["sfenv/GeoSched-v6"]
     for key in ("n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda", "ent_coef", "learning_rate", "clip_range"):
         assert entry[key] == DEFAULT_HP["ppo"][key], key
     assert eval(entry["policy_kwargs"]) == DEFAULT_HP["ppo"]["policy_kwargs"]  # the Zoo evaluates this string
@@ -32,18 +32,18 @@ def test_zoo_file_matches_sfenv_train_defaults():
 def test_zoo_train_command_runs(tmp_path):
     pytest.importorskip("rl_zoo3")
     steps = 4096
-    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "sfenv/GeoSched-v5",
+    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "sfenv/GeoSched-v6",
            "--gym-packages", "sfenv", "-conf", str(ZOO), "-n", str(steps), "--seed", "0", "--eval-freq", "-1",
            "--num-threads", "1", "-f", "logs", "--env-kwargs", "num_jobs:8", "invalid_action_limit:3"]
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run = tmp_path / "logs" / "ppo" / "sfenv-GeoSched-v5_1"
-    assert (run / "sfenv-GeoSched-v5.zip").is_file()
-    assert (run / "sfenv-GeoSched-v5" / "vecnormalize.pkl").is_file()  # normalize: from the file
+    run = tmp_path / "logs" / "ppo" / "sfenv-GeoSched-v6_1"
+    assert (run / "sfenv-GeoSched-v6.zip").is_file()
+    assert (run / "sfenv-GeoSched-v6" / "vecnormalize.pkl").is_file()  # normalize: from the file
     from stable_baselines3 import PPO
 
-    model = PPO.load(run / "sfenv-GeoSched-v5.zip", device="cpu")
+    model = PPO.load(run / "sfenv-GeoSched-v6.zip", device="cpu")
     assert model.num_timesteps >= steps and model.gamma == 0.999 and model.n_steps == 512
     # episodes end (8 jobs each): the monitors hold finished episodes with their lengths
     episodes = []
@@ -56,7 +56,7 @@ def test_zoo_train_command_runs(tmp_path):
 
 def _zoo_train(folder, *extra: str) -> subprocess.CompletedProcess:
     """The README's Zoo command, shrunk: 256 steps, an evaluation every 128, one episode each."""
-    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "sfenv/GeoSchedUnmasked-v5",
+    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "sfenv/GeoSchedUnmasked-v6",
            "--gym-packages", "sfenv", "-conf", str(ZOO), "-n", "256", "--eval-freq", "128", "--eval-episodes", "1",
            "--seed", "0", "--num-threads", "1", "-f", "logs",
            "-params", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1", *extra]
@@ -71,7 +71,7 @@ def zoo_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("zoo")
     proc = _zoo_train(folder)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return folder / "logs" / "ppo" / "sfenv-GeoSchedUnmasked-v5_1"
+    return folder / "logs" / "ppo" / "sfenv-GeoSchedUnmasked-v6_1"
 
 
 def test_zoo_evaluation_episodes_end(zoo_run):
@@ -80,7 +80,7 @@ def test_zoo_evaluation_episodes_end(zoo_run):
     import gymnasium as gym
     import numpy as np
 
-    limit = gym.spec("sfenv/GeoSchedUnmasked-v5").max_episode_steps
+    limit = gym.spec("sfenv/GeoSchedUnmasked-v6").max_episode_steps
     evaluations = np.load(zoo_run / "evaluations.npz")
     lengths = evaluations["ep_lengths"].ravel()
     assert len(lengths) == 2  # at 128 and 256 steps

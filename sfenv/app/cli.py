@@ -529,7 +529,7 @@ def _cmd_agents(args: argparse.Namespace) -> int:
     print("model:PATH  a policy saved by `sfenv train`, loaded from its weights-only form (PATH.policy.json and "
           ".policy.npz beside the .zip), which runs no code (evaluate, benchmark and leaderboard)")
     print(f"model:ALGO:PATH  an SB3 model saved elsewhere, e.g. by the RL Zoo, with its algorithm ALGO "
-          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v5_1/best_model.zip; an SB3 .zip is "
+          f"({', '.join(ALGOS)}): model:ppo:logs/ppo/sfenv-GeoSchedUnmasked-v6_1/best_model.zip; an SB3 .zip is "
           "code, so it needs --trust-model-code (or `sfenv export-model PATH --trust-model-code` once)")
     print("rllib:PATH  an RLlib PPO checkpoint saved by `sfenv train --algo rllib-ppo` (needs the ray extra and "
           "--trust-model-code: a checkpoint is code)")

@@ -272,14 +272,25 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     | ``spread_wait`` | str | ``"running"`` | the wait ``min_spread_speedup`` counts: ``"running"``, until running jobs free the region (optimistic); ``"queue"``, also behind the waiting jobs with less work, each placed in turn on its earliest-finishing single-region plan (shortest work first, no backfilling; arrivals still not counted); ``"arrivals"``, the running jobs' wait stretched by the jobs with less work that arrive meanwhile and go first: divided by ``1 - rho``, ``rho`` the GPU-seconds per platform GPU-second of the jobs with less work arrived so far (the mean M/G/1 busy period started by a wait ``W`` is ``W / (1 - rho)``); ``rho >= 1`` keeps every spread plan |
     | ``floor_exempt`` | list of str | ``()`` | recorded decisions that ``min_relative_mfu`` and ``min_spread_speedup`` never leave out: the names of decision proposers among ``proposers`` (e.g. ``["spantrain+swf"]`` with ``"best+spantrain"``); a heuristic that weighs the WAN in its own choice keeps its plans across regions on the menu.  Any other name raises |
     | ``floor_exempt_from`` | list of str | both | the floors ``floor_exempt`` decisions skip: some of ``"min_relative_mfu"`` and ``"min_spread_speedup"``; e.g. ``["min_relative_mfu"]`` keeps the named decision only where it does not finish later than waiting for one region |
-    | ``wan_sharing`` | str or None | ``sim.wan_sharing`` (``"v5"``) | how transfers share the WAN: ``"v5"`` (env v5's model: a plan's own hops share links as its schedule plays them, zero-bubble schedules included, and the replay's pipeline time is the plan's, :mod:`sfenv.model.hopshare`), ``"v4"`` (env v4's, what the ``-v4`` ids play), ``"v3"`` (env v3's, what the ``-v3`` ids play) or ``"v2"`` (env v2's, what the ``-v2`` ids play); :attr:`sfenv.model.perf.PerfParams.wan_sharing` |
+    | ``wan_sharing`` | str or None | ``sim.wan_sharing`` (``"v5"``) | how transfers share the WAN: ``"v5"`` (env v5's and v6's model: a plan's own hops share links as its schedule plays them, zero-bubble schedules included, and the replay's pipeline time is the plan's, :mod:`sfenv.model.hopshare`), ``"v4"`` (env v4's, what the ``-v4`` ids play), ``"v3"`` (env v3's, what the ``-v3`` ids play) or ``"v2"`` (env v2's, what the ``-v2`` ids play); :attr:`sfenv.model.perf.PerfParams.wan_sharing` |
+    | ``vm_pair_cap`` | str or None | ``sim.vm_pair_cap`` (``"server"``) | what a link's measured per-VM-pair rate binds: ``"server"`` (env v6's), the replica pairs of a pipeline hop one server sends share one VM pair's rate, as NCCL between two GCP regions measured; ``"member"`` (env v5's, what the ``-v5`` ids play), each replica pair as if on a VM pair of its own; :attr:`sfenv.model.perf.PerfParams.vm_pair_cap` |
+    | ``skip_zero_bubble_periods`` | bool or None | ``sim.skip_zero_bubble_periods`` (True) | replay a zero-bubble plan's repeated steady state once (env v6's; within about 1e-9 of the full replay) or every period (False, env v5's, what the ``-v5`` ids play); :attr:`sfenv.model.perf.PerfParams.skip_zero_bubble_periods` |
 
     >>> import gymnasium as gym, sfenv
-    >>> env = gym.make("sfenv/GeoSched-v5", num_jobs=8, max_candidates=4)
+    >>> env = gym.make("sfenv/GeoSched-v6", num_jobs=8, max_candidates=4)
     >>> env.action_space
     Discrete(5)
 
     ## Version History
+    * v6: two WAN settings change default (docs/model.md): a link's measured per-VM-pair rate binds
+      the replica pairs of a hop that one server sends together (``sim.vm_pair_cap: server``; v5 gave
+      each replica pair a VM pair's rate, and NCCL between two GCP regions measured several GPU pairs
+      of one VM 2-3x below it: mean error 101 % -> 20 % on 48 measured transfers), and a zero-bubble
+      plan's steady state is replayed once (``sim.skip_zero_bubble_periods``; times within about 1e-9
+      of v5's, the replays half the time).  Observation and action spaces are v5's (models trained on
+      v5 load); episodes with several replicas of a hop per server on links with measured pair rates
+      (geo-8 and its variants, measured-grid generated platforms) differ.  The ``-v5`` ... ``-v2``
+      ids stay registered and play their models.
     * v5: the WAN sharing model ``v5`` (``sim.wan_sharing``, :mod:`sfenv.model.hopshare`, docs/model.md):
       as v4, but where a plan's own hops share a link its pipeline time is its replay's own (v4
       assembled a pipeline again from each hop's mean played transfer time: CR-LCF's 7-stage chain on
@@ -355,6 +366,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         floor_exempt: Sequence[str] = (),
         floor_exempt_from: Sequence[str] = FLOOR_TESTS,
         wan_sharing: str | None = None,
+        vm_pair_cap: str | None = None,
+        skip_zero_bubble_periods: bool | None = None,
     ) -> None:
         _check_arguments(render_mode, self.metadata["render_modes"], obs_mode, invalid_action_limit, privileged_obs,
                          work_conserving)
@@ -398,7 +411,8 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         sc = _with_arguments(
             load_scenario(scenario),
             workload={"num_jobs": num_jobs},
-            sim={"wan_sharing": wan_sharing},
+            sim={"wan_sharing": wan_sharing, "vm_pair_cap": vm_pair_cap,
+                 "skip_zero_bubble_periods": skip_zero_bubble_periods},
             env={"max_candidates": max_candidates, "queue_window": queue_window, "forecast_hours": forecast_hours},
             reward={"jct_weight": jct_weight, "cost_weight": cost_weight, "throughput_weight": throughput_weight,
                     "invalid_action_penalty": invalid_action_penalty, "egress_weight": egress_weight,

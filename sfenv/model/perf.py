@@ -289,7 +289,7 @@ class PerfParams:
     :param tcp_window_bytes: bytes in flight per connection and round trip: 3 MiB, half of Linux's
         default largest receive buffer (``tcp_rmem`` 6 MiB, ``tcp_adv_win_scale`` 1).
     :param wan_sharing: how transfers share the WAN, one of :data:`sfenv.model.sharing.WAN_SHARING`:
-        ``v5`` (the default, env v5's: as ``v4``, but where a plan's own hops share a link its pipeline
+        ``v5`` (the default, env v5's and v6's: as ``v4``, but where a plan's own hops share a link its pipeline
         time is the replay's own, :func:`_at_pipeline_time`, and zero-bubble plans are replayed too, in
         their hand-crafted and greedy orders), ``v4`` (env v4's: as ``v3``, with a 1F1B or GPipe plan's
         own hops sharing their links as :func:`sfenv.model.hopshare.replay_shared` plays them), ``v3``
@@ -299,11 +299,12 @@ class PerfParams:
         move on by whole periods, as 1F1B's always is (:func:`sfenv.model.hopshare.replay_shared`'s
         ``skip_periods``): the zero-bubble replays of SpanTrain's candidates on spider-64 take half the
         time (the env's steps 1.4-1.5x as many a second), its times within about 1e-9 of the full
-        replay's.  Off by default, so env v5's episodes stay as recorded (docs/model.md).
+        replay's.  On by default since env v6; false replays every period, as env v5 did (docs/model.md).
     :param vm_pair_cap: what one VM pair's measured rate (a link's ``pair_gbps_ab``/``_ba``) binds:
-        ``member`` (env v5's), each replica pair of a hop as if on a VM pair of its own; ``server``,
-        the replica pairs a server sends together (:func:`sending_servers`), as NCCL between two GCP
-        regions measured (docs/model.md, "Checked against NCCL between two GCP regions").
+        ``server`` (the default since env v6), the replica pairs a server sends together
+        (:func:`sending_servers`) share it, as NCCL between two GCP regions measured (docs/model.md,
+        "Checked against NCCL between two GCP regions"); ``member`` (env v5's), each replica pair of a
+        hop as if on a VM pair of its own.
     """
 
     mfu: float = 0.4
@@ -312,8 +313,8 @@ class PerfParams:
     wan_streams: int = 16
     tcp_window_bytes: float = 3.0 * 2**20
     wan_sharing: str = "v5"
-    skip_zero_bubble_periods: bool = False
-    vm_pair_cap: str = "member"
+    skip_zero_bubble_periods: bool = True
+    vm_pair_cap: str = "server"
 
     def __post_init__(self) -> None:
         if self.wan_sharing not in WAN_SHARING:

@@ -1,7 +1,7 @@
 """The benchmark protocol: fixed seed splits, generalisation splits and how results name their seeds.
 
 A number published from sfenv is comparable with another only if both were measured on the same
-episodes and nothing was tuned on them.  Protocol :data:`PROTOCOL_VERSION` (tied to the ``-v5``
+episodes and nothing was tuned on them.  Protocol :data:`PROTOCOL_VERSION` (tied to the ``-v6``
 environment ids, :data:`ENV_VERSION`) fixes, for every bundled scenario, three disjoint ranges of
 episode seeds:
 
@@ -82,8 +82,8 @@ __all__ = [
 
 #: the protocol's version; it changes with every change of a range below or of the observation
 PROTOCOL_VERSION = 1
-#: the environment id version this protocol goes with (``sfenv/GeoSched-v5`` ...)
-ENV_VERSION = "v5"
+#: the environment id version this protocol goes with (``sfenv/GeoSched-v6`` ...)
+ENV_VERSION = "v6"
 #: the splits, in order of use
 SPLITS = ("train", "validation", "test")
 #: the label of seeds given by number rather than by split
