@@ -13,9 +13,12 @@ spider-64, each in a fresh interpreter (process-wide memos start cold for every 
 times, and the ratio ``best+spantrain / default`` of each round (target >= 0.5); with ``--against
 DIR`` the other checkout's rows too, just before this code's in each round.
 
-A ``--sets`` entry followed by ``:skip-zb`` (e.g. ``best+spantrain:skip-zb``) is played with the
-zero-bubble steady state skipped (``sim.skip_zero_bubble_periods: true``, docs/model.md), so
-``--sets best+spantrain,best+spantrain:skip-zb`` prints that option's speed-up as a ratio.
+A ``--sets`` entry may name the WAN model it plays after a colon: ``best+spantrain:v4`` plays the
+env id's scenario with env v4's settings (``sfenv.registration.VERSION_SIM``; ``:v5`` ... ``:v2``),
+``best+spantrain:full-zb`` with every zero-bubble period replayed (``sim.skip_zero_bubble_periods:
+false``, docs/model.md).  So ``--sets best+spantrain:v4,best+spantrain`` prints env v6's speed with
+SpanTrain's candidates against env v4's in one run, and ``--sets best+spantrain:full-zb,best+spantrain``
+the skipping's speed-up.
 
 ``--fit-reuse`` counts instead how often that recipe's plan searches repeat, and measures its rate
 with every search answered from memos (:func:`fit_reuse`): how much any memo or faster search
@@ -231,25 +234,32 @@ except ImportError:  # a checkout from before the zero-bubble skip: plain propos
 print(json.dumps(steps_per_s(sys.argv[1], int(sys.argv[2]), True, **set_kwargs(sys.argv[1], sys.argv[3]))))
 """
 
-#: the suffix of a ``--sets`` entry that plays it with ``sim.skip_zero_bubble_periods: true``
-SKIP_ZB = ":skip-zb"
+#: the suffix of a ``--sets`` entry that plays it with ``sim.skip_zero_bubble_periods: false``
+FULL_ZB = "full-zb"
 
 
 def set_kwargs(env_id: str, name: str) -> dict:
     """``gym.make`` keywords of a ``--sets`` entry.
 
-    A proposer set; followed by :data:`SKIP_ZB`, also the env id's scenario with the zero-bubble
-    steady state skipped (``sim.skip_zero_bubble_periods``, docs/model.md).
+    A proposer set; followed by ``:`` and an earlier env version (``v5`` ... ``v2``), also the env id's
+    scenario with that version's WAN settings (:data:`sfenv.registration.VERSION_SIM`); followed by
+    ``:`` and :data:`FULL_ZB`, with every zero-bubble period replayed (``sim.skip_zero_bubble_periods``
+    false, docs/model.md).
     """
-    proposers, skip, rest = name.partition(SKIP_ZB)
-    if rest or (skip and not proposers):
-        raise ValueError(f"--sets: {name!r}; expected a proposer set, optionally followed by {SKIP_ZB!r}")
-    if not skip:
+    from sfenv.registration import VERSION_SIM
+
+    proposers, colon, suffix = name.partition(":")
+    choices = (*VERSION_SIM, FULL_ZB)
+    if not proposers or (colon and suffix not in choices):
+        raise ValueError(f"--sets: {name!r}; expected a proposer set, optionally followed by ':' and one of "
+                         f"{', '.join(choices)}")
+    if not colon:
         return {"proposers": proposers}
     from sfenv.scenario import load_scenario
 
+    sim = {"skip_zero_bubble_periods": False} if suffix == FULL_ZB else VERSION_SIM[suffix]
     scenario = load_scenario(gym.spec(env_id).kwargs["scenario"])
-    return {"proposers": proposers, "scenario": scenario.with_overrides(sim={"skip_zero_bubble_periods": True})}
+    return {"proposers": proposers, "scenario": scenario.with_overrides(sim=sim)}
 
 #: proposer sets :func:`proposer_rows` compares (``"default"`` first: the ratios' denominator)
 PROPOSER_SETS = ("default", "best", "best+spantrain")
@@ -407,8 +417,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=positive_int, default=2, help="repetitions of the --proposers measurement")
     ap.add_argument("--sets", default=",".join(PROPOSER_SETS),
                     help="comma-separated proposer sets for --proposers, the ratios' denominator first "
-                         f"(default {','.join(PROPOSER_SETS)}; also first-fit); a set followed by {SKIP_ZB} is "
-                         "played with sim.skip_zero_bubble_periods: true")
+                         f"(default {','.join(PROPOSER_SETS)}; also first-fit); a set followed by :v5 ... :v2 is "
+                         f"played with that env version's WAN settings, by :{FULL_ZB} with every zero-bubble period "
+                         "replayed")
     ap.add_argument("--fit-reuse", action="store_true",
                     help="count only how often best+spantrain's plan searches repeat over --steps masked random steps "
                          "on spider-8-contended and spider-64, and its steps/s with every search answered from memos")
@@ -423,9 +434,12 @@ def main() -> None:
         sets = tuple(args.sets.split(","))
         from sfenv.env.proposers import PROPOSER_SETS as known
 
-        if not {name.removesuffix(SKIP_ZB) for name in sets} <= set(known):
+        from sfenv.registration import VERSION_SIM
+
+        suffixes = ("", *(f":{v}" for v in (*VERSION_SIM, FULL_ZB)))
+        if not all(any(name == set_name + suffix for set_name in known for suffix in suffixes) for name in sets):
             ap.error(f"argument --sets: {args.sets!r}; expected names among {','.join(known)}, each optionally "
-                     f"followed by {SKIP_ZB}")
+                     f"followed by one of {', '.join(s for s in suffixes if s)}")
         print_proposer_rows(proposer_rows(args.steps, args.rounds, sets=sets, checkout=args.against))
         return
     if args.against:

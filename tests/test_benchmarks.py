@@ -149,17 +149,20 @@ def test_bench_env_prints_a_decimal_for_a_few_steps_per_second():
     assert bench_env._steps_rate(5190.4) == "  5190"
 
 
-def test_bench_env_sets_may_skip_the_zero_bubble_steady_state():
-    """A ``--sets`` entry ``NAME:skip-zb`` plays the env id's own scenario with ``sim.skip_zero_bubble_periods``;
-    a bare suffix is refused, naming it."""
+def test_bench_env_sets_may_play_an_earlier_wan_model():
+    """A ``--sets`` entry ``NAME:v4`` plays the env id's own scenario with env v4's settings, ``NAME:full-zb`` with every
+    zero-bubble period replayed; a bare or unknown suffix is refused, naming it."""
     import gymnasium as gym
 
     assert bench_env.set_kwargs("sfenv/Spider8-v0", "best") == {"proposers": "best"}
-    kw = bench_env.set_kwargs("sfenv/Spider8-v0", "best+spantrain:skip-zb")
-    assert kw["proposers"] == "best+spantrain" and kw["scenario"].cfg.sim.skip_zero_bubble_periods
+    kw = bench_env.set_kwargs("sfenv/Spider8-v0", "best+spantrain:full-zb")
+    assert kw["proposers"] == "best+spantrain" and not kw["scenario"].cfg.sim.skip_zero_bubble_periods
+    assert kw["scenario"].cfg.sim.vm_pair_cap == "server"
     assert kw["scenario"].cfg.name == gym.spec("sfenv/Spider8-v0").kwargs["scenario"]
+    old = bench_env.set_kwargs("sfenv/Spider8-v0", "best+spantrain:v4")["scenario"].cfg.sim
+    assert (old.wan_sharing, old.vm_pair_cap, old.skip_zero_bubble_periods) == ("v4", "member", False)
     assert bench_env.steps_per_s("sfenv/Spider8-v0", 20, True, num_jobs=5, **kw) > 0
-    for bad in (":skip-zb", "best:skip-zb:skip-zb"):
+    for bad in (":full-zb", "best:skip-zb", "best:full-zb:full-zb", "best:v6", "best:"):
         with pytest.raises(ValueError, match="--sets"):
             bench_env.set_kwargs("sfenv/Spider8-v0", bad)
 

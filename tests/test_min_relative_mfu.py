@@ -40,15 +40,17 @@ def test_a_bad_value_is_refused_naming_the_argument(bad: object) -> None:
 
 
 def test_off_by_default_and_every_kept_multi_region_candidate_meets_the_floor() -> None:
-    """Without the floor the menu offers WAN-bound plans; with it, none below the floor is offered."""
+    """Without the floor the menu offers WAN-bound plans; with it, none below the floor is offered.  (Seed 4: under env
+    v6's per-server VM-pair caps this menu seldom holds a plan across regions; seed 3, env v5's choice, holds none
+    below the floor.)"""
     if not GEO6.exists():
         pytest.skip("the validation scenario is not in this checkout")
     kw = {"proposers": "best", "num_jobs": 40, "obs_mode": "compact"}
-    _, seen_off, rows_off = _play(GeoSchedEnv(GEO6, **kw), seed=3, steps=60)
+    _, seen_off, rows_off = _play(GeoSchedEnv(GEO6, **kw), seed=4, steps=60)
     below = [(m, b) for _, m, b in rows_off if b > 0 and m < 0.7 * b]
     assert below, "the check needs a state whose menu holds a WAN-bound plan"
     env = GeoSchedEnv(GEO6, min_relative_mfu=0.7, **kw)
-    _, seen_on, rows_on = _play(env, seed=3, steps=60)
+    _, seen_on, rows_on = _play(env, seed=4, steps=60)
     assert seen_on < seen_off
     for plan, mfu, best in rows_on:
         assert best == 0.0 or mfu >= 0.7 * best * (1 - 1e-9), plan

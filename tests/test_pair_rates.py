@@ -41,11 +41,15 @@ def _act_bits(micro_batch: int = 1) -> float:
     return ACT_BYTES * micro_batch * JOB.model.seq_len * JOB.model.hidden * 8.0
 
 
-@pytest.mark.parametrize(("dp", "rate_gbps"), [(1, 4.0), (8, 4.0), (16, 40.0 / 16)])
-def test_a_hop_runs_at_the_slower_directions_pair_rate_or_its_share(dp, rate_gbps):
+@pytest.mark.parametrize(("dp", "rate_gbps", "server_gbps"), [(1, 4.0, 4.0), (8, 4.0, 0.5), (16, 40.0 / 16, 0.5)])
+def test_a_hop_runs_at_the_slower_directions_pair_rate_or_its_share(dp, rate_gbps, server_gbps):
+    """Each replica pair at the slower direction's VM-pair rate or its share of the link (``member``, env v5's); under
+    ``server`` (env v6's) the replica pairs of one server (8 at tp 1) share that rate: dp 8 on one server, 16 on two."""
     plan = Plan(0, (Stage.at(0, 12, dp=dp), Stage.at(1, 12, dp=dp)))
-    capped = evaluate_plan(plan, JOB, _topo(8.0, 4.0), PARAMS)
+    capped = evaluate_plan(plan, JOB, _topo(8.0, 4.0), dataclasses.replace(PARAMS, vm_pair_cap="member"))
     assert capped.transfer_times[0] == pytest.approx(_act_bits() / (rate_gbps * 1e9), rel=1e-12)
+    per_server = evaluate_plan(plan, JOB, _topo(8.0, 4.0), PARAMS)
+    assert per_server.transfer_times[0] == pytest.approx(_act_bits() / (server_gbps * 1e9), rel=1e-12)
     nominal = evaluate_plan(plan, JOB, _topo(None, None), PARAMS)  # the scaled capacity (and TCP's window) alone
     assert nominal.transfer_times[0] == pytest.approx(_act_bits() / min(40e9 / dp, _window_bps(20.0)), rel=1e-12)
     assert capped.iter_time >= nominal.iter_time
@@ -58,12 +62,13 @@ def test_rings_and_spanning_stages_are_capped_on_the_general_path_too():
     wide = evaluate_plan(plan, JOB, _topo(None, None), PARAMS)
     assert capped.bottleneck_bw_bps == 4e9 and wide.bottleneck_bw_bps == pytest.approx(_window_bps(20.0), rel=1e-12)
     assert capped.allreduce_times[0] > wide.allreduce_times[0]
-    # chain plans: the fast path and the general path agree on a capped hop
+    # chain plans: the fast path and the general path agree on a capped hop, per member (env v5) and per server
     chain = Plan(0, (Stage.at(0, 12, dp=2), Stage.at(1, 12, dp=2)))
     topo = _topo(8.0, 4.0)
-    a = evaluate_plan(chain, JOB, topo, PARAMS)
-    b = _evaluate_general(chain, JOB, topo, PARAMS, _Wan(chain, JOB, topo, PARAMS, None, None, None))
-    assert a.transfer_times == b.transfer_times == [_act_bits() / 4e9] and a.iter_time == b.iter_time
+    for params, rate in ((dataclasses.replace(PARAMS, vm_pair_cap="member"), 4e9), (PARAMS, 2e9)):
+        a = evaluate_plan(chain, JOB, topo, params)
+        b = _evaluate_general(chain, JOB, topo, params, _Wan(chain, JOB, topo, params, None, None, None))
+        assert a.transfer_times == b.transfer_times == [_act_bits() / rate] and a.iter_time == b.iter_time
 
 
 def test_a_relayed_route_runs_at_its_slowest_hop():
