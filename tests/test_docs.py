@@ -206,3 +206,22 @@ def test_api_reference_documents_every_public_module():
     assert {"sfenv.sim.engine", "sfenv.world.topology", "sfenv.agents.base", "sfenv.app.cli"} <= modules
     assert sorted(modules - documented) == []
     assert sorted(documented - modules - {"sfenv"}) == []
+
+
+def test_no_file_holds_a_merge_conflict_marker():
+    """A merge that committed its conflict (docs/carbon.md did from 2026-11-26 to 2026-11-28) shows both sides, or
+    breaks code: no tracked text file has a line that is a conflict marker."""
+    try:
+        listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    suffixes = {".md", ".py", ".yaml", ".yml", ".toml", ".cfg", ".txt", ".rst", ".sh", ".csv", ".json", ".cff"}
+    marked = []
+    for name in listed.splitlines():
+        path = ROOT / name
+        if path.suffix not in suffixes or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "=======":
+                marked.append(f"{name}:{number}")
+    assert not marked, marked
