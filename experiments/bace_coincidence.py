@@ -14,7 +14,6 @@ seeds; spider-64 capped at 12 jobs, as the leaderboard plays it).
 
 from __future__ import annotations
 
-import argparse
 import collections
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +24,7 @@ from sfenv.agents.registry import make_agent
 
 from sfenv.app.cli import job_count
 from sfenv.app.leaderboard import JOB_CAPS
+from sfenv.app.script import ScriptParser
 from sfenv.runs import protocol
 from sfenv.scenario import Scenario, bundled_scenarios, load_scenario
 from sfenv.sim import SimView, make_simulator
@@ -90,7 +90,7 @@ def _counting(agent: Any, kstars: collections.Counter[int], short: collections.C
 
 def main(argv: list[str] | None = None) -> None:
     """Print, per scenario, whether each pair coincides and why (the K* its cross-region baseline saw)."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     p.add_argument("--scenarios", default="all", help="comma list of bundled scenarios, or all")
     p.add_argument("--seeds", type=int, default=10, help="the first N test seeds")
     p.add_argument("--num-jobs", type=job_count, help="cap on the jobs per episode (default: the leaderboard's caps)")

@@ -22,7 +22,6 @@ seeds ``--first-seed S`` .. ``S+N-1``, labelled "explicit seeds".
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from sfenv.experiments.rows import INT, NUMBER, TEXT, read_rows
 
 from sfenv.app.cli import job_count, non_negative_int, positive_int
 from sfenv.app.evaluate import run_episode
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_json
@@ -159,7 +159,7 @@ def format_markdown(summary: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     ap.add_argument("--perms", type=positive_int, default=20,
                     help="price/capacity permutations (the first is the scenario)")
     protocol.add_seed_arguments(ap, default_n=3, default_split="test")

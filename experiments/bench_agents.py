@@ -25,7 +25,6 @@ Run: ``python -m sfenv.experiments.bench_agents [--points 5] [--agents spinsearc
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from sfenv.agents.registry import make_agent, resolve_names
 from sfenv.agents.spiderflow import SpiderFlowAgent
 
 from sfenv.app.cli import job_count, positive_int
+from sfenv.app.script import ScriptParser
 from sfenv.runs.results import atomic_write_json
 from sfenv.scenario import load_scenario
 from sfenv.sim import make_simulator
@@ -187,7 +187,7 @@ def _names(spec: str) -> list[str]:
 
 def main() -> None:
     """Command-line entry point."""
-    ap = argparse.ArgumentParser(description="sfenv agent decision-time benchmark")
+    ap = ScriptParser(script=__file__, description="sfenv agent decision-time benchmark")
     ap.add_argument("--points", type=positive_int, default=5, help="decision points per scenario")
     ap.add_argument("--jobs", type=job_count, default=20, help="jobs in the driving episode")
     ap.add_argument("--agents", default=DEFAULT_AGENTS, help=f"agents or presets ({', '.join(PRESETS)})")

@@ -27,7 +27,6 @@ could save.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -41,6 +40,7 @@ import numpy as np
 
 import sfenv  # noqa: F401
 from sfenv.app.cli import positive_int
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 
 
@@ -404,7 +404,7 @@ def compare_with_checkout(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="sfenv environment benchmark")
+    ap = ScriptParser(script=__file__, description="sfenv environment benchmark")
     ap.add_argument("--steps", type=positive_int, default=5000, help="measured steps per row (default: %(default)s)")
     ap.add_argument("--train-steps", type=positive_int, default=16384,
                     help="MaskablePPO steps of the training-share measure (default: %(default)s)")

@@ -17,10 +17,11 @@ reference; with the rollouts' reports left out (``Simulator.play``) too, the tea
 
 from __future__ import annotations
 
-import argparse
 import copy
 import time
 from typing import Any
+
+from sfenv.app.script import ScriptParser
 
 __all__ = ["deepcopy_fork", "main", "measure"]
 
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     """Print the fork's cost against the deepcopy reference; returns :func:`measure`'s figures."""
     from sfenv.app.cli import non_negative_int
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ScriptParser(script=__file__, description=__doc__.split("\n")[0])
     p.add_argument("--scenario", default="spider-8-contended", help="scenario (default: %(default)s)")
     p.add_argument("--steps", type=int, default=200, help="teacher decisions to play (default: %(default)s)")
     p.add_argument("--seed", type=non_negative_int, default=10000, help="episode seed (default: %(default)s)")

@@ -25,7 +25,6 @@ figures move with the machine and its load; compare the ratios.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -38,6 +37,7 @@ from typing import Any
 from sfenv.experiments.claims import CLAIMS, QUICK_BUDGETS, run_claims
 
 from sfenv.app.evaluate import quiet_solver_banner
+from sfenv.app.script import ScriptParser
 from sfenv.runs.distributed import ray_session
 
 TIMING = ("decision_time_mean_s", "decision_time_max_s")
@@ -121,7 +121,7 @@ def bench_rllib(scenario: str, steps: int, workers: int, seed: int = 0) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ScriptParser(script=__file__, description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5, help="claims seeds (0..N-1; the claims script's default)")
     ap.add_argument("--workers", type=int, default=2, help="Ray workers (tasks in flight, env runners)")
     ap.add_argument("--full", action="store_true", help="the full claims settings instead of --quick")

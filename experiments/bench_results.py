@@ -15,7 +15,6 @@ Run: ``python -m sfenv.experiments.bench_results [--seeds 1000,4000] [--rounds 1
 
 from __future__ import annotations
 
-import argparse
 import math
 import tempfile
 import time
@@ -24,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sfenv.app.evaluate import evaluate_agents
+from sfenv.app.script import ScriptParser
 from sfenv.runs import results
 
 __all__ = ["TARGET_RATIO", "counted_writes", "evaluate_seconds", "every_episode", "main", "measure", "print_rows"]
@@ -114,7 +114,7 @@ def print_rows(rows: Sequence[dict[str, float]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line: ``--seeds`` (a comma list of seed counts), ``--rounds``, ``--every-episode``."""
-    ap = argparse.ArgumentParser(description="time sfenv evaluate with and without --out (fifo, spider-8, 1 job)")
+    ap = ScriptParser(script=__file__, description="time sfenv evaluate with and without --out (fifo, spider-8, 1 job)")
     ap.add_argument("--seeds", default="1000,4000", help="comma list of seed counts (default: 1000,4000)")
     ap.add_argument("--rounds", type=int, default=1, help="timings per count; the best is kept (default: 1)")
     ap.add_argument("--every-episode", action="store_true",

@@ -24,7 +24,6 @@ Without a trace (no ``--trace`` and no ``SFENV_TRACE``) the replay is skipped wi
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import heapq
 import os
@@ -38,6 +37,7 @@ from pathlib import Path
 from sfenv.agents.fifo import FIFOAgent
 from sfenv.agents.registry import make_agent, resolve_names
 
+from sfenv.app.script import ScriptParser
 from sfenv.model.perf import evaluate_plan
 from sfenv.model.planning import fit_plan
 from sfenv.scenario import load_scenario
@@ -189,7 +189,7 @@ def format_poisson_rows(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
-    ap = argparse.ArgumentParser(description="sfenv simulator benchmark (Poisson workloads and a trace replay)")
+    ap = ScriptParser(script=__file__, description="sfenv simulator benchmark (Poisson workloads and a trace replay)")
     ap.add_argument("--jobs", type=int, default=1000, help="jobs per Poisson workload (default: %(default)s)")
     ap.add_argument("--trace", type=Path, default=None,
                     help="job trace CSV to replay, columns submit_offset_s,num_gpus,duration_s "

@@ -23,7 +23,6 @@ Run: ``python -m sfenv.experiments.carbon [--scenario geo-8] [--num-jobs 20] [--
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from typing import Any
 from sfenv.agents.registry import make_agent
 from sfenv.experiments.rows import INT, NUMBER, TEXT, read_rows
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_json
@@ -224,7 +224,7 @@ def read_carbon_rows(path: str | Path) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: see the module docstring."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default="geo-8")
     parser.add_argument("--num-jobs", type=int, default=20)
     parser.add_argument("--split", default="test", choices=["train", "validation", "test"])

@@ -59,7 +59,6 @@ every scenario at N instead, ``--num-jobs 0`` runs the full workloads (split the
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 import textwrap
@@ -72,6 +71,7 @@ import numpy as np
 from scipy import stats
 
 from sfenv.app.evaluate import evaluate_agents, quiet_solver_banner
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.model.sharing import WAN_SHARING
 from sfenv.registration import ENV_VERSION, PREVIOUS_VERSIONS, VERSION_SIM
@@ -571,7 +571,7 @@ def plot_overhead(rows: dict[str, list[dict[str, Any]]], path: Path, agents: Seq
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
-    ap = argparse.ArgumentParser(description="reproduce the seed papers' claims in sfenv")
+    ap = ScriptParser(script=__file__, description="reproduce the seed papers' claims in sfenv")
     ap.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
                     help="episodes per agent and scenario (explicit seeds 0..N-1, or the first N of --split)")
     ap.add_argument("--split", choices=protocol.SPLITS, default=None,

@@ -15,7 +15,6 @@ the figures it printed.
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +23,7 @@ import numpy as np
 from sfenv.agents.learned import LearnedPolicy
 
 from sfenv.app.evaluate import run_policy_episode
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.scenario import load_scenario
@@ -84,7 +84,7 @@ def count_agreement(model: str, scenario: str, seeds: Sequence[int], reference: 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the counts over the split's first seeds."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="a saved model whose recipe has play_defer")
     ap.add_argument("--scenario", required=True, help="a bundled name or a scenario file")
     ap.add_argument("--reference", default="spantrain+swf", help="the heuristic each start is first compared with")

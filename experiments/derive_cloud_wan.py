@@ -13,11 +13,11 @@ ln(goodput) and the round-trip percentiles.  Only these statistics enter the gen
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.world.csvread import csv_number, csv_rows
 
@@ -65,7 +65,7 @@ def rtt_statistics(path: Path) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Print and return the statistics."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ScriptParser(script=__file__, description=__doc__.split("\n")[0])
     p.add_argument("--throughput", type=Path, required=True, help="Skyplane's throughput.csv")
     p.add_argument("--latency", type=Path, required=True, help="Skyplane's latency.csv")
     args = p.parse_args(argv)

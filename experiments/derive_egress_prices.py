@@ -19,10 +19,10 @@ The table's columns and lookup rules are in :mod:`sfenv.world.egress`; its prove
 
 from __future__ import annotations
 
-import argparse
 import csv
 from pathlib import Path
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.runs.results import atomic_path
 from sfenv.world.csvread import csv_number, csv_rows
@@ -110,7 +110,7 @@ def write_table(rows: list[tuple[str, str, str, str, float]], out: Path) -> None
 
 def main() -> None:
     """The command line (module docstring)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     ap.add_argument("--aws-csv", type=Path, required=True, help="Skyplane's skyplane/data/aws_transfer_costs.csv")
     ap.add_argument("--out", type=Path, default=EGRESS_TABLE_PATH, help="the table to write (default: the bundled one)")
     args = ap.parse_args()

@@ -19,12 +19,12 @@ It prints YAML fragments (``links`` and ``profiles``) that ``scenarios/geo-8.yam
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 from sfenv.experiments.derive_price_year import daily_profiles
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.world.csvread import csv_number, csv_rows
 from sfenv.world.prices import read_price_csv
@@ -107,7 +107,7 @@ def to_yaml(d: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """The command line (module docstring); ``argv`` defaults to ``sys.argv[1:]``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, help="folder with network/ and energy/ CSVs (the shared data)")
     ap.add_argument("--grid", type=Path, help="a grid CSV instead of the shared one (derive_grid writes them)")
     ap.add_argument("--zone-map", type=Path, help="a region-zone map CSV instead of the shared one")

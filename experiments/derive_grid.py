@@ -18,12 +18,12 @@ for byte (``tests/test_derive_grid.py`` does so when the sources are on the mach
 
 from __future__ import annotations
 
-import argparse
 import itertools
 from pathlib import Path
 
 import numpy as np
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.runs.results import atomic_write_text
 from sfenv.world.csvread import csv_number, csv_rows
@@ -97,7 +97,7 @@ def grid_csv(rows: list[dict[str, str]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """The command line (module docstring); ``argv`` defaults to ``sys.argv[1:]``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     ap.add_argument("--throughput", type=Path, required=True, help="Skyplane's throughput grid CSV")
     ap.add_argument("--latency", type=Path, required=True, help="Skyplane's latency (ping) CSV")
     ap.add_argument("--regions", required=True, help="comma list of provider:region names, as Skyplane's")

@@ -22,11 +22,11 @@ what the source measured.  ``sfenv/data/measured/nccl_sendrecv_gcp_sailor.csv`` 
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 from typing import Any
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.runs.results import atomic_write_text
 from sfenv.world.files import read_json
@@ -92,7 +92,7 @@ def rates_csv(rows: list[dict[str, str]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """The command line (module docstring); ``argv`` defaults to ``sys.argv[1:]``."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap = ScriptParser(script=__file__, description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--profile", type=Path, required=True, help="Sailor's sailor/providers/multizone_bandwidths.json")
     ap.add_argument("--out", type=Path, required=True, help="the CSV to write")
     ap.add_argument("--force", action="store_true", help="replace --out if it exists")

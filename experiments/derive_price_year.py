@@ -19,12 +19,12 @@ existing file is replaced only with ``--force``.
 
 from __future__ import annotations
 
-import argparse
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.runs.results import atomic_write_text
 from sfenv.world.csvread import csv_number, csv_rows
@@ -106,7 +106,7 @@ def daily_profiles(hourly: np.ndarray, zones: tuple[str, ...]) -> dict[str, list
 
 def main(argv: list[str] | None = None) -> None:
     """The command line (module docstring); ``argv`` defaults to ``sys.argv[1:]``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     ap.add_argument("--source", type=Path, required=True, help="a checkout of HewlettPackard/sustain-cluster")
     ap.add_argument("--year", type=int, required=True, help="the price year, e.g. 2022 or 2024")
     ap.add_argument("--out", type=Path, help="write the pivoted CSV here")

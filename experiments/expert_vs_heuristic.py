@@ -22,7 +22,6 @@ that do not finish X times sooner than waiting for one region leave the menu).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from sfenv.agents.imitation import expert_action
 from sfenv.agents.registry import make_agent
 
 from sfenv.app.evaluate import run_episode
+from sfenv.app.script import ScriptParser
 from sfenv.env import GeoSchedEnv
 from sfenv.env.proposers import PROPOSER_SETS
 from sfenv.runs import protocol
@@ -62,7 +62,7 @@ def play_expert(expert: str, scenario: str, seed: int, proposers: str = "best+sp
 
 def main(argv: list[str] | None = None) -> dict:
     """Play the expert and the heuristic on the seeds, print and save the comparison."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ScriptParser(script=__file__, description=__doc__.split("\n")[0])
     p.add_argument("--expert", default="lookahead:fastest+swf:present:proposed")
     p.add_argument("--scenario", default="spider-8-contended")
     p.add_argument("--heuristic", default="fastest+swf",

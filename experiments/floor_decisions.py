@@ -15,9 +15,9 @@ Run: ``python -m sfenv.experiments.floor_decisions [--scenario spider-8-contende
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 
+from sfenv.app.script import ScriptParser
 from sfenv.env import GeoSchedEnv
 from sfenv.env.proposers import DecisionRecorder
 from sfenv.runs import protocol
@@ -57,7 +57,7 @@ def count_left_out(scenario: str, seed: int, heuristic: str = "spantrain+swf", m
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the counts per validation seed and in all."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="spider-8-contended", help="a bundled scenario or a scenario file")
     ap.add_argument("--seeds", type=int, default=3, help="the first N validation seeds")
     ap.add_argument("--heuristic", default="spantrain+swf", help="a recorded decision of best+spantrain")

@@ -23,7 +23,6 @@ seeds split: 0-109 are the set docs/model.md first measured (and tuned against: 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 import json
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.model.flowcheck import TransferKind, TransferTrace, simulate_jobs, zero_bubble_candidates
 from sfenv.model.perf import PerfParams, Plan, Stage, evaluate_plan, plan_flow_groups, stage_layer_split
@@ -554,7 +554,7 @@ def _report_reference(path: str, iterations: int, warmup: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the cases and print the report (``--json``: also write every job's row)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0:110", help="case seeds: A:B (range) or a comma list")
     ap.add_argument("--iterations", type=int, default=5, help="played iterations averaged per job")
     ap.add_argument("--warmup", type=int, default=2, help="played iterations dropped per job")

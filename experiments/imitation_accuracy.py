@@ -26,7 +26,6 @@ Files are written atomically; an existing ``--out`` is refused unless ``--overwr
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -40,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.runs.results import atomic_path
 from sfenv.scenario import Scenario, load_scenario
@@ -266,7 +266,7 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``collect`` or ``fit`` (see the module docstring)."""
-    p = argparse.ArgumentParser(description="offline accuracy of a policy network imitating the teacher")
+    p = ScriptParser(script=__file__, description="offline accuracy of a policy network imitating the teacher")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="record teacher-labelled states")
     c.add_argument("--split", choices=("train", "validation"), required=True)

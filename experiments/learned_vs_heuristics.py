@@ -34,7 +34,6 @@ Run (about 30 minutes at the default 150k steps on 2 cores)::
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -45,6 +44,7 @@ import numpy as np
 from sfenv.agents.learned import PLAY_MODES, LearnedPolicy, load_config, train
 
 from sfenv.app.evaluate import evaluate_agents
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_json
@@ -100,7 +100,7 @@ def reference_agents(text: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> dict:
     """Train, test and print the comparison; returns the results written to JSON."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ScriptParser(script=__file__, description=__doc__.split("\n")[0])
     p.add_argument("--config", default="contended", help="sfenv train config (bundled name or YAML file)")
     p.add_argument("--scenario", default=None,
                    help="training and test scenario (default: spider-8-contended or spider-8)")

@@ -28,7 +28,6 @@ Nothing here is fitted; nothing changes the model.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections import defaultdict
@@ -49,6 +48,8 @@ from sfenv.experiments.validate_model import (
     predict,
     top1_regret,
 )
+
+from sfenv.app.script import ScriptParser
 
 __all__ = ["falling_micro_batch_steps", "groups_missing_targets", "layer_linearity", "main", "within_group_errors"]
 
@@ -191,7 +192,7 @@ def _by_tp_and_micro_batch(runs: Sequence[Run], err: np.ndarray) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap = ScriptParser(script=__file__, description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--data", type=Path, default=default_data_dir(), help="folder with the measured CSV files")
     ap.add_argument("--draws", type=int, default=20, help="seeded draws per simulated error spread (default 20)")
     args = ap.parse_args(argv)

@@ -16,11 +16,11 @@ Run::
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.world.files import parse_json, read_text
 
@@ -115,7 +115,7 @@ def table(paths: Sequence[str | Path], training: str | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> str:
     """Print the table of the result files named on the command line; returns it."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ScriptParser(script=__file__, description=__doc__.split("\n")[0])
     p.add_argument("files", nargs="+", type=Path, help="learned_vs_heuristics result files (JSON)")
     p.add_argument("--training", default=None, metavar="GROUP",
                    help="the recipe's training scenario: its row is read against the oracle-level target")

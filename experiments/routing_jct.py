@@ -13,7 +13,6 @@ Run: ``python -m sfenv.experiments.routing_jct [--scenario spider-16] [--agents 
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 from sfenv.agents.registry import make_agent
 
+from sfenv.app.script import ScriptParser
 from sfenv.model.perf import plan_routes
 from sfenv.runs import protocol
 from sfenv.scenario import Scenario, load_scenario
@@ -49,7 +49,7 @@ def play(agent_name: str, scenario: Scenario, seed: int) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Play every agent and seed under both routing modes and print the table."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ScriptParser(script=__file__, description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="spider-16", help="a bundled scenario")
     ap.add_argument("--agents", default="spinsearch,bace-pipe", help="comma list of reference agents")
     ap.add_argument("--seeds", type=int, default=3, help="the first N validation seeds")

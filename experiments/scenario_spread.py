@@ -19,7 +19,6 @@ Run: ``python -m sfenv.experiments.scenario_spread [--scenarios all] [--agents s
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 from sfenv.agents.registry import make_agent, resolve_names
 from sfenv.experiments.rows import INT, NUMBER, TEXT, read_rows
 
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_json
@@ -166,7 +166,8 @@ def _seeds(text: str) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="spread between the best and the worst heuristic and random, per scenario")
+    ap = ScriptParser(script=__file__,
+                      description="spread between the best and the worst heuristic and random, per scenario")
     ap.add_argument("--scenarios", default="all", help="comma list of scenarios (names or paths), or 'all' bundled")
     ap.add_argument("--agents", default="spread", help="comma list of agents or groups; 'spread' = SPREAD_AGENTS")
     ap.add_argument("--split", choices=protocol.SPLITS, default=None,

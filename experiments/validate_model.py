@@ -72,7 +72,6 @@ the fitted one.  The fitted constants live in :data:`sfenv.world.hardware.A100_K
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import sys
@@ -87,6 +86,7 @@ import numpy as np
 from sfenv.experiments.derive_geo8 import GATEWAY_VMS
 
 from sfenv.app.cli import positive_int
+from sfenv.app.script import ScriptParser
 from sfenv.errors import InvalidInput
 from sfenv.model.perf import PerfParams, Plan, PlanPerf, Stage, evaluate_plan, stage_layer_split
 from sfenv.model.planning import fit_plan
@@ -1039,7 +1039,7 @@ def _print_nccl_transport(check: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap = ScriptParser(script=__file__, description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--data", type=Path, default=default_data_dir(), help="folder with the measured CSV files")
     ap.add_argument("--fit", action="store_true", help="refit the kernel model and print held-out checks")
     ap.add_argument("--resamples", type=positive_int, default=RESAMPLES,

@@ -17,7 +17,6 @@ exception is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import sys
 from pathlib import Path
@@ -27,8 +26,8 @@ import sfenv
 from sfenv import interrupts
 from sfenv.agents.learned import ALGOS
 from sfenv.agents.registry import AGENTS, GROUPS, available_agents, describe
-from sfenv.app.script import stdout_closed
-from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError, did_you_mean
+from sfenv.app.script import stdout_closed, with_choice_hint
+from sfenv.errors import Interrupted, InvalidInput, MissingFile, SfenvError
 from sfenv.runs import log_stderr, protocol
 from sfenv.scenario import DEFAULT_SCENARIO, NAME_RULE, bundled_scenarios, load_scenario
 
@@ -90,10 +89,6 @@ class _HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-#: argparse's message for a value outside ``choices`` (the choices quoted or not, by Python version)
-_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<known>[^)]*)\)")
-
-
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors read ``sfenv: <command>: <message>`` and point to ``--help``."""
 
@@ -103,11 +98,7 @@ class _Parser(argparse.ArgumentParser):
         An invalid choice gets the closest valid one (``did you mean``), as Python 3.14's argparse does.
         """
         where = self.prog.removeprefix("sfenv").strip()
-        choice = _INVALID_CHOICE.search(message)
-        if choice is not None:
-            known = [c.strip().strip("'\"") for c in choice["known"].split(",")]
-            given = f"invalid choice: '{choice['given']}'"
-            message = message.replace(given, given + did_you_mean(choice["given"], known), 1)
+        message = with_choice_hint(message)
         self.exit(2, f"sfenv: {where + ': ' if where else ''}{message}\nsee `{self.prog} --help`\n")
 
 
