@@ -433,7 +433,6 @@ def main() -> None:
     if args.proposers:
         sets = tuple(args.sets.split(","))
         from sfenv.env.proposers import PROPOSER_SETS as known
-
         from sfenv.registration import VERSION_SIM
 
         suffixes = ("", *(f":{v}" for v in (*VERSION_SIM, FULL_ZB)))

@@ -150,8 +150,8 @@ def test_bench_env_prints_a_decimal_for_a_few_steps_per_second():
 
 
 def test_bench_env_sets_may_play_an_earlier_wan_model():
-    """A ``--sets`` entry ``NAME:v4`` plays the env id's own scenario with env v4's settings, ``NAME:full-zb`` with every
-    zero-bubble period replayed; a bare or unknown suffix is refused, naming it."""
+    """A ``--sets`` entry ``NAME:v4`` plays the env id's own scenario with env v4's settings, ``NAME:full-zb`` with
+    every zero-bubble period replayed; a bare or unknown suffix is refused, naming it."""
     import gymnasium as gym
 
     assert bench_env.set_kwargs("sfenv/Spider8-v0", "best") == {"proposers": "best"}

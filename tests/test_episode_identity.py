@@ -7,8 +7,8 @@ were kept, at the env v5 bump, when the records of the ``-v4`` ids were kept (th
 moved to ``-v5`` kept theirs as ``...-v4``), and at the env v6 bump, when the records of the ``-v5``
 ids were kept (``shared-links`` and ``zero-bubble-shared`` kept theirs as ``...-v5``; SpanTrain's
 agent episodes on cee, played under the scenario's defaults, moved in their last bits): those ids
-still play their versions' episodes bit for bit.  On 2026-11-28 the ``info`` digests were recorded again when the platform's cost and carbon
-sums stopped taking their last bits from OpenBLAS's CPU-picked dot product
+still play their versions' episodes bit for bit.  On 2026-11-28 the ``info`` digests were recorded
+again when the platform's cost and carbon sums stopped taking their last bits from OpenBLAS's CPU-picked dot product
 (:func:`sfenv.world.portable.portable_dot`); every report, observation digest, reward sum and agent
 record stayed as it was.
 Each case is played again here and every recorded figure must match exactly: the episode report
