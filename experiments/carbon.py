@@ -241,12 +241,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         slacks = [float(x) for x in args.slacks.split(",") if x]
     except ValueError:
-        parser.exit(2, f"sfenv: --slacks {args.slacks!r}: expected comma-separated hours such as 6,24\n")
+        parser.error(f"--slacks {args.slacks!r}: expected comma-separated hours such as 6,24")
     forecasts = [x for x in args.forecasts.split(",") if x]
     try:
         arms(slacks, forecasts)  # check the settings before any episode runs
     except ValueError as exc:
-        parser.exit(2, f"sfenv: {exc}\n")
+        parser.error(str(exc))
     if args.rows:
         rows = read_carbon_rows(args.rows)
         seeds = sorted({r["seed"] for r in rows})

@@ -603,13 +603,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "docs/model.md)")
     args = ap.parse_args(argv)
     if args.seeds < 2:
-        ap.exit(2, "sfenv: --seeds must be at least 2 (an interval needs two paired seeds)\n")
+        ap.error("--seeds must be at least 2 (an interval needs two paired seeds)")
     if args.num_jobs is not None and args.num_jobs < 0:
-        ap.exit(2, "sfenv: --num-jobs must be >= 0 (0: no cap)\n")
+        ap.error("--num-jobs must be >= 0 (0: no cap)")
     if args.wan_sharing is not None and args.wan_sharing not in WAN_SHARING:
-        ap.exit(2, f"sfenv: --wan-sharing must be one of {', '.join(WAN_SHARING)}, not {args.wan_sharing[:20]!r}\n")
+        ap.error(f"--wan-sharing must be one of {', '.join(WAN_SHARING)}, not {args.wan_sharing[:20]!r}")
     if args.env_version not in versions:
-        ap.exit(2, f"sfenv: --env-version must be one of {', '.join(versions)}, not {args.env_version[:20]!r}\n")
+        ap.error(f"--env-version must be one of {', '.join(versions)}, not {args.env_version[:20]!r}")
     quiet_solver_banner()  # HiGHS prints a start-up banner on stdout otherwise
     claims = _select([o.strip() for o in args.only.split(",") if o.strip()])
     if args.scenarios:

@@ -141,7 +141,7 @@ def test_carbon_experiment_refuses_bad_settings(capsys):
         main(["--forecasts", "noisy,tomorrow", "--seeds", "1"])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("sfenv: forecasts: 'tomorrow'")
+    assert len(err) == 1 and err[0].startswith("sfenv: carbon: forecasts: 'tomorrow'")
 
 
 def _elastic_world(pattern: list[float], hours_at_16: float = 3.0) -> Simulator:

@@ -85,7 +85,9 @@ def test_an_invalid_choice_gets_the_closest_one(name, argv, line, monkeypatch, c
     ("bench_fork", ["--steps", "0"], "sfenv: bench_fork: argument --steps: expected an integer >= 1, got 0"),
     ("bench_sim", ["--time-scale", "0"], "sfenv: bench_sim: --time-scale must be positive"),
     ("bench_env", ["--proposers", "--sets", "default,bestest"], "sfenv: bench_env: argument --sets: "),
-    ("claims", ["--seeds", "1"], "sfenv: --seeds must be at least 2"),  # its own parser.exit(2, "sfenv: ...")
+    ("claims", ["--seeds", "1"], "sfenv: claims: --seeds must be at least 2"),  # its own parser.error(...)
+    ("claims", ["--env-version", "v9"], "sfenv: claims: --env-version must be one of v6, v5, v4, v3, v2, not 'v9'"),
+    ("carbon", ["--slacks", "x"], "sfenv: carbon: --slacks 'x': expected comma-separated hours"),
     ("bench_fork", ["--steps", "x"], "sfenv: bench_fork: argument --steps: invalid int value: 'x'"),
 ])
 def test_a_scripts_own_refusal_is_one_line(name, argv, line, monkeypatch, capsys):
