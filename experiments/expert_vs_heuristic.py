@@ -115,7 +115,9 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"expert": args.expert, "heuristic": args.heuristic, "scenario": args.scenario,
               "proposers": args.proposers, "num_jobs": args.num_jobs, "min_relative_mfu": args.min_relative_mfu,
               "min_spread_speedup": args.min_spread_speedup, "spread_wait": args.spread_wait, **choice.record(),
-              "wan_sharing": sc.cfg.sim.wan_sharing, "scenario_sha": scenario_hash(sc), "ratio": ratio,
+              "wan_sharing": sc.cfg.sim.wan_sharing, "vm_pair_cap": sc.cfg.sim.vm_pair_cap,
+              "skip_zero_bubble_periods": sc.cfg.sim.skip_zero_bubble_periods, "scenario_sha": scenario_hash(sc),
+              "ratio": ratio,
               "interval": "paired bootstrap 95 % BCa over seeds (sfenv.runs.stats.paired_ratio)", "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out / "expert_vs_heuristic.json", result)
