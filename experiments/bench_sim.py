@@ -227,8 +227,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"trace replay skipped: {where}; pass --trace PATH (a CSV of submit_offset_s,num_gpus,duration_s, "
               f"e.g. the Philly week of the project's measured data) or set SFENV_TRACE", file=sys.stderr)
         return
+    in_trace = trace_rows(path)
+    if in_trace == 0:
+        ap.error(f"--trace {path}: the trace holds no job (no data row after its header)")
     one = run_trace if args.in_process else run_trace_isolated
-    print(f"\ntrace replay: {path} ({args.trace_jobs or trace_rows(path)} jobs, time scale {args.time_scale}) "
+    replayed = in_trace if args.trace_jobs is None else min(args.trace_jobs, in_trace)
+    print(f"\ntrace replay: {path} ({replayed} jobs, time scale {args.time_scale}) "
           f"on {args.scenario}; targets per agent: {TARGET_WALL_S:.0f} s, {TARGET_RSS_MB:.0f} MB peak RSS", flush=True)
     rows = []
     for name in agents:

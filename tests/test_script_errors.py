@@ -120,3 +120,11 @@ def test_the_choice_hint_leaves_other_messages_alone():
     assert with_choice_hint(message) == message  # nothing close
     assert with_choice_hint("argument --split: invalid choice: 'TEST' (choose from train, test)") \
         == "argument --split: invalid choice: 'TEST' (did you mean 'test'?) (choose from train, test)"
+
+
+def test_a_trace_of_only_a_header_is_refused_naming_the_trace(tmp_path, monkeypatch, capsys):
+    """``bench_sim --trace`` of a CSV with no data row: one line about the trace, not about ``num_jobs``."""
+    trace = tmp_path / "header-only.csv"
+    trace.write_text("submit_offset_s,num_gpus,duration_s\n")
+    line = _one_line(_main("bench_sim", ["--trace", str(trace), "--trace-only", "--in-process"], monkeypatch), capsys)
+    assert line == f"sfenv: bench_sim: --trace {trace}: the trace holds no job (no data row after its header)"
