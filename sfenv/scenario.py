@@ -138,9 +138,16 @@ MAX_LOAD_FITS = 4096
 
 
 def _not_bool(v: Any) -> Any:
-    """Refuse ``True``/``False`` where a number is expected (pydantic would read them as 1/0)."""
+    """Refuse ``True``/``False`` and text where a number is expected.
+
+    Pydantic's lax mode would read the booleans as 1/0 and text such as ``"8"`` or ``"1e3"`` as a
+    number: a quoted value in a scenario file is more likely a mistake (a unit or a comma left in,
+    ``"100 Gbps"`` is refused either way) than a number, so it is refused with the field's name.
+    """
     if isinstance(v, (bool, np.bool_)):
         raise ValueError(f"expected a number, got the boolean {v}")
+    if isinstance(v, (str, bytes)):
+        raise ValueError(f"expected a number, got the text {str(v)[:40]!r} (write it without quotes)")
     return v
 
 

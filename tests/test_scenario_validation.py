@@ -42,6 +42,11 @@ def test_good_scenario_loads():
         (lambda d: d["topology"]["links"][0].update(b="mars"), ["topology.links[0].b", "mars", "region name"]),
         (lambda d: d["topology"].update(links=[]), ["disconnected", "topology"]),
         (lambda d: d["topology"]["regions"][0].update(gpus="many"), ["gpus", "many"]),
+        # text where a number goes is refused, not read as the number (pydantic's lax mode would)
+        (lambda d: d["topology"]["regions"][0].update(gpus="8"),
+         ["topology.regions[0].gpus", "expected a number, got the text '8'"]),
+        (lambda d: d["topology"]["links"][0].update(latency_ms="1e3"), ["latency_ms", "got the text '1e3'"]),
+        (lambda d: d["prices"]["zones"]["z"].update(base="30"), ["prices.zones.z.base", "got the text '30'"]),
         (lambda d: d.update(workload={"iterations": [10, 5]}), ["iterations", "low <= high"]),
         (lambda d: d["prices"]["zones"].pop("z"), ["prices", "missing", "z"]),
         (lambda d: d.update(sim={"schedule": "zb-h9"}), ["sim.schedule", "zb-h9", "1f1b"]),
