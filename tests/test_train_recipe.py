@@ -186,7 +186,8 @@ def test_invalid_action_limit_keeps_an_unmasked_policy_moving():
         forced, term = [], False
         while not term and len(forced) < cap:
             assert not env.action_masks()[bad]
-            _, r, term, _, info = env.step(bad)
+            _, r, terminated, truncated, info = env.step(bad)
+            term = terminated or truncated  # no job starts: the horizon ends the episode, truncated
             assert info["invalid_action"] and r <= -env.invalid_action_penalty
             forced.append(info["forced_wait"])
         return env, t0, term, forced
@@ -194,7 +195,7 @@ def test_invalid_action_limit_keeps_an_unmasked_policy_moving():
     env, t0, term, forced = run(None, 200)
     assert not term and not any(forced) and env.sim.time == t0  # without the limit, time never moves
     env, t0, term, forced = run(3, 20_000)
-    assert term  # every third masked action in a row waited, so the episode reached its end
+    assert term  # every third masked action in a row waited, so the episode reached its end (the horizon)
     assert forced[:6] == [False, False, True, True, True, True]  # the 3rd, and each one after it, waits
     assert env.sim.time > t0
     with pytest.raises(ValueError, match="invalid_action_limit=0"):

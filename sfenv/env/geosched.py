@@ -234,9 +234,12 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     first decision point (the first job waits).
 
     ## Episode End
-    Terminated when every job finished, the scenario horizon is reached, or nothing can happen any
-    more. Truncated by ``TimeLimit`` at the registered ``max_episode_steps``. The final ``info``
-    holds ``episode_report`` (:class:`sfenv.sim.metrics.EpisodeReport` as a dict).
+    Terminated when every job finished. Truncated when the simulator stops with jobs still in the
+    system: at the scenario's horizon (``sim.horizon_h``), or when nothing can happen any more (the
+    clock then moves to the horizon), both time limits outside the observation; and by ``TimeLimit``
+    at the registered ``max_episode_steps``. When the simulator stops (either flag), the final
+    ``info`` holds ``episode_report`` (:class:`sfenv.sim.metrics.EpisodeReport` as a dict); a
+    ``TimeLimit`` truncation happens before that, and its ``info`` has no report.
 
     ## Arguments
     ``None`` takes the scenario's value. Numbers go through the scenario's validation
@@ -583,14 +586,16 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
         self._forced_wait = forced
         reward, (d_job_s, d_cost, d_tokens, d_egress, d_carbon) = self._reward_since_last_step(sim)
         reward -= self.invalid_action_penalty if invalid else 0.0
-        terminated = sim.done
+        ended = sim.done
+        # every job finished: the MDP's end; the horizon (or a dead end, cut to it) with jobs left: a time limit
+        terminated = ended and sim.finished_count == len(sim.jobs)
         if not invalid or forced:
             self._build_candidates()
         info = self._info(d_job_s, d_cost, d_tokens, d_egress, d_carbon)
-        if terminated:
+        if ended:
             info["episode_report"] = sim.report().to_dict()
             info["carbon_fallback_zones"] = list(sim.carbon.fallback_zones) if sim.carbon is not None else []
-        return self._obs(), float(reward), bool(terminated), False, info
+        return self._obs(), float(reward), bool(terminated), bool(ended and not terminated), info
 
     def _reward_since_last_step(self, sim: Simulator) -> tuple[float, tuple[float, float, float, float, float]]:
         """The reward of what happened since the last step, penalties aside, and its parts; moves the marks on.
