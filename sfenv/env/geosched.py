@@ -239,7 +239,9 @@ class GeoSchedEnv(gym.Env[dict[str, np.ndarray], int | np.integer | np.ndarray])
     clock then moves to the horizon), both time limits outside the observation; and by ``TimeLimit``
     at the registered ``max_episode_steps``. When the simulator stops (either flag), the final
     ``info`` holds ``episode_report`` (:class:`sfenv.sim.metrics.EpisodeReport` as a dict); a
-    ``TimeLimit`` truncation happens before that, and its ``info`` has no report.
+    ``TimeLimit`` truncation happens before that, and its ``info`` has no report: play the rest with
+    ``for _ in env.unwrapped.wait_to_end(): pass`` (:meth:`wait_to_end`, as the evaluator does) and
+    read ``env.unwrapped.sim.report()``.
 
     ## Arguments
     ``None`` takes the scenario's value. Numbers go through the scenario's validation
