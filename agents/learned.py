@@ -197,6 +197,53 @@ def check_play_env(play_env: Any, where: str) -> dict[str, Any]:
         elif value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise InvalidInput(f"{where}: play_env.{key}: expected a number or null, got {str(value)[:100]}")
     return dict(play_env)
+
+
+def check_eval_seeds(eval_seeds: Any, where: str) -> list[int]:
+    """``eval_seeds`` as a list of 1 to :data:`MAX_EVAL_SEEDS` different integers >= 0.
+
+    A seed given as ``10000.9``, ``true`` or ``"10000"`` is refused, not turned into another one.
+
+    :raises InvalidInput: naming ``where`` and the first bad seed.
+    """
+    if isinstance(eval_seeds, np.ndarray):
+        eval_seeds = eval_seeds.tolist()
+    if isinstance(eval_seeds, (str, bytes, Mapping)) or not isinstance(eval_seeds, Sequence):
+        raise InvalidInput(f"{where}: eval_seeds = {str(eval_seeds)[:100]}; expected a list of seeds (integers >= 0)")
+    if not 0 < len(eval_seeds) <= MAX_EVAL_SEEDS:
+        raise InvalidInput(f"{where}: eval_seeds holds {len(eval_seeds):,} seeds; expected 1 to {MAX_EVAL_SEEDS:,}")
+    seen: set[int] = set()
+    for i, seed in enumerate(eval_seeds):
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise InvalidInput(f"{where}: eval_seeds[{i}] = {repr(seed)[:40]}; expected an integer >= 0")
+        if int(seed) in seen:
+            raise InvalidInput(f"{where}: eval_seeds[{i}] = {int(seed)} is listed twice; each seed is one episode")
+        seen.add(int(seed))
+    return [int(seed) for seed in eval_seeds]
+
+
+def check_env_kwargs(env_kwargs: Any, where: str) -> dict[str, Any]:
+    """``env_kwargs`` (None or a mapping) as a dict of :class:`~sfenv.env.GeoSchedEnv` keyword arguments.
+
+    Its values are checked by the env itself (:func:`train` builds one before anything is written).
+
+    :raises InvalidInput: naming ``where`` and the key, for a key that is not an argument of the env or one
+        of :data:`NOT_ENV_KWARGS`.
+    """
+    if env_kwargs is None:
+        return {}
+    if not isinstance(env_kwargs, Mapping):
+        raise InvalidInput(f"{where}: env_kwargs = {str(env_kwargs)[:100]}; expected a mapping of GeoSchedEnv "
+                           "arguments")
+    allowed = [name for name in inspect.signature(GeoSchedEnv).parameters if name not in NOT_ENV_KWARGS]
+    for key in env_kwargs:
+        if key not in allowed:
+            why = "set by the run, not by env_kwargs" if key in NOT_ENV_KWARGS else \
+                f"not an argument of GeoSchedEnv{did_you_mean(str(key), allowed)}"
+            raise InvalidInput(f"{where}: env_kwargs.{str(key)[:60]}: {why}; expected some of {allowed}")
+    return dict(env_kwargs)
+
+
 NORMALIZE = ("all", "reward", "none")
 #: policy networks a recipe may name (``policy:``), for ``maskable-ppo``: ``default`` is SB3's
 #: ``MultiInputPolicy`` (an MLP over the flattened observation); ``candidate-set`` is
@@ -213,6 +260,13 @@ MAX_N_ENVS = 256
 #: may give: a 4096 x 4096 layer is 16.8 million weights
 MAX_LAYER_WIDTH = 4096
 MAX_LAYERS = 16
+#: the most evaluation seeds a run may list (``eval_seeds``), as ``--eval-seeds``
+MAX_EVAL_SEEDS = 100_000
+#: the most scenarios ``scenario: {generate: {count: N}}`` makes (each gets an env of its own)
+MAX_GENERATED = 1024
+#: the :class:`~sfenv.env.GeoSchedEnv` arguments a run's ``env_kwargs`` may not give: the run gives the scenario,
+#: and nothing is rendered while training
+NOT_ENV_KWARGS = ("scenario", "render_mode")
 
 
 def bundled_configs() -> list[str]:
@@ -260,6 +314,13 @@ def load_config(spec: str | Path) -> dict[str, Any]:
         raise InvalidInput(f"config {spec}: unknown keys {unknown}{hint}; expected some of {sorted(RECIPE_DEFAULTS)}")
     if "play" in data and data["play"] not in PLAY_MODES:
         raise InvalidInput(f"config {spec}: play = {data['play']!r}; expected one of {list(PLAY_MODES)}")
+    for key in ("env_kwargs", "hp"):  # merged with the command line's before train() sees them
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise InvalidInput(f"config {spec}: {key} = {str(data[key])[:100]}; expected a mapping")
+    if "env_kwargs" in data:
+        check_env_kwargs(data["env_kwargs"], f"config {spec}")
+    if "eval_seeds" in data:
+        data["eval_seeds"] = check_eval_seeds(data["eval_seeds"], f"config {spec}")
     if "play_env" in data:
         data["play_env"] = check_play_env(data["play_env"], f"config {spec}")
     if data.get("play_defer") is not None:
@@ -1021,6 +1082,8 @@ def _hyperparameters(algo: str, policy: str, algo_kwargs: dict | None, n_envs: i
     if policy == "candidate-set" and kw_env.get("obs_mode") != "compact":
         raise InvalidInput("policy 'candidate-set': needs env_kwargs obs_mode 'compact' (its scorer reads the "
                            f"compact candidate features), got obs_mode {kw_env.get('obs_mode', 'full')!r}")
+    if algo_kwargs is not None and not isinstance(algo_kwargs, Mapping):
+        raise InvalidInput(f"train: hp = {str(algo_kwargs)[:100]}; expected a mapping of SB3 keyword arguments")
     defaults = copy.deepcopy(DEFAULT_HP[algo])
     if policy != "default":  # the default MLP's layer sizes are not this policy's parameters
         defaults.pop("policy_kwargs", None)
@@ -1052,9 +1115,7 @@ def _checked_settings(total_timesteps: int, seed: int, n_envs: int, checkpoint_e
         _check_int("eval_every", eval_every, 0)
     if normalize not in NORMALIZE:
         raise InvalidInput(f"train: normalize = {normalize!r}; expected one of {list(NORMALIZE)}")
-    seeds = protocol.seeds("validation", 5) if eval_seeds is None else [int(s) for s in eval_seeds]
-    if not seeds:
-        raise InvalidInput("train: eval_seeds is empty")
+    seeds = protocol.seeds("validation", 5) if eval_seeds is None else check_eval_seeds(eval_seeds, "train")
     protocol.check_training_config({"eval_seeds": seeds}, "train")  # never select a model on the test split
     return seeds
 
@@ -1067,7 +1128,9 @@ def _train_scenarios(scenario: Any, eval_scenario: ScenarioLike | None
         first of them, and the evaluation scenario (by default that first one).
     """
     if isinstance(scenario, dict) and "generate" in scenario:
-        scenario = list(generated_scenarios(**scenario["generate"]))
+        scenario = list(generated_scenarios(**_checked_generate(scenario["generate"])))
+    if isinstance(scenario, list) and not scenario:
+        raise InvalidInput("train: scenario is an empty list; expected a scenario or a list of them")
     train_sc: Scenario | list[Scenario] = (
         [load_scenario(s) for s in scenario] if isinstance(scenario, list) else load_scenario(scenario)
     )
@@ -1076,13 +1139,35 @@ def _train_scenarios(scenario: Any, eval_scenario: ScenarioLike | None
     return scenario, train_sc, first, eval_sc
 
 
+def _checked_generate(generate: Any) -> dict[str, Any]:
+    """``scenario: {generate: {...}}`` as :func:`generated_scenarios`' keyword arguments, checked.
+
+    :raises InvalidInput: for a value that is not a mapping of its arguments (``count`` given), a ``count`` that
+        is not an integer from 1 to :data:`MAX_GENERATED` or a ``seed`` that is not an integer >= 0.
+    """
+    where = "train: scenario.generate"
+    if not isinstance(generate, Mapping):
+        raise InvalidInput(f"{where} = {str(generate)[:100]}; expected a mapping of generated_scenarios' arguments")
+    try:
+        inspect.signature(generated_scenarios).bind(**generate)
+    except TypeError as exc:
+        raise InvalidInput(f"{where}: {exc}") from None
+    for key, low, high in (("count", 1, MAX_GENERATED), ("seed", 0, None)):
+        value = generate.get(key, 0 if key == "seed" else None)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low or (
+                high is not None and value > high):
+            bound = f"from {low} to {high:,}" if high is not None else f">= {low}"
+            raise InvalidInput(f"{where}.{key} = {repr(value)[:40]}; expected an integer {bound}")
+    return dict(generate)
+
+
 def _env_settings(env_kwargs: dict | None, masked: bool, first: Scenario) -> dict[str, Any]:
     """The env keyword arguments :func:`train` uses and records.
 
     Unmasked algorithms get ``invalid_action_limit=3`` unless set; the observation sizes are
     recorded, so the model is evaluated with the spaces it was trained on.
     """
-    kw_env = dict(env_kwargs or {})
+    kw_env = check_env_kwargs(env_kwargs, "train")
     if not masked:
         kw_env.setdefault("invalid_action_limit", 3)
     for key, value in (("max_candidates", first.cfg.env.max_candidates), ("queue_window", first.cfg.env.queue_window),

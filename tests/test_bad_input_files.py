@@ -6,6 +6,7 @@ the file and the line, raised when the scenario is loaded (``gym.make``), not mi
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -155,6 +156,55 @@ def test_bad_hp_exits_2_with_one_line_and_no_run_folder(extra, words, tmp_path, 
     err = _one_line_exit_2(["train", "--steps", "64", "--num-jobs", "4", "--quiet", *extra], capsys)
     assert all(word in err for word in words), err
     assert list(tmp_path.iterdir()) == []  # no runs/ folder, no config.yml
+
+
+BAD_CONFIGS = [
+    ("eval_seeds: [10000, 10001, -5]", "config c.yml: eval_seeds[2] = -5; expected an integer >= 0"),
+    ("eval_seeds: [10000.9]", "config c.yml: eval_seeds[0] = 10000.9; expected an integer >= 0"),
+    ("eval_seeds: [true]", "config c.yml: eval_seeds[0] = True; expected an integer >= 0"),
+    ("eval_seeds: [abc]", "config c.yml: eval_seeds[0] = 'abc'; expected an integer >= 0"),
+    ("eval_seeds: 5", "config c.yml: eval_seeds = 5; expected a list of seeds"),
+    ("eval_seeds: [10000, 10000]", "config c.yml: eval_seeds[1] = 10000 is listed twice"),
+    ("env_kwargs: {bogus: 1}", "config c.yml: env_kwargs.bogus: not an argument of GeoSchedEnv"),
+    ("env_kwargs: {scenario: spider-8}", "config c.yml: env_kwargs.scenario: set by the run"),
+    ("env_kwargs: {render_mode: human}", "config c.yml: env_kwargs.render_mode: set by the run"),
+    ("env_kwargs: [1]", "config c.yml: env_kwargs = [1]; expected a mapping"),
+    ("hp: [1]", "config c.yml: hp = [1]; expected a mapping"),
+    ("scenario: []", "train: scenario is an empty list"),
+    ("scenario: {generate: 5}", "train: scenario.generate = 5; expected a mapping"),
+    ("scenario: {generate: {seed: 1}}", "train: scenario.generate: missing a required argument: 'count'"),
+    ("scenario: {generate: {count: 2, bogus: 1}}", "train: scenario.generate: got an unexpected keyword argument"),
+    ("scenario: {generate: {count: 1000000000}}", "train: scenario.generate.count = 1000000000; expected an integer "
+                                                  "from 1 to 1,024"),
+    ("scenario: {generate: {count: 2, seed: abc}}", "train: scenario.generate.seed = 'abc'; expected an integer >= 0"),
+]
+
+
+@pytest.mark.parametrize("text,words", BAD_CONFIGS, ids=[t for t, _ in BAD_CONFIGS])
+def test_a_bad_training_config_exits_2_with_one_line_and_no_run_folder(text, words, tmp_path, monkeypatch, capsys):
+    """A config file is data: seeds that are not integers (10000.9 was read as 10000, true as seed 1), env
+    arguments GeoSchedEnv does not take, a list where a mapping goes or a scenario generator it cannot call were
+    a traceback, some after the run folder was made; each is one line naming the field, before anything is written."""
+    pytest.importorskip("sb3_contrib")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.yml").write_text(text + "\n")
+    err = _one_line_exit_2(["train", "--config", "c.yml", "--steps", "64", "--quiet", "--no-plot"], capsys)
+    assert words in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yml"]  # no runs/ folder, no config.yml
+
+
+def test_training_settings_from_python_are_checked_as_a_configs_are(tmp_path):
+    pytest.importorskip("sb3_contrib")
+    from sfenv.agents.learned import train
+
+    from sfenv.errors import InvalidInput
+
+    for kwargs, words in (({"eval_seeds": [10_000.5]}, "eval_seeds[0] = 10000.5"),
+                          ({"env_kwargs": {"num_job": 4}}, "env_kwargs.num_job: not an argument of GeoSchedEnv"),
+                          ({"algo_kwargs": [("gamma", 0.9)]}, "hp = [('gamma', 0.9)]; expected a mapping")):
+        with pytest.raises(InvalidInput, match=re.escape(words)):
+            train(total_timesteps=64, n_envs=1, out_dir=tmp_path / "runs", plot=False, **kwargs)
+    assert not (tmp_path / "runs").exists()
 
 
 def test_n_envs_beyond_the_bound_is_refused_in_python(tmp_path):

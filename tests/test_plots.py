@@ -226,3 +226,55 @@ def test_plots_refuse_too_many_agents_and_leave_out_a_timeline_too_large_to_draw
     assert "5,001 job runs, more than the 5,000 drawn" in capsys.readouterr().err
     assert len(write_plots({"meta": {}, "summary": summarise(rows), "episodes": rows, "timeline": timeline},
                            tmp_path / "ok")) == 5
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"timeline": "abc"}, "timeline: expected an object, got str"),
+    ({"meta": "x"}, "meta is str, not an object"),
+    ({"episodes": []}, "holds no episodes; there is nothing to plot"),
+    ({"timeline.jobs": [{"x": 1}]}, "timeline.jobs[0]: expected an object with job_id"),
+    ({"timeline.jobs": "abc"}, "timeline.jobs is 'abc'"),
+    ({"timeline.regions": [1, 2]}, "timeline.regions is '[1, 2]'"),
+    ({"timeline.prices_usd_mwh": [["a"]]}, "timeline.prices_usd_mwh is"),
+    ({"timeline.gpus": [8]}, "timeline.gpus is '[8]'"),
+    ({"timeline.end_s": float("nan")}, "timeline.end_s is 'nan'"),
+    ({"timeline.jobs": [{"job_id": 0, "model": "m", "segments": [[0.0, 1.0, [[99, 8]]]]}]},
+     "timeline.jobs[0].segments[0]: expected [start s, end s, [[region index, GPUs], ...]]"),
+])
+def test_plot_refuses_a_malformed_benchmark_file_in_one_line_before_any_png(change, words, timeline, tmp_path,
+                                                                             capsys):
+    """A benchmark.json handed in is data: a timeline, meta or episodes ``sfenv plot`` cannot draw is one line
+    (exit 2) naming the file and the field, and no PNG is written (they were a traceback, or empty figures)."""
+    import json
+
+    from sfenv.app.cli import main
+
+    rows = evaluate_agents(["fifo"], "spider-8", seeds=[0], num_jobs=3, progress=False)
+    doc = {"meta": {"scenario": "spider-8"}, "summary": [], "episodes": rows,
+           "timeline": json.loads(json.dumps(timeline))}
+    for key, value in change.items():
+        if key.startswith("timeline."):
+            doc["timeline"][key.partition(".")[2]] = value
+        else:
+            doc[key] = value
+    (tmp_path / "benchmark.json").write_text(json.dumps(doc))
+    assert main(["plot", str(tmp_path / "benchmark.json"), "--out-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"sfenv: {tmp_path / 'benchmark.json'}: ") and err.count("\n") == 1 and words in err, err
+    assert not list(tmp_path.glob("**/*.png"))
+
+
+def test_a_resumed_benchmark_replays_a_malformed_saved_timeline(tmp_path):
+    """A benchmark folder continued with an edited timeline gets its timeline replayed, not drawn as it is."""
+    import json
+
+    from sfenv.app.benchmark import run_benchmark
+
+    kw = {"agents": "fifo", "scenario": "spider-8", "seeds": 1, "num_jobs": 3, "out_dir": tmp_path, "progress": False,
+          "log": lambda line: None}
+    first = run_benchmark(**kw)
+    doc = json.loads((tmp_path / "benchmark.json").read_text())
+    doc["timeline"]["jobs"] = "abc"
+    (tmp_path / "benchmark.json").write_text(json.dumps(doc))
+    again = run_benchmark(**kw)
+    assert again["ran"] == 0 and again["timeline"] == first["timeline"]

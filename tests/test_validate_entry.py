@@ -240,6 +240,20 @@ def test_a_settings_scenario_sha_differing_from_the_rows_is_rejected(entry, tmp_
     assert code == 1 and "settings.scenario_sha is '0123456789abcdef'" in line
 
 
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("protocol", True, "settings.protocol is True"),
+    ("record_actions", False, "settings.record_actions is False"),
+    ("record_actions", 1, "settings.record_actions is 1"),
+])
+def test_settings_flags_are_checked_with_their_json_type(entry, tmp_path, capsys, key, value, said):
+    """``protocol: true`` passed as protocol 1 (True == 1) and ``record_actions: false`` passed beside action
+    logs; an entry's settings are checked whole, with the types its writer writes."""
+    bad = copy.deepcopy(entry[0])
+    bad["settings"][key] = value
+    code, line = _validate(tmp_path, bad, capsys)
+    assert code == 1 and said in line
+
+
 def test_too_few_seeds_make_no_entry_but_replay(entry, tmp_path, capsys):
     few = copy.deepcopy(entry[0])
     few["settings"]["seeds"] = protocol.seeds("test", 2)

@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_SEEDS",
     "FILES",
     "TIMELINE_AGENTS",
+    "check_timeline",
     "episode_timeline",
     "load_results",
     "results_dir",
@@ -210,7 +211,8 @@ def run_benchmark(
         tl_agent = _timeline_agent(names, timeline_agent)
         if tl_agent is not None:
             old_tl = old_bench.get("timeline") if old_bench else None
-            if old_tl and old_tl.get("agent") == tl_agent and old_tl.get("seed") == first_seed:
+            if isinstance(old_tl, dict) and old_tl.get("agent") == tl_agent and old_tl.get("seed") == first_seed \
+                    and _valid_timeline(old_tl):
                 bench["timeline"] = old_tl
             else:
                 log(f"benchmark: replaying {tl_agent} seed {first_seed} for the timeline")
@@ -225,6 +227,15 @@ def run_benchmark(
             if paths[key] not in drawn and paths[key].exists():
                 paths[key].unlink()
         return {**bench, "ran": len(ran), "files": [str(f) for f in files + drawn]}
+
+
+def _valid_timeline(timeline: Any) -> bool:
+    """Whether a saved timeline passes :func:`check_timeline` (a resumed run replays one that does not)."""
+    try:
+        check_timeline(timeline, "timeline")
+    except InvalidInput:
+        return False
+    return True
 
 
 def _read_json(path: Path) -> Any:
@@ -280,11 +291,15 @@ def load_results(path: str | Path) -> dict[str, Any]:
     data = read_json(path, "results file", results.MAX_RESULTS_BYTES)
     if isinstance(data, dict) and data.get("format") == results.FORMAT:  # an evaluator results file
         settings, rows = results.read_results(path)
-        check_metrics(rows, path)
+        _check_episodes(rows, path)
         return {"meta": {"scenario": (settings or {}).get("scenario", "?"), "settings": settings},
                 "summary": summarise(rows), "episodes": rows, "timeline": None}
     if isinstance(data, dict) and "episodes" in data:
         _check_episodes(data["episodes"], path)
+        if data.get("meta") is not None and not isinstance(data["meta"], dict):
+            raise InvalidInput(f"{path}: meta is {type(data['meta']).__name__}, not an object")
+        if data.get("timeline") is not None:
+            check_timeline(data["timeline"], f"{path}: timeline")
         # the summary is always the rows': a stored one (benchmark.json's is summarise(rows)) is never
         # trusted, as a file could claim figures its episodes do not hold
         data["summary"] = summarise(data["episodes"])
@@ -298,10 +313,76 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
 
 def _check_episodes(rows: Any, path: str | Path) -> None:
-    """Refuse episode rows :func:`summarise` cannot read (one line naming the file and the row)."""
+    """Refuse episode rows :func:`summarise` cannot read, or none (one line naming the file and the row)."""
     if not isinstance(rows, list):
         raise InvalidInput(f"{path}: its episodes are {type(rows).__name__}, not a list of rows")
-    check_metrics(rows, path)
+    if not rows:
+        raise InvalidInput(f"{path}: holds no episodes; there is nothing to plot")
+    check_metrics(rows, path, hint="fix or remove the row")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _list_of(value: Any, test: Callable[[Any], bool], length: int | None = None) -> bool:
+    """Whether ``value`` is a list whose items all pass ``test`` (of ``length`` items when given)."""
+    return isinstance(value, list) and all(test(v) for v in value) and (length is None or len(value) == length)
+
+
+#: a timeline's fields (:func:`episode_timeline`) and the test each value passes (``n``: the number of regions)
+_TIMELINE_FIELDS: dict[str, Callable[[Any, int], bool]] = {
+    "agent": lambda v, n: isinstance(v, str), "scenario": lambda v, n: isinstance(v, str),
+    "seed": lambda v, n: _is_int(v), "end_s": lambda v, n: _is_number(v) and v >= 0,
+    "finished": lambda v, n: _is_int(v) and v >= 0,
+    "regions": lambda v, n: n > 0 and _list_of(v, lambda x: isinstance(x, str), n),
+    "gpus": lambda v, n: _list_of(v, _is_int, n), "zones": lambda v, n: _list_of(v, lambda x: isinstance(x, str), n),
+    "prices_usd_mwh": lambda v, n: _list_of(v, lambda z: bool(z) and _list_of(z, _is_number, len(v[0])), n),
+    "jobs": lambda v, n: isinstance(v, list),
+}
+
+
+def _check_job_runs(job: Any, regions: int, where: str) -> None:
+    """Refuse a timeline job that is not ``{"job_id", "model", "segments": [[start, end, [[region, gpus]...]]...]}``."""
+    fields = isinstance(job, dict) and _is_int(job.get("job_id")) and isinstance(job.get("model"), str)
+    segments = job.get("segments") if isinstance(job, dict) else None
+    if not fields or not isinstance(segments, list):
+        raise InvalidInput(f"{where}: expected an object with job_id (integer), model (text) and segments (a list)")
+    def placed(part: Any) -> bool:  # [region index, GPUs]
+        return _list_of(part, _is_int, 2) and 0 <= part[0] < regions
+
+    for k, seg in enumerate(segments):
+        if not (isinstance(seg, list) and len(seg) == 3 and _is_number(seg[0]) and _is_number(seg[1])
+                and _list_of(seg[2], placed)):
+            raise InvalidInput(f"{where}.segments[{k}]: expected [start s, end s, [[region index, GPUs], ...]] "
+                               f"with region indices below {regions}")
+
+
+def check_timeline(timeline: Any, where: str) -> None:
+    """Refuse a timeline (as :func:`episode_timeline` returns it) the figures cannot draw, in one line.
+
+    Checked: every field there with its JSON type, one GPU count, zone and price series per region,
+    price series of one length, and each job's runs naming regions of the timeline.
+
+    :param timeline: the value read from a file.
+    :param where: the file and field, for the message (e.g. ``benchmark.json: timeline``).
+    :raises InvalidInput: naming the first field that is wrong.
+    """
+    if not isinstance(timeline, dict):
+        raise InvalidInput(f"{where}: expected an object, got {type(timeline).__name__}")
+    regions = timeline.get("regions")
+    n = len(regions) if isinstance(regions, list) else 0
+    for field, test in _TIMELINE_FIELDS.items():
+        if field not in timeline or not test(timeline[field], n):
+            shown = "missing" if field not in timeline else f"{str(timeline[field])[:80]!r}"
+            raise InvalidInput(f"{where}.{field} is {shown}; not what sfenv benchmark writes there")
+    if _timeline_size(timeline) is None:  # one too large to draw is left out whole (write_plots)
+        for i, job in enumerate(timeline["jobs"]):
+            _check_job_runs(job, n, f"{where}.jobs[{i}]")
 
 
 #: the most agents the figures draw: bars and labels beyond it are unreadable, and a file handed in could name millions

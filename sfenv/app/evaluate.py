@@ -692,7 +692,8 @@ CI_METRICS: tuple[tuple[str, str, float], ...] = (
 SUMMARY_FIELDS = ("energy_kwh", "utilisation", "decision_time_mean_s", "decision_time_max_s")
 
 
-def check_metrics(rows: Sequence[Any], source: str | Path) -> None:
+def check_metrics(rows: Sequence[Any], source: str | Path,
+                  hint: str = "fix or remove the row, or pass --overwrite to replace the file") -> None:
     """Refuse rows :func:`summarise` cannot read: no agent name, a metric missing (unless added later), or not a number.
 
     NaN is a number here (a metric a row could not measure).  Fields of :data:`ADDED_REPORT_FIELDS` may be
@@ -700,6 +701,7 @@ def check_metrics(rows: Sequence[Any], source: str | Path) -> None:
 
     :param rows: episode rows, as read from a file.
     :param source: the file, named in the message.
+    :param hint: what the message says to do (the default names ``--overwrite``, which ``sfenv plot`` has not).
     :raises InvalidInput: one line naming the file, the row (its number, from 0) and the field.
     """
     fields = [fld for _, fld, _ in CI_METRICS] + list(SUMMARY_FIELDS)
@@ -713,8 +715,7 @@ def check_metrics(rows: Sequence[Any], source: str | Path) -> None:
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 what = "missing" if fld not in row else f"{value!r:.80}, not a number"
                 raise InvalidInput(f"{source}: episode row {i} ({row.get('agent')!r:.80} seed "
-                                   f"{row.get('seed')!r:.40}): {fld} is {what}; fix or remove the row, "
-                                   "or pass --overwrite to replace the file")
+                                   f"{row.get('seed')!r:.40}): {fld} is {what}; {hint}")
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -133,9 +133,12 @@ def _claim(settings: dict[str, Any], split: str, min_seeds: int) -> EntryClaim:
         why = "seeds given by number" if label == protocol.EXPLICIT else "another split" if label else "no split"
         raise Rejected(f"settings.split is {label!r} ({why}); a leaderboard entry holds the first seeds of the "
                        f"{split} split (sfenv evaluate --split {split} --seeds N --record-actions)")
-    if settings.get("protocol") != protocol.PROTOCOL_VERSION:
+    if settings.get("protocol") != protocol.PROTOCOL_VERSION or isinstance(settings.get("protocol"), bool):
         raise Rejected(f"settings.protocol is {settings.get('protocol')!r}; this sfenv's seed splits are protocol "
                        f"{protocol.PROTOCOL_VERSION}")
+    if settings.get("record_actions") is not True:  # the writer records true whenever rows hold action logs
+        raise Rejected(f"settings.record_actions is {settings.get('record_actions')!r}; an entry is written with "
+                       "--record-actions (true)")
     env_version = settings.get("env_version")
     if env_version != protocol.ENV_VERSION:
         was = "records no env_version" if env_version is None else f"say env {env_version!r}"
