@@ -99,9 +99,13 @@ DEFAULT_SCENARIO = "spider-8"
 #: already take minutes per episode.  Beyond it (10**8 jobs grew to 1.1 GB in seconds) a typo is
 #: far likelier than an intent, so it is refused up front.
 MAX_JOBS = 100_000
-#: Largest ``topology.num_regions`` of a generated topology (the bundled ones go to 64; the
-#: generators and the observation grow with the square of it, through the links).
-MAX_REGIONS = 1024
+#: Largest number of regions (``topology.num_regions`` of a generated topology, or ``regions``
+#: listed): 256, about twice every public region of the three largest clouds together.  The bundled
+#: scenarios go to 64.  Routes, generators and the observation grow with the square of it, through
+#: the links: at 256 regions the cloud generator (every pair linked) loads in about 10 s and an env
+#: with ten years of prices holds about 1 GB; at 1,024 the same scenario did not load in 15 minutes,
+#: a Waxman one took 4.5 minutes and 3.5 GB (2026-11-28, one core).
+MAX_REGIONS = 256
 #: Largest ``prices.days`` (ten years of hourly prices per zone; :mod:`sfenv.world.limits` has the
 #: bounds of every other number of a scenario, with their reasons).
 MAX_PRICE_DAYS = lim.MAX_PRICE_DAYS

@@ -87,3 +87,17 @@ def test_overrides_are_validated():
     assert sc.with_overrides(workload={"num_jobs": 3}).cfg.workload.num_jobs == 3
     with pytest.raises(ScenarioError, match="num_jobs"):
         sc.with_overrides(workload={"num_jobs": 0})
+
+
+@pytest.mark.parametrize("generator", ["waxman", "cloud", "spider"])
+def test_more_regions_than_the_bound_are_refused_before_any_route(generator):
+    """``MAX_REGIONS`` (256): a 1,024-region cloud scenario did not load in 15 minutes; it is refused at once."""
+    from sfenv.scenario import MAX_REGIONS
+
+    cfg = {"name": "big", "topology": {"generator": generator, "num_regions": MAX_REGIONS + 1}}
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict(cfg, source="big.yaml")
+    assert "topology.num_regions" in str(e.value) and "256" in str(e.value)
+    regions = [{"name": f"r{i}", "gpu": "A100-80GB", "gpus": 8, "zone": "z"} for i in range(MAX_REGIONS + 1)]
+    with pytest.raises(ScenarioError, match="topology.regions"):
+        Scenario.from_dict({**GOOD, "topology": {"regions": regions, "links": []}}, source="big.yaml")
