@@ -12,7 +12,8 @@ from sfenv.errors import InvalidInput, UnknownName, did_you_mean
 from sfenv.interrupts import import_module
 
 __all__ = [
-    "AGENTS", "DESCRIPTIONS", "GROUPS", "REVISIONS", "available_agents", "describe", "make_agent", "resolve_names",
+    "AGENTS", "DESCRIPTIONS", "GROUPS", "REVISIONS", "available_agents", "builtin_keywords", "describe", "is_builtin",
+    "make_agent", "resolve_names",
 ]
 
 #: name -> "module:Class"
@@ -154,6 +155,35 @@ def describe(name: str) -> str:
         return DESCRIPTIONS[name]
     doc = (_load(name).__doc__ or "").strip()
     return doc.splitlines()[0] if doc else ""
+
+
+def is_builtin(name: str) -> bool:
+    """Whether ``name`` is a built-in agent: a registered name or ``PLACEMENT+ORDER`` of one (nothing is imported)."""
+    if name in AGENTS:
+        return True
+    placement, plus, order = name.rpartition("+")
+    from sfenv.agents.ordering import ORDERS
+
+    return bool(plus) and order in ORDERS and is_builtin(placement)
+
+
+def builtin_keywords(name: str) -> frozenset[str]:
+    """The keyword arguments the built-in agent ``name`` takes (:func:`make_agent`): its constructor's named ones.
+
+    ``PLACEMENT+ORDER`` takes ``blocking`` and the placement's.  Imports the agent's module (sfenv's own),
+    never a plug-in.
+
+    :raises UnknownName: if ``name`` is not a built-in agent (:func:`is_builtin`).
+    :raises ImportError: if its module does not import here (an optional dependency missing).
+    """
+    import inspect
+
+    if not is_builtin(name):
+        raise UnknownName(f"{name!r} is not a built-in agent")
+    if name not in AGENTS:
+        return frozenset({"blocking"}) | builtin_keywords(name.rpartition("+")[0])
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(p.name for p in inspect.signature(_load(name)).parameters.values() if p.kind in kinds)
 
 
 def make_agent(name: str, **kwargs: Any) -> SchedulerAgent:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 from sfenv.app.cli import main
+from sfenv.app.evaluate import check_agent_settings
 from sfenv.errors import InvalidInput
 from sfenv.runs import protocol
 from sfenv.runs.entry import check_entry, rerecord_command
@@ -93,6 +95,16 @@ def _censored(row: dict, keep: slice) -> dict:
     report = sim.run(lambda view: next(plans), max_decisions=len(out["actions"]["decisions"]))
     out.update(report.to_dict(), **jct_fields(sim.records(), report.makespan_s))
     return out
+
+
+def _renamed(entry, old: str, name: str, settings: object) -> dict:
+    """The entry with agent ``old`` renamed ``name`` in its settings and rows, its settings replaced by ``settings``."""
+    doc = copy.deepcopy(entry[0])
+    doc["settings"]["agents"] = {(name if k == old else k): (settings if k == old else v)
+                                 for k, v in doc["settings"]["agents"].items()}
+    for r in doc["episodes"]:
+        r["agent"] = name if r["agent"] == old else r["agent"]
+    return doc
 
 
 def _mean_jct(rows: list[dict], agent: str) -> float:
@@ -421,7 +433,7 @@ def _revalidate_bundled(path: Path) -> str:
         pytest.fail(f"{rel} was recorded on env {settings.get('env_version')!r}, this sfenv is env "
                     f"{protocol.ENV_VERSION}: {again}")
     try:
-        claim, rows = check_entry(data, str(rel))
+        claim, rows = check_entry(data, str(rel), check_agent=check_agent_settings)
         validate_rows(rows)
     except Rejected as exc:
         pytest.fail(f"{rel} no longer validates on env {protocol.ENV_VERSION} ({exc}). If the environment's "
@@ -537,10 +549,7 @@ def test_a_stored_summary_is_not_what_the_plots_draw(entry, tmp_path):
 
 @pytest.mark.parametrize("name", ["fifo\r\x1b[2Kvalid entry x.json", "fifo\nvalid"])
 def test_names_from_the_file_are_printed_with_control_characters_escaped(entry, tmp_path, capsys, name):
-    doc = copy.deepcopy(entry[0])
-    doc["settings"]["agents"] = {(name if k == "fifo" else k): v for k, v in doc["settings"]["agents"].items()}
-    for r in doc["episodes"]:
-        r["agent"] = name if r["agent"] == "fifo" else r["agent"]
+    doc = _renamed(entry, "fifo", name, {"class": "sfenv.agents.fifo.FIFOAgent"})  # an agent instance of that name
     code, line = _validate(tmp_path, doc, capsys)  # one line, whatever the name holds
     assert code == 0 and f"agents {name!r}, spinsearch" in line and "\r" not in line and "\x1b" not in line
     doc["episodes"] = [r for r in doc["episodes"] if not (r["agent"] == name and r["seed"] == 1000001)]
@@ -577,3 +586,193 @@ def test_every_row_field_is_checked_with_its_json_type(entry, tmp_path, capsys, 
         row["finished"] = float(row["finished"])
     code, line = _validate(tmp_path, bad, capsys, "--replay-only")
     assert code == 1 and "row 0" in line and said in line
+
+
+# ----------------------------------------------------------------------------- agent settings, rows and logs whole
+
+
+@pytest.mark.parametrize(("agent", "value", "said"), [
+    ("fifo", {"kwargs": {}, "extra": 1}, "settings.agents[fifo]: unknown key(s) extra; the settings of built-in "
+                                         "agents hold only kwargs, revision"),
+    ("fifo", {"extra": 1}, "settings.agents[fifo]: unknown key(s) extra"),
+    ("fifo", {}, "settings.agents[fifo]: no kwargs"),
+    ("fifo", "fast", "settings.agents[fifo] is 'fast'; each agent's settings are an object"),
+    ("fifo", {"kwargs": ["seed"]}, "settings.agents[fifo]: kwargs is ['seed'], expected an object"),
+    ("fifo", {"kwargs": {"bogus": 1}}, "settings.agents[fifo]: kwargs bogus: not a keyword agent fifo takes (none)"),
+    ("spinsearch", {"kwargs": {"k_seeds": 4, "time_limit": 2.0}},
+     "settings.agents[spinsearch]: kwargs time_limit: not a keyword agent spinsearch takes (k_seeds, max_chain, "
+     "schedule)"),
+    ("spinsearch", {"kwargs": {}, "revision": 2}, "settings.agents[spinsearch]: revision 2; only ilp record one"),
+    ("spinsearch", {"kwargs": {}, "class": "x.Y"}, "settings.agents[spinsearch]: unknown key(s) class"),
+])
+def test_unknown_keys_and_made_up_kwargs_in_agent_settings_are_rejected(entry, tmp_path, capsys, agent, value, said):
+    """Each agent's settings were read for nothing but their names: ``{"extra": 1}`` or keywords fifo does not take
+    validated; they are checked whole now, one line naming the file, the agent and the key (exit 1)."""
+    bad = copy.deepcopy(entry[0])
+    bad["settings"]["agents"][agent] = value
+    code, line = _validate(tmp_path, bad, capsys)
+    assert code == 1 and line.startswith(f"sfenv: validate: REJECTED {tmp_path / 'e.json'}: {said}")
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("spinsearch", {"kwargs": {"k_seeds": 4, "max_chain": 3}}),
+    ("ilp", {"kwargs": {"time_limit": 30.0}, "revision": 2}),
+    ("spinsearch+swf", {"kwargs": {"blocking": True, "k_seeds": 2}}),
+    ("fifo", {"class": "sfenv.agents.fifo.FIFOAgent"}),  # an agent instance
+    ("model:m.zip", {"algo": None, "model_sha": None}),
+    ("model:ppo:m.zip", {"algo": "ppo", "model_sha": "ab" * 32, "kwargs": {"work_conserving": True, "defer": False}}),
+    ("rllib:/ckpt", {"checkpoint": "/ckpt"}),
+    ("mod:Cls:k=1", {"plugin": "mod:Cls:k=1", "source": "module", "source_sha": "ab", "kwargs": {"k": 1}}),
+    ("my-agent", {"plugin": "my-agent", "source": "entry point", "value": "m:C", "distribution": "d==1"}),
+    ("my-agent", {"class": "m.C"}),
+])
+def test_every_kind_of_agent_settings_the_writer_writes_passes(entry, name, value):
+    old = name if name in entry[0]["settings"]["agents"] else "fifo"
+    claim, _ = check_entry(_renamed(entry, old, name, value), check_agent=check_agent_settings)
+    assert name in claim.agents and len(claim.agents) == 2
+
+
+@pytest.mark.parametrize(("name", "value", "said"), [
+    ("model:m.zip", {"algo": None, "model_sha": None, "kwargs": {"temperature": 0.5}},
+     "kwargs temperature: a saved model is played with work_conserving and defer only"),
+    ("model:m.zip", {"algo": None, "model_sha": None, "kwargs": {"work_conserving": "yes"}}, "kwargs work_conserving"),
+    ("model:m.zip", {"kwargs": {}}, "no algo, model_sha"),
+    ("model:m.zip", {"algo": 1, "model_sha": None}, "algo is 1, expected text or null"),
+    ("rllib:/ckpt", {"checkpoint": "/ckpt", "kwargs": {}}, "unknown key(s) kwargs; the settings of RLlib checkpoints"),
+    ("mod:Cls:k=1", {"plugin": "mod:Cls:k=1", "source": "module", "source_sha": "ab", "kwargs": {"k": 2}},
+     "kwargs {'k': 2} are not those the spec names ({'k': 1})"),
+    ("mod:Cls", {"plugin": "other:Cls", "source": "module", "source_sha": "ab", "kwargs": {}}, "plugin is 'other:Cls'"),
+    ("mod:Cls", {"plugin": "mod:Cls", "source": "disk", "source_sha": "ab", "kwargs": {}}, "source is 'disk'"),
+    ("mod:Cls", {"kwargs": {}}, "no plugin, source, source_sha"),
+    ("my-agent", {"kwargs": {}}, "my-agent is not a built-in agent, and the writer gives only a built-in agent's "
+                                 "settings kwargs"),
+    ("my-agent", {"plugin": "my-agent", "source": "module", "value": "m:C", "distribution": "d==1"},
+     "source is 'module', expected 'entry point'"),  # a name without a colon is no plug-in spec
+    ("my-agent", {"class": "m.C", "kwargs": {}}, "unknown key(s) class; the settings of built-in agents"),
+    ("fifo+lifo", {"kwargs": {}}, "fifo+lifo is not a built-in agent"),
+])
+def test_settings_another_kind_of_agent_or_no_writer_writes_are_rejected(entry, name, value, said):
+    with pytest.raises(Rejected, match=re.escape(f"settings.agents[{name}]: ") + ".*" + re.escape(said)):
+        check_entry(_renamed(entry, "fifo", name, value), check_agent=check_agent_settings)
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    ("extra", "unknown key(s) extra; a row holds only the fields sfenv evaluate --record-actions writes"),
+    ("actions-extra", "action log: unknown key(s) note; a log holds only decisions, replans, replan_hourly"),
+    ("stopped_early", "stopped_early is 'no', expected true or false"),
+    ("decision-time", "decision_time_mean_s is '0.001', expected a number of seconds >= 0"),
+    ("no-decision-time", "no decision_time_max_s; sfenv evaluate --record-actions writes it in every row"),
+    ("work_conserving", "work_conserving is False, expected true (written only when on)"),
+    ("carbon_signal", "carbon_signal is 1, expected text"),
+    ("deferred", "deferred is 2.5, expected an integer >= 0"),
+])
+def test_unknown_or_mistyped_row_keys_are_rejected_naming_the_row(entry, tmp_path, capsys, edit, said):
+    """Rows were checked on the fields the replay compares; anything else in a row or its log passed unread."""
+    bad = copy.deepcopy(entry[0])
+    row = bad["episodes"][3]
+    if edit == "extra":
+        row["extra"] = 1
+    elif edit == "actions-extra":
+        row["actions"]["note"] = "hand-tuned"
+    elif edit == "stopped_early":
+        row["stopped_early"] = "no"
+    elif edit == "decision-time":
+        row["decision_time_mean_s"] = "0.001"
+    elif edit == "no-decision-time":
+        del row["decision_time_max_s"]
+    elif edit == "carbon_signal":
+        row["carbon_signal"] = 1
+    elif edit == "deferred":
+        row["deferred"] = 2.5
+    else:
+        row["work_conserving"] = False
+    code, line = _validate(tmp_path, bad, capsys)
+    assert code == 1 and line.startswith(f"sfenv: validate: REJECTED {tmp_path / 'e.json'}: row 3 (fifo, spider-8, "
+                                         f"seed 1000003): {said}")
+
+
+def test_an_action_log_with_an_unknown_key_is_rejected_on_replay_only_too(entry, tmp_path, capsys):
+    bad = copy.deepcopy(entry[0])
+    bad["episodes"][0]["actions"]["replan_every_h"] = 1
+    code, line = _validate(tmp_path, bad, capsys, "--replay-only")
+    assert code == 1 and "row 0 (fifo, spider-8, seed 1000000): action log: unknown key(s) replan_every_h" in line
+
+
+@pytest.mark.parametrize("version", ["0.1.0", "0.2.0.dev3", "1.0rc1", "0.1.0.post1", "0.1.0+g1a2b3c"])
+def test_an_sfenv_version_of_pep_440_form_passes(entry, version):
+    doc = copy.deepcopy(entry[0])
+    doc["settings"]["sfenv_version"] = version
+    check_entry(doc)
+
+
+@pytest.mark.parametrize("version", ["x" * 10_000, "0." * 40 + "1", "latest", "", "0.1.0\n", " 0.1.0", 1, None,
+                                     ["0.1.0"]])
+def test_an_sfenv_version_that_is_no_version_is_rejected(entry, tmp_path, capsys, version):
+    doc = copy.deepcopy(entry[0])
+    doc["settings"]["sfenv_version"] = version
+    code, line = _validate(tmp_path, doc, capsys)
+    assert code == 1 and f"REJECTED {tmp_path / 'e.json'}: settings.sfenv_version is {version!r:.80}; " in line
+    assert "a PEP 440 version" in line and len(line) < 400
+
+
+class _FirstPlanPolicy:
+    """A saved policy's face that starts the first startable candidate, else waits (rows of a policy's kind)."""
+
+    name = "model:first.zip"
+    spec = SimpleNamespace(flatten=False)
+
+    def __init__(self, observation_space):
+        self.meta: dict = {}
+        self.observation_space = observation_space
+
+    def predict(self, obs, deterministic=True, action_masks=None):
+        mask = np.asarray(action_masks, dtype=bool)
+        valid = np.flatnonzero(mask[:-1])
+        return (valid[0] if len(valid) else len(mask) - 1), None
+
+
+def test_an_entry_written_now_with_every_kind_of_row_validates(tmp_path, capsys, monkeypatch):
+    """``sfenv evaluate --record-actions``: a built-in, an ordered built-in and a plug-in with keywords on a carbon
+    scenario (carbon fields), and a policy's rows played work-conserving with a floor (stopped_early, its play
+    settings) under the settings the writer gives a saved model: the whole file validates."""
+    from sfenv.app.evaluate import agent_settings, run_policy_episode
+    from sfenv.env import GeoSchedEnv
+
+    monkeypatch.chdir(tmp_path)
+    plugin = "sfenv.agents.simple:RandomAgent:seed=3"
+    assert main(["evaluate", "--agents", f"fifo,spinsearch+swf,{plugin}", "--scenario", "geo-8-carbon", "--num-jobs",
+                 "3", "--split", "test", "--seeds", str(SEEDS), "--record-actions", "--quiet", "--out", "e.json"]) == 0
+    data = json.loads((tmp_path / "e.json").read_text())
+    assert data["settings"]["agents"][plugin]["kwargs"] == {"seed": 3}
+    sc = _scenario("geo-8-carbon", 3)
+    play = {"work_conserving": True, "min_relative_mfu": 0.5}
+    policy = _FirstPlanPolicy(GeoSchedEnv(sc, **play).observation_space)
+    rows = [run_policy_episode(policy, sc, s, env_kwargs=play, record_actions=True) for s in data["settings"]["seeds"]]
+    data["episodes"] += json.loads(json.dumps(rows))
+    data["settings"]["agents"][policy.name] = agent_settings(policy.name, {policy.name: {"work_conserving": True}})
+    keys = set().union(*map(set, data["episodes"]))
+    assert {"carbon_signal", "carbon_fallback_zones", "stopped_early", "work_conserving", "min_relative_mfu"} <= keys
+    (tmp_path / "e.json").write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["validate", "e.json"]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.startswith(f"valid entry e.json: agents fifo, spinsearch+swf, {plugin}, "
+                                              f"{policy.name}, each on the first {SEEDS} test seeds")
+
+
+def test_every_field_a_policy_row_can_hold_is_a_row_key_of_its_type():
+    """The fields :func:`run_policy_episode` adds only for some plays (its play settings, a deferral, privileged
+    carbon), as its helpers write them with every option on, pass the row check; a row with all of them is whole."""
+    from sfenv.app.evaluate import _play_setting_fields
+    from sfenv.runs.entry import ROW_KEYS, _check_row_keys
+
+    play = _play_setting_fields({"privileged_obs": True, "work_conserving": True, "min_relative_mfu": 0.5,
+                                 "min_spread_speedup": 1.25, "spread_wait": "running",
+                                 "floor_exempt": ["spantrain+swf"], "floor_exempt_from": ["min_relative_mfu"]})
+    assert set(play) == {"privileged_obs", "work_conserving", "min_relative_mfu", "min_spread_speedup", "spread_wait",
+                         "floor_exempt", "floor_exempt_from"}
+    row = {"agent": "model:m.zip", "scenario": "spider-8", "seed": 1, "scenario_sha": "ab", "actions": {},
+           "decision_time_mean_s": 0.0, "decision_time_max_s": 0.0, "privileged_carbon": True, "stopped_early": False,
+           "carbon_signal": "lca", "carbon_fallback_zones": "", **play}
+    for margin in (1.0, 2, "spantrain+swf:1,fifo+swf:0.5"):  # Deferral.row_margin: one number, or each name's
+        _check_row_keys(0, {**row, "defer_to": "spantrain+swf,fifo+swf", "defer_margin": margin, "deferred": 3})
+    assert set(row) <= set(ROW_KEYS)

@@ -285,6 +285,7 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     """Judge a leaderboard entry as a whole and replay every episode (``--replay-only``: only replay)."""
+    from sfenv.app.evaluate import check_agent_settings
     from sfenv.runs.entry import check_entry
     from sfenv.runs.replay import Rejected, check_split_label, entry_rows, validate_rows
 
@@ -302,7 +303,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             rows, claim = entry_rows(data, str(args.file)), None
             check_split_label(data.get("settings") if isinstance(data, dict) else None, rows)
         else:
-            claim, rows = check_entry(data, str(args.file), split=args.split or "test")
+            claim, rows = check_entry(data, str(args.file), split=args.split or "test",
+                                      check_agent=check_agent_settings)
         n = validate_rows(rows, args.scenario)
     except Rejected as e:
         print(f"sfenv: validate: REJECTED {args.file}: {e}", file=sys.stderr)
@@ -790,7 +792,8 @@ def _add_leaderboard(sub: _Commands) -> None:
 def _add_validate(sub: _Commands) -> None:
     """``sfenv validate``: replay a submitted entry (:func:`_cmd_validate`)."""
     v = _command(sub, "validate", "judge a submitted leaderboard entry and replay every episode",
-                 "Check that the file is a whole leaderboard entry (its settings; one episode per agent and seed; "
+                 "Check that the file is a whole leaderboard entry (its settings, each agent's and each row's only "
+                 "the keys sfenv evaluate writes, of their JSON types; one episode per agent and seed; "
                  f"every agent on the same first N >= {protocol.MIN_ENTRY_SEEDS} seeds of the test split; every "
                  "episode on the settings' scenario, hash and job count; this env version), then replay each "
                  "episode's recorded actions (sfenv evaluate --record-actions) to the episode's end and compare "

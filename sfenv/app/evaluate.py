@@ -47,8 +47,8 @@ from sfenv.agents.base import SchedulerAgent
 from sfenv.agents.deferral import heuristic_actions
 from sfenv.agents.learned import LearnedPolicy, absolute_model_spec, make_env_fn, split_model_spec
 from sfenv.agents.model_files import ENSEMBLE_SUFFIX, read_ensemble_file, spec_path_for
-from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spec, plugin_settings
-from sfenv.agents.registry import AGENTS, REVISIONS, make_agent
+from sfenv.agents.plugins import entry_point_agents, file_plugins, is_plugin_spec, parse_spec, plugin_settings
+from sfenv.agents.registry import AGENTS, REVISIONS, builtin_keywords, is_builtin, make_agent
 from sfenv.env import GeoSchedEnv
 from sfenv.env.geosched import FLOOR_TESTS
 from sfenv.errors import Interrupted, InvalidInput
@@ -56,7 +56,7 @@ from sfenv.interrupts import ctrl_c_deferred, ctrl_c_held
 from sfenv.model.pipeline import prepare_compiled
 from sfenv.runs import protocol, results
 from sfenv.runs.progress import progress_bar
-from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha
+from sfenv.runs.replay import ActionRecorder, jct_fields, plan_to_json, scenario_sha, show
 from sfenv.runs.results import atomic_path, atomic_write_json  # atomic_write_json: also imported from here
 from sfenv.runs.stats import mean_ci  # also imported from here
 from sfenv.scenario import Scenario, load_scenario
@@ -76,6 +76,7 @@ __all__ = [
     "RLLIB_PREFIX",
     "agent_settings",
     "atomic_write_json",
+    "check_agent_settings",
     "check_metrics",
     "evaluate_agents",
     "evaluate_model",
@@ -580,6 +581,54 @@ def agent_settings(agent: str | SchedulerAgent, agent_kwargs: dict[str, dict] | 
         return plugin_settings(agent)  # the spec, its keywords and a hash of its source (sfenv.agents.plugins)
     revision = {"revision": REVISIONS[agent]} if agent in REVISIONS else {}
     return {"kwargs": dict((agent_kwargs or {}).get(agent, {})), **revision}
+
+
+def check_agent_settings(name: str, settings: dict[str, Any]) -> str | None:
+    """What in an entry's settings of agent ``name`` :func:`agent_settings` would not have written, or None.
+
+    For :func:`sfenv.runs.entry.check_entry` (``sfenv validate``), which has checked the settings' keys and
+    JSON types for one kind of agent: a built-in agent's ``kwargs`` are keywords its constructor takes
+    (:func:`sfenv.agents.registry.builtin_keywords`; sfenv's own module is imported, only when there are
+    keywords) and ``revision`` is only an agent of :data:`~sfenv.agents.registry.REVISIONS`'s; a name that is
+    no built-in agent's has no such settings; a saved model's keywords are its play settings
+    (:data:`MODEL_PLAY_KWARGS`, each true, false or null); a plug-in's are those its spec names.  Nothing
+    a file names is imported.
+    """
+    kwargs = settings.get("kwargs") or {}
+    if name.startswith(MODEL_PREFIX):
+        bad = sorted(k for k, v in kwargs.items()
+                     if k not in MODEL_PLAY_KWARGS or not (v is None or isinstance(v, bool)))
+        return (f"kwargs {', '.join(map(show, bad))}: a saved model is played with "
+                f"{' and '.join(MODEL_PLAY_KWARGS)} only (each true, false or null)") if bad else None
+    if "plugin" in settings and settings.get("source") != "entry point":
+        try:
+            named = parse_spec(name).kwargs
+        except InvalidInput as exc:
+            return str(exc)
+        return f"kwargs {kwargs!r:.80} are not those the spec names ({named!r:.80})" if kwargs != named else None
+    if "kwargs" not in settings:  # an RLlib checkpoint, an entry point, an agent instance: nothing to compare
+        return None
+    return _builtin_settings_problem(name, settings)
+
+
+def _builtin_settings_problem(name: str, settings: dict[str, Any]) -> str | None:
+    """What in a built-in agent's settings (``kwargs``, ``revision``) the writer would not have written, or None."""
+    if not is_builtin(name):
+        return (f"{show(name)} is not a built-in agent, and the writer gives only a built-in agent's settings "
+                "kwargs (an entry point's: plugin, source, value, distribution; an agent instance's: class)")
+    if "revision" in settings and name not in REVISIONS:
+        return f"revision {settings['revision']!r}; only {', '.join(REVISIONS)} record one (agent revisions)"
+    if not settings["kwargs"]:
+        return None
+    try:
+        taken = builtin_keywords(name)
+    except ImportError as exc:
+        return f"its kwargs cannot be checked: its module does not import here ({exc})"
+    bad = sorted(set(settings["kwargs"]) - taken)
+    if bad:
+        return (f"kwargs {', '.join(map(show, bad))}: not a keyword agent {show(name)} takes "
+                f"({', '.join(sorted(taken)) or 'none'})")
+    return None
 
 
 def _play(agent: Player, sc: Scenario, seed: int, record_actions: bool = False) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from sfenv.sim.metrics import ADDED_REPORT_FIELDS, EpisodeReport, JobRecord
 
 __all__ = [
     "COMPARED_FIELDS",
+    "LOG_KEYS",
     "ROW_FIELDS",
     "ActionRecorder",
     "Rejected",
@@ -203,6 +204,10 @@ def plan_from_json(data: dict[str, Any] | None, where: str = "action log") -> Pl
     return Plan(**values)
 
 
+#: the keys of an action log (:meth:`ActionRecorder.log`; ``replan_hourly`` only when true)
+LOG_KEYS = ("decisions", "replans", "replan_hourly")
+
+
 class ActionRecorder:
     """Wraps a ``decide`` (and a re-planning hook) and logs what they return.
 
@@ -269,7 +274,8 @@ def _check_routes(decisions: Sequence[Plan | None], replans: Sequence[Sequence[P
 def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]:
     """Replay an action log on ``make_simulator(scenario, seed)``; returns the report and per-job JCTs.
 
-    The log must play the episode to the end the simulator defines (:attr:`sfenv.sim.Simulator.done`:
+    The log holds only the keys :meth:`ActionRecorder.log` writes (:data:`LOG_KEYS`), and must play the
+    episode to the end the simulator defines (:attr:`sfenv.sim.Simulator.done`:
     every job finished, or the horizon or a dead end reached) and be used up by then: a log cut short
     would end the episode early, with every unfinished job censored at an early time (a far better
     JCT), so it is refused; so are decisions or re-planning entries left over.
@@ -282,6 +288,10 @@ def replay(scenario: Scenario, seed: int, log: dict[str, Any]) -> dict[str, Any]
     if not isinstance(log, dict) or not isinstance(log.get("decisions"), list) \
             or not isinstance(log.get("replans", []), list):
         raise InvalidInput("action log: expected {'decisions': [...], 'replans': [...]}")
+    unknown = sorted(set(log) - set(LOG_KEYS))
+    if unknown:
+        raise InvalidInput(f"action log: unknown key(s) {', '.join(show(k) for k in unknown)}; a log holds only "
+                           f"{', '.join(LOG_KEYS)} (ActionRecorder.log)")
     hourly = log.get("replan_hourly", False)
     if not isinstance(hourly, bool):
         raise InvalidInput(f"action log: replan_hourly {hourly!r}: expected true or false")
