@@ -235,7 +235,10 @@ def check_env_kwargs(env_kwargs: Any, where: str) -> dict[str, Any]:
     if not isinstance(env_kwargs, Mapping):
         raise InvalidInput(f"{where}: env_kwargs = {str(env_kwargs)[:100]}; expected a mapping of GeoSchedEnv "
                            "arguments")
-    allowed = [name for name in inspect.signature(GeoSchedEnv).parameters if name not in NOT_ENV_KWARGS]
+    params = inspect.signature(GeoSchedEnv).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):  # a wrapped constructor: the env checks
+        return dict(env_kwargs)
+    allowed = [p.name for p in params if p.name not in NOT_ENV_KWARGS]
     for key in env_kwargs:
         if key not in allowed:
             why = "set by the run, not by env_kwargs" if key in NOT_ENV_KWARGS else \
