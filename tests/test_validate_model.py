@@ -344,7 +344,9 @@ def test_unfused_traffic_is_fitted_on_the_single_gpu_point_and_holds_on_the_scal
     assert rows[0]["ratio"] == pytest.approx(1.0, abs=0.002)
     held = np.array([r["ratio"] for r in rows[1:]])
     assert len(held) == 7 and np.mean(np.abs(held - 1)) <= 0.10  # held out: MAPE 5.8 %
-    assert 1.0 < rows[-1]["ratio"] <= 1.10  # the 512-GPU run: the model 9 % slow
+    slowest = rows[-1]["ratio"]  # the 512-GPU run: the model 9 % slow
+    assert slowest > 1.0
+    assert slowest <= 1.10
     # Table 8 (strong scaling at batch 8): the model's speedups are higher than published, by up to 13 % at 8 GPUs
     strong = megatron_v100_strong_scaling(eager)
     assert [n for n, _, _ in strong] == [n for n, _ in MEGATRON_2019_STRONG]

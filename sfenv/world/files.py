@@ -305,7 +305,7 @@ def load_yaml(text: str, source: str, loader: type = _Loader) -> Any:
     :raises InvalidInput: ``SOURCE: not valid YAML: line L, column C: problem``, on one line.
     """
     try:
-        return yaml.load(text, Loader=loader)  # a safe constructor (SafeConstructor), see _Loader
+        return yaml.load(text, Loader=loader)  # _Loader: SafeConstructor on the C parser, else a SafeLoader subclass
     except yaml.YAMLError as e:
         raise InvalidInput(f"{source}: not valid YAML: {_yaml_problem(e)}") from None
 
