@@ -18,6 +18,9 @@ Run (about 2 minutes on 2 cores)::
 waits where its decision is a plan the floor leaves out, the floor's own effect on a heuristic.
 ``--min-spread-speedup X`` likewise plays it with the env's ``min_spread_speedup`` (plans across regions
 that do not finish X times sooner than waiting for one region leave the menu).
+``--env-version v5`` plays both under an earlier env version's WAN settings
+(:data:`sfenv.registration.VERSION_SIM`), as ``claims --env-version`` does: ``docs/results/headroom/v5``
+is played again by this code with it.
 """
 
 from __future__ import annotations
@@ -32,13 +35,25 @@ from sfenv.app.evaluate import run_episode
 from sfenv.app.script import ScriptParser
 from sfenv.env import GeoSchedEnv
 from sfenv.env.proposers import PROPOSER_SETS
+from sfenv.registration import ENV_VERSION, PREVIOUS_VERSIONS, VERSION_SIM
 from sfenv.runs import protocol
 from sfenv.runs.results import atomic_write_json, scenario_hash
 from sfenv.runs.stats import paired_ratio
-from sfenv.scenario import load_scenario
+from sfenv.scenario import Scenario, load_scenario
 
 
-def play_expert(expert: str, scenario: str, seed: int, proposers: str = "best+spantrain",
+def versioned_scenario(scenario: str, env_version: str = ENV_VERSION) -> Scenario:
+    """``scenario`` loaded with the WAN settings of ``env_version`` (:data:`~sfenv.registration.VERSION_SIM`).
+
+    :raises ValueError: for a version that is neither the current one nor one of :data:`PREVIOUS_VERSIONS`.
+    """
+    if env_version != ENV_VERSION and env_version not in VERSION_SIM:
+        raise ValueError(f"env version {env_version!r}: expected one of {', '.join((ENV_VERSION, *PREVIOUS_VERSIONS))}")
+    sc = load_scenario(scenario)
+    return sc if env_version == ENV_VERSION else sc.with_overrides(sim=dict(VERSION_SIM[env_version]))
+
+
+def play_expert(expert: str, scenario: str | Scenario, seed: int, proposers: str = "best+spantrain",
                 num_jobs: int | None = None, min_relative_mfu: float | None = None,
                 min_spread_speedup: float | None = None, spread_wait: str = "running") -> dict:
     """One episode with ``expert`` choosing every action; the episode report as a dict.
@@ -78,15 +93,19 @@ def main(argv: list[str] | None = None) -> dict:
                         "(GeoSchedEnv min_spread_speedup; default: no such test)")
     p.add_argument("--spread-wait", default="running", choices=("running", "queue"),
                    help="the wait --min-spread-speedup counts (GeoSchedEnv spread_wait; default: running)")
+    versions = (ENV_VERSION, *PREVIOUS_VERSIONS)
+    p.add_argument("--env-version", default=ENV_VERSION, choices=versions,
+                   help=f"the env version whose WAN settings both play under (default {ENV_VERSION})")
     p.add_argument("--out", type=Path, default=Path("results/expert"))
     args = p.parse_args(argv)
     choice = protocol.seed_choice_from_args(args, args.scenario, default_split="validation", parser=p)
     if args.num_jobs is not None and args.num_jobs < 1:
         p.error(f"argument --num-jobs: expected an integer >= 1, got {args.num_jobs}")
     seeds = list(choice.seeds)
-    print(choice.describe())
+    print(choice.describe() + ("" if args.env_version == ENV_VERSION else f"; env {args.env_version}'s WAN settings"))
+    played = versioned_scenario(args.scenario, args.env_version)
     try:  # a malformed expert, or one the proposers do not record, fails here rather than mid-run
-        probe = GeoSchedEnv(args.scenario, num_jobs=args.num_jobs, proposers=args.proposers,
+        probe = GeoSchedEnv(played, num_jobs=args.num_jobs, proposers=args.proposers,
                             min_relative_mfu=args.min_relative_mfu, min_spread_speedup=args.min_spread_speedup,
                             spread_wait=args.spread_wait)
         probe.reset(seed=seeds[0])
@@ -95,12 +114,12 @@ def main(argv: list[str] | None = None) -> dict:
     except ValueError as exc:
         named = next((arg for arg in ("min_relative_mfu", "min_spread_speedup") if arg in str(exc)), "expert")
         p.error(f"argument --{named.replace('_', '-')}: {exc}")
-    sc = load_scenario(args.scenario)
+    sc = played
     if args.num_jobs is not None:
         sc = sc.with_overrides(workload={"num_jobs": args.num_jobs})
     rows = []
     for s in seeds:
-        mine = play_expert(args.expert, args.scenario, s, args.proposers, args.num_jobs, args.min_relative_mfu,
+        mine = play_expert(args.expert, played, s, args.proposers, args.num_jobs, args.min_relative_mfu,
                            args.min_spread_speedup, args.spread_wait)
         theirs = run_episode(make_agent(args.heuristic), sc, s)
         rows.append({"seed": s, "expert_jct_h": mine["mean_jct_s"] / 3600, "expert_unfinished": mine["unfinished"],
@@ -113,7 +132,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{args.expert} / {args.heuristic} on {args.scenario}: mean JCT {a.mean():.3f} h vs {b.mean():.3f} h, "
           f"ratio {ratio[0]:.3f} [95 % CI {ratio[1]:.3f}, {ratio[2]:.3f}]")
     result = {"expert": args.expert, "heuristic": args.heuristic, "scenario": args.scenario,
-              "proposers": args.proposers, "num_jobs": args.num_jobs, "min_relative_mfu": args.min_relative_mfu,
+              "proposers": args.proposers, "env_version": args.env_version, "num_jobs": args.num_jobs,
+              "min_relative_mfu": args.min_relative_mfu,
               "min_spread_speedup": args.min_spread_speedup, "spread_wait": args.spread_wait, **choice.record(),
               "wan_sharing": sc.cfg.sim.wan_sharing, "vm_pair_cap": sc.cfg.sim.vm_pair_cap,
               "skip_zero_bubble_periods": sc.cfg.sim.skip_zero_bubble_periods, "scenario_sha": scenario_hash(sc),

@@ -164,6 +164,7 @@ def test_the_training_page_quotes_the_headroom_as_measured(name: str, expert: st
     res = json.loads((HEADROOM / version / f"{name}.json").read_text())
     assert res["expert"] == expert and res["heuristic"] == "spantrain+swf"
     assert (res["wan_sharing"], res.get("vm_pair_cap", "member")) == HEADROOM_SIM[version]
+    assert res.get("env_version", version) == version  # recorded from env v6 on
     assert res["scenario"] == "spider-8-contended" and res["split"] == "test" and len(res["seeds"]) == 10
     assert res["proposers"] == "best+spantrain"  # the recipe's candidate set
     ratio, low, high = res["ratio"]
@@ -185,3 +186,15 @@ def test_the_training_page_quotes_variant_43_as_trained() -> None:
     assert f"{evals[1]['mean_jct_h']:.3f} h at step 4,096" in section
     cfg = (folder / "train-generalise-rollout-8000.yml").read_text()
     assert "steps: 8000, rounds: 2" in cfg
+
+
+@pytest.mark.parametrize("version", ["v4", "v5"])
+def test_an_earlier_versions_headroom_is_played_again_by_this_code(version: str, tmp_path: Path) -> None:
+    """``expert_vs_heuristic --env-version`` replays a committed earlier version's oracle: its first seed and hash."""
+    from sfenv.experiments.expert_vs_heuristic import main as expert_main
+
+    committed = json.loads((HEADROOM / version / "oracle.json").read_text())
+    res = expert_main(["--expert", committed["expert"], "--heuristic", committed["heuristic"], "--split", "test",
+                       "--seeds", "1", "--env-version", version, "--out", str(tmp_path)])
+    assert res["env_version"] == version and res["scenario_sha"] == committed["scenario_sha"]
+    assert res["rows"] == committed["rows"][:1]  # the oracle's and the heuristic's episode, to the last bit
