@@ -163,14 +163,17 @@ def run_benchmark(
     :param trust_model_code: allow saved policies whose files run code when loaded
         (:func:`sfenv.app.evaluate.evaluate_agents`).
     :return: the results dict, plus ``"ran"`` (episodes run now) and ``"files"`` (paths written).
-    :raises InvalidInput: (a ``ValueError``) for no seeds or agents, or unreadable results in the folder.
+    :raises InvalidInput: (a ``ValueError``) for no seeds or agents, ``seeds`` or ``first_seed`` that is not
+        an integer (>= 1, >= 0), or unreadable results in the folder.
     :raises SettingsMismatch: on ``resume`` into a folder of other settings, naming each difference.
     :raises OutputInUse: if another process is writing the folder (its lock, ``.benchmark.json.lock``, is held
         for the whole run: :func:`sfenv.runs.results.output_lock`).
     :raises OutputError: if a file cannot be written (a full disk, a folder that is a file).
     """
-    if seeds < 1:
-        raise InvalidInput(f"seeds must be at least 1, got {seeds}")
+    if not _is_int(seeds) or seeds < 1:
+        raise InvalidInput(f"seeds must be an integer >= 1 (how many), got {seeds!r}")
+    if not _is_int(first_seed) or first_seed < 0:
+        raise InvalidInput(f"first_seed must be an integer >= 0, got {first_seed!r}")
     from sfenv.runs.distributed import check_backend
 
     check_backend(backend, address, workers)

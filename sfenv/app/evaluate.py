@@ -311,7 +311,11 @@ def evaluate_model(
 
     ``env_kwargs`` may set ``num_jobs`` (the workload size) and env settings; by default the env
     takes the settings the model was trained with (see :func:`run_policy_episode`).
+
+    :raises InvalidInput: for ``seeds`` that are not a list of distinct integers >= 0
+        (:func:`sfenv.runs.protocol.check_seeds`).
     """
+    seeds = protocol.check_seeds(seeds)
     sc = load_scenario(scenario)
     kwargs = dict(env_kwargs or {})
     num_jobs = kwargs.pop("num_jobs", None)
@@ -379,7 +383,8 @@ def evaluate_agents(
         part of the settings: the same files play the same episodes either way.
     :raises UntrustedCode: for such a policy without ``trust_model_code``.
     :raises InvalidInput: for an unknown backend, or ``address``/``workers`` without ``backend="ray"``,
-        or an ``out`` that is not a results file.
+        ``agents`` that are not a non-empty list of names and agent instances, ``seeds`` that are not a list of
+        distinct integers >= 0 (:func:`sfenv.runs.protocol.check_seeds`), or an ``out`` that is not a results file.
     :raises Interrupted: on Ctrl-C, after the episodes finished so far are saved (the count is in the message).
     :raises OutputInUse: (an ``InvalidInput``) if another process is writing ``out``.
     :raises OutputError: (an ``OSError``) if ``out`` cannot be written (a full disk, a folder that is a file);
@@ -388,6 +393,8 @@ def evaluate_agents(
     from sfenv.runs.distributed import check_backend
 
     check_backend(backend, address, workers)
+    _check_agents(agents)
+    seeds = protocol.check_seeds(seeds)
     if backend == "ray" and file_plugins(agents):  # a worker unpickles classes by module name
         raise InvalidInput(f"agents {', '.join(file_plugins(agents))}: a file.py:Class plug-in cannot be sent to "
                            "Ray workers; make it an importable module (module:Class) or use --backend serial")
@@ -407,6 +414,18 @@ def evaluate_agents(
         bar = _progress_bar(len(todo), f"evaluate {sc.name}") if progress and todo else None
         played = _episodes(todo, sc, record_actions, backend, address, workers)
         return _collect(played, todo, rows, writer, on_row, bar)
+
+
+def _check_agents(agents: Any) -> None:
+    """Refuse ``agents`` unless it is a non-empty list of names (``str``) and agent instances, naming the argument."""
+    if isinstance(agents, (str, bytes)) or not isinstance(agents, Sequence):
+        raise InvalidInput(f"agents: got {type(agents).__name__} {agents!r:.60}; expected a list of agent names "
+                           "or instances, e.g. ['fifo']")
+    if not agents:
+        raise InvalidInput("agents: empty; expected at least one agent name or instance")
+    for a in agents:
+        if not isinstance(a, (str, SchedulerAgent)):
+            raise InvalidInput(f"agents: {a!r:.60} ({type(a).__name__}) is not an agent name or a SchedulerAgent")
 
 
 def _collect(played: Iterator[tuple[int, dict[str, Any]]], todo: Sequence[tuple[Player, int]],

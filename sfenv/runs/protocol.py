@@ -51,7 +51,9 @@ This module imports nothing heavy.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import numbers
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +74,7 @@ __all__ = [
     "SPLITS",
     "SeedChoice",
     "add_seed_arguments",
+    "check_seeds",
     "check_training_config",
     "resolve_seeds",
     "seed_choice_from_args",
@@ -147,6 +150,31 @@ def seeds(split: str, n: int, scenario: str | None = None) -> list[int]:
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(rng):
         raise InvalidInput(f"seeds: n = {n!r}; expected an integer in 1..{len(rng)} for split {split!r}")
     return list(rng[:n])
+
+
+def check_seeds(seeds: Any, name: str = "seeds") -> list[Any]:
+    """``seeds`` as a list, each an episode seed: an integer >= 0 (not a bool), none repeated.
+
+    For the entry points that take seeds by number (:func:`sfenv.app.evaluate.evaluate_agents`), before
+    any file is written or episode played; the values are kept as given (a NumPy integer stays one).
+
+    :param name: the argument's name, for the message.
+    :raises InvalidInput: naming ``name``, for a value that is not a list of such seeds (a text, a
+        number, a float or bool seed, a negative one, one given twice) or an empty one.
+    """
+    if isinstance(seeds, (str, bytes, Mapping)) or not isinstance(seeds, Iterable):
+        raise InvalidInput(f"{name}: got {type(seeds).__name__} {seeds!r:.60}; expected a list of episode seeds "
+                           "(integers >= 0), e.g. [0, 1, 2]")
+    values = list(seeds)
+    if not values:
+        raise InvalidInput(f"{name}: empty; expected at least one seed")
+    for seed in values:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise InvalidInput(f"{name}: {seed!r} is not an episode seed; expected integers >= 0")
+    repeated = sorted(int(s) for s, times in Counter(int(s) for s in values).items() if times > 1)
+    if repeated:
+        raise InvalidInput(f"{name}: {', '.join(map(str, repeated))} given more than once; each seed is one episode")
+    return values
 
 
 def split_of(seed: int, scenario: str | None = None) -> str | None:

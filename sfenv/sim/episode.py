@@ -6,8 +6,11 @@ engine at time 0.  It is the one place an episode is assembled, and the one path
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
+from sfenv.errors import InvalidInput
 from sfenv.scenario import Scenario
 from sfenv.sim.engine import Simulator
 from sfenv.sim.events import LinkDynamics, Outage, Straggler
@@ -42,8 +45,17 @@ def make_simulator(
     :param evaluation_cache: from :func:`evaluation_cache_for`, to share plan evaluations
         between the episodes of this scenario.
     :return: the simulator at time 0, before the first event.
+    :raises InvalidInput: for a ``scenario`` that is not a :class:`~sfenv.scenario.Scenario` (a name or a
+        path: load it with :func:`sfenv.scenario.load_scenario`), or an ``rng`` that is a bool, a float,
+        a text or a negative integer.
     """
+    if not isinstance(scenario, Scenario):
+        raise InvalidInput(f"make_simulator: scenario is a {type(scenario).__name__} ({scenario!r:.60}); expected "
+                           "a Scenario (sfenv.scenario.load_scenario(name, path or dict))")
     if not isinstance(rng, np.random.Generator):
+        if isinstance(rng, (bool, np.bool_, float, str, bytes)) or (isinstance(rng, numbers.Integral) and rng < 0):
+            raise InvalidInput(f"make_simulator: rng = {rng!r:.60}; expected a numpy Generator, a seed "
+                               "(an integer >= 0) or None")
         rng = np.random.default_rng(rng)
     job_rng, price_rng, outage_rng, dyn_rng = rng.spawn(4)
     stragglers = None

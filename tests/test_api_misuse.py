@@ -1,0 +1,73 @@
+"""The Python API under misuse: a wrong seed, agent list or scenario is one InvalidInput naming the argument.
+
+Before these checks ``evaluate_agents(..., seeds=[True])`` played seed 1 and recorded ``true``,
+``seeds=[2.5]`` failed deep in NumPy after the settings were written, ``run_benchmark(first_seed=-1)``
+wrote ``benchmark.json`` before failing there, and ``make_simulator("spider-8", 0)`` was an AttributeError.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sfenv.app.benchmark import run_benchmark
+from sfenv.app.evaluate import evaluate_agents
+from sfenv.errors import InvalidInput
+from sfenv.runs.protocol import check_seeds
+from sfenv.scenario import load_scenario
+from sfenv.sim import make_simulator
+
+
+@pytest.mark.parametrize("seeds", [[True], [2.5], "12", 3, None, [-1], [0, 0], [float("nan")], ["1"]])
+def test_evaluate_agents_refuses_bad_seeds_before_writing(tmp_path: Path, seeds: Any) -> None:
+    out = tmp_path / "r.json"
+    with pytest.raises(InvalidInput, match="^seeds: "):
+        evaluate_agents(["fifo"], "spider-8", seeds, num_jobs=3, out=out, progress=False)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("agents", [[None], [3], "fifo", None, []])
+def test_evaluate_agents_refuses_bad_agents(agents: Any) -> None:
+    with pytest.raises(InvalidInput, match="^agents: "):
+        evaluate_agents(agents, "spider-8", [0], num_jobs=3, progress=False)
+
+
+def test_check_seeds_keeps_valid_seeds_as_given() -> None:
+    assert check_seeds(range(3)) == [0, 1, 2]
+    kept = check_seeds(np.array([4, 5]))
+    assert kept == [4, 5] and all(isinstance(s, np.integer) for s in kept)
+    assert check_seeds((7,)) == [7]
+
+
+@pytest.mark.parametrize(("field", "value"), [("seeds", True), ("seeds", 2.5), ("seeds", "2"), ("seeds", None),
+                                              ("first_seed", -1), ("first_seed", True), ("first_seed", 1.5)])
+def test_run_benchmark_refuses_bad_counts_before_writing(tmp_path: Path, field: str, value: Any) -> None:
+    kwargs: dict[str, Any] = {"seeds": 1, "first_seed": 0, field: value}
+    with pytest.raises(InvalidInput, match=f"^{field} must be an integer"):
+        run_benchmark("fifo", "spider-8", num_jobs=3, out_dir=tmp_path / "b", progress=False, plots=False,
+                      log=lambda _m: None, **kwargs)
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("scenario", ["spider-8", None, {"name": "x"}])
+def test_make_simulator_refuses_a_scenario_that_is_not_one(scenario: Any) -> None:
+    with pytest.raises(InvalidInput, match="make_simulator: scenario is a"):
+        make_simulator(scenario, 0)
+
+
+@pytest.mark.parametrize("rng", [True, 2.5, "3", -1, float("nan"), np.bool_(True)])
+def test_make_simulator_refuses_a_seed_that_is_not_one(rng: Any) -> None:
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 3})
+    with pytest.raises(InvalidInput, match="make_simulator: rng = "):
+        make_simulator(sc, rng)
+
+
+def test_make_simulator_takes_the_seeds_it_took() -> None:
+    sc = load_scenario("spider-8").with_overrides(workload={"num_jobs": 3})
+    first = make_simulator(sc, 3)
+    assert make_simulator(sc, np.int64(3)).time == first.time
+    assert make_simulator(sc, np.random.default_rng(3)).time == first.time
+    assert make_simulator(sc, None).time >= 0
