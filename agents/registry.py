@@ -121,9 +121,12 @@ def resolve_names(spec: str | Sequence[str]) -> list[str]:
     registers, :mod:`sfenv.agents.plugins`) is imported and checked now, and named by its canonical spec;
     a built-in name or group wins over an entry point of the same name.
 
-    :raises InvalidInput: if ``spec`` names no agent at all (``""``, ``","``).
+    :raises InvalidInput: if ``spec`` names no agent at all (``""``, ``","``), or is neither a text nor a
+        list of texts.
     :raises UnknownName: for a name that is not registered.
     """
+    if not isinstance(spec, (str, Sequence)) or any(not isinstance(i, str) for i in spec):
+        raise InvalidInput(f"agents {spec!r:.60}: expected a comma list or a list of agent names (texts)")
     items = split_agent_list(spec) if isinstance(spec, str) else list(spec)
     if not any(str(i).strip() for i in items):
         raise InvalidInput(f"agents {spec!r}: no agent named; give a comma list such as fifo,spiderflow, "

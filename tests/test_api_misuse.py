@@ -15,8 +15,10 @@ import pytest
 
 from sfenv.app.benchmark import run_benchmark
 from sfenv.app.evaluate import evaluate_agents
+from sfenv.app.leaderboard import run_leaderboard
 from sfenv.errors import InvalidInput
 from sfenv.runs.protocol import check_seeds
+from sfenv.runs.stats import iqm_interval, mean_ci, paired_ratio
 from sfenv.scenario import load_scenario
 from sfenv.sim import make_simulator
 
@@ -71,3 +73,34 @@ def test_make_simulator_takes_the_seeds_it_took() -> None:
     assert make_simulator(sc, np.int64(3)).time == first.time
     assert make_simulator(sc, np.random.default_rng(3)).time == first.time
     assert make_simulator(sc, None).time >= 0
+
+
+BAD_LEADERBOARD = [({"scenarios": []}, "scenarios"), ({"scenarios": "spider-8"}, "scenarios"),
+                   ({"scenarios": [3]}, "scenario"), ({"seeds": None}, "seeds"), ({"seeds": True}, "seeds"),
+                   ({"num_jobs": "3"}, "num_jobs"), ({"num_jobs": True}, "num_jobs"), ({"agents": [3]}, "agents"),
+                   ({"agents": None}, "agents")]
+
+
+@pytest.mark.parametrize(("kwargs", "field"), BAD_LEADERBOARD)
+def test_run_leaderboard_refuses_bad_arguments_before_playing(tmp_path: Path, kwargs: dict[str, Any],
+                                                              field: str) -> None:
+    """``scenarios=[]`` played every bundled scenario (the CLI refuses naming none); the others were TypeErrors."""
+    args: dict[str, Any] = {"scenarios": ["spider-8"], "agents": "fifo", "seeds": 1, "num_jobs": 3, **kwargs}
+    with pytest.raises(InvalidInput, match=field):
+        run_leaderboard(tmp_path / "lb", progress=False, log=lambda _m: None, **args)
+    assert not (tmp_path / "lb").exists()
+
+
+@pytest.mark.parametrize("level", [95, 2, 0, 1, -0.5, float("nan"), True, "0.95"])
+def test_confidence_levels_outside_0_1_are_refused(level: Any) -> None:
+    """``level=95`` (a percentage) gave a NaN half-width from ``mean_ci`` and a zero-width bootstrap interval."""
+    for call in (lambda: mean_ci([1.0, 2.0, 3.0], level=level), lambda: paired_ratio([1, 2, 3], [1, 2, 4], level=level),
+                 lambda: iqm_interval([1, 2, 3, 4], level=level)):
+        with pytest.raises(InvalidInput, match="^level = "):
+            call()
+
+
+def test_valid_levels_keep_their_intervals() -> None:
+    mean, half = mean_ci([1.0, 2.0, 3.0], level=0.9)
+    assert mean == 2.0 and 0 < half < mean_ci([1.0, 2.0, 3.0])[1]
+    assert paired_ratio([1, 2, 3], [1, 2, 4], level=np.float64(0.5))[0] == pytest.approx(6 / 7)

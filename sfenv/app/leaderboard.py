@@ -96,7 +96,8 @@ def run_leaderboard(
     :param trust_model_code: allow saved policies whose files run code when loaded (an SB3 ``.zip``
         without its weights-only form, an RLlib checkpoint; :func:`sfenv.app.evaluate.evaluate_agents`).
     :return: ``{"settings": ..., "rows": [...], "files": [...]}``.
-    :raises InvalidInput: for an unknown scenario, no agents, or bad counts.
+    :raises InvalidInput: for an unknown scenario, ``scenarios`` that is not a non-empty list, no agents,
+        or ``seeds``/``num_jobs`` that is not an integer >= 1.
     :raises Rejected: if an episode it would rank does not replay to the metrics its row holds
         (:func:`replay_checked`: an edited episodes file; nothing is written then).
     """
@@ -105,17 +106,13 @@ def run_leaderboard(
     from sfenv.runs.replay import scenario_sha
     from sfenv.scenario import bundled_scenarios
 
-    bundled = bundled_scenarios()
-    chosen = list(scenarios) if scenarios else bundled
-    unknown = [s for s in chosen if s not in bundled]
-    if unknown:
-        raise InvalidInput(f"leaderboard: unknown scenario(s) {', '.join(unknown)}{did_you_mean(unknown[0], bundled)}; "
-                           f"bundled: {', '.join(bundled)}")
+    chosen = _chosen_scenarios(scenarios, bundled_scenarios())
     names = resolve_names(agents)
     if not names:
         raise InvalidInput(f"leaderboard: no agents in {agents!r}")
-    if num_jobs is not None and num_jobs < 1:
-        raise InvalidInput(f"leaderboard: num_jobs = {num_jobs}; expected an integer >= 1")
+    for field, value in (("seeds", seeds), ("num_jobs", 1 if num_jobs is None else num_jobs)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInput(f"leaderboard: {field} = {value!r}; expected an integer >= 1")
     out = Path(out_dir)
     if not overwrite:
         _same_tables(out / "leaderboard.json", chosen, names, seeds)
@@ -137,6 +134,26 @@ def run_leaderboard(
                 "split": "test", "seeds_per_scenario": seeds, "agents": names, "scenarios": plays, "caps": caps}
     files = write_outputs(rows, settings, out)
     return {"settings": settings, "rows": rows, "files": [str(f) for f in files]}
+
+
+def _chosen_scenarios(scenarios: Sequence[str] | None, bundled: list[str]) -> list[str]:
+    """The bundled scenario names ``scenarios`` lists (None: all of ``bundled``), checked.
+
+    :raises InvalidInput: for a text instead of a list, an empty list (naming none is not asking for
+        all of them), an entry that is not a text, or a name that is not bundled.
+    """
+    if scenarios is None:
+        return bundled
+    if isinstance(scenarios, str) or not isinstance(scenarios, Sequence) or not scenarios:
+        raise InvalidInput(f"leaderboard: scenarios = {scenarios!r:.60}; expected a non-empty list of bundled "
+                           "scenario names, e.g. ['spider-8'], or None for every bundled scenario")
+    chosen = list(scenarios)
+    unknown = [s for s in chosen if s not in bundled]
+    if unknown:
+        named = ", ".join(map(str, unknown))
+        raise InvalidInput(f"leaderboard: unknown scenario(s) {named}{did_you_mean(unknown[0], bundled)}; "
+                           f"bundled: {', '.join(bundled)}")
+    return chosen
 
 
 def _same_tables(path: Path, scenarios: Sequence[str], names: Sequence[str], seeds: int) -> None:

@@ -58,10 +58,13 @@ def mean_ci(values: SeedValues, level: float = 0.95) -> tuple[float, float]:
     (``ddof=1``); the half-width is NaN with fewer than two values, 0 if they are all equal.
 
     :param values: one value per seed.
-    :param level: confidence level.
+    :param level: confidence level, in (0, 1).
     :return: ``(mean, half-width)``.
+    :raises InvalidInput: for a ``level`` outside (0, 1).
     """
     from scipy.stats import t as student_t  # scipy comes with pymoo; imported here to keep imports light
+
+    _check_level(level)
 
     x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
     if x.size == 0:
@@ -70,6 +73,12 @@ def mean_ci(values: SeedValues, level: float = 0.95) -> tuple[float, float]:
     if x.size < 2:
         return mean, math.nan
     return mean, float(student_t.ppf(0.5 + level / 2, x.size - 1) * np.std(x, ddof=1) / math.sqrt(x.size))
+
+
+def _check_level(level: float) -> None:
+    """Refuse a confidence level outside (0, 1) (``95`` for 95 %, ``2``, NaN, a bool or a text), naming ``level``."""
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise InvalidInput(f"level = {level!r}; expected a confidence level strictly between 0 and 1, e.g. 0.95")
 
 
 def _values(name: str, values: SeedValues) -> np.ndarray:
@@ -109,12 +118,15 @@ def paired_ratio(a: SeedValues, b: SeedValues, level: float = 0.95, method: str 
     seed indices (``scipy.stats.bootstrap(..., paired=True)``), so the interval accounts for the
     pairing.  With all resampled ratios equal (e.g. identical agents) the interval is the ratio.
 
-    :param level: confidence level.
+    :param level: confidence level, in (0, 1).
     :param method: ``"BCa"``, ``"percentile"`` or ``"basic"`` (scipy's names).
     :return: ``(ratio, low, high)``.
-    :raises InvalidInput: for empty, non-finite or unequal-length inputs, or ``mean(b) == 0``.
+    :raises InvalidInput: for empty, non-finite or unequal-length inputs, ``mean(b) == 0``, or a ``level``
+        outside (0, 1).
     """
     from scipy.stats import bootstrap
+
+    _check_level(level)
 
     x, y = _values("a", a), _values("b", b)
     if x.size != y.size:
@@ -141,8 +153,11 @@ def iqm_interval(values: SeedValues, level: float = 0.95, method: str = "percent
     """Interquartile mean of ``values`` and its bootstrap interval.
 
     :return: ``(iqm, low, high)``; the interval is NaN with one value.
+    :raises InvalidInput: for empty or non-finite ``values``, or a ``level`` outside (0, 1).
     """
     from scipy.stats import bootstrap, trim_mean
+
+    _check_level(level)
 
     x = _values("values", values)
     iqm = float(trim_mean(x, 0.25))
