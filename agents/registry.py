@@ -193,9 +193,21 @@ def make_agent(name: str, **kwargs: Any) -> SchedulerAgent:
     """Instantiate the agent registered as ``name`` with keyword arguments.
 
     ``name`` may also be a plug-in spec or an installed entry-point agent (:mod:`sfenv.agents.plugins`).
+
+    :raises InvalidInput: if ``name`` is not a text, or a built-in agent is given a keyword its constructor
+        does not take (:func:`builtin_keywords`).
+    :raises UnknownName: for a name that is not registered.
     """
+    if not isinstance(name, str):
+        raise InvalidInput(f"make_agent: name = {name!r:.60}; expected an agent name (a text), e.g. 'fifo'")
     if name not in AGENTS and (plugin := make_plugin(name, **kwargs)) is not None:
         return plugin
+    if kwargs and is_builtin(name):
+        taken = builtin_keywords(name)
+        unknown = sorted(set(kwargs) - taken)
+        if unknown:
+            raise InvalidInput(f"agent {name!r}: no keyword argument {', '.join(map(repr, unknown))}; it takes "
+                               f"{', '.join(sorted(taken)) or 'none'}")
     agent = _load(name)(**kwargs)
     agent.name = name
     return agent

@@ -12,15 +12,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sfenv.agents.registry import make_agent
 
 from sfenv.app.benchmark import run_benchmark
 from sfenv.app.evaluate import evaluate_agents
 from sfenv.app.leaderboard import run_leaderboard
-from sfenv.errors import InvalidInput
+from sfenv.errors import InvalidInput, UnknownName
 from sfenv.runs.protocol import check_seeds
 from sfenv.runs.stats import iqm_interval, mean_ci, paired_ratio
 from sfenv.scenario import load_scenario
 from sfenv.sim import make_simulator
+from sfenv.world.hardware import get_gpu
 
 
 @pytest.mark.parametrize("seeds", [[True], [2.5], "12", 3, None, [-1], [0, 0], [float("nan")], ["1"]])
@@ -104,3 +106,35 @@ def test_valid_levels_keep_their_intervals() -> None:
     mean, half = mean_ci([1.0, 2.0, 3.0], level=0.9)
     assert mean == 2.0 and 0 < half < mean_ci([1.0, 2.0, 3.0])[1]
     assert paired_ratio([1, 2, 3], [1, 2, 4], level=np.float64(0.5))[0] == pytest.approx(6 / 7)
+
+
+BAD_AGENTS = [("fifo", {"bogus": 1}, "agent 'fifo': no keyword argument 'bogus'"),
+              ("spinsearch+swf", {"zzz": 1}, "no keyword argument 'zzz'"), (None, {}, "make_agent: name = None"),
+              (["fifo"], {}, "make_agent: name = ")]
+
+
+@pytest.mark.parametrize(("name", "kwargs", "match"), BAD_AGENTS)
+def test_make_agent_refuses_a_keyword_or_name_it_cannot_take(name: Any, kwargs: dict[str, Any], match: str) -> None:
+    """These were TypeErrors (``FIFOAgent() takes no arguments``, ``unhashable type: 'list'``)."""
+    with pytest.raises(InvalidInput, match=match):
+        make_agent(name, **kwargs)
+
+
+def test_make_agent_keeps_the_keywords_it_takes() -> None:
+    assert make_agent("random", seed=1).name == "random"
+    assert make_agent("spinsearch+swf", blocking=True).name == "spinsearch+swf"
+
+
+@pytest.mark.parametrize("agent_kwargs", [3, {"fifo": 3}, {"fifo": {"bogus": 1}}])
+def test_evaluate_agents_refuses_bad_agent_kwargs(tmp_path: Path, agent_kwargs: Any) -> None:
+    out = tmp_path / "r.json"
+    with pytest.raises(InvalidInput, match="agent_kwargs|no keyword argument 'bogus'"):
+        evaluate_agents(["fifo"], "spider-8", [0], num_jobs=3, out=out, progress=False, agent_kwargs=agent_kwargs)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["a100", None, ["A100-40GB"]])
+def test_get_gpu_names_an_unknown_type_as_unknown_name(name: Any) -> None:
+    """A plain ``KeyError`` (the CLI's sign of a bug), or a ``TypeError`` for a list, before."""
+    with pytest.raises(UnknownName, match="unknown GPU type"):
+        get_gpu(name)

@@ -36,7 +36,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -383,7 +383,9 @@ def evaluate_agents(
         part of the settings: the same files play the same episodes either way.
     :raises UntrustedCode: for such a policy without ``trust_model_code``.
     :raises InvalidInput: for an unknown backend, or ``address``/``workers`` without ``backend="ray"``,
-        ``agents`` that are not a non-empty list of names and agent instances, ``seeds`` that are not a list of
+        ``agents`` that are not a non-empty list of names and agent instances, ``agent_kwargs`` that is not
+        a dict of dicts or gives a built-in agent a keyword it does not take
+        (:func:`sfenv.agents.registry.make_agent`), ``seeds`` that are not a list of
         distinct integers >= 0 (:func:`sfenv.runs.protocol.check_seeds`), or an ``out`` that is not a results file.
     :raises Interrupted: on Ctrl-C, after the episodes finished so far are saved (the count is in the message).
     :raises OutputInUse: (an ``InvalidInput``) if another process is writing ``out``.
@@ -393,7 +395,7 @@ def evaluate_agents(
     from sfenv.runs.distributed import check_backend
 
     check_backend(backend, address, workers)
-    _check_agents(agents)
+    _check_agents(agents, agent_kwargs)
     seeds = protocol.check_seeds(seeds)
     if backend == "ray" and file_plugins(agents):  # a worker unpickles classes by module name
         raise InvalidInput(f"agents {', '.join(file_plugins(agents))}: a file.py:Class plug-in cannot be sent to "
@@ -416,8 +418,16 @@ def evaluate_agents(
         return _collect(played, todo, rows, writer, on_row, bar)
 
 
-def _check_agents(agents: Any) -> None:
-    """Refuse ``agents`` unless it is a non-empty list of names (``str``) and agent instances, naming the argument."""
+def _check_agents(agents: Any, agent_kwargs: Any = None) -> None:
+    """Refuse bad ``agents`` or ``agent_kwargs``, naming the argument.
+
+    ``agents`` must be a non-empty list of names (``str``) and agent instances, ``agent_kwargs`` None or a
+    dict of keyword dicts by agent name (kwargs of agents not in ``agents`` are unused, as before).
+    """
+    if agent_kwargs is not None and (not isinstance(agent_kwargs, Mapping)
+                                     or any(not isinstance(v, Mapping) for v in agent_kwargs.values())):
+        raise InvalidInput(f"agent_kwargs: {agent_kwargs!r:.80}; expected a dict of keyword dicts by agent name, "
+                           "e.g. {'random': {'seed': 1}}")
     if isinstance(agents, (str, bytes)) or not isinstance(agents, Sequence):
         raise InvalidInput(f"agents: got {type(agents).__name__} {agents!r:.60}; expected a list of agent names "
                            "or instances, e.g. ['fifo']")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sfenv.errors import UnknownName, did_you_mean
 from sfenv.hashing import cached_hash, state_without_hash
 
 __all__ = ["A100_KERNELS", "EAGER_MEM_TRAFFIC", "GPU_CATALOGUE", "GPUSpec", "KernelModel", "get_gpu"]
@@ -196,10 +197,11 @@ GPU_CATALOGUE: dict[str, GPUSpec] = {
 def get_gpu(name: str) -> GPUSpec:
     """Return the catalogue entry for ``name``.
 
-    :raises KeyError: with the list of known GPU types if ``name`` is unknown.
+    :raises UnknownName: (a ``KeyError``) with the closest and the known GPU types if ``name`` is unknown.
     """
     try:
         return GPU_CATALOGUE[name]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: an unhashable name (a list)
         known = ", ".join(sorted(GPU_CATALOGUE))
-        raise KeyError(f"unknown GPU type {name!r}; expected one of: {known}") from None
+        raise UnknownName(f"unknown GPU type {name!r}{did_you_mean(name, GPU_CATALOGUE)}; "
+                          f"expected one of: {known}") from None
