@@ -657,35 +657,23 @@ def test_settings_another_kind_of_agent_or_no_writer_writes_are_rejected(entry, 
 
 
 @pytest.mark.parametrize(("edit", "said"), [
-    ("extra", "unknown key(s) extra; a row holds only the fields sfenv evaluate --record-actions writes"),
-    ("actions-extra", "action log: unknown key(s) note; a log holds only decisions, replans, replan_hourly"),
-    ("stopped_early", "stopped_early is 'no', expected true or false"),
-    ("decision-time", "decision_time_mean_s is '0.001', expected a number of seconds >= 0"),
-    ("no-decision-time", "no decision_time_max_s; sfenv evaluate --record-actions writes it in every row"),
-    ("work_conserving", "work_conserving is False, expected true (written only when on)"),
-    ("carbon_signal", "carbon_signal is 1, expected text"),
-    ("deferred", "deferred is 2.5, expected an integer >= 0"),
+    (lambda row: row.update(extra=1),
+     "unknown key(s) extra; a row holds only the fields sfenv evaluate --record-actions writes"),
+    (lambda row: row["actions"].update(note="hand-tuned"),
+     "action log: unknown key(s) note; a log holds only decisions, replans, replan_hourly"),
+    (lambda row: row.update(stopped_early="no"), "stopped_early is 'no', expected true or false"),
+    (lambda row: row.update(decision_time_mean_s="0.001"),
+     "decision_time_mean_s is '0.001', expected a number of seconds >= 0"),
+    (lambda row: row.pop("decision_time_max_s"),
+     "no decision_time_max_s; sfenv evaluate --record-actions writes it in every row"),
+    (lambda row: row.update(work_conserving=False), "work_conserving is False, expected true (written only when on)"),
+    (lambda row: row.update(carbon_signal=1), "carbon_signal is 1, expected text"),
+    (lambda row: row.update(deferred=2.5), "deferred is 2.5, expected an integer >= 0"),
 ])
 def test_unknown_or_mistyped_row_keys_are_rejected_naming_the_row(entry, tmp_path, capsys, edit, said):
     """Rows were checked on the fields the replay compares; anything else in a row or its log passed unread."""
     bad = copy.deepcopy(entry[0])
-    row = bad["episodes"][3]
-    if edit == "extra":
-        row["extra"] = 1
-    elif edit == "actions-extra":
-        row["actions"]["note"] = "hand-tuned"
-    elif edit == "stopped_early":
-        row["stopped_early"] = "no"
-    elif edit == "decision-time":
-        row["decision_time_mean_s"] = "0.001"
-    elif edit == "no-decision-time":
-        del row["decision_time_max_s"]
-    elif edit == "carbon_signal":
-        row["carbon_signal"] = 1
-    elif edit == "deferred":
-        row["deferred"] = 2.5
-    else:
-        row["work_conserving"] = False
+    edit(bad["episodes"][3])
     code, line = _validate(tmp_path, bad, capsys)
     assert code == 1 and line.startswith(f"sfenv: validate: REJECTED {tmp_path / 'e.json'}: row 3 (fifo, spider-8, "
                                          f"seed 1000003): {said}")
